@@ -1,0 +1,79 @@
+#include "core/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "core/error.h"
+
+namespace mtp {
+
+MappedFile::MappedFile(const std::string& path) : path_(path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) fail<IoError>("cannot open '{}': {}", path, std::strerror(errno));
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail<IoError>("'{}' is not a regular file", path);
+  }
+  size_ = size_t(st.st_size);
+  if (size_ > 0) {
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      ::close(fd);
+      fail<IoError>("cannot map '{}': {}", path, std::strerror(errno));
+    }
+    data_ = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+MappedFile::MappedFile(MappedFile&& o) noexcept
+    : path_(std::move(o.path_)), data_(std::exchange(o.data_, nullptr)),
+      size_(std::exchange(o.size_, 0)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
+  if (this != &o) {
+    if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+    path_ = std::move(o.path_);
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+  }
+  return *this;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail<IoError>("cannot open '{}': {}", path, std::strerror(errno));
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) fail<IoError>("cannot write '{}': {}", tmp, std::strerror(errno));
+    f.write(bytes.data(), std::streamsize(bytes.size()));
+    f.flush();
+    if (!f) fail<IoError>("write to '{}' failed: {}", tmp, std::strerror(errno));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    fail<IoError>("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno));
+  }
+}
+
+}  // namespace mtp

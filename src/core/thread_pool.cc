@@ -1,0 +1,115 @@
+#include "core/thread_pool.h"
+
+#include <fstream>
+#include <set>
+#include <string>
+#include <utility>
+
+namespace mtp {
+
+namespace {
+// Chunk t of n items split over `parts`, aligned to `grain`.
+std::pair<size_t, size_t> chunk(size_t n, size_t grain, size_t parts, size_t t) {
+  size_t units = (n + grain - 1) / grain;
+  size_t per = units / parts, extra = units % parts;
+  size_t b = t * per + std::min(t, extra);
+  size_t e = b + per + (t < extra ? 1 : 0);
+  return {std::min(n, b * grain), std::min(n, e * grain)};
+}
+}  // namespace
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+  for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+    generation_.fetch_add(1);
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void ThreadPool::parallel_for(size_t n, const Fn& fn, size_t grain) {
+  if (n == 0) return;
+  if (grain == 0) grain = 1;
+  if (n_threads_ == 1 || n <= grain) {
+    fn(0, n, 0);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    job_ = &fn;
+    job_n_ = n;
+    job_grain_ = grain;
+    error_ = nullptr;
+    pending_.store(n_threads_ - 1);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  cv_.notify_all();
+  auto [b, e] = chunk(n, grain, n_threads_, 0);
+  try {
+    if (b < e) fn(b, e, 0);
+  } catch (...) {
+    std::lock_guard<std::mutex> lk(error_mu_);
+    if (!error_) error_ = std::current_exception();
+  }
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins > 2000) std::this_thread::yield();
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+void ThreadPool::worker(int index) {
+  uint64_t seen = 0;
+  while (true) {
+    // Spin a little for the next job (decode issues many small jobs), then sleep.
+    uint64_t g = generation_.load(std::memory_order_acquire);
+    for (int spins = 0; g == seen && spins < 20000; ++spins) {
+      g = generation_.load(std::memory_order_acquire);
+    }
+    if (g == seen) {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return generation_.load() != seen; });
+      g = generation_.load();
+    }
+    seen = g;
+    if (stop_) return;
+    const Fn* fn;
+    size_t n, grain;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      fn = job_;
+      n = job_n_;
+      grain = job_grain_;
+    }
+    auto [b, e] = chunk(n, grain, n_threads_, index);
+    try {
+      if (b < e) (*fn)(b, e, index);
+    } catch (...) {
+      std::lock_guard<std::mutex> lk(error_mu_);
+      if (!error_) error_ = std::current_exception();
+    }
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+int physical_cores() {
+  // Count distinct (physical id, core id) pairs; fall back to hardware_concurrency.
+  std::ifstream f("/proc/cpuinfo");
+  std::set<std::pair<int, int>> cores;
+  std::string line;
+  int phys = 0;
+  while (std::getline(f, line)) {
+    auto val = [&] { return std::stoi(line.substr(line.find(':') + 1)); };
+    if (line.rfind("physical id", 0) == 0) phys = val();
+    if (line.rfind("core id", 0) == 0) cores.insert({phys, val()});
+  }
+  if (!cores.empty()) return int(cores.size());
+  unsigned h = std::thread::hardware_concurrency();
+  return h ? int(h) : 1;
+}
+
+}  // namespace mtp

@@ -1,0 +1,62 @@
+// Tokenizer interface shared by every tokenizer format.
+//
+// BOS/EOS rules (CONTRACTS.md): BOS from the tokenizer.json post-processor
+// template, else add_bos_token in tokenizer_config.json, else the family
+// default (llama2.c: BOS 1). Special-token text in the input is always
+// recognised; add_special=false (--no-special) only suppresses the added BOS/EOS.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mtp::io {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  // Throws InputError on invalid UTF-8 input.
+  virtual std::vector<int32_t> encode(std::string_view text, bool add_special = true) const = 0;
+
+  // Raw bytes one token contributes when it follows `prev` (-1 = none): byte
+  // tokens give their byte, byte-level BPE symbols map back to bytes, '▁' becomes
+  // ' ', and the SentencePiece leading space after BOS is dropped. The bytes of a
+  // sequence may split UTF-8 characters across tokens; TextStream reassembles.
+  virtual std::string token_bytes(int32_t id, int32_t prev) const = 0;
+
+  // Full decode of a sequence (concatenated token_bytes, invalid UTF-8 -> U+FFFD).
+  std::string decode(std::span<const int32_t> ids) const;
+
+  virtual int32_t vocab_size() const = 0;
+  virtual int32_t bos_id() const = 0;          // -1 if none
+  virtual bool adds_bos() const = 0;           // encode(add_special=true) prepends BOS
+  virtual std::vector<int32_t> eos_ids() const = 0;  // tokenizer's own EOS (may be empty)
+  virtual std::string kind() const = 0;        // "llama2c", "sentencepiece", "hf-bpe", ...
+};
+
+// Incremental UTF-8 assembly for streaming output: push token bytes, get back
+// the complete characters so far; invalid sequences become U+FFFD.
+class TextStream {
+ public:
+  std::string push(std::string_view bytes);
+  std::string flush();  // whatever is left (an incomplete tail becomes U+FFFD)
+
+ private:
+  std::string pending_;
+};
+
+// Replaces invalid UTF-8 with U+FFFD.
+std::string sanitize_utf8(std::string_view s);
+// True if s is valid UTF-8.
+bool is_valid_utf8(std::string_view s);
+
+// Opens a tokenizer by path: a directory (tokenizer.json, else tokenizer.model,
+// else tokenizer.bin / tok*.bin), tokenizer.json, a SentencePiece .model, a
+// llama2.c tokenizer .bin, or GPT-2 encoder.json (vocab.bpe beside it).
+// tokenizer_config.json beside the file is read when present.
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
+
+}  // namespace mtp::io

@@ -1,0 +1,40 @@
+// Row-wise operations of the transformer forward. Every function processes one
+// row (one token) at a time with a fixed reduction order, so results are
+// independent of how many rows a call holds (batch invariance).
+#pragma once
+#include <cstddef>
+
+namespace mtp::kernels {
+
+// out[i] = x[i] / sqrt(mean(x²) + eps) * w[i]. The mean is accumulated in fp32.
+// (Gemma's (1 + w) is folded into w at load, in fp32.) out may alias x.
+void rmsnorm(const float* x, const float* w, size_t n, float eps, float* out);
+
+// Rotary embedding of one head vector in place. cos/sin: [head_dim / 2] for this
+// position. interleaved: pairs (x[2i], x[2i+1]) (llama2.c, Meta); otherwise
+// rotate-half pairs (x[i], x[i + head_dim/2]) (Hugging Face).
+void rope(float* x, const float* cos, const float* sin, size_t head_dim, bool interleaved);
+
+// In-place softmax over n values (max-subtracted, fp32).
+void softmax(float* x, size_t n);
+
+// y = cap * tanh(y / cap) elementwise (Gemma soft-capping).
+void softcap(float* y, size_t n, float cap);
+
+// One query head attending to keys/values at positions [lo, hi] (inclusive).
+// Position p lives in slot p % n_slots of k/v; a slot is `stride` floats apart,
+// the head's vector is at offset 0 of the passed pointers. scores: scratch of
+// hi - lo + 1 floats. score = (q·k) * scale, soft-capped when cap > 0, then
+// softmax; out[head_dim] = Σ p_j v_j in position order.
+void attend(const float* q, const float* k, const float* v, size_t stride, size_t n_slots,
+            size_t lo, size_t hi, size_t head_dim, float scale, float cap, float* scores,
+            float* out);
+
+// Gated activations over n elements: out[i] = act(gate[i]) * up[i].
+void silu_mul(const float* gate, const float* up, size_t n, float* out);
+void gelu_tanh_mul(const float* gate, const float* up, size_t n, float* out);
+
+// Index of the largest value; ties break to the lowest index. NaN never wins.
+size_t argmax(const float* x, size_t n);
+
+}  // namespace mtp::kernels

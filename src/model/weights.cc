@@ -1,0 +1,52 @@
+#include "model/weights.h"
+
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+
+namespace mtp::model {
+
+void EmbeddingTable::lookup(int32_t id, float scale, float* out) const {
+  if (id < 0 || size_t(id) >= rows) {
+    fail<InputError>("token id {} is outside the vocabulary [0, {})", id, rows);
+  }
+  const auto* base = static_cast<const uint8_t*>(data) + size_t(id) * cols * dtype_size(dtype);
+  to_f32(base, dtype, cols, out);
+  if (scale != 1.0f) {
+    for (size_t i = 0; i < cols; ++i) out[i] *= scale;
+  }
+}
+
+std::vector<float> norm_weight(const void* src, DType t, size_t n, bool one_plus) {
+  std::vector<float> w(n);
+  to_f32(src, t, n, w.data());
+  check_finite(w.data(), n, "norm weight");
+  if (one_plus) {
+    for (auto& x : w) x = 1.0f + x;
+  }
+  return w;
+}
+
+void check_finite(const float* x, size_t n, const std::string& what) {
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(x[i])) {
+      fail<FormatError>("{} holds a non-finite value ({}) at element {}", what, x[i], i);
+    }
+  }
+}
+
+void check_finite(const void* src, DType t, size_t n, const std::string& what) {
+  if (t == DType::F32) return check_finite(static_cast<const float*>(src), n, what);
+  // bf16/fp16: exponent all ones means Inf/NaN.
+  const auto* h = static_cast<const uint16_t*>(src);
+  uint16_t mask = t == DType::BF16 ? 0x7f80 : 0x7c00;
+  for (size_t i = 0; i < n; ++i) {
+    if ((h[i] & mask) == mask) {
+      float v = t == DType::BF16 ? bf16_to_f32(h[i]) : f16_to_f32(h[i]);
+      fail<FormatError>("{} holds a non-finite value ({}) at element {}", what, v, i);
+    }
+  }
+}
+
+}  // namespace mtp::model

@@ -1,0 +1,60 @@
+// The target's weights as the forward consumes them.
+//
+// Matrices are repacked at load (kernels::PackedMatrix, fp32 or bf16 held);
+// q/k/v are fused into one [ (H + 2·KV)·hd, d ] matrix and gate/up into one
+// [2·ffn, d] matrix so each sub-layer is one kernel call. Norm weights are small
+// fp32 copies (Gemma's 1 + w folded in, in fp32). The embedding table is used in
+// place from the memory-mapped checkpoint (EmbeddingTable keeps a view).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/matmul.h"
+#include "model/config.h"
+
+namespace mtp::model {
+
+// A [vocab, d] table viewed in place (fp32, bf16 or fp16 storage).
+struct EmbeddingTable {
+  const void* data = nullptr;
+  DType dtype = DType::F32;
+  size_t rows = 0, cols = 0;
+  // Row `id` converted to fp32 and multiplied by scale (in fp32). Throws
+  // InputError for ids outside [0, rows).
+  void lookup(int32_t id, float scale, float* out) const;
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm;       // [d] input_layernorm
+  std::vector<float> post_attn_norm;  // [d] Gemma sandwich only
+  std::vector<float> ffn_norm;        // [d] post_attention_layernorm (Llama/Qwen) /
+                                      //     pre_feedforward_layernorm (Gemma)
+  std::vector<float> post_ffn_norm;   // [d] Gemma sandwich only
+  std::vector<float> q_norm, k_norm;  // [head_dim] Qwen3 / Gemma 3 only
+  std::vector<float> qkv_bias;        // [(H + 2KV)·hd] Qwen2 only
+  kernels::PackedMatrix wqkv;         // [(H + 2KV)·hd, d]
+  kernels::PackedMatrix wo;           // [d, H·hd]
+  kernels::PackedMatrix w_gate_up;    // [2·ffn, d]: rows 0..ffn-1 gate, then up
+  kernels::PackedMatrix w_down;       // [d, ffn]
+};
+
+struct ModelWeights {
+  EmbeddingTable embed;              // [vocab, d], in place
+  std::vector<LayerWeights> layers;
+  std::vector<float> final_norm;     // [d]
+  kernels::PackedMatrix lm_head;     // [vocab, d] (a packed copy of embed when tied)
+  // Keeps the memory maps (and any converted buffers) the views point into.
+  std::vector<std::shared_ptr<void>> keep_alive;
+};
+
+// Norm weight from storage to fp32; when one_plus, 1 + w computed in fp32.
+std::vector<float> norm_weight(const void* src, DType t, size_t n, bool one_plus);
+
+// Throws FormatError naming `what` if any value is NaN or ±Inf.
+void check_finite(const float* x, size_t n, const std::string& what);
+void check_finite(const void* src, DType t, size_t n, const std::string& what);
+
+}  // namespace mtp::model
