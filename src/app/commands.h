@@ -1,0 +1,16 @@
+// CLI subcommands. Each add_* registers one subcommand on the root CLI11 app:
+// its flags (every flag with a help text) and a callback that runs it. Errors are
+// thrown as mtp::Error subclasses; main() prints them and exits with status 2.
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace mtp::app {
+
+void add_generate(CLI::App& root);       // cmd_generate.cc
+void add_tokenize(CLI::App& root);       // cmd_tokenize.cc
+void add_bench_kernels(CLI::App& root);  // cmd_bench_kernels.cc
+
+}  // namespace mtp::app

@@ -1,0 +1,33 @@
+// mtpspec: one binary, subcommands (see `mtpspec --help`).
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <cstdio>
+
+#include "app/commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "mtpspec: lossless speculative decoding on the CPU with a multi-token-prediction "
+      "drafter trained against your exact model."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "mtpspec 0.1.0");
+  mtp::app::add_generate(app);
+  mtp::app::add_tokenize(app);
+  mtp::app::add_bench_kernels(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const mtp::Error& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "internal error: {}\n", e.what());
+    return 3;
+  }
+  return 0;
+}
