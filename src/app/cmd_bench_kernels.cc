@@ -1,0 +1,276 @@
+// `mtpspec bench-kernels`: times the weight kernels (matmul) for q = 1..q_max
+// activation rows, per held dtype, shape and thread count, next to the machine's
+// read-only streaming bandwidth.
+//
+// Honesty about memory-boundness: every timed call uses a different packed copy
+// of the matrix, cycling through copies that total >= 4x the last-level cache,
+// so weights always come from DRAM as in a real decode. The bandwidth probe reads
+// a buffer of the same >= 4x LLC size with a SIMD sum.
+//
+// This file is compiled once per SIMD target (Highway foreach_target) for the
+// bandwidth probe only; everything else is in the HWY_ONCE section.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "app/cmd_bench_kernels.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace mtp::app::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Sum of p[0, n) (n a multiple of 4 vectors; p vector-aligned), four
+// independent accumulators so the loop is bound by loads, not add latency.
+float StreamSum(const float* p, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 4 * N <= n; i += 4 * N) {
+    a0 = hn::Add(a0, hn::Load(d, p + i));
+    a1 = hn::Add(a1, hn::Load(d, p + i + N));
+    a2 = hn::Add(a2, hn::Load(d, p + i + 2 * N));
+    a3 = hn::Add(a3, hn::Load(d, p + i + 3 * N));
+  }
+  return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+}
+
+}  // namespace mtp::app::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "app/commands.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/matmul.h"
+
+namespace mtp::app {
+HWY_EXPORT(StreamSum);
+
+namespace {
+
+struct BenchArgs {
+  bool json = false;
+  std::string threads = "1,2", dtypes = "fp32,bf16", shapes = "4096x4096,2048x8192";
+  int q_max = 8, reps = 30;
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, sep);)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+size_t parse_size(const std::string& s, const char* what) {
+  try {
+    size_t pos = 0;
+    long long v = std::stoll(s, &pos);
+    if (pos == s.size() && v > 0) return size_t(v);
+  } catch (const std::exception&) {
+  }
+  fail<InputError>("bench-kernels: bad {} '{}' (want a positive integer)", what, s);
+}
+
+// Size of the level-3 cache of cpu0 from sysfs ("32768K"); 32 MiB if unknown.
+size_t llc_bytes() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir = "/sys/devices/system/cpu/cpu0/cache";
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().filename().string().rfind("index", 0) != 0) continue;
+    std::ifstream lv(e.path() / "level"), sz(e.path() / "size");
+    int level = 0;
+    std::string size;
+    if (!(lv >> level) || level != 3 || !(sz >> size) || size.empty()) continue;
+    size_t mult = 1;
+    if (size.back() == 'K') mult = 1 << 10;
+    if (size.back() == 'M') mult = 1 << 20;
+    if (mult != 1) size.pop_back();
+    try {
+      return std::stoull(size) * mult;
+    } catch (const std::exception&) {
+    }
+  }
+  return size_t(32) << 20;
+}
+
+double now_s() {
+  using clk = std::chrono::steady_clock;
+  return std::chrono::duration<double>(clk::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Read-only streaming bandwidth (bytes/s) with `pool`'s threads over buf.
+double stream_bandwidth(const std::vector<float, std::allocator<float>>& buf_in, size_t n,
+                        ThreadPool& pool, int reps) {
+  const float* buf = buf_in.data();
+  const size_t unit = 1024;  // floats per parallel_for unit (multiple of 4 vectors)
+  volatile float sink = 0;
+  std::vector<double> times;
+  for (int r = 0; r < reps + 1; ++r) {
+    std::vector<float> part(pool.size(), 0.f);
+    double t0 = now_s();
+    pool.parallel_for(
+        n / unit,
+        [&](size_t b, size_t e, size_t t) {
+          part[t] = HWY_DYNAMIC_DISPATCH(StreamSum)(buf + b * unit, (e - b) * unit);
+        },
+        1);
+    double t = now_s() - t0;
+    for (float p : part) sink = sink + p;
+    if (r > 0) times.push_back(t);  // first pass warms page tables
+  }
+  (void)sink;
+  return double(n / unit * unit) * 4 / median(times);
+}
+
+struct Row {
+  std::string dtype;
+  size_t out, in;
+  int threads, q;
+  double time_s, bytes;
+};
+
+void run_bench(const BenchArgs& a) {
+  std::vector<kernels::WeightType> dtypes;
+  for (const auto& s : split(a.dtypes, ',')) {
+    if (s == "fp32") dtypes.push_back(kernels::WeightType::F32);
+    else if (s == "bf16") dtypes.push_back(kernels::WeightType::BF16);
+    else fail<InputError>("bench-kernels: unknown dtype '{}' (want fp32 or bf16)", s);
+  }
+  std::vector<std::pair<size_t, size_t>> shapes;
+  for (const auto& s : split(a.shapes, ',')) {
+    auto p = split(s, 'x');
+    if (p.size() != 2) fail<InputError>("bench-kernels: bad shape '{}' (want OUTxIN)", s);
+    shapes.emplace_back(parse_size(p[0], "shape"), parse_size(p[1], "shape"));
+  }
+  std::vector<int> threads;
+  for (const auto& s : split(a.threads, ',')) threads.push_back(int(parse_size(s, "thread count")));
+  if (a.q_max < 1 || a.reps < 1) fail<InputError>("bench-kernels: --q-max and --reps must be >= 1");
+  if (dtypes.empty() || shapes.empty() || threads.empty())
+    fail<InputError>("bench-kernels: empty --dtype, --shapes or --threads list");
+
+  const size_t llc = llc_bytes(), footprint = 4 * llc;
+  std::vector<std::unique_ptr<ThreadPool>> pools;
+  for (int t : threads) pools.push_back(std::make_unique<ThreadPool>(t));
+
+  // Streaming bandwidth per thread count.
+  std::vector<double> bw(threads.size());
+  {
+    std::vector<float> buf(footprint / 4, 1.f);
+    for (size_t k = 0; k < threads.size(); ++k)
+      bw[k] = stream_bandwidth(buf, buf.size(), *pools[k], std::max(5, a.reps / 3));
+  }
+  if (!a.json) {
+    fmt::print("SIMD target {}; LLC {} MiB; matrices cycled over >= {} MiB\n",
+               kernels::simd_target(), llc >> 20, footprint >> 20);
+    for (size_t k = 0; k < threads.size(); ++k)
+      fmt::print("read bandwidth, {} thread(s): {:.1f} GB/s\n", threads[k], bw[k] / 1e9);
+    fmt::print("\n{:>5} {:>10} {:>3} {:>3} {:>10} {:>7} {:>8} {:>6}\n", "dtype", "shape",
+               "thr", "q", "time_ms", "vs_q1", "GB/s", "%bw");
+  }
+
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0.f, 0.02f);
+  std::vector<Row> rows;
+  for (auto dt : dtypes) {
+    for (auto [out, in] : shapes) {
+      std::vector<float> src(out * in);
+      for (auto& v : src) v = nd(rng);
+      auto first = kernels::PackedMatrix::pack(src.data(), DType::F32, out, in, dt);
+      const size_t n_mats = std::max<size_t>(2, (footprint + first.bytes() - 1) / first.bytes());
+      std::vector<kernels::PackedMatrix> mats{first};
+      while (mats.size() < n_mats)
+        mats.push_back(kernels::PackedMatrix::pack(src.data(), DType::F32, out, in, dt));
+      std::vector<float> x(size_t(a.q_max) * in), y(size_t(a.q_max) * out);
+      for (auto& v : x) v = nd(rng) * 50;
+      for (size_t k = 0; k < threads.size(); ++k) {
+        double t1 = 0;
+        for (int q = 1; q <= a.q_max; ++q) {
+          std::vector<double> times;
+          const size_t total = n_mats + std::max<size_t>(a.reps, 1);  // first lap = warm-up
+          for (size_t r = 0; r < total; ++r) {
+            const auto& w = mats[r % n_mats];
+            double t0 = now_s();
+            kernels::matmul(w, x.data(), size_t(q), y.data(), pools[k].get());
+            double t = now_s() - t0;
+            if (r >= n_mats) times.push_back(t);
+          }
+          const double tm = median(times);
+          if (q == 1) t1 = tm;
+          Row row{kernels::weight_type_name(dt), out, in, threads[k], q, tm,
+                  double(first.bytes())};
+          rows.push_back(row);
+          if (!a.json) {
+            const double gbs = row.bytes / tm / 1e9;
+            fmt::print("{:>5} {:>10} {:>3} {:>3} {:>10.3f} {:>7.2f} {:>8.1f} {:>5.0f}%\n",
+                       row.dtype, fmt::format("{}x{}", out, in), row.threads, q, tm * 1e3,
+                       tm / t1, gbs, 100 * gbs * 1e9 / bw[k]);
+            std::fflush(stdout);
+          }
+        }
+      }
+    }
+  }
+  if (a.json) {
+    nlohmann::json j;
+    j["rows"] = nlohmann::json::array();
+    for (const auto& r : rows)
+      j["rows"].push_back({{"dtype", r.dtype},
+                           {"shape", {r.out, r.in}},
+                           {"threads", r.threads},
+                           {"q", r.q},
+                           {"time_s", r.time_s}});
+    j["stream_bandwidth"] = nlohmann::json::array();
+    for (size_t k = 0; k < threads.size(); ++k)
+      j["stream_bandwidth"].push_back({{"threads", threads[k]}, {"bytes_per_s", bw[k]}});
+    j["simd_target"] = kernels::simd_target();
+    j["llc_bytes"] = llc;
+    fmt::print("{}\n", j.dump());
+  }
+}
+
+}  // namespace
+
+void add_bench_kernels(CLI::App& root) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App* cmd = root.add_subcommand(
+      "bench-kernels", "Time the matmul kernels for q = 1..q-max rows against streaming bandwidth");
+  cmd->add_flag("--json", a->json,
+                "Print {\"rows\": [{dtype, shape: [out, in], threads, q, time_s}]} (median "
+                "seconds per call) instead of the table");
+  cmd->add_option("--threads", a->threads, "Comma-separated thread counts to run")
+      ->capture_default_str();
+  cmd->add_option("--q-max", a->q_max, "Time q = 1..N activation rows per call")
+      ->capture_default_str();
+  cmd->add_option("--dtype", a->dtypes, "Comma-separated held weight types: fp32, bf16")
+      ->capture_default_str();
+  cmd->add_option("--shapes", a->shapes, "Comma-separated weight shapes OUTxIN")
+      ->capture_default_str();
+  cmd->add_option("--reps", a->reps, "Timed calls per (dtype, shape, threads, q); median reported")
+      ->capture_default_str();
+  cmd->callback([a] { run_bench(*a); });
+}
+
+}  // namespace mtp::app
+#endif  // HWY_ONCE

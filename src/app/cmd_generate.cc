@@ -1,0 +1,89 @@
+// `mtpspec generate`: stream a continuation of a prompt (CONTRACTS.md semantics).
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "app/commands.h"
+#include "app/common.h"
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "spec/generate.h"
+
+namespace mtp::app {
+
+namespace {
+
+struct GenerateArgs {
+  ModelArgs model;
+  std::string prompt, prompt_file;
+  int n = 128;
+  float temp = 0.f, top_p = 1.f;
+  uint64_t seed = 0;
+  std::vector<std::string> stop;
+  int ctx = 0;
+  bool json = false, no_special = false;
+};
+
+void run_generate(const GenerateArgs& a) {
+  std::string prompt = a.prompt;
+  if (!a.prompt_file.empty()) prompt = read_file(a.prompt_file);
+  if (!io::is_valid_utf8(prompt)) fail<InputError>("the prompt is not valid UTF-8");
+  Session s = open_session(a.model);
+  std::vector<int32_t> ids = s.tokenizer->encode(prompt, !a.no_special);
+  spec::GenerateOptions o;
+  o.n_new = a.n;
+  o.sampler = {a.temp, a.top_p, a.seed};
+  o.stop = a.stop;
+  o.ctx = a.ctx;
+  auto print = [&](std::string_view t) {
+    if (a.json) return;
+    std::fwrite(t.data(), 1, t.size(), stdout);
+    std::fflush(stdout);
+  };
+  spec::GenerateResult r = spec::generate(*s.model, *s.tokenizer, ids, o, s.pool.get(), print);
+  const auto& t = r.timings;
+  if (a.json) {
+    nlohmann::json j;
+    j["text"] = r.text;
+    j["token_ids"] = r.token_ids;
+    j["prompt_ids"] = r.prompt_ids;
+    j["finish_reason"] = r.finish_reason;
+    j["timings"] = {{"prompt_tokens", t.n_prompt}, {"prompt_s", t.prompt_s},
+                    {"prompt_tok_s", t.prompt_tok_s()}, {"generated_tokens", t.n_gen},
+                    {"generation_s", t.gen_s}, {"generation_tok_s", t.gen_tok_s()},
+                    {"threads", s.pool->size()}};
+    fmt::print("{}\n", j.dump());
+    return;
+  }
+  fmt::print("\n");
+  std::fflush(stdout);
+  fmt::print(stderr, "[{} prompt tokens: {:.1f} tok/s | {} generated: {:.1f} tok/s | finish: {}]\n",
+             t.n_prompt, t.prompt_tok_s(), t.n_gen, t.gen_tok_s(), r.finish_reason);
+}
+
+}  // namespace
+
+void add_generate(CLI::App& root) {
+  auto a = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = root.add_subcommand("generate", "Generate a continuation of a prompt");
+  add_model_flags(cmd, a->model);
+  auto* p = cmd->add_option("-p,--prompt", a->prompt, "Prompt text (raw, no chat template)");
+  cmd->add_option("-f,--prompt-file", a->prompt_file, "Read the prompt from a file")
+      ->excludes(p);
+  cmd->add_option("-n,--n-predict", a->n, "Number of new tokens to generate")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--temp", a->temp, "Sampling temperature (0 = greedy)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", a->top_p, "Nucleus sampling mass in (0, 1]");
+  cmd->add_option("--seed", a->seed, "Random seed for sampling");
+  cmd->add_option("--stop", a->stop, "Stop string (repeatable): the text ends before it");
+  cmd->add_option("--ctx", a->ctx, "Context length (default: the model's, capped by memory)");
+  cmd->add_flag("--no-special", a->no_special, "Do not add BOS/EOS to the prompt");
+  cmd->add_flag("--json", a->json, "Print one JSON object instead of streaming text");
+  cmd->callback([a] { run_generate(*a); });
+}
+
+}  // namespace mtp::app

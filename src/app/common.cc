@@ -1,0 +1,50 @@
+#include "app/common.h"
+
+#include <CLI/CLI.hpp>
+
+#include "core/error.h"
+#include "model/loader.h"
+
+namespace mtp::app {
+
+void add_model_flags(CLI::App* cmd, ModelArgs& a) {
+  cmd->add_option("-m,--model", a.model,
+                  "Target model: a Hugging Face directory (config.json + *.safetensors) or a "
+                  "llama2.c .bin checkpoint")
+      ->required();
+  cmd->add_option("--tokenizer", a.tokenizer,
+                  "Tokenizer file or directory (default: the one beside the model)");
+  cmd->add_option("--weights", a.weights, "Precision the weight matrices are held in")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+  cmd->add_option("--threads", a.threads, "Worker threads (default: physical cores)")
+      ->check(CLI::NonNegativeNumber);
+}
+
+kernels::WeightType parse_weight_type(const std::string& s) {
+  if (s == "fp32") return kernels::WeightType::F32;
+  if (s == "bf16") return kernels::WeightType::BF16;
+  fail<InputError>("--weights must be fp32 or bf16, got '{}'", s);
+}
+
+int resolve_threads(int requested) { return requested > 0 ? requested : physical_cores(); }
+
+Session open_session(const ModelArgs& a) {
+  Session s;
+  model::LoadOptions lo;
+  lo.weights = parse_weight_type(a.weights);
+  model::LoadedModel lm = model::load_model(a.model, lo);
+  std::string tok_path = a.tokenizer.empty() ? lm.tokenizer : a.tokenizer;
+  if (tok_path.empty()) {
+    fail<IoError>("no tokenizer found beside '{}'; pass --tokenizer PATH", a.model);
+  }
+  s.model = std::make_unique<model::Model>(std::move(lm));
+  s.tokenizer = io::load_tokenizer(tok_path);
+  if (s.tokenizer->vocab_size() > s.model->config().vocab) {
+    fail<InputError>("tokenizer '{}' has {} tokens but the model's vocabulary is {}", tok_path,
+                     s.tokenizer->vocab_size(), s.model->config().vocab);
+  }
+  s.pool = std::make_unique<ThreadPool>(resolve_threads(a.threads));
+  return s;
+}
+
+}  // namespace mtp::app

@@ -1,0 +1,77 @@
+// The target decoder: ONE forward serves prefill, decode (q = 1), verify
+// (q = K + 1) and precompute (rows of many sequences in one call).
+//
+// Invariant 1 (bit-exact verify): every per-row result — logits and capture
+// hidden — is a function of that row's token, position and the K/V of earlier
+// positions of its sequence only. Matrix products go through the batch-invariant
+// kernels; everything else (norms, RoPE, attention, activations) runs row by row
+// with a fixed reduction order. So a q-row call gives the same bits as q
+// one-row calls, for any q, thread count, or mix of sequences.
+//
+// Invariant 2 (one capture point): `hidden` is the residual stream after the last
+// decoder layer, before the final norm (CONTRACTS.md). precompute and the
+// speculative engine both read it from here.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "model/config.h"
+#include "model/kv_cache.h"
+#include "model/loader.h"
+
+namespace mtp::model {
+
+struct Row {
+  int32_t seq = 0;    // index into the KV cache's sequences
+  int32_t pos = 0;    // position in that sequence (must be its next position)
+  int32_t token = 0;  // input token id
+};
+
+struct ForwardOut {
+  float* logits = nullptr;                // [q, vocab], or null to skip all logits
+  const uint8_t* logits_mask = nullptr;   // [q]: compute logits for rows with 1 (null = all)
+  float* hidden = nullptr;                // [q, d_model] capture hidden, or null
+};
+
+class Model {
+ public:
+  explicit Model(LoadedModel m);
+  ~Model();
+  Model(Model&&) noexcept;
+
+  const ModelConfig& config() const { return m_.config; }
+  const ModelWeights& weights() const { return m_.weights; }
+  const LoadedModel& loaded() const { return m_; }
+
+  // A KV cache sized for this model.
+  KVCache make_cache(int n_seq, int ctx, int q_max = 64) const {
+    return KVCache(m_.config, n_seq, ctx, q_max);
+  }
+
+  // Runs rows through the decoder, appending their K/V to `kv`. Validates every
+  // row (token id, position = next position of its sequence, context) before
+  // touching the cache; throws InputError naming the offending row.
+  void forward(std::span<const Row> rows, KVCache& kv, const ForwardOut& out,
+               ThreadPool* pool) const;
+
+  // Final norm + lm_head (+ soft-cap) of q hidden rows [q, d] -> [q, vocab].
+  // Shared by the drafter's modules (the target's head, never copied).
+  void logits_from_hidden(const float* hidden, size_t q, float* logits, ThreadPool* pool) const;
+
+  // The model's input embedding of a token (× embed_scale in fp32): exactly the
+  // layer-0 input. [d]
+  void embed(int32_t token, float* out) const;
+
+ private:
+  struct Scratch;
+  void rope_tables(std::span<const Row> rows, bool local, std::vector<float>& cs) const;
+
+  LoadedModel m_;
+  std::vector<float> inv_freq_global_, inv_freq_local_;  // [head_dim / 2]
+  std::unique_ptr<Scratch> scratch_;
+};
+
+}  // namespace mtp::model

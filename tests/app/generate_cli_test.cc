@@ -1,0 +1,97 @@
+// `mtpspec generate` end to end through the binary, as a user runs it.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "core/mapped_file.h"
+#include "model_util.h"
+#include "test_util.h"
+
+namespace mtp::test {
+namespace {
+
+// The golden test: the llama2.c reference runner's greedy output for an empty
+// prompt, 200 steps. run.c's `steps` counts positions including the BOS it
+// starts from, so 200 steps are 199 new tokens.
+TEST(GenerateCli, Stories260KGoldenGreedy) {
+  MTP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  MTP_REQUIRE_SHARED(expected_path, "models/stories260K/greedy-200.expected.txt");
+  std::string expected = read_file(expected_path);
+  for (const char* w : {"fp32"}) {
+    CliResult r = run_cli("generate -m " + shell_quote(model) + " -p '' -n 199 --temp 0 " +
+                          "--threads 1 --weights " + w);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out, expected);
+  }
+}
+
+TEST(GenerateCli, JsonOutputAndStopString) {
+  MTP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  CliResult r = run_cli("generate -m " + shell_quote(model) +
+                        " -p 'Once upon a time' -n 60 --json --threads 1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("text") && j.contains("token_ids") && j.contains("prompt_ids"));
+  EXPECT_EQ(j["prompt_ids"][0], 1);  // BOS
+  EXPECT_EQ(j["finish_reason"], "length");
+  EXPECT_EQ(j["token_ids"].size(), 60u);
+  std::string text = j["text"];
+  // Stop at the first "." : the text must end right before it.
+  size_t dot = text.find('.');
+  ASSERT_NE(dot, std::string::npos);
+  CliResult s = run_cli("generate -m " + shell_quote(model) +
+                        " -p 'Once upon a time' -n 60 --json --threads 1 --stop .");
+  ASSERT_EQ(s.status, 0) << s.err;
+  auto js = nlohmann::json::parse(s.out);
+  EXPECT_EQ(js["finish_reason"], "stop");
+  EXPECT_EQ(js["text"], text.substr(0, dot));
+}
+
+TEST(GenerateCli, BadInputsGiveClearErrors) {
+  MTP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  std::string dir = temp_dir("cli-bad");
+  // Missing model.
+  CliResult r = run_cli("generate -m " + shell_quote(dir + "/nope.bin") + " -p hi -n 1");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("nope.bin"), std::string::npos) << r.err;
+  // Truncated checkpoint.
+  std::string data = read_file(model);
+  for (size_t cut : {size_t(10), size_t(28), data.size() / 2, data.size() - 4}) {
+    std::string p = dir + "/trunc.bin";
+    std::ofstream(p, std::ios::binary).write(data.data(), std::streamsize(cut));
+    CliResult t = run_cli("generate -m " + shell_quote(p) + " --tokenizer " +
+                          shell_quote(shared_path("models/stories260K/tok512.bin")) + " -p hi -n 1");
+    EXPECT_EQ(t.status, 2) << "cut at " << cut;
+    EXPECT_NE(t.err.find("truncated"), std::string::npos) << t.err;
+  }
+  // Prompt longer than the context.
+  CliResult l = run_cli("generate -m " + shell_quote(model) + " -p 'a b c d e f g h' --ctx 4 -n 1");
+  EXPECT_EQ(l.status, 2);
+  EXPECT_NE(l.err.find("context"), std::string::npos) << l.err;
+  // Invalid UTF-8.
+  CliResult u = run_cli("generate -m " + shell_quote(model) + " -p \"$(printf '\\377\\376')\" -n 1");
+  EXPECT_EQ(u.status, 2);
+  EXPECT_NE(u.err.find("UTF-8"), std::string::npos) << u.err;
+}
+
+TEST(GenerateCli, NanWeightsRejected) {
+  std::string dir = temp_dir("cli-nan");
+  std::string p = dir + "/m.bin";
+  write_random_llama2c(p, 32, 64, 1, 4, 4, 100, 64, 3);
+  {
+    std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(28 + 100 * 32 * 4 + 8);  // first norm weights
+    float nan = std::numeric_limits<float>::quiet_NaN();
+    f.write(reinterpret_cast<char*>(&nan), 4);
+  }
+  MTP_REQUIRE_SHARED(tok, "models/stories260K/tok512.bin");
+  CliResult r = run_cli("generate -m " + shell_quote(p) + " --tokenizer " + shell_quote(tok) +
+                        " -p hi -n 1");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("non-finite"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace mtp::test
