@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "model/block.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
 #include "model/loader.h"
@@ -61,16 +62,17 @@ class Model {
   // Shared by the drafter's modules (the target's head, never copied).
   void logits_from_hidden(const float* hidden, size_t q, float* logits, ThreadPool* pool) const;
 
+  const Rope& rope() const { return rope_; }
+
   // The model's input embedding of a token (× embed_scale in fp32): exactly the
   // layer-0 input. [d]
   void embed(int32_t token, float* out) const;
 
  private:
   struct Scratch;
-  void rope_tables(std::span<const Row> rows, bool local, std::vector<float>& cs) const;
 
   LoadedModel m_;
-  std::vector<float> inv_freq_global_, inv_freq_local_;  // [head_dim / 2]
+  Rope rope_;
   std::unique_ptr<Scratch> scratch_;
 };
 

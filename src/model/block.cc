@@ -1,0 +1,146 @@
+#include "model/block.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "model/forward.h"
+
+namespace mtp::model {
+
+namespace k = mtp::kernels;
+
+namespace {
+
+// inv_freq[i] = theta^(-2i/hd) (fp32 pow, as Hugging Face computes it), scaled.
+std::vector<float> make_inv_freq(int head_dim, float theta, const RopeScaling& sc) {
+  int half = head_dim / 2;
+  std::vector<float> f(half);
+  for (int i = 0; i < half; ++i) f[i] = 1.0f / std::pow(theta, float(2 * i) / float(head_dim));
+  if (sc.type == RopeScaling::Type::Linear) {
+    for (auto& v : f) v /= sc.factor;
+  } else if (sc.type == RopeScaling::Type::Llama3) {
+    // Hugging Face _compute_llama3_parameters.
+    double old_ctx = sc.original_max_position;
+    double low_wl = old_ctx / sc.low_freq_factor, high_wl = old_ctx / sc.high_freq_factor;
+    for (auto& v : f) {
+      double wl = 2 * M_PI / v;
+      if (wl < high_wl) continue;  // high frequency: unchanged
+      if (wl > low_wl) {
+        v = float(v / sc.factor);
+      } else {
+        double smooth =
+            (old_ctx / wl - sc.low_freq_factor) / (sc.high_freq_factor - sc.low_freq_factor);
+        v = float((1 - smooth) * v / sc.factor + smooth * v);
+      }
+    }
+  }
+  return f;
+}
+
+}  // namespace
+
+Rope::Rope(const ModelConfig& c) {
+  inv_global_ = make_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
+  has_local_ = c.rope_local_theta > 0;
+  // Gemma 3's sliding layers use the local base without scaling.
+  inv_local_ = has_local_ ? make_inv_freq(c.head_dim, c.rope_local_theta, RopeScaling{})
+                          : inv_global_;
+}
+
+void Rope::tables(std::span<const Row> rows, bool local, std::vector<float>& cs) const {
+  const auto& inv = local ? inv_local_ : inv_global_;
+  size_t half = inv.size();
+  cs.resize(rows.size() * 2 * half);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    float* c = cs.data() + r * 2 * half;
+    for (size_t i = 0; i < half; ++i) {
+      float ang = float(rows[r].pos) * inv[i];
+      c[i] = std::cos(ang);
+      c[half + i] = std::sin(ang);
+    }
+  }
+}
+
+void block_forward(const ModelConfig& c, bool sliding, const LayerWeights& L,
+                   std::span<const Row> rows, KVCache& kv, int kv_layer, const float* cs,
+                   float* x, BlockScratch& s, ThreadPool* pool) {
+  const size_t q = rows.size();
+  const size_t d = c.d_model, hd = c.head_dim, H = c.n_heads, KV = c.n_kv_heads;
+  const size_t qkv_dim = (H + 2 * KV) * hd, kv_dim = KV * hd, ffn = c.ffn;
+  const size_t slots = size_t(kv.slots(kv_layer));
+  s.xn.resize(q * d);
+  s.qkv.resize(q * qkv_dim);
+  s.att.resize(q * H * hd);
+  s.proj.resize(q * d);
+  s.gu.resize(q * 2 * ffn);
+  s.act.resize(q * ffn);
+
+  // --- attention -----------------------------------------------------------
+  for (size_t r = 0; r < q; ++r) {
+    k::rmsnorm(x + r * d, L.attn_norm.data(), d, c.norm_eps, s.xn.data() + r * d);
+  }
+  k::matmul(L.wqkv, s.xn.data(), q, s.qkv.data(), pool);  // [q, (H+2KV)·hd]
+  for (size_t r = 0; r < q; ++r) {
+    float* v = s.qkv.data() + r * qkv_dim;
+    if (c.qkv_bias) {
+      for (size_t i = 0; i < qkv_dim; ++i) v[i] += L.qkv_bias[i];
+    }
+    const float* cr = cs + r * hd;  // cos[hd/2], sin[hd/2]
+    for (size_t h = 0; h < H + KV; ++h) {  // q heads, then k heads
+      float* hv = v + h * hd;
+      if (c.qk_norm) k::rmsnorm(hv, (h < H ? L.q_norm : L.k_norm).data(), hd, c.norm_eps, hv);
+      k::rope(hv, cr, cr + hd / 2, hd, c.rope_interleaved);
+    }
+    const Row& row = rows[r];
+    size_t slot = size_t(row.pos) % slots;
+    std::memcpy(kv.k(row.seq, kv_layer) + slot * kv_dim, v + H * hd, kv_dim * sizeof(float));
+    std::memcpy(kv.v(row.seq, kv_layer) + slot * kv_dim, v + (H + KV) * hd,
+                kv_dim * sizeof(float));
+  }
+  const size_t group = H / KV;
+  const size_t window = size_t(c.sliding_window);
+  const size_t max_span = sliding ? std::min(window, size_t(kv.ctx())) : size_t(kv.ctx());
+  const float scale = c.score_scale();
+  auto attn = [&](size_t b, size_t e, size_t) {
+    std::vector<float> scores(max_span);
+    for (size_t t = b; t < e; ++t) {
+      size_t r = t / H, h = t % H;
+      const Row& row = rows[r];
+      size_t hi = size_t(row.pos);
+      size_t lo = sliding && hi + 1 > window ? hi + 1 - window : 0;
+      size_t kvh = h / group;
+      k::attend(s.qkv.data() + r * qkv_dim + h * hd, kv.k(row.seq, kv_layer) + kvh * hd,
+                kv.v(row.seq, kv_layer) + kvh * hd, kv_dim, slots, lo, hi, hd, scale,
+                c.attn_softcap, scores.data(), s.att.data() + (r * H + h) * hd);
+    }
+  };
+  if (pool) pool->parallel_for(q * H, attn);
+  else attn(0, q * H, 0);
+  k::matmul(L.wo, s.att.data(), q, s.proj.data(), pool);  // [q, d]
+  for (size_t r = 0; r < q; ++r) {
+    float* p = s.proj.data() + r * d;
+    if (c.sandwich_norms) k::rmsnorm(p, L.post_attn_norm.data(), d, c.norm_eps, p);
+    float* xr = x + r * d;
+    for (size_t i = 0; i < d; ++i) xr[i] += p[i];
+    k::rmsnorm(xr, L.ffn_norm.data(), d, c.norm_eps, s.xn.data() + r * d);
+  }
+  // --- feed-forward ----------------------------------------------------------
+  k::matmul(L.w_gate_up, s.xn.data(), q, s.gu.data(), pool);  // [q, 2·ffn]
+  for (size_t r = 0; r < q; ++r) {
+    const float* g = s.gu.data() + r * 2 * ffn;
+    if (c.activation == Activation::SiLU) k::silu_mul(g, g + ffn, ffn, s.act.data() + r * ffn);
+    else k::gelu_tanh_mul(g, g + ffn, ffn, s.act.data() + r * ffn);
+  }
+  k::matmul(L.w_down, s.act.data(), q, s.proj.data(), pool);  // [q, d]
+  for (size_t r = 0; r < q; ++r) {
+    float* p = s.proj.data() + r * d;
+    if (c.sandwich_norms) k::rmsnorm(p, L.post_ffn_norm.data(), d, c.norm_eps, p);
+    float* xr = x + r * d;
+    for (size_t i = 0; i < d; ++i) xr[i] += p[i];
+  }
+}
+
+}  // namespace mtp::model
