@@ -86,6 +86,16 @@ uint16_t f32_to_f16(float f) {
   return sign | uint16_t(r >> 13);
 }
 
+void round_to(DType t, float* x, size_t n) {
+  if (t == DType::BF16) {
+    for (size_t i = 0; i < n; ++i) x[i] = round_bf16(x[i]);
+  } else if (t == DType::F16) {
+    for (size_t i = 0; i < n; ++i) x[i] = f16_to_f32(f32_to_f16(x[i]));
+  } else if (t != DType::F32) {
+    fail<ShapeError>("cannot round fp32 values to {}", dtype_name(t));
+  }
+}
+
 void to_f32(const void* src, DType t, size_t n, float* dst) {
   switch (t) {
     case DType::F32:

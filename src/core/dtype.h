@@ -36,6 +36,9 @@ inline float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);  // round to nearest even; overflow -> inf
 
+// Rounds n fp32 values in place to what storage type t can hold (F32: no-op).
+void round_to(DType t, float* x, size_t n);
+
 // Converts n elements of type `t` at `src` to fp32.
 void to_f32(const void* src, DType t, size_t n, float* dst);
 

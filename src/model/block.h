@@ -13,8 +13,6 @@
 
 namespace mtp::model {
 
-struct Row;
-
 // Rotary tables for a set of rows: [q, head_dim] = cos[hd/2] then sin[hd/2].
 class Rope {
  public:

@@ -45,24 +45,7 @@ void Model::forward(std::span<const Row> rows, KVCache& kv, const ForwardOut& ou
   if (q == 0) return;
   const size_t d = c.d_model;
 
-  // Validate everything before the cache is touched.
-  for (size_t r = 0; r < q; ++r) {
-    const Row& row = rows[r];
-    if (row.token < 0 || row.token >= c.vocab) {
-      fail<InputError>("forward row {}: token id {} is outside the vocabulary [0, {})", r,
-                       row.token, c.vocab);
-    }
-    if (row.seq < 0 || row.seq >= kv.n_seq()) {
-      fail<InputError>("forward row {}: sequence {} not in the cache ({} sequences)", r, row.seq,
-                       kv.n_seq());
-    }
-  }
-  try {
-    for (const Row& row : rows) kv.begin_write(row.seq, row.pos);
-  } catch (...) {
-    for (const Row& row : rows) kv.abort_write(row.seq);
-    throw;
-  }
+  kv.begin_rows(rows, c.vocab);  // validates every row before the cache is touched
 
   Scratch& s = *scratch_;
   s.x.resize(q * d);
@@ -74,30 +57,32 @@ void Model::forward(std::span<const Row> rows, KVCache& kv, const ForwardOut& ou
     const float* cs = sliding && rope_.has_local() ? s.cs_local.data() : s.cs_global.data();
     block_forward(c, sliding, m_.weights.layers[l], rows, kv, l, cs, s.x.data(), s.block, pool);
   }
-  for (const Row& row : rows) kv.end_write(row.seq);
+  kv.end_rows(rows);
 
   if (out.hidden) std::memcpy(out.hidden, s.x.data(), q * d * sizeof(float));
-  if (!out.logits) return;
-  if (!out.logits_mask) {
-    logits_from_hidden(s.x.data(), q, out.logits, pool);
-    return;
-  }
-  // Only the selected rows: gather, head, scatter. (The head is batch-invariant,
-  // so a row's logits do not depend on which other rows were selected.)
+  if (out.logits) logits_for_rows(s.x.data(), q, out.logits_mask, out.logits, pool);
+}
+
+void Model::logits_for_rows(const float* hidden, size_t q, const uint8_t* mask, float* logits,
+                            ThreadPool* pool) const {
+  if (!mask) return logits_from_hidden(hidden, q, logits, pool);
+  // Gather the selected rows, run the head, scatter. The head is batch-invariant,
+  // so a row's logits do not depend on which other rows were selected.
+  const size_t d = m_.config.d_model, V = m_.config.vocab;
   std::vector<size_t> sel;
   for (size_t r = 0; r < q; ++r) {
-    if (out.logits_mask[r]) sel.push_back(r);
+    if (mask[r]) sel.push_back(r);
   }
   if (sel.empty()) return;
-  const size_t V = c.vocab;
+  Scratch& s = *scratch_;
   s.head_in.resize(sel.size() * d);
   s.head_out.resize(sel.size() * V);
   for (size_t i = 0; i < sel.size(); ++i) {
-    std::memcpy(s.head_in.data() + i * d, s.x.data() + sel[i] * d, d * sizeof(float));
+    std::memcpy(s.head_in.data() + i * d, hidden + sel[i] * d, d * sizeof(float));
   }
   logits_from_hidden(s.head_in.data(), sel.size(), s.head_out.data(), pool);
   for (size_t i = 0; i < sel.size(); ++i) {
-    std::memcpy(out.logits + sel[i] * V, s.head_out.data() + i * V, V * sizeof(float));
+    std::memcpy(logits + sel[i] * V, s.head_out.data() + i * V, V * sizeof(float));
   }
 }
 

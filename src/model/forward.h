@@ -25,12 +25,6 @@
 
 namespace mtp::model {
 
-struct Row {
-  int32_t seq = 0;    // index into the KV cache's sequences
-  int32_t pos = 0;    // position in that sequence (must be its next position)
-  int32_t token = 0;  // input token id
-};
-
 struct ForwardOut {
   float* logits = nullptr;                // [q, vocab], or null to skip all logits
   const uint8_t* logits_mask = nullptr;   // [q]: compute logits for rows with 1 (null = all)
@@ -63,6 +57,11 @@ class Model {
   void logits_from_hidden(const float* hidden, size_t q, float* logits, ThreadPool* pool) const;
 
   const Rope& rope() const { return rope_; }
+
+  // logits_from_hidden for the rows of hidden [q, d] whose mask is 1 (mask null
+  // = all), written to their rows of logits [q, vocab]; other rows untouched.
+  void logits_for_rows(const float* hidden, size_t q, const uint8_t* mask, float* logits,
+                       ThreadPool* pool) const;
 
   // The model's input embedding of a token (× embed_scale in fp32): exactly the
   // layer-0 input. [d]

@@ -67,6 +67,30 @@ void KVCache::begin_write(int seq, int pos) {
   if (ring_slots_ > 0) s.ring_pos[pos % ring_slots_] = pos;
 }
 
+void KVCache::begin_rows(std::span<const Row> rows, int vocab) {
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const Row& row = rows[r];
+    if (row.token < 0 || row.token >= vocab) {
+      fail<InputError>("forward row {}: token id {} is outside the vocabulary [0, {})", r,
+                       row.token, vocab);
+    }
+    if (row.seq < 0 || row.seq >= n_seq()) {
+      fail<InputError>("forward row {}: sequence {} not in the cache ({} sequences)", r, row.seq,
+                       n_seq());
+    }
+  }
+  try {
+    for (const Row& row : rows) begin_write(row.seq, row.pos);
+  } catch (...) {
+    for (const Row& row : rows) abort_write(row.seq);
+    throw;
+  }
+}
+
+void KVCache::end_rows(std::span<const Row> rows) {
+  for (const Row& row : rows) end_write(row.seq);
+}
+
 void KVCache::end_write(int seq) {
   Seq& s = seqs_.at(seq);
   s.length += s.pending;

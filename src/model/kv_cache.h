@@ -13,11 +13,19 @@
 //   truncate that would need an overwritten key throws instead of reading it.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "model/config.h"
 
 namespace mtp::model {
+
+// One input row of a forward call.
+struct Row {
+  int32_t seq = 0;    // index into the KV cache's sequences
+  int32_t pos = 0;    // position in that sequence (must be its next position)
+  int32_t token = 0;  // input token id
+};
 
 class KVCache {
  public:
@@ -38,7 +46,14 @@ class KVCache {
   int slots(int layer) const { return slots_[layer]; }
   int kv_dim() const { return kv_dim_; }
 
-  // Called by the forward: checks that `pos` is the next position of `seq`'s
+  // Validates rows (token in [0, vocab), known sequence, consecutive next
+  // positions, context, q_max) and reserves their positions; on any error
+  // nothing is reserved and InputError names the offending row.
+  void begin_rows(std::span<const Row> rows, int vocab);
+  // Makes the reserved positions of every row's sequence valid.
+  void end_rows(std::span<const Row> rows);
+
+  // Called by begin_rows: checks that `pos` is the next position of `seq`'s
   // pending write batch and records it in the slot map.
   void begin_write(int seq, int pos);
   // Makes the positions written by begin_write valid (sets length).

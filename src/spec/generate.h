@@ -1,22 +1,21 @@
-// Plain (non-speculative) generation with CONTRACTS.md's semantics:
-// - `n_new` counts new tokens; a stop token (EOS, or BOS for llama2.c
-//   checkpoints) ends generation and appears in neither text nor token_ids.
-// - stop strings end the text before the match (held back while streaming
-//   until it is certain no stop string starts in them).
-// - finish_reason ∈ length | eos | stop | context.
-// - generation tok/s = (generated − 1) / (time from first to last generated
-//   token); prompt processing is timed separately.
+// Generation, plain or speculative, with CONTRACTS.md's semantics (stop tokens,
+// -n, stop strings, context; see token_sink.h) and timings:
+// generation tok/s = (generated − 1) / (time from the first to the last
+// generated token); prompt processing is timed separately; the drafter's
+// catch-up on the prompt counts in the generation time.
 #pragma once
 #include <cstdint>
-#include <functional>
+#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "drafter/drafter.h"
 #include "io/tokenizer.h"
 #include "model/forward.h"
 #include "spec/sampler.h"
+#include "spec/spec_loop.h"
+#include "spec/token_sink.h"
 
 namespace mtp::spec {
 
@@ -24,7 +23,14 @@ struct GenerateOptions {
   int n_new = 128;
   SamplerOptions sampler;
   std::vector<std::string> stop;  // stop strings
-  int ctx = 0;                    // 0 = model's max position (capped by memory)
+  int ctx = 0;                    // 0 = the model's maximum (capped by memory)
+};
+
+struct SpecOptions {
+  const drafter::Drafter* drafter = nullptr;  // null = plain generation
+  int draft_k = 0;                            // 0 = the drafter's K
+  float p_min = 0.f;                          // --draft-p-min
+  bool record_trace = false;
 };
 
 struct Timings {
@@ -39,34 +45,24 @@ struct GenerateResult {
   std::string text;  // continuation only
   std::string finish_reason;
   Timings timings;
+  std::optional<SpecStats> stats;  // set when speculation ran
+  std::vector<CycleTrace> trace;   // when SpecOptions::record_trace
+  std::string notice;              // e.g. why speculation was switched off
 };
 
 // Tokens that end generation for this model/tokenizer pair.
-std::vector<int32_t> stop_token_ids(const model::ModelConfig& c, const io::Tokenizer& tok);
+std::vector<int32_t> stop_token_ids(const model::ModelConfig& c, const io::Tokenizer* tok);
 
-// Context length to use: requested (if > 0) capped at the model's maximum.
+// Context length to use: requested (if > 0, at most the model's maximum), else
+// the model's maximum capped so the KV cache fits a memory budget.
 int resolve_ctx(const model::ModelConfig& c, int requested);
 
-// Holds back streamed text until no stop string can start in it.
-class StopStringFilter {
- public:
-  explicit StopStringFilter(std::vector<std::string> stops) : stops_(std::move(stops)) {}
-  // Adds text; returns what may be emitted now. Sets stopped() on a match.
-  std::string push(std::string_view text);
-  std::string flush();  // at the end: everything held back
-  bool stopped() const { return stopped_; }
-  const std::string& full_text() const { return emitted_; }
-
- private:
-  std::vector<std::string> stops_;
-  std::string pending_, emitted_;
-  bool stopped_ = false;
-};
-
-using TextCallback = std::function<void(std::string_view)>;
-
-GenerateResult generate(const model::Model& m, const io::Tokenizer& tok,
+// tok may be null only in tests (no text). With spec.drafter and greedy
+// sampling the speculative loop runs; at temperature > 0 speculation is
+// switched off with a notice (lossless sampling comes later).
+GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
                         const std::vector<int32_t>& prompt_ids, const GenerateOptions& opt,
-                        ThreadPool* pool, const TextCallback& on_text = nullptr);
+                        ThreadPool* pool, const TextCallback& on_text = nullptr,
+                        const SpecOptions& spec = {});
 
 }  // namespace mtp::spec

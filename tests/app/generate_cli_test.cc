@@ -13,14 +13,13 @@ namespace mtp::test {
 namespace {
 
 // The golden test: the llama2.c reference runner's greedy output for an empty
-// prompt, 200 steps. run.c's `steps` counts positions including the BOS it
-// starts from, so 200 steps are 199 new tokens.
+// prompt (BOS only), temperature 0, 200 new tokens, byte for byte.
 TEST(GenerateCli, Stories260KGoldenGreedy) {
   MTP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
   MTP_REQUIRE_SHARED(expected_path, "models/stories260K/greedy-200.expected.txt");
   std::string expected = read_file(expected_path);
   for (const char* w : {"fp32"}) {
-    CliResult r = run_cli("generate -m " + shell_quote(model) + " -p '' -n 199 --temp 0 " +
+    CliResult r = run_cli("generate -m " + shell_quote(model) + " -p '' -n 200 --temp 0 " +
                           "--threads 1 --weights " + w);
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(r.out, expected);

@@ -1,0 +1,91 @@
+// The MTP drafter: K sequential modules (DeepSeek-V3 formulation, CONTRACTS.md).
+//
+// Module k, row t: input (h_{k-1}[t], embed(tok[t+k+1])), h_{-1} = the target's
+// capture hidden rounded to the hidden dtype; RoPE position t;
+//   x = eh_proj · [enorm(embed); hnorm(h)]        (order [e; h], [d, 2d])
+//   h_k[t] = block(x)                             (one target-family layer)
+//   logits = target final norm + lm_head (+ soft-cap) of h_k[t] -> tok[t+k+2].
+// Embedding, final norm and lm_head are the target's, never stored here.
+//
+// File (safetensors): mtp.{k}.enorm.weight, mtp.{k}.hnorm.weight,
+// mtp.{k}.eh_proj.weight [d, 2d], and mtp.{k}.block.<HF layer names>;
+// __metadata__: format = "mtpspec-drafter", format_version, config, target,
+// capture, training, created (docs/FORMATS.md).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "kernels/matmul.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace mtp::drafter {
+
+inline constexpr const char* kFormat = "mtpspec-drafter";
+inline constexpr int kFormatVersion = 1;
+inline constexpr const char* kCapture = "residual after the last decoder layer, before the final norm";
+
+struct DrafterConfig {
+  int K = 2;                          // number of modules
+  int window = 0;                     // module attention window (0 = unlimited)
+  DType hidden_dtype = DType::BF16;   // the capture is rounded to this before module 0
+  nlohmann::json to_json() const;
+  static DrafterConfig from_json(const nlohmann::json& j);  // FormatError on bad values
+};
+
+// The block shape of a module: one layer of the target's family; sliding when
+// the drafter has a window.
+model::ModelConfig module_block_config(const model::ModelConfig& target, const DrafterConfig& d);
+
+struct MtpModule {
+  std::vector<float> enorm, hnorm;   // [d] (1 + w folded in for Gemma-style norms)
+  kernels::PackedMatrix eh_proj;     // [d, 2d]
+  model::LayerWeights block;
+};
+
+// Every tensor of a drafter for this target, with its shape.
+std::vector<std::pair<std::string, std::vector<int64_t>>> drafter_tensor_shapes(
+    const model::ModelConfig& target, const DrafterConfig& d);
+
+class Drafter {
+ public:
+  // Loads `path` for a target with `target_fingerprint`. Refuses a drafter made
+  // for another target ("drafter was trained for target …; this target is …"),
+  // another format or a newer version; checks every tensor's shape and values.
+  static Drafter load(const std::string& path, const model::ModelConfig& target,
+                      const std::string& target_fingerprint, kernels::WeightType hold);
+
+  const DrafterConfig& config() const { return cfg_; }
+  const model::ModelConfig& block_config() const { return block_cfg_; }
+  const std::vector<MtpModule>& modules() const { return modules_; }
+  const io::Metadata& metadata() const { return meta_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  DrafterConfig cfg_;
+  model::ModelConfig block_cfg_;
+  std::vector<MtpModule> modules_;
+  io::Metadata meta_;
+  std::string path_;
+};
+
+// Writes a drafter file. `tensors`: fp32 values by name (every name of
+// drafter_tensor_shapes, nothing else), stored as `stored` (F32 or BF16).
+// `training`: free-form summary stored under __metadata__["training"].
+void write_drafter(const std::string& path, const model::ModelConfig& target,
+                   const std::string& target_fingerprint, const DrafterConfig& d,
+                   const std::map<std::string, std::vector<float>>& tensors,
+                   const nlohmann::json& training, DType stored = DType::F32);
+
+// Random initial weights (init-drafter, tests): normal(0, 1/sqrt(fan_in)) for
+// matrices, norms at their identity (1, or 0 for Gemma-style 1 + w), biases 0.
+std::map<std::string, std::vector<float>> random_drafter_tensors(const model::ModelConfig& target,
+                                                                 const DrafterConfig& d,
+                                                                 uint64_t seed);
+
+}  // namespace mtp::drafter

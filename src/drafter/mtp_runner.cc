@@ -1,0 +1,53 @@
+#include "drafter/mtp_runner.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "kernels/ops.h"
+
+namespace mtp::drafter {
+
+namespace k = mtp::kernels;
+
+MtpRunner::MtpRunner(const model::Model& target, const Drafter& drafter, int n_seq, int ctx,
+                     int q_max)
+    : target_(target), d_(drafter) {
+  for (int i = 0; i < drafter.config().K; ++i) {
+    kv_.emplace_back(drafter.block_config(), n_seq, ctx, q_max);
+  }
+}
+
+void MtpRunner::forward(int mk, std::span<const model::Row> rows, const float* h_in,
+                        float* h_out, float* logits, const uint8_t* mask, ThreadPool* pool) {
+  if (mk < 0 || mk >= K()) fail<InputError>("module {} does not exist (K = {})", mk, K());
+  const model::ModelConfig& bc = d_.block_config();
+  const MtpModule& m = d_.modules()[mk];
+  const size_t q = rows.size(), d = bc.d_model;
+  if (q == 0) return;
+  model::KVCache& kv = kv_[mk];
+  kv.begin_rows(rows, bc.vocab);
+
+  // Fusion: cat = [enorm(embed(tok)); hnorm(h)] per row, then x = eh_proj · cat.
+  cat_.resize(q * 2 * d);
+  x_.resize(q * d);
+  std::vector<float> h(d);
+  for (size_t r = 0; r < q; ++r) {
+    float* e = cat_.data() + r * 2 * d;
+    target_.embed(rows[r].token, e);
+    k::rmsnorm(e, m.enorm.data(), d, bc.norm_eps, e);
+    std::memcpy(h.data(), h_in + r * d, d * sizeof(float));
+    if (mk == 0) round_to(d_.config().hidden_dtype, h.data(), d);  // the capture contract
+    k::rmsnorm(h.data(), m.hnorm.data(), d, bc.norm_eps, e + d);
+  }
+  k::matmul(m.eh_proj, cat_.data(), q, x_.data(), pool);  // [q, d]
+
+  const bool sliding = bc.is_sliding(0);
+  target_.rope().tables(rows, sliding && target_.rope().has_local(), cs_);
+  model::block_forward(bc, sliding, m.block, rows, kv, 0, cs_.data(), x_.data(), scratch_, pool);
+  kv.end_rows(rows);
+
+  if (h_out) std::memcpy(h_out, x_.data(), q * d * sizeof(float));
+  if (logits) target_.logits_for_rows(x_.data(), q, mask, logits, pool);
+}
+
+}  // namespace mtp::drafter

@@ -1,0 +1,27 @@
+// Target fingerprint (CONTRACTS.md, DESIGN.md invariant 4): SHA-256 over the
+// canonical config plus, for every stored tensor sorted by name, its name,
+// stored dtype, shape and stored bytes. Independent of --weights (it hashes what
+// is on disk, not the repacked matrices). A llama2.c checkpoint is hashed as one
+// pseudo-tensor "llama2c.payload" (U8, everything after the 28-byte header).
+//
+// Hashing a multi-GB checkpoint takes seconds, so results are cached in
+// $XDG_CACHE_HOME/mtpspec/fingerprints.json (default ~/.cache/mtpspec), keyed by
+// the weight files' (real path, size, mtime) — never beside the model, whose
+// folder may be read-only. A cache that cannot be read or written is ignored.
+#pragma once
+#include <string>
+
+#include "model/loader.h"
+
+namespace mtp::model {
+
+// Hex SHA-256 of the target at `lm.path` with config `lm.config`.
+std::string target_fingerprint(const LoadedModel& lm, bool use_cache = true);
+
+// Hex SHA-256 of a byte string.
+std::string sha256_hex(const std::string& bytes);
+
+// Folder for mtpspec's cache files (created on demand).
+std::string cache_dir();
+
+}  // namespace mtp::model

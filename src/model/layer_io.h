@@ -1,0 +1,42 @@
+// Reading one decoder layer (Hugging Face tensor names under a prefix) from a
+// safetensors TensorSet. Shared by the target loader (prefix
+// "model.layers.{i}.") and the drafter file (prefix "mtp.{k}.block."), so a
+// module block is read exactly like a target layer of the same family.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "kernels/matmul.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace mtp::model {
+
+using TensorShapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
+
+// Every tensor of one layer of family `c`, with its shape, named prefix + HF name.
+TensorShapes layer_tensor_shapes(const ModelConfig& c, const std::string& prefix);
+
+// Checks presence, dtype (F32/BF16/F16) and shape of each expected tensor;
+// throws FormatError / ShapeError naming the tensor, the file and `what`.
+void check_tensor_shapes(const io::TensorSet& ts, const TensorShapes& expected,
+                         const std::string& what);
+
+// The tensor, after a NaN/Inf check (FormatError naming it).
+const io::TensorView& finite_tensor(const io::TensorSet& ts, const std::string& name);
+
+// Norm weight as fp32 (1 + w in fp32 when one_plus).
+std::vector<float> load_norm(const io::TensorSet& ts, const std::string& name, bool one_plus);
+
+// Row-wise concatenation of [r_i, cols] tensors packed as one matrix.
+kernels::PackedMatrix pack_rows(const std::vector<const io::TensorView*>& parts,
+                                kernels::WeightType hold);
+
+// One layer of family `c` under `prefix`.
+LayerWeights load_layer(const io::TensorSet& ts, const ModelConfig& c, const std::string& prefix,
+                        kernels::WeightType hold);
+
+}  // namespace mtp::model

@@ -1,0 +1,111 @@
+#include "spec/mtp_proposer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "kernels/ops.h"
+
+namespace mtp::spec {
+
+float top_probability(const float* logits, size_t vocab) {
+  float mx = logits[kernels::argmax(logits, vocab)];
+  double sum = 0;
+  for (size_t i = 0; i < vocab; ++i) sum += std::exp(double(logits[i]) - mx);
+  return float(1.0 / sum);
+}
+
+MtpProposer::MtpProposer(const drafter::Drafter& d, TargetSession& target, float p_min)
+    : target_(target),
+      runner_(target.model(), d, 1, target.ctx()),
+      p_min_(p_min),
+      d_(size_t(target.model().config().d_model)) {
+  final_out_.assign(d.config().K, std::vector<float>(size_t(target.ctx()) * d_));
+  draft_out_.resize(d.config().K);
+  d0_logits_.resize(target.model().config().vocab);
+}
+
+void MtpProposer::catch_up(std::span<const int32_t> committed) {
+  const int N = int(committed.size());
+  const int q_max = runner_.kv(0).q_max();
+  const size_t V = d0_logits_.size();
+  if (target_.forwarded() < N - 1) {
+    fail<Error>("drafter catch-up: the target has forwarded {} positions, need {}",
+                target_.forwarded(), N - 1);
+  }
+  // Module 0's logits must be those of row N-2; if that row is already final
+  // but its logits were not kept, recompute it.
+  if (d0_row_ != N - 2 && runner_.kv(0).length(0) > N - 2 && N >= 2) {
+    runner_.kv(0).truncate(0, N - 2);
+  }
+  for (int k = 0; k < runner_.K(); ++k) {
+    const int end = N - 1 - k;  // final rows are [0, end)
+    for (int t0 = runner_.kv(k).length(0); t0 < end; t0 += q_max) {
+      const int t1 = std::min(end, t0 + q_max);
+      rows_.clear();
+      h_in_.resize(size_t(t1 - t0) * d_);
+      for (int t = t0; t < t1; ++t) {
+        rows_.push_back({0, t, committed[t + k + 1]});
+        const float* h = k == 0 ? target_.hidden(t) : final_out_[k - 1].data() + size_t(t) * d_;
+        std::memcpy(h_in_.data() + size_t(t - t0) * d_, h, d_ * sizeof(float));
+      }
+      const bool last = k == 0 && t1 == end;
+      float* lg = nullptr;
+      if (last) {  // logits of row N-2 only
+        mask_.assign(rows_.size(), 0);
+        mask_.back() = 1;
+        logits_.resize(rows_.size() * V);
+        lg = logits_.data();
+      }
+      runner_.forward(k, rows_, h_in_.data(), final_out_[k].data() + size_t(t0) * d_, lg,
+                      last ? mask_.data() : nullptr, target_.pool());
+      if (last) {
+        std::memcpy(d0_logits_.data(), logits_.data() + (rows_.size() - 1) * V, V * sizeof(float));
+        d0_row_ = N - 2;
+      }
+    }
+  }
+}
+
+void MtpProposer::propose(std::span<const int32_t> committed, int max_k,
+                          std::vector<int32_t>& drafts) {
+  catch_up(committed);
+  const int N = int(committed.size());
+  const size_t V = d0_logits_.size();
+  drafts.clear();
+  if (max_k < 1 || d0_row_ != N - 2) return;
+  if (p_min_ > 0 && top_probability(d0_logits_.data(), V) < p_min_) return;
+  const size_t a0 = kernels::argmax(d0_logits_.data(), V);
+  drafts.push_back(int32_t(a0));
+  history_.push_back({N, 0, drafts[0], d0_logits_[a0]});
+  auto token_at = [&](int j) { return j < N ? committed[j] : drafts[j - N]; };
+  for (int k = 1; k < std::min(max_k, runner_.K()); ++k) {
+    const int final_len = std::max(0, N - 1 - k);  // module k's final rows
+    const int lo = final_len, hi = N - 2;          // its non-final rows [lo, hi]
+    rows_.clear();
+    h_in_.resize(size_t(hi - lo + 1) * d_);
+    const int prev_final = N - 1 - (k - 1);  // module k-1's final rows are [0, prev_final)
+    const int prev_lo = std::max(0, prev_final);
+    for (int t = lo; t <= hi; ++t) {
+      rows_.push_back({0, t, token_at(t + k + 1)});
+      const float* h = t < prev_final ? final_out_[k - 1].data() + size_t(t) * d_
+                                      : draft_out_[k - 1].data() + size_t(t - prev_lo) * d_;
+      std::memcpy(h_in_.data() + size_t(t - lo) * d_, h, d_ * sizeof(float));
+    }
+    mask_.assign(rows_.size(), 0);
+    mask_.back() = 1;
+    logits_.resize(rows_.size() * V);
+    draft_out_[k].resize(rows_.size() * d_);
+    runner_.forward(k, rows_, h_in_.data(), draft_out_[k].data(), logits_.data(), mask_.data(),
+                    target_.pool());
+    runner_.kv(k).truncate(0, final_len);  // non-final rows never stay in the cache
+    const float* lg = logits_.data() + (rows_.size() - 1) * V;
+    if (p_min_ > 0 && top_probability(lg, V) < p_min_) break;
+    const size_t a = kernels::argmax(lg, V);
+    drafts.push_back(int32_t(a));
+    history_.push_back({N, k, drafts.back(), lg[a]});
+  }
+}
+
+}  // namespace mtp::spec

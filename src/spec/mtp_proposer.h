@@ -1,0 +1,62 @@
+// Drafts with the MTP modules, keeping their KV caches exactly as training sees
+// them (CONTRACTS.md "A row is final once all its inputs are committed"):
+//
+// With N committed tokens, module k's final rows are t ≤ N-2-k; they are
+// computed once, from the target's true capture hidden and true tokens, in one
+// batched call per module (k ascending) whenever the committed sequence grows
+// (commit → catch_up). Module 0's last final row, N-2, yields d_0. While
+// drafting, module k (k ≥ 1) computes its k non-final rows N-1-k .. N-2 from the
+// drafts d_0..d_{k-1}; row N-2 yields d_k. Those rows are rolled back from the
+// module's KV right after, so the next catch-up recomputes them from the
+// committed tokens — the drafter never keeps state built from a rejected draft.
+#pragma once
+#include <span>
+#include <vector>
+
+#include "drafter/mtp_runner.h"
+#include "spec/spec_loop.h"
+#include "spec/target_session.h"
+
+namespace mtp::spec {
+
+class MtpProposer : public Proposer {
+ public:
+  // p_min: stop drafting at a module whose top probability is below it (0 = off).
+  MtpProposer(const drafter::Drafter& d, TargetSession& target, float p_min);
+
+  void propose(std::span<const int32_t> committed, int max_k,
+               std::vector<int32_t>& drafts) override;
+  void commit(std::span<const int32_t> committed) override { catch_up(committed); }
+
+  // Live draft logits' maxima, per cycle and module, for the live ≡
+  // teacher-forced check (bitwise).
+  struct Draft {
+    int n_committed;
+    int k;
+    int32_t token;
+    float max_logit;
+  };
+  const std::vector<Draft>& history() const { return history_; }
+
+ private:
+  void catch_up(std::span<const int32_t> committed);
+
+  TargetSession& target_;
+  drafter::MtpRunner runner_;
+  float p_min_;
+  size_t d_;
+  std::vector<std::vector<float>> final_out_;  // [k][ctx · d]: h_k of final rows
+  std::vector<std::vector<float>> draft_out_;  // [k][k_rows · d]: h_k of non-final rows
+  std::vector<float> d0_logits_;               // module 0's logits at row d0_row_
+  int d0_row_ = -1;
+  std::vector<float> logits_;
+  std::vector<model::Row> rows_;
+  std::vector<float> h_in_;
+  std::vector<uint8_t> mask_;
+  std::vector<Draft> history_;
+};
+
+// Top probability of a logits row (softmax max), for --draft-p-min.
+float top_probability(const float* logits, size_t vocab);
+
+}  // namespace mtp::spec
