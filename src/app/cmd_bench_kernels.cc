@@ -13,23 +13,27 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "app/cmd_bench_kernels.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 HWY_BEFORE_NAMESPACE();
 namespace mtp::app::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Sum of p[0, n) (n a multiple of 4 vectors; p vector-aligned), four
-// independent accumulators so the loop is bound by loads, not add latency.
+// Sum of p[0, n) (n a multiple of 4 vectors), four independent accumulators
+// so the loop is bound by loads, not add latency, and the same 4 KiB software
+// prefetch as the matmul kernel, so it measures what a core can stream.
 float StreamSum(const float* p, size_t n) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
   for (size_t i = 0; i + 4 * N <= n; i += 4 * N) {
-    a0 = hn::Add(a0, hn::Load(d, p + i));
-    a1 = hn::Add(a1, hn::Load(d, p + i + N));
-    a2 = hn::Add(a2, hn::Load(d, p + i + 2 * N));
-    a3 = hn::Add(a3, hn::Load(d, p + i + 3 * N));
+    for (size_t l = 0; l < 4 * N * sizeof(float); l += 64)
+      hwy::Prefetch(reinterpret_cast<const char*>(p + i) + 4096 + l);
+    a0 = hn::Add(a0, hn::LoadU(d, p + i));
+    a1 = hn::Add(a1, hn::LoadU(d, p + i + N));
+    a2 = hn::Add(a2, hn::LoadU(d, p + i + 2 * N));
+    a3 = hn::Add(a3, hn::LoadU(d, p + i + 3 * N));
   }
   return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
 }
@@ -121,9 +125,7 @@ double median(std::vector<double> v) {
 }
 
 // Read-only streaming bandwidth (bytes/s) with `pool`'s threads over buf.
-double stream_bandwidth(const std::vector<float, std::allocator<float>>& buf_in, size_t n,
-                        ThreadPool& pool, int reps) {
-  const float* buf = buf_in.data();
+double stream_bandwidth(const float* buf, size_t n, ThreadPool& pool, int reps) {
   const size_t unit = 1024;  // floats per parallel_for unit (multiple of 4 vectors)
   volatile float sink = 0;
   std::vector<double> times;
@@ -179,7 +181,7 @@ void run_bench(const BenchArgs& a) {
   {
     std::vector<float> buf(footprint / 4, 1.f);
     for (size_t k = 0; k < threads.size(); ++k)
-      bw[k] = stream_bandwidth(buf, buf.size(), *pools[k], std::max(5, a.reps / 3));
+      bw[k] = stream_bandwidth(buf.data(), buf.size(), *pools[k], std::max(5, a.reps / 3));
   }
   if (!a.json) {
     fmt::print("SIMD target {}; LLC {} MiB; matrices cycled over >= {} MiB\n",
@@ -205,30 +207,34 @@ void run_bench(const BenchArgs& a) {
       std::vector<float> x(size_t(a.q_max) * in), y(size_t(a.q_max) * out);
       for (auto& v : x) v = nd(rng) * 50;
       for (size_t k = 0; k < threads.size(); ++k) {
-        double t1 = 0;
-        for (int q = 1; q <= a.q_max; ++q) {
-          std::vector<double> times;
-          const size_t total = n_mats + std::max<size_t>(a.reps, 1);  // first lap = warm-up
-          for (size_t r = 0; r < total; ++r) {
-            const auto& w = mats[r % n_mats];
-            double t0 = now_s();
-            kernels::matmul(w, x.data(), size_t(q), y.data(), pools[k].get());
-            double t = now_s() - t0;
-            if (r >= n_mats) times.push_back(t);
+        // q values interleaved call by call so that bandwidth drifts of the
+        // shared machine hit every q alike; each call uses the next matrix.
+        std::vector<std::vector<double>> times(size_t(a.q_max));
+        size_t m = 0;
+        for (int r = -1; r < a.reps; ++r) {  // r = -1: warm-up lap
+          for (int q = 1; q <= a.q_max; ++q) {
+            for (size_t lap = 0; lap < (r < 0 ? n_mats : 1); ++lap) {
+              const auto& w = mats[m++ % n_mats];
+              double t0 = now_s();
+              kernels::matmul(w, x.data(), size_t(q), y.data(), pools[k].get());
+              double t = now_s() - t0;
+              if (r >= 0) times[q - 1].push_back(t);
+            }
           }
-          const double tm = median(times);
-          if (q == 1) t1 = tm;
-          Row row{kernels::weight_type_name(dt), out, in, threads[k], q, tm,
+        }
+        const double t1 = median(times[0]);
+        for (int q = 1; q <= a.q_max; ++q) {
+          Row row{kernels::weight_type_name(dt), out, in, threads[k], q, median(times[q - 1]),
                   double(first.bytes())};
           rows.push_back(row);
           if (!a.json) {
-            const double gbs = row.bytes / tm / 1e9;
+            const double gbs = row.bytes / row.time_s / 1e9;
             fmt::print("{:>5} {:>10} {:>3} {:>3} {:>10.3f} {:>7.2f} {:>8.1f} {:>5.0f}%\n",
-                       row.dtype, fmt::format("{}x{}", out, in), row.threads, q, tm * 1e3,
-                       tm / t1, gbs, 100 * gbs * 1e9 / bw[k]);
-            std::fflush(stdout);
+                       row.dtype, fmt::format("{}x{}", out, in), row.threads, q, row.time_s * 1e3,
+                       row.time_s / t1, gbs, 100 * gbs * 1e9 / bw[k]);
           }
         }
+        std::fflush(stdout);
       }
     }
   }

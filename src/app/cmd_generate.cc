@@ -10,6 +10,7 @@
 #include "app/common.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "app/spec_common.h"
 #include "spec/generate.h"
 
 namespace mtp::app {
@@ -25,6 +26,10 @@ struct GenerateArgs {
   std::vector<std::string> stop;
   int ctx = 0;
   bool json = false, no_special = false;
+  std::string drafter;
+  int draft_k = 0;
+  float p_min = 0.f;
+  bool no_spec = false;
 };
 
 void run_generate(const GenerateArgs& a) {
@@ -32,7 +37,13 @@ void run_generate(const GenerateArgs& a) {
   if (!a.prompt_file.empty()) prompt = read_file(a.prompt_file);
   if (!io::is_valid_utf8(prompt)) fail<InputError>("the prompt is not valid UTF-8");
   Session s = open_session(a.model);
+  std::unique_ptr<drafter::Drafter> dr;
+  if (!a.no_spec) dr = open_drafter(a.model, a.drafter, *s.model);
   std::vector<int32_t> ids = s.tokenizer->encode(prompt, !a.no_special);
+  spec::SpecOptions so;
+  so.drafter = dr.get();
+  so.draft_k = a.draft_k;
+  so.p_min = a.p_min;
   spec::GenerateOptions o;
   o.n_new = a.n;
   o.sampler = {a.temp, a.top_p, a.seed};
@@ -43,7 +54,9 @@ void run_generate(const GenerateArgs& a) {
     std::fwrite(t.data(), 1, t.size(), stdout);
     std::fflush(stdout);
   };
-  spec::GenerateResult r = spec::generate(*s.model, *s.tokenizer, ids, o, s.pool.get(), print);
+  spec::GenerateResult r =
+      spec::generate(*s.model, s.tokenizer.get(), ids, o, s.pool.get(), print, so);
+  if (!r.notice.empty()) fmt::print(stderr, "notice: {}\n", r.notice);
   const auto& t = r.timings;
   if (a.json) {
     nlohmann::json j;
@@ -55,6 +68,8 @@ void run_generate(const GenerateArgs& a) {
                     {"prompt_tok_s", t.prompt_tok_s()}, {"generated_tokens", t.n_gen},
                     {"generation_s", t.gen_s}, {"generation_tok_s", t.gen_tok_s()},
                     {"threads", s.pool->size()}};
+    if (r.stats) j["stats"] = r.stats->to_json();
+    if (dr) j["drafter"] = dr->path();
     fmt::print("{}\n", j.dump());
     return;
   }
@@ -62,6 +77,7 @@ void run_generate(const GenerateArgs& a) {
   std::fflush(stdout);
   fmt::print(stderr, "[{} prompt tokens: {:.1f} tok/s | {} generated: {:.1f} tok/s | finish: {}]\n",
              t.n_prompt, t.prompt_tok_s(), t.n_gen, t.gen_tok_s(), r.finish_reason);
+  if (r.stats) print_spec_stats(*r.stats);
 }
 
 }  // namespace
@@ -83,6 +99,14 @@ void add_generate(CLI::App& root) {
   cmd->add_option("--ctx", a->ctx, "Context length (default: the model's, capped by memory)");
   cmd->add_flag("--no-special", a->no_special, "Do not add BOS/EOS to the prompt");
   cmd->add_flag("--json", a->json, "Print one JSON object instead of streaming text");
+  cmd->add_option("--drafter", a->drafter,
+                  "MTP drafter file (default: drafter.safetensors beside the model, if present)");
+  cmd->add_option("--draft-k", a->draft_k, "Drafts per cycle, 1..K (default: the drafter's K)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--draft-p-min", a->p_min,
+                  "Stop drafting at a module whose top probability is below this (0 = never)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_flag("--no-spec", a->no_spec, "Do not speculate, even if a drafter is present");
   cmd->callback([a] { run_generate(*a); });
 }
 

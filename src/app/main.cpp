@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   mtp::app::add_generate(app);
   mtp::app::add_tokenize(app);
   mtp::app::add_bench_kernels(app);
+  mtp::app::add_init_drafter(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

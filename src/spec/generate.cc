@@ -63,26 +63,33 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
   res.timings.n_prompt = int(prompt_ids.size());
   res.timings.prompt_s = std::chrono::duration<double>(Clock::now() - t0).count();
 
+  bool speculate = spec.drafter != nullptr;
+  if (speculate && !sampler.greedy()) {
+    speculate = false;
+    res.notice = "speculation is off at temperature > 0 (lossless speculative sampling is not "
+                 "implemented yet); generating without the drafter";
+  }
+  const int draft_k = speculate && spec.draft_k > 0 ? spec.draft_k
+                      : speculate                   ? spec.drafter->config().K
+                                                    : 0;
+  if (speculate && draft_k > spec.drafter->config().K) {
+    fail<InputError>("--draft-k {} exceeds the drafter's K = {}", draft_k,
+                     spec.drafter->config().K);
+  }
+  if (speculate) {
+    res.stats = SpecStats{};
+    res.stats->drafted.assign(draft_k, 0);
+    res.stats->accepted.assign(draft_k, 0);
+  }
+
   std::vector<int32_t> committed = prompt_ids;
   if (!sink.done() && sink.push(sampler.sample(logits.data(), logits.size()))) {
     committed.push_back(sink.tokens().back());
-    bool speculate = spec.drafter != nullptr;
-    if (speculate && !sampler.greedy()) {
-      speculate = false;
-      res.notice = "speculation is off at temperature > 0 (lossless speculative sampling is "
-                   "not implemented yet); generating without the drafter";
-    }
     if (speculate) {
-      const int k = spec.draft_k > 0 ? spec.draft_k : spec.drafter->config().K;
-      if (k > spec.drafter->config().K) {
-        fail<InputError>("--draft-k {} exceeds the drafter's K = {}", k, spec.drafter->config().K);
-      }
       GreedyVerifier verifier(target);
       MtpProposer proposer(*spec.drafter, target, spec.p_min);
-      SpecStats stats;
-      speculative_loop(verifier, proposer, committed, sink, k, ctx, stats,
+      speculative_loop(verifier, proposer, committed, sink, draft_k, ctx, *res.stats,
                        spec.record_trace ? &res.trace : nullptr);
-      res.stats = stats;
     } else {
       while (!sink.done()) {
         if (int(committed.size()) >= ctx) {

@@ -97,6 +97,8 @@ Outcome speculative(const TargetFn& f, ScriptedProposer::Fn g, std::vector<int32
   TokenSink sink(nullptr, {kEos}, n_new, {}, nullptr, seq.back());
   ScriptedVerifier v(f, int(seq.size()));
   ScriptedProposer p(std::move(g));
+  o.stats.drafted.assign(k, 0);
+  o.stats.accepted.assign(k, 0);
   if (sink.push(f(seq))) {
     seq.push_back(sink.tokens().back());
     speculative_loop(v, p, seq, sink, k, ctx, o.stats, &o.trace);

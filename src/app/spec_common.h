@@ -1,0 +1,21 @@
+// Drafter discovery and loading, and speculative stats printing, shared by the
+// subcommands that speculate (generate, bench, drift).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "app/common.h"
+#include "drafter/drafter.h"
+#include "spec/spec_loop.h"
+
+namespace mtp::app {
+
+// `explicit_path` if given, else drafter.safetensors beside the model if it
+// exists, else null. Refuses (ConfigError) a drafter made for another target.
+std::unique_ptr<drafter::Drafter> open_drafter(const ModelArgs& a, const std::string& explicit_path,
+                                               const model::Model& m);
+
+// Human-readable stats to stderr.
+void print_spec_stats(const spec::SpecStats& s);
+
+}  // namespace mtp::app

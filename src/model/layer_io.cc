@@ -1,0 +1,142 @@
+#include "model/layer_io.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace mtp::model {
+
+using io::TensorSet;
+using io::TensorView;
+using kernels::PackedMatrix;
+
+namespace {
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+}  // namespace
+
+TensorShapes layer_tensor_shapes(const ModelConfig& c, const std::string& p) {
+  const int64_t d = c.d_model, hd = c.head_dim, q = int64_t(c.n_heads) * hd,
+                kv = int64_t(c.n_kv_heads) * hd, f = c.ffn;
+  TensorShapes t;
+  t.push_back({p + "input_layernorm.weight", {d}});
+  t.push_back({p + "self_attn.q_proj.weight", {q, d}});
+  t.push_back({p + "self_attn.k_proj.weight", {kv, d}});
+  t.push_back({p + "self_attn.v_proj.weight", {kv, d}});
+  t.push_back({p + "self_attn.o_proj.weight", {d, q}});
+  if (c.qkv_bias) {
+    t.push_back({p + "self_attn.q_proj.bias", {q}});
+    t.push_back({p + "self_attn.k_proj.bias", {kv}});
+    t.push_back({p + "self_attn.v_proj.bias", {kv}});
+  }
+  if (c.qk_norm) {
+    t.push_back({p + "self_attn.q_norm.weight", {hd}});
+    t.push_back({p + "self_attn.k_norm.weight", {hd}});
+  }
+  t.push_back({p + "post_attention_layernorm.weight", {d}});
+  if (c.sandwich_norms) {
+    t.push_back({p + "pre_feedforward_layernorm.weight", {d}});
+    t.push_back({p + "post_feedforward_layernorm.weight", {d}});
+  }
+  t.push_back({p + "mlp.gate_proj.weight", {f, d}});
+  t.push_back({p + "mlp.up_proj.weight", {f, d}});
+  t.push_back({p + "mlp.down_proj.weight", {d, f}});
+  return t;
+}
+
+void check_tensor_shapes(const TensorSet& ts, const TensorShapes& expected,
+                         const std::string& what) {
+  for (auto& [name, shape] : expected) {
+    const TensorView* v = ts.find(name);
+    if (!v) fail<FormatError>("tensor '{}' not found in '{}' ({})", name, ts.source(), what);
+    if (v->dtype != DType::F32 && v->dtype != DType::BF16 && v->dtype != DType::F16) {
+      fail<ShapeError>("tensor '{}' in '{}' has dtype {}; weights must be F32, BF16 or F16", name,
+                       ts.file_of(name), dtype_name(v->dtype));
+    }
+    if (v->shape != shape) {
+      fail<ShapeError>("tensor '{}' in '{}' has shape {}; {} implies {}", name, ts.file_of(name),
+                       shape_str(v->shape), what, shape_str(shape));
+    }
+  }
+}
+
+const TensorView& finite_tensor(const TensorSet& ts, const std::string& name) {
+  const TensorView& v = ts.get(name);
+  check_finite(v.data, v.dtype, v.numel(),
+               fmt::format("tensor '{}' in '{}'", name, ts.file_of(name)));
+  return v;
+}
+
+// Same source dtype: bytes are copied, so packing sees exactly the stored
+// values; mixed dtypes go through fp32, which represents F32/BF16/F16 exactly.
+PackedMatrix pack_rows(const std::vector<const TensorView*>& parts, kernels::WeightType hold) {
+  const size_t cols = size_t(parts[0]->shape[1]);
+  size_t rows = 0;
+  bool same = true;
+  for (auto* p : parts) {
+    rows += size_t(p->shape[0]);
+    same = same && p->dtype == parts[0]->dtype;
+  }
+  if (parts.size() == 1) {
+    return PackedMatrix::pack(parts[0]->data, parts[0]->dtype, rows, cols, hold);
+  }
+  const DType dt = same ? parts[0]->dtype : DType::F32;
+  const size_t es = dtype_size(dt);
+  std::vector<uint8_t> buf(rows * cols * es);
+  uint8_t* dst = buf.data();
+  for (auto* p : parts) {
+    if (same) {
+      std::memcpy(dst, p->data, p->nbytes);
+    } else {
+      to_f32(p->data, p->dtype, p->numel(), reinterpret_cast<float*>(dst));
+    }
+    dst += p->numel() * es;
+  }
+  return PackedMatrix::pack(buf.data(), dt, rows, cols, hold);
+}
+
+std::vector<float> load_norm(const TensorSet& ts, const std::string& name, bool one_plus) {
+  const TensorView& v = finite_tensor(ts, name);
+  return norm_weight(v.data, v.dtype, v.numel(), one_plus);
+}
+
+LayerWeights load_layer(const TensorSet& ts, const ModelConfig& c, const std::string& p,
+                        kernels::WeightType hold) {
+  const bool op = c.norm_one_plus;
+  LayerWeights w;
+  w.attn_norm = load_norm(ts, p + "input_layernorm.weight", op);
+  if (c.sandwich_norms) {  // Gemma: post_attention_layernorm is the sandwich norm
+    w.post_attn_norm = load_norm(ts, p + "post_attention_layernorm.weight", op);
+    w.ffn_norm = load_norm(ts, p + "pre_feedforward_layernorm.weight", op);
+    w.post_ffn_norm = load_norm(ts, p + "post_feedforward_layernorm.weight", op);
+  } else {  // Llama/Qwen: post_attention_layernorm is the pre-FFN norm
+    w.ffn_norm = load_norm(ts, p + "post_attention_layernorm.weight", op);
+  }
+  if (c.qk_norm) {  // per-head norms: (1 + w) on Gemma 3, plain on Qwen3
+    w.q_norm = load_norm(ts, p + "self_attn.q_norm.weight", op);
+    w.k_norm = load_norm(ts, p + "self_attn.k_norm.weight", op);
+  }
+  if (c.qkv_bias) {
+    for (const char* b : {"q", "k", "v"}) {
+      const TensorView& v = finite_tensor(ts, p + "self_attn." + b + "_proj.bias");
+      size_t off = w.qkv_bias.size();
+      w.qkv_bias.resize(off + v.numel());
+      to_f32(v.data, v.dtype, v.numel(), w.qkv_bias.data() + off);
+    }
+  }
+  w.wqkv = pack_rows({&finite_tensor(ts, p + "self_attn.q_proj.weight"),
+                      &finite_tensor(ts, p + "self_attn.k_proj.weight"),
+                      &finite_tensor(ts, p + "self_attn.v_proj.weight")},
+                     hold);
+  w.wo = pack_rows({&finite_tensor(ts, p + "self_attn.o_proj.weight")}, hold);
+  w.w_gate_up = pack_rows({&finite_tensor(ts, p + "mlp.gate_proj.weight"),
+                           &finite_tensor(ts, p + "mlp.up_proj.weight")},
+                          hold);
+  w.w_down = pack_rows({&finite_tensor(ts, p + "mlp.down_proj.weight")}, hold);
+  return w;
+}
+
+}  // namespace mtp::model
