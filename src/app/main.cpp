@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   mtp::app::add_tokenize(app);
   mtp::app::add_bench_kernels(app);
   mtp::app::add_init_drafter(app);
+  mtp::app::add_precompute(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,129 @@
+#include "drafter/shards.h"
+
+#include <fmt/core.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/mapped_file.h"
+
+namespace mtp::drafter {
+
+std::string shard_file_name(int index) { return fmt::format("shard-{:05}.safetensors", index); }
+
+ShardBuilder::ShardBuilder(int seq_len, int d_model, DType dt) : seq_len_(seq_len), d_(d_model), dt_(dt) {
+  if (dt != DType::BF16 && dt != DType::F16 && dt != DType::F32) {
+    fail<InputError>("hidden dtype must be bf16, fp16 or fp32, got {}", dtype_name(dt));
+  }
+}
+
+void ShardBuilder::add(const std::vector<int32_t>& tokens, const float* hidden,
+                       const std::vector<uint8_t>& mask) {
+  const size_t L = tokens.size(), T = size_t(seq_len_), d = size_t(d_), es = dtype_size(dt_);
+  if (L == 0 || L > T || mask.size() != L) {
+    fail<InputError>("shard sequence of {} tokens ({} mask values) for seq_len {}", L,
+                     mask.size(), T);
+  }
+  size_t base = tokens_.size();
+  tokens_.resize(base + T, 0);
+  std::copy(tokens.begin(), tokens.end(), tokens_.begin() + base);
+  mask_.resize(base + T, 0);
+  std::copy(mask.begin(), mask.end(), mask_.begin() + base);
+  size_t hb = hidden_.size();
+  hidden_.resize(hb + T * d * es, 0);
+  uint8_t* dst = hidden_.data() + hb;
+  for (size_t i = 0; i < L * d; ++i) {
+    float v = hidden[i];
+    if (dt_ == DType::F32) {
+      std::memcpy(dst + i * 4, &v, 4);
+    } else if (dt_ == DType::BF16) {
+      uint16_t h = f32_to_bf16(v);
+      std::memcpy(dst + i * 2, &h, 2);
+    } else {
+      if (!(std::fabs(v) <= 65504.f)) {
+        fail<InputError>("capture hidden value {} at sequence {} position {} does not fit fp16 "
+                         "(±65,504); use --hidden-dtype bf16", v, n_, i / d);
+      }
+      uint16_t h = f32_to_f16(v);
+      std::memcpy(dst + i * 2, &h, 2);
+    }
+  }
+  lengths_.push_back(int32_t(L));
+  real_ += long(L);
+  ++n_;
+}
+
+void ShardBuilder::write(const std::string& path, const io::Metadata& meta) const {
+  const int64_t S = n_, T = seq_len_, d = d_;
+  std::vector<io::TensorView> views = {
+      io::make_view("tokens", DType::I32, {S, T}, tokens_),
+      io::make_view("hidden", dt_, {S, T, d}, hidden_),
+      io::make_view("loss_mask", DType::U8, {S, T}, mask_),
+      io::make_view("length", DType::I32, {S}, lengths_)};
+  io::write_safetensors(path, views, meta);
+}
+
+void ShardBuilder::clear() {
+  n_ = 0;
+  real_ = 0;
+  tokens_.clear();
+  lengths_.clear();
+  hidden_.clear();
+  mask_.clear();
+}
+
+void Shard::hidden_row(int s, int t, float* out) const {
+  size_t off = (size_t(s) * seq_len + size_t(t)) * d_model;
+  to_f32(hidden + off * dtype_size(hidden_dtype), hidden_dtype, size_t(d_model), out);
+}
+
+Shard read_shard(const std::string& path) {
+  Shard s;
+  s.file = io::TensorSet::open_file(path);
+  const io::TensorView& tok = s.file.get("tokens");
+  const io::TensorView& hid = s.file.get("hidden");
+  const io::TensorView& msk = s.file.get("loss_mask");
+  const io::TensorView& len = s.file.get("length");
+  if (tok.dtype != DType::I32 || tok.shape.size() != 2 || hid.shape.size() != 3 ||
+      msk.dtype != DType::U8 || len.dtype != DType::I32 || hid.shape[0] != tok.shape[0] ||
+      hid.shape[1] != tok.shape[1] || msk.shape != tok.shape || len.shape.size() != 1 ||
+      len.shape[0] != tok.shape[0]) {
+    fail<FormatError>("shard '{}' does not have the tokens/hidden/loss_mask/length layout", path);
+  }
+  s.sequences = int(tok.shape[0]);
+  s.seq_len = int(tok.shape[1]);
+  s.d_model = int(hid.shape[2]);
+  s.hidden_dtype = hid.dtype;
+  s.tokens = static_cast<const int32_t*>(tok.data);
+  s.hidden = static_cast<const uint8_t*>(hid.data);
+  s.loss_mask = static_cast<const uint8_t*>(msk.data);
+  s.length = static_cast<const int32_t*>(len.data);
+  return s;
+}
+
+nlohmann::json read_manifest(const std::string& dir) {
+  std::string path = (std::filesystem::path(dir) / "manifest.json").string();
+  nlohmann::json m;
+  try {
+    m = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    fail<FormatError>("'{}' is not JSON: {}", path, e.what());
+  }
+  for (const char* k : {"format", "version", "target_fingerprint", "seq_len", "hidden_dtype",
+                        "d_model", "shards"}) {
+    if (!m.contains(k)) fail<FormatError>("'{}' has no '{}'", path, k);
+  }
+  if (m["format"] != kShardsFormat) {
+    fail<FormatError>("'{}' is not an mtpspec shards manifest (format {})", path,
+                      m["format"].dump());
+  }
+  if (m["version"].get<int>() > kShardsVersion) {
+    fail<FormatError>("'{}' has version {}; this mtpspec reads up to {}", path,
+                      m["version"].dump(), kShardsVersion);
+  }
+  return m;
+}
+
+}  // namespace mtp::drafter
