@@ -14,5 +14,6 @@ void add_tokenize(CLI::App& root);       // cmd_tokenize.cc
 void add_bench_kernels(CLI::App& root);  // cmd_bench_kernels.cc
 void add_init_drafter(CLI::App& root);   // cmd_init_drafter.cc
 void add_precompute(CLI::App& root);     // cmd_precompute.cc
+void add_drift(CLI::App& root);          // cmd_drift.cc
 
 }  // namespace mtp::app

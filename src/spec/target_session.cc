@@ -49,7 +49,7 @@ void TargetSession::forward(std::span<const int32_t> tokens, float* logits) {
 
 void GreedyVerifier::verify(std::span<const int32_t> committed, std::span<const int32_t> drafts,
                             std::vector<int32_t>& choices) {
-  if (s_.forwarded() != int(committed.size()) - 1) {
+  if (!stale_kv_fault_ && s_.forwarded() != int(committed.size()) - 1) {
     fail<Error>("verify: the target has forwarded {} positions, expected {}", s_.forwarded(),
                 committed.size() - 1);
   }
@@ -58,6 +58,7 @@ void GreedyVerifier::verify(std::span<const int32_t> committed, std::span<const 
   const size_t V = s_.model().config().vocab;
   logits_.resize(tokens_.size() * V);
   s_.forward(tokens_, logits_.data());
+  if (observer_) observer_(committed.size(), logits_.data(), tokens_.size());
   choices.resize(tokens_.size());
   for (size_t i = 0; i < tokens_.size(); ++i) {
     choices[i] = int32_t(kernels::argmax(logits_.data() + i * V, V));
@@ -65,6 +66,7 @@ void GreedyVerifier::verify(std::span<const int32_t> committed, std::span<const 
 }
 
 void GreedyVerifier::commit(std::span<const int32_t> committed, int) {
+  if (stale_kv_fault_) return;               // the injected protocol fault
   s_.truncate(int(committed.size()) - 1);  // drops every rejected position
 }
 

@@ -2,6 +2,7 @@
 // hidden of every forwarded position (the speculative engine's drafter reads it
 // from here — invariant 2: the same rows the forward returned, nothing else).
 #pragma once
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -46,8 +47,19 @@ class GreedyVerifier : public Verifier {
               std::vector<int32_t>& choices) override;
   void commit(std::span<const int32_t> committed, int n_accepted) override;
 
+  // Sees every verify call's logits: rows [n, vocab], row j chose the token at
+  // sequence index first_index + j. (drift compares them with decode rows.)
+  using Observer = std::function<void(size_t first_index, const float* logits, size_t n)>;
+  void set_observer(Observer o) { observer_ = std::move(o); }
+  // Diagnostic fault for `drift --inject-fault stale-kv`: commit() keeps the
+  // rejected drafts' K/V instead of rolling back, as the earlier system did.
+  // Never set outside the drift harness.
+  void inject_stale_kv_fault() { stale_kv_fault_ = true; }
+
  private:
   TargetSession& s_;
+  Observer observer_;
+  bool stale_kv_fault_ = false;
   std::vector<int32_t> tokens_;
   std::vector<float> logits_;
 };
