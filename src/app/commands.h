@@ -15,5 +15,6 @@ void add_bench_kernels(CLI::App& root);  // cmd_bench_kernels.cc
 void add_init_drafter(CLI::App& root);   // cmd_init_drafter.cc
 void add_precompute(CLI::App& root);     // cmd_precompute.cc
 void add_drift(CLI::App& root);          // cmd_drift.cc
+void add_bench_decode(CLI::App& root);   // cmd_bench_decode.cc
 
 }  // namespace mtp::app

@@ -64,6 +64,7 @@ void hash_tensor(Sha256& h, const std::string& name, std::string_view dtype,
 
 // The files whose bytes the fingerprint covers.
 std::vector<std::string> weight_files(const LoadedModel& lm) {
+  if (lm.config.source == "random") return {};
   if (fs::is_directory(lm.path)) {
     std::vector<std::string> files;
     for (const auto& f : io::TensorSet::open_dir(lm.path).files()) files.push_back(f->path());
@@ -89,7 +90,9 @@ std::string cache_key(const std::vector<std::string>& files) {
 std::string compute(const LoadedModel& lm) {
   Sha256 h;
   h.update("mtpspec-target-fingerprint-v1\n" + lm.config.to_json().dump() + "\n");
-  if (fs::is_directory(lm.path)) {
+  if (lm.config.source == "random") {  // generated in memory: the spec and seed name it
+    h.update(lm.path);
+  } else if (fs::is_directory(lm.path)) {
     io::TensorSet ts = io::TensorSet::open_dir(lm.path);
     for (const auto& name : ts.names()) {
       const io::TensorView& t = ts.get(name);
@@ -124,6 +127,7 @@ std::string cache_dir() {
 }
 
 std::string target_fingerprint(const LoadedModel& lm, bool use_cache) {
+  if (lm.config.source == "random") use_cache = false;
   std::string key = use_cache ? cache_key(weight_files(lm)) : "";
   key += "#" + sha256_hex(lm.config.to_json().dump());
   fs::path cache = fs::path(cache_dir()) / "fingerprints.json";

@@ -1,0 +1,132 @@
+// `mtpspec bench-decode`: one-token decode speed against the bandwidth limit,
+// and the verify multiplier m(q) = time(forward of q) / time(forward of 1) at
+// the same context length (CONTRACTS.md "Measurement"). Works on any checkpoint
+// or on a random target generated in memory (`--random 1b`).
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "app/commands.h"
+#include "app/common.h"
+#include "core/error.h"
+#include "kernels/bandwidth.h"
+#include "kernels/matmul.h"
+#include "model/loader.h"
+#include "model/random_model.h"
+
+namespace mtp::app {
+
+namespace {
+struct BenchDecodeArgs {
+  std::string model, random, weights = "bf16";
+  std::vector<int> threads = {1, 2};
+  int pos = 256, q_max = 8, reps = 15;
+  uint64_t seed = 0;
+  bool json = false;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Bytes one decode step reads: every weight matrix (the embedding only gives one
+// row) plus the K and V of `pos` earlier positions in every layer.
+double bytes_per_token(const model::Model& m, int pos) {
+  const auto& w = m.weights();
+  double b = double(w.lm_head.bytes());
+  for (const auto& l : w.layers) b += double(l.wqkv.bytes() + l.wo.bytes() + l.w_gate_up.bytes() + l.w_down.bytes());
+  const auto& c = m.config();
+  b += double(c.n_layers) * pos * c.n_kv_heads * c.head_dim * 2 * sizeof(float);
+  return b;
+}
+
+void run(const BenchDecodeArgs& a) {
+  if (a.model.empty() == a.random.empty()) fail<InputError>("give exactly one of -m MODEL or --random PRESET");
+  model::LoadOptions lo;
+  lo.weights = parse_weight_type(a.weights);
+  fmt::print(stderr, "loading {} ...\n", a.model.empty() ? "random " + a.random : a.model);
+  model::LoadedModel lm = a.model.empty()
+      ? model::random_model(model::random_model_preset(a.random), lo.weights, a.seed)
+      : model::load_model(a.model, lo);
+  model::Model m(std::move(lm));
+  const auto& c = m.config();
+  if (a.pos + a.q_max + 1 > c.max_position) fail<InputError>("--pos {} + q-max exceeds the model's context {}", a.pos, c.max_position);
+  const double bytes = bytes_per_token(m, a.pos);
+  nlohmann::json rows = nlohmann::json::array();
+  fmt::print("model: {} ({} layers, d {}), weights {}, SIMD {}, context position {}\n",
+             m.loaded().path, c.n_layers, c.d_model, a.weights, kernels::simd_target(), a.pos);
+  fmt::print("bytes read per decoded token: {:.1f} MB\n", bytes / 1e6);
+  for (int t : a.threads) {
+    ThreadPool pool(t);
+    const double bw = kernels::stream_bandwidth(pool, std::max<size_t>(4 * kernels::llc_bytes(), 256u << 20), 7);
+    auto kv = m.make_cache(1, a.pos + a.q_max + 1, 64);
+    std::mt19937 rng(1);
+    std::vector<model::Row> rows_in;
+    for (int p = 0; p < a.pos; ++p) rows_in.push_back({0, p, int32_t(rng() % c.vocab)});
+    for (size_t b = 0; b < rows_in.size(); b += 64) {
+      std::span<const model::Row> chunk(rows_in.data() + b, std::min<size_t>(64, rows_in.size() - b));
+      m.forward(chunk, kv, {}, &pool);
+    }
+    std::vector<std::vector<double>> times(a.q_max + 1);
+    std::vector<float> logits(size_t(a.q_max) * c.vocab);
+    for (int r = 0; r < a.reps + 2; ++r) {
+      for (int q = 1; q <= a.q_max; ++q) {  // q values interleaved: drifts hit all alike
+        std::vector<model::Row> rows;
+        for (int j = 0; j < q; ++j) rows.push_back({0, a.pos + j, int32_t(rng() % c.vocab)});
+        auto t0 = std::chrono::steady_clock::now();
+        m.forward(rows, kv, {logits.data(), nullptr, nullptr}, &pool);
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        kv.truncate(0, a.pos);
+        if (r >= 2) times[q].push_back(s);  // two warm-up rounds
+      }
+    }
+    const double t1 = median(times[1]);
+    const double limit = bw / bytes;  // tok/s if every byte streamed at bandwidth
+    fmt::print("threads {}: decode {:.2f} ms = {:.1f} tok/s; bandwidth {:.1f} GB/s -> limit {:.1f} "
+               "tok/s; decode reaches {:.1f}% of the limit\n",
+               t, t1 * 1e3, 1 / t1, bw / 1e9, limit, 100.0 / t1 / limit);
+    std::string ms;
+    nlohmann::json mult = nlohmann::json::array();
+    for (int q = 1; q <= a.q_max; ++q) {
+      double mq = median(times[q]) / t1;
+      mult.push_back(mq);
+      ms += fmt::format(" q{}={:.2f}", q, mq);
+    }
+    fmt::print("  verify multiplier m(q):{}\n", ms);
+    rows.push_back({{"threads", t}, {"decode_s", t1}, {"decode_tok_s", 1 / t1},
+                    {"bandwidth_bytes_s", bw}, {"bytes_per_token", bytes},
+                    {"limit_tok_s", limit}, {"fraction_of_limit", 1 / t1 / limit},
+                    {"verify_multiplier", mult}});
+  }
+  if (a.json) {
+    fmt::print("{}\n", nlohmann::json{{"model", m.loaded().path}, {"weights", a.weights},
+                                      {"pos", a.pos}, {"simd", kernels::simd_target()},
+                                      {"rows", rows}}.dump());
+  }
+}
+}  // namespace
+
+void add_bench_decode(CLI::App& root) {
+  auto a = std::make_shared<BenchDecodeArgs>();
+  CLI::App* cmd = root.add_subcommand(
+      "bench-decode", "Decode speed vs the memory-bandwidth limit, and the verify multiplier m(q)");
+  cmd->add_option("-m,--model", a->model, "Target checkpoint (directory or llama2.c .bin)");
+  cmd->add_option("--random", a->random, "Or a random target generated in memory: 1b | tiny");
+  cmd->add_option("--weights", a->weights, "Precision the matrices are held in")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+  cmd->add_option("--threads", a->threads, "Thread counts to measure (repeatable)");
+  cmd->add_option("--pos", a->pos, "Context position the forwards run at");
+  cmd->add_option("--q-max", a->q_max, "Largest q for the verify multiplier")->check(CLI::Range(1, 16));
+  cmd->add_option("--reps", a->reps, "Timed repetitions per q (median reported)")->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", a->seed, "Seed of the random target");
+  cmd->add_flag("--json", a->json, "Also print one JSON object");
+  cmd->callback([a] { run(*a); });
+}
+
+}  // namespace mtp::app
