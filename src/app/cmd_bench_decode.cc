@@ -6,10 +6,8 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "app/commands.h"
 #include "app/common.h"
@@ -18,6 +16,7 @@
 #include "kernels/matmul.h"
 #include "model/loader.h"
 #include "model/random_model.h"
+#include "spec/forward_timing.h"
 
 namespace mtp::app {
 
@@ -29,11 +28,6 @@ struct BenchDecodeArgs {
   uint64_t seed = 0;
   bool json = false;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Bytes one decode step reads: every weight matrix (the embedding only gives one
 // row) plus the K and V of `pos` earlier positions in every layer.
@@ -65,28 +59,8 @@ void run(const BenchDecodeArgs& a) {
   for (int t : a.threads) {
     ThreadPool pool(t);
     const double bw = kernels::stream_bandwidth(pool, std::max<size_t>(4 * kernels::llc_bytes(), 256u << 20), 7);
-    auto kv = m.make_cache(1, a.pos + a.q_max + 1, 64);
-    std::mt19937 rng(1);
-    std::vector<model::Row> rows_in;
-    for (int p = 0; p < a.pos; ++p) rows_in.push_back({0, p, int32_t(rng() % c.vocab)});
-    for (size_t b = 0; b < rows_in.size(); b += 64) {
-      std::span<const model::Row> chunk(rows_in.data() + b, std::min<size_t>(64, rows_in.size() - b));
-      m.forward(chunk, kv, {}, &pool);
-    }
-    std::vector<std::vector<double>> times(a.q_max + 1);
-    std::vector<float> logits(size_t(a.q_max) * c.vocab);
-    for (int r = 0; r < a.reps + 2; ++r) {
-      for (int q = 1; q <= a.q_max; ++q) {  // q values interleaved: drifts hit all alike
-        std::vector<model::Row> rows;
-        for (int j = 0; j < q; ++j) rows.push_back({0, a.pos + j, int32_t(rng() % c.vocab)});
-        auto t0 = std::chrono::steady_clock::now();
-        m.forward(rows, kv, {logits.data(), nullptr, nullptr}, &pool);
-        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        kv.truncate(0, a.pos);
-        if (r >= 2) times[q].push_back(s);  // two warm-up rounds
-      }
-    }
-    const double t1 = median(times[1]);
+    const std::vector<double> times = spec::forward_times(m, a.pos, a.q_max, a.reps, &pool);
+    const double t1 = times[0];
     const double limit = bw / bytes;  // tok/s if every byte streamed at bandwidth
     fmt::print("threads {}: decode {:.2f} ms = {:.1f} tok/s; bandwidth {:.1f} GB/s -> limit {:.1f} "
                "tok/s; decode reaches {:.1f}% of the limit\n",
@@ -94,7 +68,7 @@ void run(const BenchDecodeArgs& a) {
     std::string ms;
     nlohmann::json mult = nlohmann::json::array();
     for (int q = 1; q <= a.q_max; ++q) {
-      double mq = median(times[q]) / t1;
+      double mq = times[q - 1] / t1;
       mult.push_back(mq);
       ms += fmt::format(" q{}={:.2f}", q, mq);
     }

@@ -16,5 +16,6 @@ void add_init_drafter(CLI::App& root);   // cmd_init_drafter.cc
 void add_precompute(CLI::App& root);     // cmd_precompute.cc
 void add_drift(CLI::App& root);          // cmd_drift.cc
 void add_bench_decode(CLI::App& root);   // cmd_bench_decode.cc
+void add_bench(CLI::App& root);          // cmd_bench.cc
 
 }  // namespace mtp::app

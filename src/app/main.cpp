@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   mtp::app::add_precompute(app);
   mtp::app::add_drift(app);
   mtp::app::add_bench_decode(app);
+  mtp::app::add_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

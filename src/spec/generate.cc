@@ -90,6 +90,7 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
       MtpProposer proposer(*spec.drafter, target, spec.p_min);
       speculative_loop(verifier, proposer, committed, sink, draft_k, ctx, *res.stats,
                        spec.record_trace ? &res.trace : nullptr);
+      res.stats->time_module_s = proposer.module_seconds();
     } else {
       while (!sink.done()) {
         if (int(committed.size()) >= ctx) {

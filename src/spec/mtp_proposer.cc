@@ -1,6 +1,7 @@
 #include "spec/mtp_proposer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -24,6 +25,14 @@ MtpProposer::MtpProposer(const drafter::Drafter& d, TargetSession& target, float
   final_out_.assign(d.config().K, std::vector<float>(size_t(target.ctx()) * d_));
   draft_out_.resize(d.config().K);
   d0_logits_.resize(target.model().config().vocab);
+  module_s_.assign(d.config().K, 0.0);
+}
+
+void MtpProposer::run_module(int k, const float* h_in, float* h_out, float* logits,
+                             const uint8_t* mask) {
+  auto t0 = std::chrono::steady_clock::now();
+  runner_.forward(k, rows_, h_in, h_out, logits, mask, target_.pool());
+  module_s_[k] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void MtpProposer::catch_up(std::span<const int32_t> committed) {
@@ -58,8 +67,8 @@ void MtpProposer::catch_up(std::span<const int32_t> committed) {
         logits_.resize(rows_.size() * V);
         lg = logits_.data();
       }
-      runner_.forward(k, rows_, h_in_.data(), final_out_[k].data() + size_t(t0) * d_, lg,
-                      last ? mask_.data() : nullptr, target_.pool());
+      run_module(k, h_in_.data(), final_out_[k].data() + size_t(t0) * d_, lg,
+                 last ? mask_.data() : nullptr);
       if (last) {
         std::memcpy(d0_logits_.data(), logits_.data() + (rows_.size() - 1) * V, V * sizeof(float));
         d0_row_ = N - 2;
@@ -97,8 +106,7 @@ void MtpProposer::propose(std::span<const int32_t> committed, int max_k,
     mask_.back() = 1;
     logits_.resize(rows_.size() * V);
     draft_out_[k].resize(rows_.size() * d_);
-    runner_.forward(k, rows_, h_in_.data(), draft_out_[k].data(), logits_.data(), mask_.data(),
-                    target_.pool());
+    run_module(k, h_in_.data(), draft_out_[k].data(), logits_.data(), mask_.data());
     runner_.kv(k).truncate(0, final_len);  // non-final rows never stay in the cache
     const float* lg = logits_.data() + (rows_.size() - 1) * V;
     if (p_min_ > 0 && top_probability(lg, V) < p_min_) break;

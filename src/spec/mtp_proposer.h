@@ -37,6 +37,8 @@ class MtpProposer : public Proposer {
     float max_logit;
   };
   const std::vector<Draft>& history() const { return history_; }
+  // Seconds spent in each module's forwards (catch-up and drafting).
+  const std::vector<double>& module_seconds() const { return module_s_; }
 
  private:
   void catch_up(std::span<const int32_t> committed);
@@ -54,6 +56,9 @@ class MtpProposer : public Proposer {
   std::vector<float> h_in_;
   std::vector<uint8_t> mask_;
   std::vector<Draft> history_;
+  std::vector<double> module_s_;
+  // runner_.forward, timed per module.
+  void run_module(int k, const float* h_in, float* h_out, float* logits, const uint8_t* mask);
 };
 
 // Top probability of a logits row (softmax max), for --draft-p-min.

@@ -31,7 +31,8 @@ nlohmann::json SpecStats::to_json() const {
           {"tokens_per_cycle", tokens_per_cycle()},
           {"time_draft_s", time_draft_s},
           {"time_verify_s", time_verify_s},
-          {"time_other_s", time_other_s}};
+          {"time_other_s", time_other_s},
+          {"time_module_s", time_module_s}};
 }
 
 void speculative_loop(Verifier& verifier, Proposer& proposer, std::vector<int32_t>& committed,

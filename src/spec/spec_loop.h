@@ -54,6 +54,7 @@ struct SpecStats {
   std::vector<long> accepted;  // [k]: of those, accepted
   long emitted = 0;            // tokens emitted by cycles
   double time_draft_s = 0, time_verify_s = 0, time_other_s = 0;
+  std::vector<double> time_module_s;  // [k]: drafter module k's forwards (when known)
 
   std::vector<double> acceptance() const;  // accepted[k] / drafted[k]
   double tokens_per_cycle() const;         // emitted / cycles

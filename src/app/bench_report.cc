@@ -1,0 +1,124 @@
+#include "app/bench_report.h"
+
+#include <fmt/core.h>
+
+#include <numeric>
+
+#include "core/mapped_file.h"
+
+namespace mtp::app {
+
+namespace {
+std::string list(const std::vector<double>& v, int digits = 3) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += fmt::format("{}{:.{}f}", i ? ", " : "", v[i], digits);
+  return "[" + s + "]";
+}
+double mean(const std::vector<double>& v) {
+  return v.empty() ? 0 : std::accumulate(v.begin(), v.end(), 0.0) / double(v.size());
+}
+}  // namespace
+
+nlohmann::json bench_json(const BenchResult& r) {
+  return {{"baseline_tok_s", r.baseline_tok_s},
+          {"spec_tok_s", r.spec_tok_s},
+          {"speedup", r.speedup},
+          {"speedup_spread", {{"min", r.spread.min}, {"max", r.spread.max}, {"stdev", r.spread.stdev}}},
+          {"acceptance_live", r.acceptance_live},
+          {"tokens_per_cycle", r.tokens_per_cycle},
+          {"acceptance_tf_corpus", r.acceptance_tf_corpus.empty() ? nlohmann::json(nullptr)
+                                                                  : nlohmann::json(r.acceptance_tf_corpus)},
+          {"acceptance_tf_own", r.acceptance_tf_own},
+          {"verify_multiplier", r.verify_multiplier},
+          {"drafter_cost", r.drafter_cost},
+          {"predicted_speedup", r.predicted_speedup},
+          {"break_even_acceptance", r.break_even ? nlohmann::json(*r.break_even) : nlohmann::json(nullptr)},
+          {"draft_k", r.K},
+          {"flips", r.flips}};
+}
+
+void print_bench(const BenchResult& r, std::FILE* out) {
+  fmt::print(out, "plain {:.1f} tok/s | speculative {:.1f} tok/s | speedup {:.3f} (min {:.3f}, max {:.3f}, stdev {:.3f})\n",
+             r.baseline_tok_s, r.spec_tok_s, r.speedup, r.spread.min, r.spread.max, r.spread.stdev);
+  fmt::print(out, "outputs differing from plain: {} (must be 0)\n", r.flips);
+  fmt::print(out, "acceptance live by position: {} | tokens/cycle {:.2f}\n", list(r.acceptance_live),
+             r.tokens_per_cycle);
+  fmt::print(out, "teacher-forced accuracy, target's own outputs: {} (gap to live, module 0: {:+.3f})\n",
+             list(r.acceptance_tf_own),
+             r.acceptance_tf_own.empty() || r.acceptance_live.empty() ? 0.0 : r.acceptance_tf_own[0] - r.acceptance_live[0]);
+  if (!r.acceptance_tf_corpus.empty()) {
+    fmt::print(out, "teacher-forced accuracy, corpus: {} (gap to live, module 0: {:+.3f})\n",
+               list(r.acceptance_tf_corpus), r.acceptance_tf_corpus[0] - (r.acceptance_live.empty() ? 0 : r.acceptance_live[0]));
+  }
+  fmt::print(out, "verify multiplier m(q), q = 1..{}: {}\n", r.verify_multiplier.size(), list(r.verify_multiplier, 2));
+  fmt::print(out, "drafter cost per cycle by module (decode = 1, catch-up included): {}\n", list(r.drafter_cost, 3));
+  fmt::print(out, "cycle cost {:.3f} decodes; predicted speedup {:.3f} vs measured {:.3f}; loop overhead {:.1f}% of a cycle\n",
+             r.cycle_cost, r.predicted_speedup, r.speedup, 100 * r.other_fraction);
+  if (r.break_even) {
+    fmt::print(out, "break-even acceptance (same at every position, K = {}): {:.3f}\n", r.K, *r.break_even);
+  } else {
+    fmt::print(out, "break-even acceptance: none — even perfect drafts cannot pay for a cycle\n");
+  }
+}
+
+void write_bench_report(const BenchResult& r, const std::string& path, const std::string& model,
+                        const std::string& drafter) {
+  std::string s = fmt::format("# mtpspec bench\n\nmodel `{}`, drafter `{}`, K = {}\n\n", model, drafter, r.K);
+  s += "| measure | value |\n|---|---|\n";
+  s += fmt::format("| plain tok/s | {:.1f} |\n| speculative tok/s | {:.1f} |\n", r.baseline_tok_s, r.spec_tok_s);
+  s += fmt::format("| speedup (min / max / stdev) | {:.3f} ({:.3f} / {:.3f} / {:.3f}) |\n", r.speedup,
+                   r.spread.min, r.spread.max, r.spread.stdev);
+  s += fmt::format("| outputs differing from plain | {} |\n", r.flips);
+  s += fmt::format("| live acceptance by position | {} |\n", list(r.acceptance_live));
+  s += fmt::format("| tokens per cycle | {:.2f} |\n", r.tokens_per_cycle);
+  s += fmt::format("| teacher-forced accuracy, own outputs | {} |\n", list(r.acceptance_tf_own));
+  if (!r.acceptance_tf_corpus.empty()) {
+    s += fmt::format("| teacher-forced accuracy, corpus | {} |\n", list(r.acceptance_tf_corpus));
+  }
+  s += fmt::format("| verify multiplier m(q) | {} |\n", list(r.verify_multiplier, 2));
+  s += fmt::format("| drafter cost per cycle by module | {} |\n", list(r.drafter_cost));
+  s += fmt::format("| predicted speedup | {:.3f} |\n", r.predicted_speedup);
+  s += fmt::format("| break-even acceptance | {} |\n", r.break_even ? fmt::format("{:.3f}", *r.break_even) : "none");
+  write_file_atomic(path, s);
+}
+
+void write_bench_plot(const BenchResult& r, const std::string& path) {
+  const double W = 560, H = 360, L = 60, B = 40, T = 20, R = 20;
+  const double m = r.cycle_cost > 0 ? r.cycle_cost : 1;
+  auto pred = [&](double p) {
+    return spec::expected_tokens_per_cycle(std::vector<double>(r.K, p)) / m;
+  };
+  const double ymax = std::max({pred(1.0), r.speedup, 1.2}) * 1.1;
+  auto X = [&](double p) { return L + p * (W - L - R); };
+  auto Y = [&](double v) { return H - B - v / ymax * (H - B - T); };
+  std::string svg = fmt::format(
+      "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' font-family='sans-serif' font-size='12'>\n"
+      "<rect width='100%' height='100%' fill='white'/>\n", W, H);
+  svg += fmt::format("<line x1='{}' y1='{}' x2='{}' y2='{}' stroke='black'/>\n", L, H - B, W - R, H - B);
+  svg += fmt::format("<line x1='{}' y1='{}' x2='{}' y2='{}' stroke='black'/>\n", L, T, L, H - B);
+  for (int i = 0; i <= 10; i += 2) {
+    svg += fmt::format("<text x='{}' y='{}' text-anchor='middle'>{:.1f}</text>\n", X(i / 10.0), H - B + 16, i / 10.0);
+  }
+  for (double v = 0; v <= ymax; v += 0.5) {
+    svg += fmt::format("<text x='{}' y='{}' text-anchor='end'>{:.1f}</text>\n", L - 6, Y(v) + 4, v);
+  }
+  std::string pts;
+  for (int i = 0; i <= 100; ++i) pts += fmt::format("{:.1f},{:.1f} ", X(i / 100.0), Y(pred(i / 100.0)));
+  svg += fmt::format("<polyline points='{}' fill='none' stroke='steelblue' stroke-width='2'/>\n", pts);
+  svg += fmt::format("<line x1='{}' y1='{}' x2='{}' y2='{}' stroke='gray' stroke-dasharray='4'/>\n", L, Y(1), W - R, Y(1));
+  if (r.break_even) {
+    svg += fmt::format("<line x1='{0}' y1='{1}' x2='{0}' y2='{2}' stroke='gray' stroke-dasharray='2'/>\n",
+                       X(*r.break_even), T, H - B);
+    svg += fmt::format("<text x='{}' y='{}'>break-even {:.2f}</text>\n", X(*r.break_even) + 4, T + 12, *r.break_even);
+  }
+  const double acc = mean(r.acceptance_live);
+  svg += fmt::format("<circle cx='{}' cy='{}' r='5' fill='crimson'/>\n", X(acc), Y(r.speedup));
+  svg += fmt::format("<text x='{}' y='{}'>measured ({:.2f}, {:.2f}x)</text>\n", X(acc) + 8, Y(r.speedup) - 6, acc, r.speedup);
+  svg += fmt::format("<text x='{}' y='{}' text-anchor='middle'>acceptance (same at every position)</text>\n", (L + W - R) / 2, H - 6);
+  svg += fmt::format("<text x='14' y='{}' transform='rotate(-90 14 {})' text-anchor='middle'>speedup (predicted, K = {})</text>\n",
+                     (T + H - B) / 2, (T + H - B) / 2, r.K);
+  svg += "</svg>\n";
+  write_file_atomic(path, svg);
+}
+
+}  // namespace mtp::app

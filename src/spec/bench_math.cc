@@ -1,0 +1,48 @@
+#include "spec/bench_math.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace mtp::spec {
+
+double expected_tokens_per_cycle(const std::vector<double>& a) {
+  double e = 1, run = 1;
+  for (double p : a) {
+    run *= p;
+    e += run;
+  }
+  return e;
+}
+
+double predicted_speedup(double e, double m, double c) { return e / (m + c); }
+
+std::optional<double> break_even_acceptance(int k, double m, double c) {
+  const double cost = m + c;
+  auto tokens = [k](double p) { return expected_tokens_per_cycle(std::vector<double>(k, p)); };
+  if (tokens(1.0) < cost) return std::nullopt;  // even perfect drafts cannot pay
+  if (tokens(0.0) >= cost) return 0.0;          // a free cycle: anything breaks even
+  double lo = 0, hi = 1;
+  for (int i = 0; i < 60; ++i) {  // tokens(p) is increasing in p
+    double mid = 0.5 * (lo + hi);
+    (tokens(mid) < cost ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
+Spread spread(std::vector<double> v) {
+  Spread s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.min = v.front();
+  s.max = v.back();
+  s.median = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  double mean = 0;
+  for (double x : v) mean += x;
+  mean /= double(v.size());
+  double var = 0;
+  for (double x : v) var += (x - mean) * (x - mean);
+  s.stdev = v.size() > 1 ? std::sqrt(var / double(v.size() - 1)) : 0.0;
+  return s;
+}
+
+}  // namespace mtp::spec

@@ -1,0 +1,24 @@
+// The arithmetic of speculative decoding (DESIGN.md "Measuring"):
+//   E[tokens/cycle] = 1 + a0 + a0·a1 + … + a0·…·a(K-1)
+//     with a_k = live acceptance at position k (accepted / reached);
+//   cost of a cycle = m(K+1) + c decode-times, m(q) the verify multiplier and
+//     c the drafter's cost per cycle (catch-up included) relative to a decode;
+//   predicted speedup = E / (m(K+1) + c);
+//   break-even acceptance p*: the acceptance, equal at every position, at which
+//     1 + p + … + p^K = m(K+1) + c (null when even p = 1 cannot pay for a cycle).
+#pragma once
+#include <optional>
+#include <vector>
+
+namespace mtp::spec {
+
+double expected_tokens_per_cycle(const std::vector<double>& acceptance);
+double predicted_speedup(double expected_tokens, double verify_multiplier, double drafter_cost);
+std::optional<double> break_even_acceptance(int k, double verify_multiplier, double drafter_cost);
+
+struct Spread {
+  double min = 0, max = 0, stdev = 0, median = 0;
+};
+Spread spread(std::vector<double> v);
+
+}  // namespace mtp::spec

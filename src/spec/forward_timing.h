@@ -1,0 +1,17 @@
+// Timing the target's forward at a fixed context length: the basis of the
+// verify multiplier m(q) = time(forward of q) / time(forward of 1)
+// (CONTRACTS.md "Measurement"). q values are interleaved call by call so a
+// drift in machine speed hits all of them alike; medians are reported.
+#pragma once
+#include <vector>
+
+#include "model/forward.h"
+
+namespace mtp::spec {
+
+// [q - 1] = median seconds of one forward of q rows (with logits) at positions
+// pos .. pos + q - 1, q = 1..q_max, after `pos` positions of random context.
+std::vector<double> forward_times(const model::Model& m, int pos, int q_max, int reps,
+                                  ThreadPool* pool);
+
+}  // namespace mtp::spec

@@ -1,0 +1,50 @@
+// bench's arithmetic against hand-computed cases.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "spec/bench_math.h"
+
+namespace mtp::spec {
+namespace {
+
+TEST(BenchMath, ExpectedTokensPerCycle) {
+  EXPECT_DOUBLE_EQ(expected_tokens_per_cycle({}), 1.0);
+  EXPECT_DOUBLE_EQ(expected_tokens_per_cycle({0.5}), 1.5);
+  // 1 + 0.8 + 0.8·0.5 = 2.2
+  EXPECT_DOUBLE_EQ(expected_tokens_per_cycle({0.8, 0.5}), 2.2);
+  // 1 + 1 + 1 + 1 = 4 with perfect drafts, K = 3
+  EXPECT_DOUBLE_EQ(expected_tokens_per_cycle({1, 1, 1}), 4.0);
+  // a zero stops the chain
+  EXPECT_DOUBLE_EQ(expected_tokens_per_cycle({0.9, 0.0, 0.9}), 1.9);
+}
+
+TEST(BenchMath, PredictedSpeedup) {
+  // E = 2.2, m(3) = 1.1, drafter 0.2 decode-times: 2.2 / 1.3
+  EXPECT_DOUBLE_EQ(predicted_speedup(2.2, 1.1, 0.2), 2.2 / 1.3);
+}
+
+TEST(BenchMath, BreakEvenAcceptance) {
+  // K = 1: 1 + p = m + c -> p = m + c - 1.
+  EXPECT_NEAR(*break_even_acceptance(1, 1.2, 0.1), 0.3, 1e-12);
+  // K = 2: 1 + p + p² = 1.75 -> p = 0.5.
+  EXPECT_NEAR(*break_even_acceptance(2, 1.5, 0.25), 0.5, 1e-12);
+  // The seed's phone: verify of 3 cost ~2 decodes plus drafter 0.3, K = 2:
+  // 1 + p + p² = 2.3 -> p = (-1 + sqrt(1 + 4·1.3)) / 2.
+  EXPECT_NEAR(*break_even_acceptance(2, 2.0, 0.3), (-1 + std::sqrt(6.2)) / 2, 1e-12);
+  // Even perfect drafts cannot pay for a cycle costing more than K + 1 decodes.
+  EXPECT_FALSE(break_even_acceptance(2, 2.9, 0.2).has_value());
+  // A cycle costing no more than a decode breaks even at 0.
+  EXPECT_DOUBLE_EQ(*break_even_acceptance(3, 0.9, 0.1), 0.0);
+}
+
+TEST(BenchMath, Spread) {
+  Spread s = spread({1.0, 3.0, 2.0});
+  EXPECT_DOUBLE_EQ(s.min, 1.0);
+  EXPECT_DOUBLE_EQ(s.max, 3.0);
+  EXPECT_DOUBLE_EQ(s.median, 2.0);
+  EXPECT_DOUBLE_EQ(s.stdev, 1.0);
+}
+
+}  // namespace
+}  // namespace mtp::spec
