@@ -21,6 +21,7 @@
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
 #include "model/hf_config.h"
+#include "model/layer_io.h"
 #include "model/loader.h"
 
 namespace fs = std::filesystem;
@@ -60,36 +61,14 @@ Layout find_layout(const TensorSet& ts) {
 }
 
 // Every tensor the config implies, with its expected [rows, cols] or [n] shape.
-std::vector<std::pair<std::string, std::vector<int64_t>>> expected_tensors(const ModelConfig& c,
-                                                                           const Layout& l) {
-  const int64_t d = c.d_model, hd = c.head_dim, q = int64_t(c.n_heads) * hd,
-                kv = int64_t(c.n_kv_heads) * hd, f = c.ffn, v = c.vocab;
-  std::vector<std::pair<std::string, std::vector<int64_t>>> t;
+TensorShapes expected_tensors(const ModelConfig& c, const Layout& l) {
+  const int64_t d = c.d_model, v = c.vocab;
+  TensorShapes t;
   t.push_back({l.prefix + "embed_tokens.weight", {v, d}});
   for (int i = 0; i < c.n_layers; ++i) {
-    std::string p = l.prefix + "layers." + std::to_string(i) + ".";
-    t.push_back({p + "input_layernorm.weight", {d}});
-    t.push_back({p + "self_attn.q_proj.weight", {q, d}});
-    t.push_back({p + "self_attn.k_proj.weight", {kv, d}});
-    t.push_back({p + "self_attn.v_proj.weight", {kv, d}});
-    t.push_back({p + "self_attn.o_proj.weight", {d, q}});
-    if (c.qkv_bias) {
-      t.push_back({p + "self_attn.q_proj.bias", {q}});
-      t.push_back({p + "self_attn.k_proj.bias", {kv}});
-      t.push_back({p + "self_attn.v_proj.bias", {kv}});
+    for (auto& x : layer_tensor_shapes(c, l.prefix + "layers." + std::to_string(i) + ".")) {
+      t.push_back(std::move(x));
     }
-    if (c.qk_norm) {
-      t.push_back({p + "self_attn.q_norm.weight", {hd}});
-      t.push_back({p + "self_attn.k_norm.weight", {hd}});
-    }
-    t.push_back({p + "post_attention_layernorm.weight", {d}});
-    if (c.sandwich_norms) {
-      t.push_back({p + "pre_feedforward_layernorm.weight", {d}});
-      t.push_back({p + "post_feedforward_layernorm.weight", {d}});
-    }
-    t.push_back({p + "mlp.gate_proj.weight", {f, d}});
-    t.push_back({p + "mlp.up_proj.weight", {f, d}});
-    t.push_back({p + "mlp.down_proj.weight", {d, f}});
   }
   t.push_back({l.prefix + "norm.weight", {d}});
   if (!c.tie_embeddings) t.push_back({l.lm_head, {v, d}});
@@ -133,79 +112,6 @@ void check_tensors(const TensorSet& ts, const ModelConfig& c, const Layout& l,
   }
 }
 
-const TensorView& finite(const TensorSet& ts, const std::string& name) {
-  const TensorView& v = ts.get(name);
-  check_finite(v.data, v.dtype, v.numel(), fmt::format("tensor '{}' in '{}'", name, ts.file_of(name)));
-  return v;
-}
-
-// Row-wise concatenation of [r_i, cols] tensors, packed as one matrix. Same
-// source dtype: bytes are copied, so packing sees exactly the stored values;
-// mixed dtypes go through fp32, which represents F32/BF16/F16 exactly.
-PackedMatrix pack_rows(const std::vector<const TensorView*>& parts, kernels::WeightType hold) {
-  const size_t cols = size_t(parts[0]->shape[1]);
-  size_t rows = 0;
-  bool same = true;
-  for (auto* p : parts) {
-    rows += size_t(p->shape[0]);
-    same = same && p->dtype == parts[0]->dtype;
-  }
-  if (parts.size() == 1) return PackedMatrix::pack(parts[0]->data, parts[0]->dtype, rows, cols, hold);
-  const DType dt = same ? parts[0]->dtype : DType::F32;
-  const size_t es = dtype_size(dt);
-  std::vector<uint8_t> buf(rows * cols * es);
-  uint8_t* dst = buf.data();
-  for (auto* p : parts) {
-    if (same) {
-      std::memcpy(dst, p->data, p->nbytes);
-    } else {
-      to_f32(p->data, p->dtype, p->numel(), reinterpret_cast<float*>(dst));
-    }
-    dst += p->numel() * es;
-  }
-  return PackedMatrix::pack(buf.data(), dt, rows, cols, hold);
-}
-
-std::vector<float> norm(const TensorSet& ts, const std::string& name, bool one_plus) {
-  const TensorView& v = finite(ts, name);
-  return norm_weight(v.data, v.dtype, v.numel(), one_plus);
-}
-
-LayerWeights load_layer(const TensorSet& ts, const ModelConfig& c, const Layout& l, int i,
-                        kernels::WeightType hold) {
-  const std::string p = l.prefix + "layers." + std::to_string(i) + ".";
-  const bool op = c.norm_one_plus;
-  LayerWeights w;
-  w.attn_norm = norm(ts, p + "input_layernorm.weight", op);
-  if (c.sandwich_norms) {  // Gemma: post_attention_layernorm is the sandwich norm
-    w.post_attn_norm = norm(ts, p + "post_attention_layernorm.weight", op);
-    w.ffn_norm = norm(ts, p + "pre_feedforward_layernorm.weight", op);
-    w.post_ffn_norm = norm(ts, p + "post_feedforward_layernorm.weight", op);
-  } else {  // Llama/Qwen: post_attention_layernorm is the pre-FFN norm
-    w.ffn_norm = norm(ts, p + "post_attention_layernorm.weight", op);
-  }
-  if (c.qk_norm) {  // per-head norms: (1 + w) on Gemma 3, plain on Qwen3
-    w.q_norm = norm(ts, p + "self_attn.q_norm.weight", op);
-    w.k_norm = norm(ts, p + "self_attn.k_norm.weight", op);
-  }
-  if (c.qkv_bias) {
-    for (const char* b : {"q", "k", "v"}) {
-      const TensorView& v = finite(ts, p + "self_attn." + b + "_proj.bias");
-      size_t off = w.qkv_bias.size();
-      w.qkv_bias.resize(off + v.numel());
-      to_f32(v.data, v.dtype, v.numel(), w.qkv_bias.data() + off);
-    }
-  }
-  w.wqkv = pack_rows({&finite(ts, p + "self_attn.q_proj.weight"),
-                      &finite(ts, p + "self_attn.k_proj.weight"),
-                      &finite(ts, p + "self_attn.v_proj.weight")}, hold);
-  w.wo = pack_rows({&finite(ts, p + "self_attn.o_proj.weight")}, hold);
-  w.w_gate_up = pack_rows({&finite(ts, p + "mlp.gate_proj.weight"),
-                           &finite(ts, p + "mlp.up_proj.weight")}, hold);
-  w.w_down = pack_rows({&finite(ts, p + "mlp.down_proj.weight")}, hold);
-  return w;
-}
-
 }  // namespace
 
 LoadedModel load_hf(const std::string& dir, const LoadOptions& opt) {
@@ -226,17 +132,17 @@ LoadedModel load_hf(const std::string& dir, const LoadOptions& opt) {
   std::vector<std::exception_ptr> errors(n_tasks);
   auto task = [&](size_t t) {
     if (t > 0) {
-      w.layers[t - 1] = load_layer(ts, c, l, int(t - 1), opt.weights);
+      w.layers[t - 1] = load_layer(ts, c, l.prefix + "layers." + std::to_string(t - 1) + ".", opt.weights);
       return;
     }
-    const TensorView& e = finite(ts, l.prefix + "embed_tokens.weight");
+    const TensorView& e = finite_tensor(ts, l.prefix + "embed_tokens.weight");
     w.embed = EmbeddingTable{e.data, e.dtype, size_t(c.vocab), size_t(c.d_model)};
-    w.final_norm = norm(ts, l.prefix + "norm.weight", c.norm_one_plus);
+    w.final_norm = load_norm(ts, l.prefix + "norm.weight", c.norm_one_plus);
     if (c.tie_embeddings) {
       w.lm_head = PackedMatrix::pack(e.data, e.dtype, size_t(c.vocab), size_t(c.d_model),
                                      opt.weights);
     } else {
-      w.lm_head = pack_rows({&finite(ts, l.lm_head)}, opt.weights);
+      w.lm_head = pack_rows({&finite_tensor(ts, l.lm_head)}, opt.weights);
     }
   };
   ThreadPool pool(std::max(1, std::min<int>(physical_cores(), int(n_tasks))));

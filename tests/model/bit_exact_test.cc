@@ -7,6 +7,7 @@
 #include <random>
 
 #include "bit_exact.h"
+#include "checkpoint_util.h"
 #include "model/loader.h"
 #include "model_util.h"
 #include "test_util.h"
@@ -41,6 +42,27 @@ TEST(BitExact, RandomLlama2cUnsharedGqa) {
     for (int threads : {1, 2}) {
       SCOPED_TRACE(testing::Message() << kernels::weight_type_name(wt) << " threads=" << threads);
       check_bit_exact(m, threads, 100 + threads, 40);
+    }
+  }
+}
+
+// Every supported architecture, written as a Hugging Face checkpoint by the
+// test: fp32 and bf16 weights, 1 and 2 threads. Gemma's sliding window (6) is
+// much shorter than the sequences, so rollbacks cross it.
+TEST(BitExact, EveryArchitecture) {
+  for (model::Arch a : {model::Arch::Llama, model::Arch::Qwen2, model::Arch::Qwen3,
+                        model::Arch::Gemma2, model::Arch::Gemma3}) {
+    test::RandomSpec spec = test::RandomSpec::for_arch(a);
+    if (a == model::Arch::Gemma2 || a == model::Arch::Gemma3) spec.sliding_window = 6;
+    spec.dtype = a == model::Arch::Qwen2 ? DType::F16 : DType::BF16;  // stored types vary too
+    std::string dir = test::random_hf_checkpoint("bitexact-arch", spec);
+    for (auto wt : {kernels::WeightType::F32, kernels::WeightType::BF16}) {
+      model::Model m = load(dir, wt);
+      for (int threads : {1, 2}) {
+        SCOPED_TRACE(testing::Message() << model::arch_name(a) << " "
+                                        << kernels::weight_type_name(wt) << " threads=" << threads);
+        check_bit_exact(m, threads, 31 * threads + int(a), 36);
+      }
     }
   }
 }

@@ -1,0 +1,421 @@
+#include "io/safetensors.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <tuple>
+
+#include "core/error.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace mtp::io {
+
+namespace {
+
+// Largest header we accept (the reference implementation uses the same 100 MB
+// limit); anything bigger is not a safetensors file.
+constexpr uint64_t kMaxHeader = 100'000'000;
+
+// Element size of every dtype the safetensors spec defines, including the ones
+// mtpspec cannot hold (those open fine but refuse lookup). 0 = unknown.
+size_t spec_dtype_size(std::string_view s) {
+  static const std::pair<std::string_view, size_t> table[] = {
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"F8_E8M0", 1},
+      {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},     {"U32", 4},
+      {"F32", 4},  {"I64", 8}, {"U64", 8}, {"F64", 8}};
+  for (auto& [n, sz] : table) {
+    if (n == s) return sz;
+  }
+  return 0;
+}
+
+bool mtp_supports(std::string_view s) {
+  return s == "F32" || s == "BF16" || s == "F16" || s == "I32" || s == "I64" || s == "U8";
+}
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// numel * elem_size with overflow detection; false on overflow.
+bool checked_bytes(const std::vector<int64_t>& shape, size_t elem, uint64_t* out) {
+  uint64_t n = elem;
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(n, uint64_t(d), &n)) return false;
+  }
+  *out = n;
+  return true;
+}
+
+}  // namespace
+
+size_t TensorView::numel() const {
+  size_t n = 1;
+  for (int64_t d : shape) n *= size_t(d);
+  return n;
+}
+
+// ---------------------------------------------------------------- reading
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : map_(path) {
+  const size_t size = map_.size();
+  if (size < 8) {
+    fail<IoError>("'{}' is truncated: {} bytes, too short for the 8-byte safetensors header "
+                  "length", path, size);
+  }
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | map_.data()[i];  // little-endian
+  if (n > kMaxHeader) {
+    fail<FormatError>("'{}' is not a safetensors file: header length {} exceeds the {}-byte "
+                      "limit", path, n, kMaxHeader);
+  }
+  if (n > size - 8) {
+    fail<IoError>("'{}' is truncated: the header needs {} bytes but only {} follow the length "
+                  "field", path, n, size - 8);
+  }
+  const char* hbeg = reinterpret_cast<const char*>(map_.data() + 8);
+  if (n < 2 || hbeg[0] != '{') {
+    fail<FormatError>("'{}' has a corrupt safetensors header: it must be a JSON object", path);
+  }
+  json header;
+  try {
+    header = json::parse(hbeg, hbeg + n);
+  } catch (const json::exception& e) {
+    fail<FormatError>("'{}' has a corrupt JSON header: {}", path, e.what());
+  }
+  if (!header.is_object()) {
+    fail<FormatError>("'{}' has a corrupt safetensors header: not a JSON object", path);
+  }
+
+  const uint8_t* data = map_.data() + 8 + n;
+  const uint64_t data_size = size - 8 - n;
+  struct Span {
+    uint64_t b, e;
+    const std::string* name;
+  };
+  std::vector<Span> spans;
+
+  for (auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object()) fail<FormatError>("'{}': __metadata__ is not a JSON object", path);
+      for (auto& [k, v] : entry.items()) {
+        if (!v.is_string()) {
+          fail<FormatError>("'{}': __metadata__ value for '{}' is not a string", path, k);
+        }
+        metadata_[k] = v.get<std::string>();
+      }
+      continue;
+    }
+    auto bad = [&](std::string_view why) {
+      fail<FormatError>("'{}': tensor '{}' has a malformed header entry: {}", path, name, why);
+    };
+    if (!entry.is_object()) bad("not a JSON object");
+    auto dt = entry.find("dtype");
+    auto sh = entry.find("shape");
+    auto off = entry.find("data_offsets");
+    if (dt == entry.end() || !dt->is_string()) bad("missing string 'dtype'");
+    if (sh == entry.end() || !sh->is_array()) bad("missing array 'shape'");
+    if (off == entry.end() || !off->is_array() || off->size() != 2) {
+      bad("'data_offsets' must be an array [begin, end]");
+    }
+    std::string dtype = dt->get<std::string>();
+    size_t elem = spec_dtype_size(dtype);
+    if (elem == 0) {
+      fail<FormatError>("'{}': tensor '{}' has unknown dtype '{}'", path, name, dtype);
+    }
+    std::vector<int64_t> shape;
+    for (auto& d : *sh) {
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > uint64_t(INT64_MAX)) {
+        bad("shape entries must be non-negative integers");
+      }
+      shape.push_back(int64_t(d.get<uint64_t>()));
+    }
+    if (!(*off)[0].is_number_unsigned() || !(*off)[1].is_number_unsigned()) {
+      bad("data_offsets must be non-negative integers");
+    }
+    uint64_t b = (*off)[0].get<uint64_t>(), e = (*off)[1].get<uint64_t>();
+    if (b > e) {
+      fail<FormatError>("'{}': tensor '{}' has data_offsets [{}, {}] with begin > end", path,
+                        name, b, e);
+    }
+    if (e > data_size) {
+      fail<IoError>("'{}' is truncated or corrupt: tensor '{}' data_offsets [{}, {}] reach past "
+                    "the {}-byte data section", path, name, b, e, data_size);
+    }
+    uint64_t want = 0;
+    bool fits = checked_bytes(shape, elem, &want);
+    if (!fits || want != e - b) {
+      fail<FormatError>("'{}': tensor '{}' ({} {}) needs {} bytes but data_offsets [{}, {}] span "
+                        "{}", path, name, dtype, shape_str(shape),
+                        fits ? std::to_string(want) : "too many", b, e, e - b);
+    }
+    const std::string* key;
+    if (!mtp_supports(dtype)) {
+      key = &unsupported_.emplace(name, dtype).first->first;
+    } else {
+      TensorView v{name, dtype_from_name(dtype), std::move(shape), data + b, size_t(e - b)};
+      key = &tensors_.emplace(name, std::move(v)).first->first;
+    }
+    spans.push_back({b, e, key});  // map nodes are stable: the key pointer stays valid
+  }
+  // No two tensors may share bytes (a writer bug or a crafted file).
+  std::sort(spans.begin(), spans.end(), [](const Span& x, const Span& y) {
+    return std::tie(x.b, x.e) < std::tie(y.b, y.e);
+  });
+  const Span* prev = nullptr;
+  for (const Span& s : spans) {
+    if (s.b == s.e) continue;
+    if (prev && s.b < prev->e) {
+      fail<FormatError>("'{}': tensors '{}' and '{}' overlap in the data section", path,
+                        *prev->name, *s.name);
+    }
+    prev = &s;
+  }
+}
+
+const TensorView* SafetensorsFile::find(std::string_view name) const {
+  if (auto it = tensors_.find(name); it != tensors_.end()) return &it->second;
+  if (auto it = unsupported_.find(name); it != unsupported_.end()) {
+    fail<ShapeError>("tensor '{}' in '{}' has dtype {}, which mtpspec does not support "
+                     "(supported: F32, BF16, F16, I32, I64, U8)", name, path(), it->second);
+  }
+  return nullptr;
+}
+
+const TensorView& SafetensorsFile::get(std::string_view name) const {
+  if (const TensorView* v = find(name)) return *v;
+  fail<FormatError>("tensor '{}' not found in '{}'", name, path());
+}
+
+bool SafetensorsFile::contains(std::string_view name) const {
+  return tensors_.count(name) || unsupported_.count(name);
+}
+
+std::vector<std::string> SafetensorsFile::names() const {
+  std::vector<std::string> out;
+  out.reserve(num_tensors());
+  for (auto& [k, v] : tensors_) out.push_back(k);
+  for (auto& [k, v] : unsupported_) out.push_back(k);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// ---------------------------------------------------------------- sharded sets
+
+struct TensorSet::State {
+  std::string source;
+  std::vector<std::shared_ptr<const SafetensorsFile>> files;
+  std::map<std::string, size_t, std::less<>> where;  // tensor -> index into files
+};
+
+TensorSet TensorSet::open_file(const std::string& path) {
+  TensorSet ts;
+  ts.state_ = std::make_shared<State>();
+  ts.state_->source = path;
+  auto f = std::make_shared<const SafetensorsFile>(path);
+  for (auto& n : f->names()) ts.state_->where.emplace(n, 0);
+  ts.state_->files.push_back(std::move(f));
+  return ts;
+}
+
+TensorSet TensorSet::open_dir(const std::string& dir) {
+  fs::path single = fs::path(dir) / "model.safetensors";
+  fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  if (fs::exists(single)) {
+    TensorSet ts = open_file(single.string());
+    ts.state_->source = dir;
+    return ts;
+  }
+  if (!fs::exists(index)) {
+    std::string hint = fs::exists(fs::path(dir) / "pytorch_model.bin") ||
+                               fs::exists(fs::path(dir) / "pytorch_model.bin.index.json")
+                           ? " (PyTorch .bin checkpoints are not supported; convert to safetensors)"
+                           : "";
+    fail<IoError>("no model.safetensors or model.safetensors.index.json in '{}'{}", dir, hint);
+  }
+  json j;
+  try {
+    j = json::parse(read_file(index.string()));
+  } catch (const json::exception& e) {
+    fail<FormatError>("'{}' is not valid JSON: {}", index.string(), e.what());
+  }
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
+    fail<FormatError>("'{}' has no \"weight_map\" object", index.string());
+  }
+  TensorSet ts;
+  ts.state_ = std::make_shared<State>();
+  State& st = *ts.state_;
+  st.source = dir;
+  // Open each shard once, in sorted file-name order (deterministic messages).
+  std::map<std::string, std::vector<std::string>> by_file;
+  for (auto& [tensor, file] : j["weight_map"].items()) {
+    if (!file.is_string()) {
+      fail<FormatError>("'{}': weight_map entry for '{}' is not a file name", index.string(),
+                        tensor);
+    }
+    std::string f = file.get<std::string>();
+    if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..") {
+      fail<FormatError>("'{}': weight_map names '{}', which is not a file in the checkpoint "
+                        "folder", index.string(), f);
+    }
+    by_file[f].push_back(tensor);
+  }
+  for (auto& [file, tensors] : by_file) {
+    auto sf = std::make_shared<const SafetensorsFile>((fs::path(dir) / file).string());
+    size_t idx = st.files.size();
+    for (auto& t : tensors) {
+      if (!sf->contains(t)) {
+        fail<FormatError>("'{}' maps tensor '{}' to '{}', which does not hold it",
+                          index.string(), t, file);
+      }
+    }
+    // Every tensor the shard holds is reachable, listed in the index or not.
+    for (auto& n : sf->names()) {
+      auto [it, ok] = st.where.emplace(n, idx);
+      if (!ok) {
+        fail<FormatError>("tensor '{}' appears in both '{}' and '{}' in '{}'", n,
+                          fs::path(st.files[it->second]->path()).filename().string(), file, dir);
+      }
+    }
+    st.files.push_back(std::move(sf));
+  }
+  return ts;
+}
+
+const TensorView* TensorSet::find(std::string_view name) const {
+  if (!state_) return nullptr;
+  auto it = state_->where.find(name);
+  if (it == state_->where.end()) return nullptr;
+  return state_->files[it->second]->find(name);
+}
+
+const TensorView& TensorSet::get(std::string_view name) const {
+  if (const TensorView* v = find(name)) return *v;
+  fail<FormatError>("tensor '{}' not found in '{}'", name, source());
+}
+
+std::vector<std::string> TensorSet::names() const {
+  std::vector<std::string> out;
+  if (!state_) return out;
+  for (auto& [k, v] : state_->where) out.push_back(k);
+  return out;  // std::map iterates sorted
+}
+
+const std::string& TensorSet::file_of(std::string_view name) const {
+  if (state_) {
+    if (auto it = state_->where.find(name); it != state_->where.end()) {
+      return state_->files[it->second]->path();
+    }
+  }
+  fail<FormatError>("tensor '{}' not found in '{}'", name, source());
+}
+
+const std::string& TensorSet::source() const {
+  static const std::string none = "(empty tensor set)";
+  return state_ ? state_->source : none;
+}
+
+std::vector<std::shared_ptr<const SafetensorsFile>> TensorSet::files() const {
+  return state_ ? state_->files : std::vector<std::shared_ptr<const SafetensorsFile>>{};
+}
+
+Metadata TensorSet::metadata() const {
+  Metadata m;
+  if (state_) {
+    for (auto& f : state_->files) m.insert(f->metadata().begin(), f->metadata().end());
+  }
+  return m;
+}
+
+std::shared_ptr<void> TensorSet::keep_alive() const { return state_; }
+
+// ---------------------------------------------------------------- writing
+
+void write_safetensors(const std::string& path, const std::vector<TensorView>& tensors,
+                       const Metadata& metadata) {
+  std::vector<const TensorView*> order;
+  order.reserve(tensors.size());
+  for (auto& t : tensors) order.push_back(&t);
+  std::sort(order.begin(), order.end(),
+            [](const TensorView* a, const TensorView* b) { return a->name < b->name; });
+
+  json header = json::object();
+  if (!metadata.empty()) {
+    json m = json::object();
+    for (auto& [k, v] : metadata) m[k] = v;
+    header["__metadata__"] = std::move(m);
+  }
+  uint64_t offset = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const TensorView& t = *order[i];
+    if (t.name.empty() || t.name == "__metadata__") {
+      fail<InputError>("cannot write '{}': invalid tensor name '{}'", path, t.name);
+    }
+    if (i > 0 && order[i - 1]->name == t.name) {
+      fail<InputError>("cannot write '{}': tensor '{}' given twice", path, t.name);
+    }
+    for (int64_t d : t.shape) {
+      if (d < 0) fail<ShapeError>("cannot write '{}': tensor '{}' has a negative dimension", path, t.name);
+    }
+    uint64_t want = 0;
+    if (!checked_bytes(t.shape, dtype_size(t.dtype), &want) || want != t.nbytes) {
+      fail<ShapeError>("cannot write '{}': tensor '{}' ({} {}) needs {} bytes but {} were given",
+                       path, t.name, dtype_name(t.dtype), shape_str(t.shape), want, t.nbytes);
+    }
+    if (t.nbytes > 0 && t.data == nullptr) {
+      fail<InputError>("cannot write '{}': tensor '{}' has no data", path, t.name);
+    }
+    header[t.name] = {{"dtype", std::string(dtype_name(t.dtype))},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + t.nbytes}}};
+    offset += t.nbytes;
+  }
+  std::string h;
+  try {
+    h = header.dump();
+  } catch (const json::exception& e) {  // names/metadata must be valid UTF-8
+    fail<InputError>("cannot write '{}': {}", path, e.what());
+  }
+  h.append((8 - h.size() % 8) % 8, ' ');  // data section starts 8-aligned
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(h.size()) >> (8 * i));
+
+  // Unique temp name in the same folder: rename() is then atomic, and two
+  // writers of different files in one folder never collide.
+  static std::atomic<uint64_t> counter{0};
+  std::string tmp = fmt::format("{}.tmp-{}-{}", path, ::getpid(), counter.fetch_add(1));
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) fail<IoError>("cannot write '{}': {}", tmp, std::strerror(errno));
+  bool ok = std::fwrite(len, 1, 8, f) == 8 && std::fwrite(h.data(), 1, h.size(), f) == h.size();
+  for (size_t i = 0; ok && i < order.size(); ++i) {
+    const TensorView& t = *order[i];
+    ok = t.nbytes == 0 || std::fwrite(t.data, 1, t.nbytes, f) == t.nbytes;
+  }
+  int err = ok ? 0 : errno;
+  if (std::fclose(f) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
+  if (!ok) {
+    std::remove(tmp.c_str());
+    fail<IoError>("write to '{}' failed: {}", tmp, std::strerror(err));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    err = errno;
+    std::remove(tmp.c_str());
+    fail<IoError>("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(err));
+  }
+}
+
+}  // namespace mtp::io

@@ -1,0 +1,74 @@
+// Small, randomly initialised Hugging Face checkpoints for tests.
+//
+// write_random_hf_checkpoint writes a folder that load_hf parses exactly like a
+// real checkpoint of that family: config.json in the family's own format (the
+// keys and nulls transformers writes), generation_config.json, and
+// model.safetensors or model-0000i-of-0000N.safetensors + index.json.
+//
+// Values: every tensor's values depend only on (seed, tensor name), never on
+// the shard count or the stored dtype (the dtype only rounds them), so two
+// checkpoints that differ only in sharding hold identical weights. Scales keep
+// activations O(1): matrices N(0, 1) · 0.5/√cols (≈0.02–0.1 for these sizes),
+// embeddings N(0, 1) · 0.1, norm weights 1 + 0.1·N (Gemma stores w for its
+// 1 + w: 0.1·N), biases 0.02·N.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "model/config.h"
+
+namespace mtp::test {
+
+struct RandomSpec {
+  model::Arch arch = model::Arch::Llama;
+  int d_model = 64, n_layers = 2, n_heads = 4, n_kv_heads = 2, head_dim = 16;
+  int ffn = 96, vocab = 320, max_position = 512;
+  int sliding_window = 0;          // Gemma: window of the sliding layers
+  int sliding_pattern = 6;         // Gemma 3: sliding_window_pattern
+  float query_pre_attn_scalar = 0; // Gemma: 0 = head_dim
+  float rope_theta = 10000.f;
+  bool tie = false;                // tie_word_embeddings
+  int32_t bos_id = 1;
+  std::vector<int32_t> eos_ids = {2};      // config.json eos_token_id (int if one, null if none)
+  std::vector<int32_t> gen_eos_ids;        // generation_config.json (empty = same as eos_ids)
+  DType dtype = DType::F32;        // stored dtype: F32, BF16 or F16
+  uint64_t seed = 1;
+  int shards = 1;                  // 1 = model.safetensors; N = N shards + index.json
+  // Gemma 3 only: write a Gemma3ForConditionalGeneration checkpoint (text model
+  // under text_config, a tiny vision tower tensor beside it).
+  bool nested_text_config = false;
+  // Prefix of the language model's tensors; "" = "model." (text-only) or
+  // "language_model.model." (nested). "model.language_model." is the newer
+  // multimodal layout.
+  std::string weight_prefix;
+  // RFC 7396 merge patch applied to the (text) config object last: a null
+  // value deletes a key. For testing config handling.
+  nlohmann::json config_patch;
+  // Called for each tensor before it is stored (values are fp32); may change
+  // values and shape (keep values.size() == product(shape)). An empty shape
+  // drops the tensor.
+  std::function<void(const std::string& name, std::vector<int64_t>& shape,
+                     std::vector<float>& values)> edit;
+  // Extra random tensors (name, shape) written beside the model's.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> extra_tensors;
+
+  // Realistic small defaults per family (head_dim · heads ≠ d for Qwen3 and
+  // Gemma, KV grouping, Gemma's sliding windows and softcaps, Qwen's tied
+  // embeddings, Gemma 3 with 6 layers so the pattern has a global layer).
+  static RandomSpec for_arch(model::Arch a);
+};
+
+// Writes the checkpoint into `dir` (created if needed; existing files replaced).
+void write_random_hf_checkpoint(const std::string& dir, const RandomSpec& spec);
+
+// A fresh temp folder (removed at exit) holding a checkpoint; returns its path.
+std::string random_hf_checkpoint(const std::string& tag, const RandomSpec& spec);
+
+// The config.json object the writer would produce for `spec` (before writing).
+nlohmann::json hf_config_json(const RandomSpec& spec);
+
+}  // namespace mtp::test
