@@ -1,0 +1,103 @@
+// SentencePiece .model tokenizer, read and run natively (no libsentencepiece).
+//
+// Why native: Debian's libsentencepiece embeds its own protobuf runtime (3.14)
+// and exports its symbols; in a process that also loads the system
+// libprotobuf (libtorch does), the two collide during dynamic initialisation
+// and the program crashes before main(). A .model is a small protobuf
+// (ModelProto), so we decode the wire format ourselves and implement the BPE
+// model exactly as sentencepiece's bpe_model.cc does.
+//
+// Contracts:
+// - Supported: model_type BPE with the identity normalizer (Llama 2, Mistral,
+//   Gemma and most LLM .model files): add_dummy_prefix, remove_extra_whitespaces,
+//   escape_whitespaces, user-defined pieces, unused pieces, byte fallback.
+//   Unigram models or a precompiled normalization charsmap throw ConfigError.
+// - BOS is the control piece named by trainer_spec.bos_piece ("<s>") and is
+//   added by default; tokenizer_config.json beside the model may switch it off
+//   (add_bos_token: false) or add EOS (add_eos_token: true). EOS ids: the
+//   eos_piece plus the config's eos_token when it names another piece.
+// - Special-token text is always recognised: the text of control pieces and of
+//   the unknown piece is split out of the input first, and each remaining
+//   segment is encoded separately (each gets the dummy prefix, like Hugging
+//   Face's legacy Llama tokenizer).
+#pragma once
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/tokenizer.h"
+#include "io/tokenizer_bpe.h"
+#include "io/tokenizer_internal.h"
+
+namespace mtp::io {
+
+class AddedTokenMatcher;
+
+class SentencePieceTokenizer final : public Tokenizer {
+ public:
+  // SentencePiece piece types (sentencepiece_model.proto).
+  enum class PieceType {
+    Normal = 1,
+    Unknown = 2,
+    Control = 3,
+    UserDefined = 4,
+    Unused = 5,
+    Byte = 6
+  };
+
+  // Throws IoError (missing or truncated file), FormatError (not a
+  // SentencePiece model) or ConfigError (a model kind we do not implement).
+  explicit SentencePieceTokenizer(const std::string& path);
+  ~SentencePieceTokenizer() override;
+
+  std::vector<int32_t> encode(std::string_view text, bool add_special = true) const override;
+  // '▁' -> ' ', byte pieces give their byte, control pieces give "", the
+  // unknown piece gives " ⁇ " (libsentencepiece's surface). The dummy-prefix
+  // space of the first piece (prev = -1 or BOS) is dropped when the model adds
+  // a dummy prefix.
+  std::string token_bytes(int32_t id, int32_t prev) const override;
+
+  int32_t vocab_size() const override { return int32_t(pieces_.size()); }
+  int32_t bos_id() const override { return bos_; }
+  bool adds_bos() const override { return add_bos_ && bos_ >= 0; }
+  std::vector<int32_t> eos_ids() const override { return eos_; }
+  std::string kind() const override { return "sentencepiece"; }
+
+  const std::string& piece(int32_t id) const { return pieces_.at(size_t(id)).text; }
+  float score(int32_t id) const { return pieces_.at(size_t(id)).score; }
+  PieceType type(int32_t id) const { return pieces_.at(size_t(id)).type; }
+  int32_t unk_id() const { return unk_; }
+
+ private:
+  struct Piece {
+    std::string text;
+    float score;
+    PieceType type;
+  };
+  void parse(const std::string& data);
+  std::string normalize(std::string_view text) const;
+  void encode_plain(std::string_view text, std::vector<int32_t>& out) const;
+  int32_t lookup(std::string_view piece) const;  // -1 when not a mergeable piece
+  void build_pairs();
+  static uint32_t rank_of(float score);
+
+  std::string path_;
+  std::vector<Piece> pieces_;
+  detail::StringMap<int32_t> mergeable_;  // Normal, UserDefined and Unused pieces
+  detail::StringMap<int32_t> reserved_;   // the other types (control, unknown, byte)
+  PairTable pairs_;  // (left, right) piece ids -> (rank_of(score), merged piece)
+  std::unique_ptr<AddedTokenMatcher> specials_;      // control + unknown text in raw input
+  std::unique_ptr<AddedTokenMatcher> user_defined_;  // frozen symbols in normalized text
+  std::vector<std::string> bytes_;                   // id -> decoded bytes
+  std::array<int32_t, 256> byte_ids_{};
+  int32_t unk_ = -1, bos_ = -1;
+  std::vector<int32_t> eos_;
+  bool bpe_ = false, byte_fallback_ = false;
+  bool add_dummy_prefix_ = true, remove_extra_whitespaces_ = true, escape_whitespaces_ = true;
+  bool add_bos_ = true, add_eos_ = false;
+};
+
+std::unique_ptr<Tokenizer> load_sentencepiece_tokenizer(const std::string& path);
+
+}  // namespace mtp::io

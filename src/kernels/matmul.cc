@@ -1,0 +1,400 @@
+// SIMD weight-matrix kernels (Highway, runtime dispatch): Y[q, rows] = X[q, cols]·Wᵀ.
+//
+// Packed layout (target-independent, fixed at pack time):
+//   rows are grouped in blocks of kBlockRows = 4 (zero rows pad the last block);
+//   cols are grouped in superchunks of kSuper = 32 (zero cols pad the last one).
+//   Block b, superchunk s, row k of the block owns 32 consecutive elements at
+//   element offset ((b·n_super + s)·4 + k)·32, so one block × all cols is one
+//   linear stream (what a memory-bound decode wants).
+//   fp32: the 32 elements are cols 32s+0..31 in order.
+//   bf16: u16 element 2l holds col 32s+l and 2l+1 holds col 32s+16+l (l < 16), so a
+//         u32 load yields the low 16 cols by `<< 16` and the high 16 by masking
+//         the low half off — no widening shuffle needed.
+//
+// Reduction order (the batch-invariance contract): for output (o, r) there are 16
+// "semantic lanes"; lane l accumulates w[o][i]·x[r][i] for i ≡ l (mod 16) in
+// increasing i with one fused multiply-add per term, starting from +0. The lanes
+// are then summed by the fixed tree t[l] += t[l + h] for h = 8, 4, 2, 1. A target
+// with N-lane vectors holds the 16 lanes in 16/N vectors, so every FMA target
+// (AVX2, AVX3) gives the same bits; targets without FMA (SSE4, scalar) round
+// the product separately and so differ, but are equally batch-invariant. The
+// sequence depends on nothing but cols: q is processed in tiles of up to 4 rows
+// by one template whose per-element operations do not depend on the tile size,
+// and threads split only the output blocks.
+//
+// Performance: a tile keeps up to 4×4 (rows × activations) accumulators in
+// registers, so one weight pass serves 4 activation rows. For q <= 16 every
+// tile runs on a block back to back (the block stays in L1/L2) while software
+// prefetch keeps DRAM busy; for larger q (prefill) the tiles sweep a group of
+// blocks (<= kGroupBytes) that stays in L2. Weights stream once per call.
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_blas.h"
+
+// Keep every multiply and add as written (g++ contracts a*b+c into FMA by default
+// in C++ wherever the target has FMA): explicit MulAdd is the only FMA here, so
+// an element's operation sequence is exactly the one in the source.
+#pragma GCC optimize("fp-contract=off")
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/matmul.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
+#include <hwy/highway.h>
+
+#ifndef MTP_KERNELS_MATMUL_CONSTANTS
+#define MTP_KERNELS_MATMUL_CONSTANTS
+namespace mtp::kernels::detail {
+constexpr size_t kBlockRows = 4;   // output rows per packed block
+constexpr size_t kSuper = 32;      // cols per superchunk
+constexpr size_t kLanes = 16;      // semantic accumulator lanes per (o, r)
+constexpr size_t kTileQ = 4;       // activation rows per register tile
+constexpr size_t kGroupBytes = 256 << 10;  // weight bytes revisited per q-tile pass
+// Software prefetch distance in the weight stream. Without it a core reaches
+// DRAM bandwidth only at q = 1; with compute per byte (q >= 2) the hardware
+// prefetcher alone falls behind (measured: q = 4 cost 1.9x q = 1 without,
+// ~1.1x with). 4-16 KiB measured alike; 8 KiB is in the middle.
+constexpr size_t kPrefetchBytes = 8192;
+constexpr size_t kMaxStreamTiles = 4;      // q <= 16: block-major loop order
+
+// Arguments of one matmul call, shared by all targets. x rows are read through
+// xs (full superchunks) and the zero-padded copies in xtail ([q, 32]) for the
+// last, partial superchunk.
+struct MatmulArgs {
+  const uint8_t* w;
+  size_t rows, cols, n_super, n_full;  // n_full: superchunks fully inside cols
+  bool bf16;
+  const float* x;
+  size_t x_stride;
+  const float* xtail;  // [q, kSuper], valid when n_full < n_super
+  float* y;
+  size_t y_stride;
+  size_t q;
+};
+
+}  // namespace mtp::kernels::detail
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace mtp::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using detail::kBlockRows;
+using detail::kLanes;
+using detail::kPrefetchBytes;
+using detail::kSuper;
+using detail::kTileQ;
+
+using DF = hn::CappedTag<float, kLanes>;
+using DU = hn::RebindToUnsigned<DF>;
+constexpr size_t kN = hn::MaxLanes(DF());  // lanes per vector
+constexpr size_t kV = kLanes / kN;         // vectors per semantic 16-lane accumulator
+static_assert(kN * kV == kLanes, "vector width must divide 16");
+
+// The fixed 16-lane tree sum of one accumulator held as kV vectors of kN
+// lanes: t[l] += t[l + h] for h = 8, 4, 2, 1 (the same bits for every
+// vector width; tests compare AVX2 with AVX3).
+template <class D>
+HWY_INLINE float reduce_vec(D d, hn::Vec<D> v) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)d;
+  return hn::GetLane(v);  // one lane: all halving steps were across vectors
+#else
+  constexpr size_t n = hn::MaxLanes(D());
+  static_assert(n >= 4, "unsupported vector width");
+  if constexpr (n > 4) {
+    const hn::Half<D> dh;
+    return reduce_vec(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  } else {
+    (void)d;
+    v = hn::Add(v, hn::Shuffle1032(v));                  // lanes 0,1: t0+t2, t1+t3
+    return hn::GetLane(hn::Add(v, hn::Shuffle2301(v)));  // lane 0: (t0+t2)+(t1+t3)
+  }
+#endif
+}
+
+HWY_INLINE float reduce16(const hn::Vec<DF>* acc) {
+  hn::Vec<DF> a[kV];
+  for (size_t v = 0; v < kV; ++v) a[v] = acc[v];
+  // Halves that span vectors first (h >= kN), then within one vector.
+  for (size_t w = kV / 2; w >= 1; w /= 2)
+    for (size_t v = 0; v < w; ++v) a[v] = hn::Add(a[v], a[v + w]);
+  return reduce_vec(DF(), a[0]);
+}
+
+// Software prefetch schedule of one pass over a block: at superchunk s, the
+// cache lines of [base + s·step, base + (s+1)·step). step 0 = none.
+struct Prefetch {
+  const uint8_t* base;
+  size_t step;
+};
+
+// One block (4 output rows) × one tile of kQ activation rows, over all cols.
+// blk: the block's packed data. xr[j]: activation row j; xt[j]: its padded tail.
+// out[k][j] = Y[j][row k of the block].
+template <size_t kQ, bool kBf16>
+HWY_INLINE void tile(const uint8_t* HWY_RESTRICT blk, const detail::MatmulArgs& a,
+                     const float* const* xr, const float* const* xt, Prefetch pf,
+                     float out[kBlockRows][kQ]) {
+  const DF d;
+  const DU du;
+  using V = hn::Vec<DF>;
+  V acc[kBlockRows][kQ][kV];
+#pragma GCC unroll 16
+  for (size_t k = 0; k < kBlockRows; ++k)
+#pragma GCC unroll 16
+    for (size_t j = 0; j < kQ; ++j)
+#pragma GCC unroll 16
+      for (size_t v = 0; v < kV; ++v) acc[k][j][v] = hn::Zero(d);
+
+  // One superchunk: 32 cols at offset c of the activation rows in xp.
+  auto step = [&](const uint8_t* HWY_RESTRICT ws, const float* const* xp, size_t c) {
+#pragma GCC unroll 16
+    for (size_t v = 0; v < kV; ++v) {
+      V xlo[kQ], xhi[kQ];
+#pragma GCC unroll 16
+      for (size_t j = 0; j < kQ; ++j) {
+        xlo[j] = hn::LoadU(d, xp[j] + c + v * kN);
+        xhi[j] = hn::LoadU(d, xp[j] + c + kLanes + v * kN);
+      }
+#pragma GCC unroll 16
+      for (size_t k = 0; k < kBlockRows; ++k) {
+        V wlo, whi;
+        if constexpr (kBf16) {
+          const auto* p = reinterpret_cast<const uint32_t*>(ws) + k * kLanes + v * kN;
+          const auto raw = hn::Load(du, p);
+          wlo = hn::BitCast(d, hn::ShiftLeft<16>(raw));
+          whi = hn::BitCast(d, hn::And(raw, hn::Set(du, 0xFFFF0000u)));
+        } else {
+          const auto* p = reinterpret_cast<const float*>(ws) + k * kSuper + v * kN;
+          wlo = hn::Load(d, p);
+          whi = hn::Load(d, p + kLanes);
+        }
+        // Lane order: cols c+v·N+l, then c+16+v·N+l (increasing i per lane).
+#pragma GCC unroll 16
+        for (size_t j = 0; j < kQ; ++j) acc[k][j][v] = hn::MulAdd(wlo, xlo[j], acc[k][j][v]);
+#pragma GCC unroll 16
+        for (size_t j = 0; j < kQ; ++j) acc[k][j][v] = hn::MulAdd(whi, xhi[j], acc[k][j][v]);
+      }
+    }
+  };
+
+  const size_t sc_bytes = kBlockRows * kSuper * (kBf16 ? 2 : 4);  // one superchunk
+  const uint8_t* ws = blk;
+  const uint8_t* pp = pf.base;
+  for (size_t s = 0; s < a.n_full; ++s, ws += sc_bytes, pp += pf.step) {
+    for (size_t l = 0; l < pf.step; l += 64) hwy::Prefetch(pp + l);
+    step(ws, xr, s * kSuper);
+  }
+  if (a.n_full < a.n_super) step(ws, xt, 0);
+
+#pragma GCC unroll 16
+  for (size_t k = 0; k < kBlockRows; ++k)
+#pragma GCC unroll 16
+    for (size_t j = 0; j < kQ; ++j) out[k][j] = reduce16(acc[k][j]);
+}
+
+// Rows j0..j0+kQ-1 of X against block b; writes the valid rows of Y.
+template <size_t kQ, bool kBf16>
+HWY_INLINE void run_tile(const detail::MatmulArgs& a, size_t b, size_t j0, Prefetch pf) {
+  const float* xr[kQ];
+  const float* xt[kQ];
+  for (size_t j = 0; j < kQ; ++j) {
+    xr[j] = a.x + (j0 + j) * a.x_stride;
+    xt[j] = a.xtail ? a.xtail + (j0 + j) * kSuper : nullptr;  // read only if cols % 32
+  }
+  const size_t block_bytes = a.n_super * kBlockRows * kSuper * (kBf16 ? 2 : 4);
+  float out[kBlockRows][kQ];
+  tile<kQ, kBf16>(a.w + b * block_bytes, a, xr, xt, pf, out);
+  const size_t o0 = b * kBlockRows, nk = std::min(kBlockRows, a.rows - o0);
+  for (size_t k = 0; k < nk; ++k)
+    for (size_t j = 0; j < kQ; ++j) a.y[(j0 + j) * a.y_stride + o0 + k] = out[k][j];
+}
+
+// Tile of rows [j0, j0 + min(4, q - j0)).
+template <bool kBf16>
+HWY_INLINE void run_any_tile(const detail::MatmulArgs& a, size_t b, size_t j0, Prefetch pf) {
+  switch (std::min(kTileQ, a.q - j0)) {
+    case 4: return run_tile<4, kBf16>(a, b, j0, pf);
+    case 3: return run_tile<3, kBf16>(a, b, j0, pf);
+    case 2: return run_tile<2, kBf16>(a, b, j0, pf);
+    default: return run_tile<1, kBf16>(a, b, j0, pf);
+  }
+}
+
+// Output blocks [b0, b1), all q rows. The loop order only changes which
+// (block, tile) runs when, never the arithmetic of an output.
+template <bool kBf16>
+void blocks_impl(const detail::MatmulArgs& a, size_t b0, size_t b1) {
+  const size_t sc_bytes = kBlockRows * kSuper * (kBf16 ? 2 : 4);
+  const size_t block_bytes = a.n_super * sc_bytes;
+  const size_t n_tiles = (a.q + kTileQ - 1) / kTileQ;
+  if (n_tiles <= detail::kMaxStreamTiles) {
+    // Decode / verify: every tile of a block back to back (the block stays in
+    // L1/L2). One tile streams with a fixed look-ahead; with P tiles, pass p
+    // prefetches the p-th P-th of the next block, so DRAM stays busy while the
+    // passes compute from cache.
+    for (size_t b = b0; b < b1; ++b) {
+      const uint8_t* next = a.w + (b + 1) * block_bytes;
+      for (size_t t = 0; t < n_tiles; ++t) {
+        Prefetch pf{a.w + b * block_bytes + kPrefetchBytes, sc_bytes};
+        if (n_tiles > 1) pf = {next + t * block_bytes / n_tiles, sc_bytes / n_tiles};
+        if (b + 1 == b1 && n_tiles > 1) pf.step = 0;  // next block is another thread's
+        run_any_tile<kBf16>(a, b, t * kTileQ, pf);
+      }
+    }
+    return;
+  }
+  // Prefill: groups of blocks that fit in L2; the first tile streams them in,
+  // the others re-read them from cache, so X is re-read once per group.
+  const size_t group = std::max<size_t>(1, detail::kGroupBytes / block_bytes);
+  for (size_t g0 = b0; g0 < b1; g0 += group) {
+    const size_t g1 = std::min(b1, g0 + group);
+    for (size_t t = 0; t < n_tiles; ++t)
+      for (size_t b = g0; b < g1; ++b) {
+        Prefetch pf{a.w + b * block_bytes + kPrefetchBytes, t == 0 ? sc_bytes : 0};
+        run_any_tile<kBf16>(a, b, t * kTileQ, pf);
+      }
+  }
+}
+static_assert(kTileQ == 4, "run_any_tile handles tiles of 1..4 rows");
+
+// Computes output blocks [b0, b1) for all q rows.
+void MatmulBlocks(const detail::MatmulArgs& a, size_t b0, size_t b1) {
+  if (a.bf16) blocks_impl<true>(a, b0, b1);
+  else blocks_impl<false>(a, b0, b1);
+}
+
+const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace mtp::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace mtp::kernels {
+HWY_EXPORT(MatmulBlocks);
+HWY_EXPORT(TargetName);
+
+using detail::kBlockRows;
+using detail::kSuper;
+
+struct PackedMatrixAccess {
+  static void set(PackedMatrix& m, size_t rows, size_t cols, WeightType hold, size_t bytes) {
+    m.rows_ = rows;
+    m.cols_ = cols;
+    m.hold_ = hold;
+    m.bytes_ = bytes;
+    const size_t alloc = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+    auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, alloc));
+    if (!p) throw std::bad_alloc();
+    std::memset(p, 0, alloc);  // zero padding rows / cols
+    m.data_ = std::shared_ptr<uint8_t[]>(p, std::free);
+  }
+  static uint8_t* mut(PackedMatrix& m) { return m.data_.get(); }
+};
+
+namespace {
+size_t n_super_of(size_t cols) { return (cols + kSuper - 1) / kSuper; }
+
+// Element offset of (row r, col i) in the packed storage (in units of the held
+// element type).
+size_t packed_index(size_t r, size_t i, size_t n_super, bool bf16) {
+  const size_t b = r / kBlockRows, k = r % kBlockRows, s = i / kSuper, t = i % kSuper;
+  const size_t base = ((b * n_super + s) * kBlockRows + k) * kSuper;
+  if (!bf16) return base + t;
+  return base + (t < 16 ? 2 * t : 2 * (t - 16) + 1);
+}
+}  // namespace
+
+PackedMatrix PackedMatrix::pack(const void* src, DType st, size_t rows, size_t cols,
+                                WeightType hold) {
+  if (st != DType::F32 && st != DType::BF16 && st != DType::F16)
+    fail<ShapeError>("cannot pack a {} matrix (want F32, BF16 or F16)", dtype_name(st));
+  PackedMatrix m;
+  const bool bf16 = hold == WeightType::BF16;
+  const size_t ns = n_super_of(cols), nb = (rows + kBlockRows - 1) / kBlockRows;
+  PackedMatrixAccess::set(m, rows, cols, hold, nb * ns * kBlockRows * kSuper * (bf16 ? 2 : 4));
+  uint8_t* dst = PackedMatrixAccess::mut(m);
+  std::vector<float> tmp(cols);
+  const size_t es = dtype_size(st);
+  for (size_t r = 0; r < rows; ++r) {
+    const uint8_t* s = static_cast<const uint8_t*>(src) + r * cols * es;
+    if (bf16 && st == DType::BF16) {  // exact copy of the stored bits
+      auto* d = reinterpret_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < cols; ++i) {
+        uint16_t h;
+        std::memcpy(&h, s + 2 * i, 2);
+        d[packed_index(r, i, ns, true)] = h;
+      }
+      continue;
+    }
+    to_f32(s, st, cols, tmp.data());
+    if (bf16) {
+      auto* d = reinterpret_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < cols; ++i) d[packed_index(r, i, ns, true)] = f32_to_bf16(tmp[i]);
+    } else {
+      auto* d = reinterpret_cast<float*>(dst);
+      // fp32 rows are contiguous within each superchunk.
+      for (size_t i0 = 0; i0 < cols; i0 += kSuper)
+        std::memcpy(d + packed_index(r, i0, ns, false), tmp.data() + i0,
+                    std::min(kSuper, cols - i0) * 4);
+    }
+  }
+  return m;
+}
+
+void PackedMatrix::row_f32(size_t r, float* out) const {
+  const size_t ns = n_super_of(cols_);
+  if (hold_ == WeightType::F32) {
+    const auto* d = reinterpret_cast<const float*>(data_.get());
+    for (size_t i = 0; i < cols_; ++i) out[i] = d[packed_index(r, i, ns, false)];
+  } else {
+    const auto* d = reinterpret_cast<const uint16_t*>(data_.get());
+    for (size_t i = 0; i < cols_; ++i) out[i] = bf16_to_f32(d[packed_index(r, i, ns, true)]);
+  }
+}
+
+void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, float* y,
+            size_t y_stride, ThreadPool* pool) {
+  if (q == 0 || w.rows() == 0) return;
+  // Diagnostic only (drift --verify-kernels blas): not batch-invariant.
+  if (q > 1 && backend() == Backend::BlasForBatches) {
+    return matmul_blas(w, x, x_stride, q, y, y_stride);
+  }
+  const size_t cols = w.cols(), ns = n_super_of(cols), nfull = cols / kSuper;
+  if (x_stride < cols || y_stride < w.rows())
+    fail<ShapeError>("matmul: x_stride {} < cols {} or y_stride {} < rows {}", x_stride, cols,
+                     y_stride, w.rows());
+  // Zero-padded copies of each row's last partial superchunk: [q, 32]. Reading
+  // x past `cols` is never done, so x needs no padding.
+  thread_local std::vector<float> xtail;
+  const float* tail = nullptr;
+  if (nfull < ns) {
+    xtail.assign(q * kSuper, 0.f);
+    for (size_t j = 0; j < q; ++j)
+      std::memcpy(xtail.data() + j * kSuper, x + j * x_stride + nfull * kSuper,
+                  (cols - nfull * kSuper) * 4);
+    tail = xtail.data();
+  }
+  const detail::MatmulArgs a{w.data(), w.rows(), cols, ns, nfull,
+                             w.hold() == WeightType::BF16,
+                             x, x_stride, tail, y, y_stride, q};
+  const size_t nb = (w.rows() + kBlockRows - 1) / kBlockRows;
+  auto fn = HWY_DYNAMIC_DISPATCH(MatmulBlocks);
+  if (pool && pool->size() > 1) {
+    pool->parallel_for(nb, [&](size_t b0, size_t b1, size_t) { fn(a, b0, b1); }, 1);
+  } else {
+    fn(a, 0, nb);
+  }
+}
+
+const char* simd_target() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+
+}  // namespace mtp::kernels
+#endif  // HWY_ONCE

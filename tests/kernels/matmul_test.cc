@@ -1,0 +1,245 @@
+// Tests of the packed weight kernels: packing round trips, batch invariance
+// (the bits of Y[r][o] never depend on q, on the other rows, on the thread count
+// or on the row order), and accuracy against fp32/double references.
+#include <hwy/targets.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "kernels/matmul.h"
+#include "test_util.h"
+
+namespace mtp::kernels {
+namespace {
+
+std::vector<float> randn(size_t n, std::mt19937& rng, float scale = 1.f) {
+  std::normal_distribution<float> nd(0.f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// Rows of y ([q, y_stride]) must equal `want` ([q, rows]) bit for bit.
+void expect_bitwise(const float* y, size_t y_stride, const float* want, size_t q, size_t rows,
+                    const char* what) {
+  for (size_t r = 0; r < q; ++r)
+    for (size_t o = 0; o < rows; ++o)
+      ASSERT_EQ(bits(y[r * y_stride + o]), bits(want[r * rows + o]))
+          << what << ": row " << r << " out " << o << " got " << y[r * y_stride + o]
+          << " want " << want[r * rows + o];
+}
+
+// One-row-at-a-time, single-threaded results: the ground truth for invariance.
+std::vector<float> one_by_one(const PackedMatrix& w, const float* x, size_t x_stride, size_t q) {
+  std::vector<float> y(q * w.rows());
+  for (size_t r = 0; r < q; ++r) matmul(w, x + r * x_stride, x_stride, 1, y.data() + r * w.rows(),
+                                        w.rows(), nullptr);
+  return y;
+}
+
+TEST(Pack, RoundTripsHeldValues) {
+  std::mt19937 rng(1);
+  for (size_t rows : {1, 3, 4, 9}) {
+    for (size_t cols : {1, 5, 16, 31, 32, 33, 70}) {
+      auto f = randn(rows * cols, rng);
+      f[0] = -0.f;
+      if (f.size() > 2) f[1] = 1e-40f;  // subnormal survives fp32 packing
+      std::vector<uint16_t> b(f.size()), h(f.size());
+      for (size_t i = 0; i < f.size(); ++i) {
+        b[i] = f32_to_bf16(f[i]);
+        h[i] = f32_to_f16(f[i]);
+      }
+      std::vector<float> row(cols);
+      auto check = [&](const PackedMatrix& m, auto want_fn, const char* what) {
+        ASSERT_EQ(m.rows(), rows);
+        ASSERT_EQ(m.cols(), cols);
+        for (size_t r = 0; r < rows; ++r) {
+          m.row_f32(r, row.data());
+          for (size_t i = 0; i < cols; ++i)
+            ASSERT_EQ(bits(row[i]), bits(want_fn(r * cols + i))) << what << " " << r << "," << i;
+        }
+      };
+      using WT = WeightType;
+      check(PackedMatrix::pack(f.data(), DType::F32, rows, cols, WT::F32),
+            [&](size_t k) { return f[k]; }, "f32->f32");
+      check(PackedMatrix::pack(b.data(), DType::BF16, rows, cols, WT::BF16),
+            [&](size_t k) { return bf16_to_f32(b[k]); }, "bf16->bf16");
+      check(PackedMatrix::pack(f.data(), DType::F32, rows, cols, WT::BF16),
+            [&](size_t k) { return bf16_to_f32(f32_to_bf16(f[k])); }, "f32->bf16 (RNE)");
+      check(PackedMatrix::pack(h.data(), DType::F16, rows, cols, WT::BF16),
+            [&](size_t k) { return round_bf16(f16_to_f32(h[k])); }, "f16->bf16 (RNE)");
+      check(PackedMatrix::pack(h.data(), DType::F16, rows, cols, WT::F32),
+            [&](size_t k) { return f16_to_f32(h[k]); }, "f16->f32");
+      check(PackedMatrix::pack(b.data(), DType::BF16, rows, cols, WT::F32),
+            [&](size_t k) { return bf16_to_f32(b[k]); }, "bf16->f32");
+    }
+  }
+}
+
+TEST(Pack, Bf16RoundsToNearestEven) {
+  // 1 + 2^-8 is exactly halfway between bf16 1 and 1 + 2^-7: ties go to even (1).
+  float vals[4] = {1.f + 0x1p-8f, 1.f + 3 * 0x1p-8f, -(1.f + 0x1p-8f), 1.f + 0x1p-8f + 0x1p-20f};
+  float want[4] = {1.f, 1.f + 0x1p-6f, -1.f, 1.f + 0x1p-7f};
+  auto m = PackedMatrix::pack(vals, DType::F32, 1, 4, WeightType::BF16);
+  float row[4];
+  m.row_f32(0, row);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(row[i], want[i]) << i;
+  EXPECT_GE(m.bytes(), 4u * 2);
+}
+
+struct Shape {
+  size_t rows, cols;
+};
+
+class BatchInvariance : public ::testing::TestWithParam<WeightType> {};
+
+TEST_P(BatchInvariance, RowsNeverDependOnBatchThreadsOrOrder) {
+  const WeightType hold = GetParam();
+  std::mt19937 rng(42);
+  ThreadPool pool2(2), pool3(3);
+  const Shape shapes[] = {{1, 1},   {3, 7},    {4, 16},  {5, 17},  {9, 31},  {13, 32},
+                          {17, 33}, {64, 100}, {67, 257}, {30, 512}, {130, 95},
+                          {9, 8200}};  // blocks > L2 group: several groups for q > 16
+  for (auto [rows, cols] : shapes) {
+    auto wf = randn(rows * cols, rng);
+    auto w = PackedMatrix::pack(wf.data(), DType::F32, rows, cols, hold);
+    const size_t qmax = 37, xs = cols + 3, ys = rows + 5;
+    // Padding past `cols` is NaN: the kernel must never read it.
+    std::vector<float> x(qmax * xs, std::nanf(""));
+    for (size_t r = 0; r < qmax; ++r) {
+      auto v = randn(cols, rng);
+      std::copy(v.begin(), v.end(), x.begin() + r * xs);
+    }
+    const auto want = one_by_one(w, x.data(), xs, qmax);
+    for (size_t q = 1; q <= qmax; q = q < 16 ? q + 1 : q + 21) {
+      for (ThreadPool* pool : {(ThreadPool*)nullptr, &pool2, &pool3}) {
+        std::vector<float> y(q * ys, -1.f);
+        matmul(w, x.data(), xs, q, y.data(), ys, pool);
+        SCOPED_TRACE(::testing::Message() << rows << "x" << cols << " q=" << q
+                                          << " threads=" << (pool ? pool->size() : 1));
+        expect_bitwise(y.data(), ys, want.data(), q, rows, "prefix batch");
+        for (size_t r = 0; r < q; ++r)  // padding of y untouched
+          for (size_t o = rows; o < ys; ++o) ASSERT_EQ(y[r * ys + o], -1.f);
+      }
+    }
+    // Random subsets in random order, sharing the call with different rows.
+    for (int trial = 0; trial < 6; ++trial) {
+      std::vector<size_t> idx(qmax);
+      std::iota(idx.begin(), idx.end(), 0);
+      std::shuffle(idx.begin(), idx.end(), rng);
+      const size_t q = 1 + rng() % qmax;
+      std::vector<float> xq(q * cols), wq(q * rows), y(q * rows);
+      for (size_t r = 0; r < q; ++r) {
+        std::copy_n(x.begin() + idx[r] * xs, cols, xq.begin() + r * cols);
+        std::copy_n(want.begin() + idx[r] * rows, rows, wq.begin() + r * rows);
+      }
+      matmul(w, xq.data(), q, y.data(), trial % 2 ? &pool2 : nullptr);
+      expect_bitwise(y.data(), rows, wq.data(), q, rows, "shuffled subset");
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Holds, BatchInvariance,
+                         ::testing::Values(WeightType::F32, WeightType::BF16),
+                         [](const auto& info) { return std::string(weight_type_name(info.param)); });
+
+TEST(Matmul, Bf16HeldEqualsF32HeldOfSameValues) {
+  // The reduction order is a function of cols only, not of the held type.
+  std::mt19937 rng(7);
+  for (auto [rows, cols] : {Shape{5, 45}, Shape{12, 128}, Shape{33, 300}}) {
+    auto wf = randn(rows * cols, rng);
+    for (auto& v : wf) v = round_bf16(v);
+    auto x = randn(6 * cols, rng);
+    auto a = PackedMatrix::pack(wf.data(), DType::F32, rows, cols, WeightType::F32);
+    auto b = PackedMatrix::pack(wf.data(), DType::F32, rows, cols, WeightType::BF16);
+    std::vector<float> ya(6 * rows), yb(6 * rows);
+    matmul(a, x.data(), 6, ya.data(), nullptr);
+    matmul(b, x.data(), 6, yb.data(), nullptr);
+    expect_bitwise(yb.data(), rows, ya.data(), 6, rows, "bf16 vs fp32 hold");
+  }
+}
+
+TEST(Matmul, MatchesReferencesWithinRoundingBound) {
+  std::mt19937 rng(3);
+  for (WeightType hold : {WeightType::F32, WeightType::BF16}) {
+    for (auto [rows, cols] : {Shape{7, 3}, Shape{33, 129}, Shape{64, 1000}, Shape{9, 4133}}) {
+      auto wf = randn(rows * cols, rng, 0.05f);
+      auto w = PackedMatrix::pack(wf.data(), DType::F32, rows, cols, hold);
+      const size_t q = 5;
+      auto x = randn(q * cols, rng);
+      std::vector<float> y(q * rows), yr(q * rows), row(cols);
+      matmul(w, x.data(), q, y.data(), nullptr);
+      matmul_ref(w, x.data(), q, yr.data());
+      const double eps = std::numeric_limits<float>::epsilon() / 2;
+      for (size_t o = 0; o < rows; ++o) {
+        w.row_f32(o, row.data());
+        for (size_t r = 0; r < q; ++r) {
+          double exact = 0, mag = 0;
+          for (size_t i = 0; i < cols; ++i) {
+            exact += double(row[i]) * x[r * cols + i];
+            mag += std::fabs(double(row[i]) * x[r * cols + i]);
+          }
+          // Standard forward bound of a length-n fp32 sum: n·u·Σ|w·x|.
+          const double bound = double(cols + 1) * eps * mag + 1e-30;
+          EXPECT_LE(std::fabs(y[r * rows + o] - exact), bound) << "simd " << o << "," << r;
+          EXPECT_LE(std::fabs(yr[r * rows + o] - exact), bound) << "ref " << o << "," << r;
+          EXPECT_LE(std::fabs(double(y[r * rows + o]) - yr[r * rows + o]), 2 * bound);
+        }
+      }
+    }
+  }
+}
+
+TEST(Matmul, SameBitsOnEveryFmaTarget) {
+  // The 16-lane order is shared by AVX2 and AVX3 (see matmul.cc); check every
+  // FMA-capable compiled target this CPU supports gives identical results.
+  std::mt19937 rng(11);
+  const size_t rows = 21, cols = 203, q = 6;
+  auto wf = randn(rows * cols, rng);
+  auto x = randn(q * cols, rng);
+  auto w = PackedMatrix::pack(wf.data(), DType::F32, rows, cols, WeightType::BF16);
+  std::vector<float> base(q * rows), y(q * rows);
+  matmul(w, x.data(), q, base.data(), nullptr);
+  const std::string best = simd_target();
+  int tested = 0;
+  for (int64_t t : {int64_t(HWY_AVX2), int64_t(HWY_AVX3)}) {
+    if (!(hwy::SupportedTargets() & t)) continue;
+    hwy::SetSupportedTargetsForTest(t);
+    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+    std::string name = simd_target();
+    matmul(w, x.data(), q, y.data(), nullptr);
+    hwy::SetSupportedTargetsForTest(0);
+    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
+    ++tested;
+    SCOPED_TRACE(name + " vs " + best);
+    expect_bitwise(y.data(), rows, base.data(), q, rows, "cross-target");
+  }
+  EXPECT_EQ(simd_target(), best);
+  if (tested < 2) GTEST_SKIP() << "fewer than two FMA targets on this CPU";
+}
+
+TEST(Matmul, EmptyAndTinyCalls) {
+  float wv[2] = {2.f, 3.f}, x[2] = {5.f, 7.f}, y[1] = {0.f};
+  auto w = PackedMatrix::pack(wv, DType::F32, 1, 2, WeightType::F32);
+  matmul(w, x, 0, y, nullptr);  // q = 0: no-op
+  EXPECT_EQ(y[0], 0.f);
+  matmul(w, x, 1, y, nullptr);
+  EXPECT_EQ(y[0], 31.f);
+  EXPECT_TRUE(PackedMatrix().empty());
+  EXPECT_STRNE(simd_target(), "");
+}
+
+}  // namespace
+}  // namespace mtp::kernels

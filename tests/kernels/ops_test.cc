@@ -1,0 +1,244 @@
+// Row-wise ops (SIMD and scalar reference) against straightforward
+// double-precision references, plus the invariance properties the forward pass
+// relies on: elementwise maps do not depend on an element's position in a call,
+// and attention over a ring buffer equals attention over contiguous storage.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "kernels/ops_ref.h"
+#include "test_util.h"
+
+namespace mtp::kernels {
+namespace {
+
+std::vector<float> randn(size_t n, std::mt19937& rng, float scale = 1.f) {
+  std::normal_distribution<float> nd(0.f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// |got - want| <= rel·|want| + abs, elementwise.
+void expect_close(const float* got, const std::vector<double>& want, double rel, double abs,
+                  const char* what) {
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_LE(std::fabs(got[i] - want[i]), rel * std::fabs(want[i]) + abs)
+        << what << " [" << i << "] got " << got[i] << " want " << want[i];
+}
+
+const size_t kSizes[] = {1, 3, 15, 16, 17, 33, 64, 100, 257, 2048};
+
+TEST(Ops, RmsNormMatchesDouble) {
+  std::mt19937 rng(1);
+  for (size_t n : kSizes) {
+    auto x = randn(n, rng, 3.f), w = randn(n, rng);
+    std::vector<double> want(n);
+    double ss = 0;
+    for (float v : x) ss += double(v) * v;
+    const double inv = 1.0 / std::sqrt(ss / n + 1e-5);
+    for (size_t i = 0; i < n; ++i) want[i] = x[i] * inv * w[i];
+    std::vector<float> out(n), outr(n);
+    rmsnorm(x.data(), w.data(), n, 1e-5f, out.data());
+    ref::rmsnorm(x.data(), w.data(), n, 1e-5f, outr.data());
+    expect_close(out.data(), want, 1e-5, 1e-7, "simd");
+    expect_close(outr.data(), want, 1e-5, 1e-7, "ref");
+    rmsnorm(x.data(), w.data(), n, 1e-5f, x.data());  // out may alias x
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(bits(x[i]), bits(out[i]));
+  }
+}
+
+TEST(Ops, RopeBothPairings) {
+  std::mt19937 rng(2);
+  const size_t hd = 64;
+  std::vector<float> c(hd / 2), s(hd / 2);
+  for (size_t i = 0; i < hd / 2; ++i) {
+    double ang = 7.0 * std::pow(10000.0, -2.0 * i / hd);
+    c[i] = float(std::cos(ang));
+    s[i] = float(std::sin(ang));
+  }
+  for (bool inter : {false, true}) {
+    auto x = randn(hd, rng);
+    std::vector<double> want(x.begin(), x.end());
+    for (size_t i = 0; i < hd / 2; ++i) {
+      size_t a = inter ? 2 * i : i, b = inter ? 2 * i + 1 : i + hd / 2;
+      want[a] = double(x[a]) * c[i] - double(x[b]) * s[i];
+      want[b] = double(x[a]) * s[i] + double(x[b]) * c[i];
+    }
+    rope(x.data(), c.data(), s.data(), hd, inter);
+    expect_close(x.data(), want, 1e-6, 1e-6, inter ? "interleaved" : "rotate-half");
+  }
+}
+
+std::vector<double> softmax_double(const std::vector<float>& x) {
+  double m = -INFINITY;
+  for (float v : x) m = std::max(m, double(v));
+  std::vector<double> e(x.size());
+  double s = 0;
+  for (size_t i = 0; i < x.size(); ++i) s += e[i] = std::exp(double(x[i]) - m);
+  for (auto& v : e) v /= s;
+  return e;
+}
+
+TEST(Ops, SoftmaxMatchesDouble) {
+  std::mt19937 rng(3);
+  for (size_t n : kSizes) {
+    auto x = randn(n, rng, 4.f);
+    if (n > 2) x[1] = -std::numeric_limits<float>::infinity();  // masked entry
+    auto want = softmax_double(x);
+    auto a = x, b = x;
+    softmax(a.data(), n);
+    ref::softmax(b.data(), n);
+    expect_close(a.data(), want, 1e-5, 1e-7, "simd");
+    expect_close(b.data(), want, 1e-5, 1e-7, "ref");
+    if (n > 2) {
+      EXPECT_EQ(a[1], 0.f);
+    }
+  }
+  std::vector<float> big = {1000.f, 999.f, -1000.f};  // max-subtraction avoids overflow
+  softmax(big.data(), 3);
+  EXPECT_NEAR(big[0], 1.0 / (1.0 + std::exp(-1.0)), 1e-6);
+  EXPECT_EQ(big[2], 0.f);
+}
+
+TEST(Ops, ActivationsMatchDouble) {
+  std::mt19937 rng(4);
+  for (size_t n : kSizes) {
+    auto g = randn(n, rng, 3.f), u = randn(n, rng);
+    if (n > 3) {
+      g[0] = -200.f;  // exp overflow path: silu -> -0
+      g[1] = 200.f;
+      g[2] = 0.f;
+    }
+    std::vector<double> ws(n), wg(n), wc(n);
+    for (size_t i = 0; i < n; ++i) {
+      double x = g[i];
+      ws[i] = x / (1 + std::exp(-x)) * u[i];
+      wg[i] = 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))) * u[i];
+      wc[i] = 30.0 * std::tanh(x * 10 / 30.0);
+    }
+    std::vector<float> out(n);
+    silu_mul(g.data(), u.data(), n, out.data());
+    expect_close(out.data(), ws, 2e-6, 1e-7, "silu");
+    ref::silu_mul(g.data(), u.data(), n, out.data());
+    expect_close(out.data(), ws, 2e-6, 1e-7, "silu ref");
+    gelu_tanh_mul(g.data(), u.data(), n, out.data());
+    expect_close(out.data(), wg, 4e-6, 1e-6, "gelu");
+    ref::gelu_tanh_mul(g.data(), u.data(), n, out.data());
+    expect_close(out.data(), wg, 4e-6, 1e-6, "gelu ref");
+    std::vector<float> y(n);
+    for (size_t i = 0; i < n; ++i) y[i] = g[i] * 10;
+    auto yr = y;
+    softcap(y.data(), n, 30.f);
+    ref::softcap(yr.data(), n, 30.f);
+    expect_close(y.data(), wc, 4e-6, 1e-6, "softcap");
+    expect_close(yr.data(), wc, 4e-6, 1e-6, "softcap ref");
+  }
+}
+
+TEST(Ops, ElementwiseBitsIndependentOfPositionInCall) {
+  // The forward pass calls these on [q, n] at once: an element's result must be
+  // the same as when its row is processed alone (tails take the vector path).
+  std::mt19937 rng(5);
+  const size_t n = 37, q = 7;
+  auto g = randn(q * n, rng, 3.f), u = randn(q * n, rng);
+  for (auto fn : {&silu_mul, &gelu_tanh_mul}) {
+    std::vector<float> all(q * n), one(n);
+    fn(g.data(), u.data(), q * n, all.data());
+    for (size_t r = 0; r < q; ++r) {
+      fn(g.data() + r * n, u.data() + r * n, n, one.data());
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(bits(all[r * n + i]), bits(one[i])) << r << "," << i;
+    }
+  }
+  auto all = g;
+  softcap(all.data(), q * n, 5.f);
+  for (size_t r = 0; r < q; ++r) {
+    std::vector<float> one(g.begin() + r * n, g.begin() + (r + 1) * n);
+    softcap(one.data(), n, 5.f);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(bits(all[r * n + i]), bits(one[i]));
+  }
+}
+
+// Double-precision attention over positions [lo, hi] of contiguous [pos, stride].
+std::vector<double> attend_double(const float* q, const float* k, const float* v, size_t stride,
+                                  size_t lo, size_t hi, size_t hd, double scale, double cap) {
+  std::vector<double> s;
+  for (size_t p = lo; p <= hi; ++p) {
+    double d = 0;
+    for (size_t i = 0; i < hd; ++i) d += double(q[i]) * k[p * stride + i];
+    d *= scale;
+    if (cap > 0) d = cap * std::tanh(d / cap);
+    s.push_back(d);
+  }
+  double m = -INFINITY, sum = 0;
+  for (double x : s) m = std::max(m, x);
+  for (double& x : s) sum += x = std::exp(x - m);
+  std::vector<double> out(hd, 0.0);
+  for (size_t j = 0; j < s.size(); ++j)
+    for (size_t i = 0; i < hd; ++i) out[i] += s[j] / sum * v[(lo + j) * stride + i];
+  return out;
+}
+
+TEST(Ops, AttendMatchesDoubleAndRingBuffer) {
+  std::mt19937 rng(6);
+  for (size_t hd : {8, 64, 72, 80, 128, 136, 256}) {
+    for (float cap : {0.f, 20.f}) {
+      const size_t stride = hd + 5, n_pos = 50;
+      auto k = randn(n_pos * stride, rng), v = randn(n_pos * stride, rng), q = randn(hd, rng, 2.f);
+      const float scale = 1.f / std::sqrt(float(hd));
+      for (auto [lo, hi] : {std::pair<size_t, size_t>{0, 0}, {0, 6}, {0, 49}, {13, 49}, {30, 46}}) {
+        SCOPED_TRACE(::testing::Message() << "hd=" << hd << " cap=" << cap << " [" << lo << ","
+                                          << hi << "]");
+        std::vector<float> scores(hi - lo + 1), out(hd), outr(hd);
+        attend(q.data(), k.data(), v.data(), stride, n_pos, lo, hi, hd, scale, cap,
+               scores.data(), out.data());
+        ref::attend(q.data(), k.data(), v.data(), stride, n_pos, lo, hi, hd, scale, cap,
+                    scores.data(), outr.data());
+        auto want = attend_double(q.data(), k.data(), v.data(), stride, lo, hi, hd, scale, cap);
+        expect_close(out.data(), want, 1e-4, 2e-5, "simd");
+        expect_close(outr.data(), want, 1e-4, 2e-5, "ref");
+        // Ring buffer: n_slots = window size, position p in slot p % n_slots.
+        const size_t n_slots = hi - lo + 1 + (lo % 3);
+        std::vector<float> rk(n_slots * stride), rv(n_slots * stride);
+        for (size_t p = lo; p <= hi; ++p) {
+          std::memcpy(&rk[(p % n_slots) * stride], &k[p * stride], hd * 4);
+          std::memcpy(&rv[(p % n_slots) * stride], &v[p * stride], hd * 4);
+        }
+        std::vector<float> ring(hd);
+        attend(q.data(), rk.data(), rv.data(), stride, n_slots, lo, hi, hd, scale, cap,
+               scores.data(), ring.data());
+        for (size_t i = 0; i < hd; ++i) ASSERT_EQ(bits(ring[i]), bits(out[i])) << "ring " << i;
+      }
+    }
+  }
+}
+
+TEST(Ops, ArgmaxTiesAndNaN) {
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  std::vector<float> a = {1.f, 3.f, 2.f, 3.f};
+  EXPECT_EQ(argmax(a.data(), a.size()), 1u);
+  std::vector<float> b = {nan, -1.f, nan, -1.f, -2.f};
+  EXPECT_EQ(argmax(b.data(), b.size()), 1u);
+  std::vector<float> c = {nan, nan};
+  EXPECT_EQ(argmax(c.data(), c.size()), 0u);
+  std::vector<float> d = {-inf, -inf, -inf};
+  EXPECT_EQ(argmax(d.data(), d.size()), 0u);
+  std::vector<float> e = {0.f, nan, inf, 5.f, inf};
+  EXPECT_EQ(argmax(e.data(), e.size()), 2u);
+  std::vector<float> f(1000, 0.5f);
+  f[999] = 0.75f;
+  f[500] = 0.75f;
+  EXPECT_EQ(argmax(f.data(), f.size()), 500u);
+}
+
+}  // namespace
+}  // namespace mtp::kernels
