@@ -435,7 +435,13 @@ std::string SentencePieceTokenizer::token_bytes(int32_t id, int32_t prev) const 
 }
 
 std::unique_ptr<Tokenizer> load_sentencepiece_tokenizer(const std::string& path) {
-  return std::make_unique<SentencePieceTokenizer>(path);
+  try {
+    return std::make_unique<SentencePieceTokenizer>(path);
+  } catch (const ConfigError&) {
+    // A model kind the native reader does not implement (Unigram, charsmap
+    // normalizer): libsentencepiece handles every kind.
+    return load_libsentencepiece_tokenizer(path);
+  }
 }
 
 }  // namespace mtp::io

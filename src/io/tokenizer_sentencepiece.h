@@ -1,17 +1,20 @@
-// SentencePiece .model tokenizer, read and run natively (no libsentencepiece).
+// SentencePiece .model tokenizer, read and run natively.
 //
-// Why native: Debian's libsentencepiece embeds its own protobuf runtime (3.14)
-// and exports its symbols; in a process that also loads the system
-// libprotobuf (libtorch does), the two collide during dynamic initialisation
-// and the program crashes before main(). A .model is a small protobuf
-// (ModelProto), so we decode the wire format ourselves and implement the BPE
-// model exactly as sentencepiece's bpe_model.cc does.
+// Why native: a .model is a small protobuf (ModelProto) and its BPE is a few
+// dozen lines, so we decode the wire format ourselves and implement
+// sentencepiece's bpe_model.cc exactly (checked token for token against
+// libsentencepiece on the shared corpora). This keeps tokenization free of
+// libsentencepiece's bundled protobuf, which crashes any process that also
+// loads the system libprotobuf (libtorch), and is faster on long inputs.
+// Models the native reader does not implement fall back to libsentencepiece
+// (tokenizer_sentencepiece_lib.cc).
 //
 // Contracts:
 // - Supported: model_type BPE with the identity normalizer (Llama 2, Mistral,
 //   Gemma and most LLM .model files): add_dummy_prefix, remove_extra_whitespaces,
 //   escape_whitespaces, user-defined pieces, unused pieces, byte fallback.
-//   Unigram models or a precompiled normalization charsmap throw ConfigError.
+//   Unigram models or a precompiled normalization charsmap throw ConfigError
+//   here; load_sentencepiece_tokenizer() then uses libsentencepiece.
 // - BOS is the control piece named by trainer_spec.bos_piece ("<s>") and is
 //   added by default; tokenizer_config.json beside the model may switch it off
 //   (add_bos_token: false) or add EOS (add_eos_token: true). EOS ids: the
@@ -98,6 +101,10 @@ class SentencePieceTokenizer final : public Tokenizer {
   bool add_bos_ = true, add_eos_ = false;
 };
 
+// The native tokenizer, or the libsentencepiece one for model kinds it does
+// not implement.
 std::unique_ptr<Tokenizer> load_sentencepiece_tokenizer(const std::string& path);
+// Always libsentencepiece (tokenizer_sentencepiece_lib.cc).
+std::unique_ptr<Tokenizer> load_libsentencepiece_tokenizer(const std::string& path);
 
 }  // namespace mtp::io

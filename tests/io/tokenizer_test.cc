@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "io/tokenizer_fixture.h"
+#include "io/tokenizer_sentencepiece.h"
 #include "test_util.h"
 
 namespace mtp::io {
@@ -49,6 +50,29 @@ TEST(TokenizerVectors, LlamaSpmWithHfJson) {
     }
   }
   check_vectors(*tok, "llama-spm");
+}
+
+// The native .model reader against libsentencepiece itself, on the vector
+// strings and on real text, ids and BOS/EOS alike.
+TEST(TokenizerVectors, NativeSentencePieceMatchesLibSentencePiece) {
+  MTP_REQUIRE_TOKENIZER(native, "tokenizers/llama2.tokenizer.model");
+  const auto lib =
+      load_libsentencepiece_tokenizer(test::shared_path("tokenizers/llama2.tokenizer.model"));
+  EXPECT_EQ(native->vocab_size(), lib->vocab_size());
+  EXPECT_EQ(native->bos_id(), lib->bos_id());
+  EXPECT_EQ(native->eos_ids(), lib->eos_ids());
+  MTP_REQUIRE_SHARED(inp, "tokenizer-tests/ggml-vocab-llama-spm.gguf.inp");
+  MTP_REQUIRE_SHARED(out, "tokenizer-tests/ggml-vocab-llama-spm.gguf.out");
+  for (const auto& s : test::read_vectors(inp, out).inputs)
+    EXPECT_EQ(native->encode(s), lib->encode(s)) << s;
+  for (const char* corpus : {"corpora/gutenberg-en-16MB.txt", "corpora/aozora-ja-8MB.txt"}) {
+    const std::string text = corpus_sample(corpus, 200 * 1024);
+    if (text.empty()) continue;
+    EXPECT_TRUE(native->encode(text) == lib->encode(text)) << corpus;
+    for (int32_t id = 0; id < native->vocab_size(); id += 7) {
+      EXPECT_EQ(native->token_bytes(id, 5), lib->token_bytes(id, 5)) << id;
+    }
+  }
 }
 
 TEST(TokenizerVectors, LlamaBpeWithLlama3Json) {
