@@ -69,7 +69,9 @@ namespace {
 
 struct BenchArgs {
   bool json = false;
-  std::string threads = "1,2", dtypes = "fp32,bf16", shapes = "4096x4096,2048x8192";
+  // Lists: comma-separated and/or given repeatedly (--threads 1 --threads 2).
+  std::vector<std::string> threads{"1", "2"}, dtypes{"fp32", "bf16"},
+      shapes{"4096x4096", "2048x8192"};
   int q_max = 8, reps = 30;
 };
 
@@ -160,19 +162,19 @@ struct Row {
 
 void run_bench(const BenchArgs& a) {
   std::vector<kernels::WeightType> dtypes;
-  for (const auto& s : split(a.dtypes, ',')) {
+  for (const auto& s : a.dtypes) {
     if (s == "fp32") dtypes.push_back(kernels::WeightType::F32);
     else if (s == "bf16") dtypes.push_back(kernels::WeightType::BF16);
     else fail<InputError>("bench-kernels: unknown dtype '{}' (want fp32 or bf16)", s);
   }
   std::vector<std::pair<size_t, size_t>> shapes;
-  for (const auto& s : split(a.shapes, ',')) {
+  for (const auto& s : a.shapes) {
     auto p = split(s, 'x');
     if (p.size() != 2) fail<InputError>("bench-kernels: bad shape '{}' (want OUTxIN)", s);
     shapes.emplace_back(parse_size(p[0], "shape"), parse_size(p[1], "shape"));
   }
   std::vector<int> threads;
-  for (const auto& s : split(a.threads, ',')) threads.push_back(int(parse_size(s, "thread count")));
+  for (const auto& s : a.threads) threads.push_back(int(parse_size(s, "thread count")));
   if (a.q_max < 1 || a.reps < 1) fail<InputError>("bench-kernels: --q-max and --reps must be >= 1");
   if (dtypes.empty() || shapes.empty() || threads.empty())
     fail<InputError>("bench-kernels: empty --dtype, --shapes or --threads list");
@@ -278,13 +280,16 @@ void add_bench_kernels(CLI::App& root) {
   cmd->add_flag("--json", a->json,
                 "Print {\"rows\": [{dtype, shape: [out, in], threads, q, time_s}]} (median "
                 "seconds per call) instead of the table");
-  cmd->add_option("--threads", a->threads, "Comma-separated thread counts to run")
+  cmd->add_option("--threads", a->threads, "Thread counts to run (comma-separated or repeated)")
+      ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--q-max", a->q_max, "Time q = 1..N activation rows per call")
       ->capture_default_str();
-  cmd->add_option("--dtype", a->dtypes, "Comma-separated held weight types: fp32, bf16")
+  cmd->add_option("--dtype", a->dtypes, "Held weight types: fp32, bf16 (comma-separated)")
+      ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--shapes", a->shapes, "Comma-separated weight shapes OUTxIN")
+  cmd->add_option("--shapes", a->shapes, "Weight shapes OUTxIN (comma-separated)")
+      ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--reps", a->reps, "Timed calls per (dtype, shape, threads, q); median reported")
       ->capture_default_str();
