@@ -1,0 +1,47 @@
+// `mtpspec export`: a training run's checkpoint -> drafter file, gated by the
+// parity check (train/export.h). Compiled twice: into bin/mtpspec-train
+// (MTPSPEC_HAVE_TORCH, the real command) and into the main binary (a forwarder
+// to it, app/train_forward.h).
+#include <CLI/CLI.hpp>
+
+#include <memory>
+
+#include "app/commands.h"
+#include "app/train_forward.h"
+#include "core/error.h"
+#include "train/export.h"
+
+namespace mtp::app {
+
+#ifndef MTPSPEC_HAVE_TORCH
+// The main binary: pass everything to bin/mtpspec-train (see train_forward.h).
+void add_export(CLI::App& root) {
+  add_train_forwarder(root, "export", "Write the drafter file of a training run (checked by the parity gate)");
+}
+#else
+void add_export(CLI::App& root) {
+  auto o = std::make_shared<train::ExportOptions>();
+  auto dtype = std::make_shared<std::string>("fp32");
+  auto no_parity = std::make_shared<bool>(false);
+  CLI::App* cmd = root.add_subcommand(
+      "export", "Write the drafter file of a training run (checked by the parity gate)");
+  cmd->add_option("--run", o->run_dir, "Run folder written by `mtpspec train`")->required();
+  cmd->add_option("-o,--output", o->out, "Drafter file to write (.safetensors)")->required();
+  cmd->add_flag("--ema", o->ema, "Export the EMA weights instead of the raw ones");
+  cmd->add_option("-m,--model", o->model, "Target model (default: the one recorded in the run)");
+  cmd->add_option("--shards", o->shards_dir,
+                  "Shards for the parity inputs (default: the run's, when present)");
+  cmd->add_option("--dtype", *dtype, "Stored precision of the drafter tensors")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+  cmd->add_option("--threads", o->threads, "Threads (default: physical cores)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--no-parity", *no_parity, "Skip the parity gate");
+  cmd->callback([o, dtype, no_parity] {
+    o->stored = *dtype == "bf16" ? DType::BF16 : DType::F32;
+    o->parity = !*no_parity;
+    train::export_drafter(*o);
+  });
+}
+#endif  // MTPSPEC_HAVE_TORCH
+
+}  // namespace mtp::app

@@ -1,0 +1,97 @@
+// `mtpspec train`: train the MTP drafter on precomputed shards (libtorch; see
+// train/trainer.h). Compiled twice: into bin/mtpspec-train (MTPSPEC_HAVE_TORCH,
+// the real command) and into the main binary (a forwarder to it,
+// app/train_forward.h; without libtorch it fails with a clear message).
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <memory>
+
+#include "app/commands.h"
+#include "app/train_forward.h"
+#include "core/error.h"
+#include "train/trainer.h"
+
+namespace mtp::app {
+
+#ifndef MTPSPEC_HAVE_TORCH
+// The main binary: pass everything to bin/mtpspec-train (see train_forward.h).
+void add_train(CLI::App& root) {
+  add_train_forwarder(root, "train", "Train the MTP drafter modules against the frozen target on precomputed shards");
+}
+#else
+void add_train(CLI::App& root) {
+  auto o = std::make_shared<train::TrainOptions>();
+  auto no_parity = std::make_shared<bool>(false);
+  CLI::App* cmd = root.add_subcommand(
+      "train", "Train the MTP drafter modules against the frozen target on precomputed shards");
+  cmd->add_option("--shards", o->shards_dir, "Shards folder written by `mtpspec precompute`")
+      ->required();
+  cmd->add_option("-m,--model", o->model_path,
+                  "Target model the shards were computed with (HF directory or llama2.c .bin)")
+      ->required();
+  cmd->add_option("-o,--output", o->run_dir,
+                  "Run folder: checkpoint.safetensors, metrics.jsonl, run.json")
+      ->required();
+  cmd->add_option("--k", o->K, "Number of MTP modules K")->check(CLI::Range(1, 16));
+  auto* steps = cmd->add_option("--steps", o->steps, "Optimizer steps (default: --epochs 1)");
+  cmd->add_option("--epochs", o->epochs, "Passes over the training split (when --steps is not given)")
+      ->excludes(steps);
+  cmd->add_option("--batch", o->batch, "Sequences per micro-batch (per rank)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--accum", o->accum, "Micro-batches accumulated per step (per rank)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--lr", o->lr, "Peak learning rate (AdamW)");
+  cmd->add_option("--min-lr-ratio", o->min_lr_ratio, "Cosine schedule floor, as a fraction of --lr");
+  cmd->add_option("--warmup", o->warmup, "Linear warm-up steps (default min(100, steps/10))");
+  cmd->add_option("--weight-decay", o->weight_decay, "AdamW decoupled weight decay (matrices only)");
+  cmd->add_option("--clip", o->clip, "Gradient-norm clipping threshold (0 = off)");
+  cmd->add_option("--loss-weights", o->loss_weights,
+                  "Per-module loss weights, comma separated (missing ones continue x0.8)")
+      ->delimiter(',');
+  cmd->add_option("--ema", o->ema, "EMA decay of the weights (0 = off)");
+  cmd->add_option("--threads", o->threads, "libtorch threads (default: physical cores)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", o->device, "Training device (cuda needs a CUDA build of libtorch)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_flag("--resume", o->resume, "Continue the checkpoint in the run folder, bit for bit");
+  cmd->add_option("--eval-every", o->eval_every, "Held-out evaluation period in steps (default steps/10)");
+  cmd->add_option("--eval-sequences", o->eval_sequences, "Held-out sequences per evaluation (0 = all)");
+  cmd->add_option("--save-every", o->save_every, "Checkpoint period in steps (default: --eval-every)");
+  cmd->add_option("--seed", o->seed, "Seed of the initial weights and the data order");
+  cmd->add_option("--window", o->window,
+                  "Module attention window (default: the shards' seq-len; 0 = unlimited)");
+  cmd->add_option("--world-size", o->world_size, "Data-parallel processes (default $WORLD_SIZE or 1)");
+  cmd->add_option("--rank", o->rank, "This process's rank (default $RANK or 0)");
+  cmd->add_option("--dist-file", o->dist_file,
+                  "Rendezvous file (c10d FileStore; a fresh path every rank can see)");
+  cmd->add_option("--master-addr", o->master_addr, "TCP rendezvous host (default $MASTER_ADDR)");
+  cmd->add_option("--master-port", o->master_port, "TCP rendezvous port (default $MASTER_PORT or 29500)");
+  cmd->add_option("--dist-timeout", o->dist_timeout_s, "Rendezvous/collective timeout, seconds");
+  cmd->add_option("--stop-after", o->stop_after,
+                  "Stop (checkpointed) after this step; continue later with --resume");
+  cmd->add_flag("--no-parity", *no_parity, "Skip the parity gate at the end");
+  cmd->add_flag("!--no-progress", o->progress, "No progress line or summary");
+  cmd->callback([o, no_parity, cmd] {
+    o->parity = !*no_parity;
+    std::string line = "mtpspec train";
+    for (const auto& r : cmd->get_options()) {
+      for (const auto& v : r->results()) line += " " + r->get_name() + " " + v;
+    }
+    o->command_line = line;
+    train::TrainReport r = train::run_training(*o);
+    if (r.final_step > 0 && !r.last_eval.is_null() && r.last_eval.contains("raw")) {
+      const auto& e = r.last_eval["raw"];
+      fmt::print("held-out (raw weights): acc {} joint {} E[tokens/cycle] {:.3f}\n",
+                 e["acc"].dump(), e["joint"].dump(), e["E"].get<double>());
+      if (r.last_eval.contains("ema")) {
+        const auto& m = r.last_eval["ema"];
+        fmt::print("held-out (EMA weights): acc {} joint {} E[tokens/cycle] {:.3f}\n",
+                   m["acc"].dump(), m["joint"].dump(), m["E"].get<double>());
+      }
+    }
+  });
+}
+#endif  // MTPSPEC_HAVE_TORCH
+
+}  // namespace mtp::app

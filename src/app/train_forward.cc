@@ -1,0 +1,61 @@
+#include "app/train_forward.h"
+
+#include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "core/error.h"
+
+namespace mtp::app {
+
+namespace fs = std::filesystem;
+
+namespace {
+// $MTPSPEC_TRAIN_BIN, else mtpspec-train beside this executable.
+std::string train_binary() {
+  if (const char* e = std::getenv("MTPSPEC_TRAIN_BIN"); e && *e) return e;
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  return (self.parent_path() / "mtpspec-train").string();
+}
+
+[[noreturn]] void exec_train(const std::string& name, const std::vector<std::string>& args) {
+  const std::string bin = train_binary();
+  if (bin.empty() || access(bin.c_str(), X_OK) != 0) {
+    fail<ConfigError>("`{}` needs the libtorch part of mtpspec, which this build does not have "
+                      "(built without libtorch: '{}' not found). Install libtorch and rebuild "
+                      "with -DMTPSPEC_WITH_TORCH=ON", name, bin.empty() ? "mtpspec-train" : bin);
+  }
+  std::vector<std::string> storage = {bin, name};
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& s : storage) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  // libgomp busy-waits between parallel regions by default; on a shared or
+  // oversubscribed machine that burns most of the time (measured 4x slower at 2
+  // threads under load). Sleep instead, unless the user chose a policy.
+  if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) {
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  execv(bin.c_str(), argv.data());
+  fail<IoError>("cannot run '{}': {}", bin, std::strerror(errno));
+}
+}  // namespace
+
+void add_train_forwarder(CLI::App& root, const std::string& name, const std::string& help) {
+  CLI::App* cmd = root.add_subcommand(name, help);
+  cmd->prefix_command();  // stop parsing: everything after `name` is passed on
+  cmd->set_help_flag();   // --help too (mtpspec-train documents the flags)
+  cmd->callback([cmd, name] { exec_train(name, cmd->remaining()); });
+}
+
+}  // namespace mtp::app

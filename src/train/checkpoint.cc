@@ -1,0 +1,86 @@
+#include "train/checkpoint.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+
+namespace mtp::train {
+
+std::string checkpoint_path(const std::string& run_dir) {
+  return (std::filesystem::path(run_dir) / "checkpoint.safetensors").string();
+}
+
+void save_checkpoint(const std::string& path, const Checkpoint& c) {
+  const int64_t P = int64_t(c.params.size());
+  if (int64_t(c.adam_m.size()) != P || int64_t(c.adam_v.size()) != P ||
+      (!c.ema.empty() && int64_t(c.ema.size()) != P)) {
+    fail<ShapeError>("checkpoint vectors disagree in size ({} params)", P);
+  }
+  std::vector<io::TensorView> views = {io::make_view("params", DType::F32, {P}, c.params),
+                                       io::make_view("adam_m", DType::F32, {P}, c.adam_m),
+                                       io::make_view("adam_v", DType::F32, {P}, c.adam_v)};
+  if (!c.ema.empty()) views.push_back(io::make_view("ema", DType::F32, {P}, c.ema));
+  io::Metadata meta;
+  meta["format"] = kCheckpointFormat;
+  meta["format_version"] = std::to_string(kCheckpointVersion);
+  meta["state"] = c.state.dump();
+  io::write_safetensors(path, views, meta);
+}
+
+Checkpoint load_checkpoint(const std::string& path) {
+  io::SafetensorsFile f(path);
+  const io::Metadata& m = f.metadata();
+  auto it = m.find("format");
+  if (it == m.end() || it->second != kCheckpointFormat) {
+    fail<FormatError>("'{}' is not an mtpspec training checkpoint", path);
+  }
+  Checkpoint c;
+  try {
+    c.state = nlohmann::json::parse(m.at("state"));
+  } catch (const std::exception& e) {
+    fail<FormatError>("checkpoint '{}': bad state: {}", path, e.what());
+  }
+  auto read = [&](const char* name, std::vector<float>& out, bool required) {
+    const io::TensorView* v = f.find(name);
+    if (!v) {
+      if (required) fail<FormatError>("checkpoint '{}' has no tensor '{}'", path, name);
+      return;
+    }
+    if (v->dtype != DType::F32 || v->shape.size() != 1) {
+      fail<FormatError>("checkpoint '{}': tensor '{}' must be 1-D F32", path, name);
+    }
+    const float* p = static_cast<const float*>(v->data);
+    out.assign(p, p + v->numel());
+  };
+  read("params", c.params, true);
+  read("adam_m", c.adam_m, true);
+  read("adam_v", c.adam_v, true);
+  read("ema", c.ema, false);
+  if (c.adam_m.size() != c.params.size() || c.adam_v.size() != c.params.size() ||
+      (!c.ema.empty() && c.ema.size() != c.params.size())) {
+    fail<FormatError>("checkpoint '{}': optimizer state and parameters disagree in size", path);
+  }
+  return c;
+}
+
+std::map<std::string, std::vector<float>> checkpoint_tensors(const Checkpoint& c, bool ema) {
+  if (ema && c.ema.empty()) {
+    fail<InputError>("this run was trained without EMA (--ema 0); export without --ema");
+  }
+  const std::vector<float>& flat = ema ? c.ema : c.params;
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& e : c.state.at("layout")) {
+    const int64_t off = e.at("offset").get<int64_t>();
+    int64_t n = 1;
+    for (auto s : e.at("shape")) n *= s.get<int64_t>();
+    if (off < 0 || off + n > int64_t(flat.size())) {
+      fail<FormatError>("checkpoint layout entry '{}' is outside the parameter vector",
+                        e.at("name").get<std::string>());
+    }
+    out[e.at("name").get<std::string>()].assign(flat.begin() + off, flat.begin() + off + n);
+  }
+  return out;
+}
+
+}  // namespace mtp::train

@@ -1,0 +1,147 @@
+#include "train/export.h"
+
+#include <fmt/core.h>
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "drafter/drafter.h"
+#include "kernels/matmul.h"
+#include "model/fingerprint.h"
+#include "model/loader.h"
+#include "train/checkpoint.h"
+
+namespace mtp::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct LoadedRun {
+  Checkpoint ckpt;
+  std::unique_ptr<model::Model> target;
+  std::string fingerprint;
+};
+
+LoadedRun load_run(const std::string& run_dir, const std::string& model_override) {
+  LoadedRun r;
+  r.ckpt = load_checkpoint(checkpoint_path(run_dir));
+  const nlohmann::json& tgt = r.ckpt.state.at("target");
+  const std::string path = model_override.empty() ? tgt.at("path").get<std::string>()
+                                                  : model_override;
+  model::LoadedModel lm = model::load_model(path, {});
+  r.fingerprint = model::target_fingerprint(lm);
+  const std::string want = tgt.at("fingerprint").get<std::string>();
+  if (r.fingerprint != want) {
+    fail<ConfigError>("run '{}' was trained for target {}; '{}' is {}", run_dir, want, path,
+                      r.fingerprint);
+  }
+  r.target = std::make_unique<model::Model>(std::move(lm));
+  return r;
+}
+
+// What the engine holds when the file stores BF16: the torch side uses the same values.
+void round_tensors(std::map<std::string, std::vector<float>>& t, DType stored) {
+  if (stored == DType::F32) return;
+  for (auto& [name, v] : t) round_to(stored, v.data(), v.size());
+}
+
+std::string default_shards(const Checkpoint& c, const std::string& given) {
+  if (!given.empty()) return given;
+  std::string dir = c.state.value("shards", nlohmann::json::object()).value("dir", std::string());
+  return !dir.empty() && fs::exists(fs::path(dir) / "manifest.json") ? dir : std::string();
+}
+
+int threads_or_cores(int t) { return t > 0 ? t : physical_cores(); }
+
+}  // namespace
+
+ExportReport export_drafter(const ExportOptions& o) {
+  if (o.stored != DType::F32 && o.stored != DType::BF16) {
+    fail<InputError>("drafter tensors are stored as fp32 or bf16");
+  }
+  LoadedRun run = load_run(o.run_dir, o.model);
+  const nlohmann::json& s = run.ckpt.state;
+  const model::ModelConfig& cfg = run.target->config();
+  drafter::DrafterConfig dc = drafter::DrafterConfig::from_json(s.at("drafter_config"));
+  auto tensors = checkpoint_tensors(run.ckpt, o.ema);
+  round_tensors(tensors, o.stored);
+  ExportReport rep;
+  rep.step = s.value("step", 0L);
+  rep.fingerprint = run.fingerprint;
+  const long total = s.value("total_steps", 0L);
+  const nlohmann::json& traj = s.at("trajectory");
+  nlohmann::json training = {
+      {"kind", "mtpspec-train"},
+      {"weights", o.ema ? "ema" : "raw"},
+      {"ema_decay", traj.value("ema", 0.0)},
+      {"steps", rep.step},
+      {"total_steps", total},
+      {"complete", rep.step >= total},
+      {"metrics", s.value("last_eval", nlohmann::json())},
+      {"shards", s.value("shards", nlohmann::json())},
+      {"optimizer", {{"lr", traj.value("lr", 0.0)}, {"batch", traj.value("batch", 0)},
+                     {"accum", traj.value("accum", 1)}, {"world", traj.value("world", 1)},
+                     {"loss_weights", traj.value("loss_weights", nlohmann::json())},
+                     {"seed", traj.value("seed", 0)}}},
+      {"simd_target", kernels::simd_target()},
+      {"torch_version", s.value("torch_version", std::string())},
+      {"run_dir", fs::absolute(o.run_dir).string()},
+      {"stored", std::string(dtype_name(o.stored))}};
+  const std::string tmp = o.out + ".unverified";
+  drafter::write_drafter(tmp, cfg, run.fingerprint, dc, tensors, training, o.stored);
+  if (o.parity) {
+    try {
+      drafter::Drafter eng =
+          drafter::Drafter::load(tmp, cfg, run.fingerprint, kernels::WeightType::F32);
+      ParityOptions po;
+      po.shards_dir = default_shards(run.ckpt, o.shards_dir);
+      po.threads = threads_or_cores(o.threads);
+      ThreadPool pool(threads_or_cores(o.threads));
+      rep.parity = run_parity(*run.target, eng, tensors, po, &pool);
+      rep.parity_ran = true;
+    } catch (...) {
+      fs::remove(tmp);
+      throw;
+    }
+    if (o.verbose) fmt::print("{}", rep.parity.text());
+    if (!rep.parity.passed) {
+      fs::remove(tmp);
+      fail<Error>("parity gate FAILED for run '{}': the engine's modules do not reproduce the "
+                  "trained ones; nothing was written to '{}'", o.run_dir, o.out);
+    }
+  }
+  fs::rename(tmp, o.out);
+  if (o.verbose) {
+    fmt::print("wrote K={} drafter ({} weights, step {}/{}) for target {} to {}\n", dc.K,
+               o.ema ? "EMA" : "raw", rep.step, total, run.fingerprint.substr(0, 16), o.out);
+  }
+  return rep;
+}
+
+ParityReport parity_for_run(const RunParityOptions& o) {
+  LoadedRun run = load_run(o.run_dir, o.model);
+  const model::ModelConfig& cfg = run.target->config();
+  drafter::Drafter eng =
+      drafter::Drafter::load(o.drafter, cfg, run.fingerprint, kernels::WeightType::F32);
+  bool ema = false;
+  DType stored = DType::F32;
+  auto it = eng.metadata().find("training");
+  if (it != eng.metadata().end()) {
+    auto tr = nlohmann::json::parse(it->second, nullptr, false);
+    if (!tr.is_discarded() && tr.is_object()) {
+      ema = tr.value("weights", std::string("raw")) == "ema";
+      stored = dtype_from_name(tr.value("stored", std::string("F32")));
+    }
+  }
+  auto tensors = checkpoint_tensors(run.ckpt, ema);
+  round_tensors(tensors, stored);
+  ParityOptions po;
+  po.shards_dir = default_shards(run.ckpt, o.shards_dir);
+  po.threads = threads_or_cores(o.threads);
+  ThreadPool pool(threads_or_cores(o.threads));
+  return run_parity(*run.target, eng, tensors, po, &pool);
+}
+
+}  // namespace mtp::train

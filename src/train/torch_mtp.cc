@@ -1,0 +1,293 @@
+#include "train/torch_mtp.h"
+
+#include <dlfcn.h>
+#include <malloc.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "model/block.h"
+
+namespace mtp::train {
+
+namespace {
+std::string prefix(int k) { return "mtp." + std::to_string(k) + "."; }
+
+bool is_decayed(const std::string& name) {
+  const bool norm = name.find("norm") != std::string::npos;
+  const bool bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+  return !norm && !bias;
+}
+
+// x / sqrt(mean(x²) + eps) · w over the last dimension (kernels::rmsnorm).
+torch::Tensor rmsnorm(const torch::Tensor& x, const torch::Tensor& w, float eps) {
+  return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * w;
+}
+}  // namespace
+
+// ---- FlatLayout -------------------------------------------------------------
+
+FlatLayout FlatLayout::for_drafter(const model::ModelConfig& target,
+                                   const drafter::DrafterConfig& d) {
+  auto shapes = drafter::drafter_tensor_shapes(target, d);
+  std::sort(shapes.begin(), shapes.end());
+  FlatLayout l;
+  for (auto& [name, shape] : shapes) {
+    Entry e;
+    e.name = name;
+    e.shape = shape;
+    e.numel = 1;
+    for (auto s : shape) e.numel *= s;
+    e.offset = l.total;
+    e.decay = is_decayed(name);
+    l.total += e.numel;
+    l.entries.push_back(std::move(e));
+  }
+  return l;
+}
+
+const FlatLayout::Entry& FlatLayout::at(const std::string& name) const {
+  auto it = std::lower_bound(entries.begin(), entries.end(), name,
+                             [](const Entry& e, const std::string& n) { return e.name < n; });
+  if (it == entries.end() || it->name != name) fail<ShapeError>("no drafter tensor '{}'", name);
+  return *it;
+}
+
+std::vector<float> FlatLayout::flatten(const std::map<std::string, std::vector<float>>& t) const {
+  if (t.size() != entries.size()) {
+    fail<ShapeError>("{} drafter tensors given; this drafter has {}", t.size(), entries.size());
+  }
+  std::vector<float> flat(static_cast<size_t>(total));
+  for (auto& e : entries) {
+    auto it = t.find(e.name);
+    if (it == t.end()) fail<ShapeError>("drafter tensor '{}' is missing", e.name);
+    if (int64_t(it->second.size()) != e.numel) {
+      fail<ShapeError>("drafter tensor '{}' has {} values, its shape needs {}", e.name,
+                       it->second.size(), e.numel);
+    }
+    std::copy(it->second.begin(), it->second.end(), flat.begin() + e.offset);
+  }
+  return flat;
+}
+
+std::map<std::string, std::vector<float>> FlatLayout::unflatten(const float* flat,
+                                                                int64_t n) const {
+  if (n != total) fail<ShapeError>("flat parameter vector of {} values; layout needs {}", n, total);
+  std::map<std::string, std::vector<float>> out;
+  for (auto& e : entries) out[e.name].assign(flat + e.offset, flat + e.offset + e.numel);
+  return out;
+}
+
+nlohmann::json FlatLayout::to_json() const {
+  nlohmann::json j = nlohmann::json::array();
+  for (auto& e : entries) j.push_back({{"name", e.name}, {"offset", e.offset}, {"shape", e.shape}});
+  return j;
+}
+
+// ---- TorchMtp ---------------------------------------------------------------
+
+void set_threads(int n) {
+  // Training allocates the same large activations every step; keep them in the
+  // heap instead of mmap/munmap (and page faults) per tensor.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  at::set_num_threads(n);
+  using SetFn = void (*)(int);
+  if (auto f = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) f(n);
+}
+
+torch::Tensor round_to_dtype(const torch::Tensor& x, DType t) {
+  switch (t) {
+    case DType::BF16: return x.to(torch::kBFloat16).to(torch::kFloat32);
+    case DType::F16: return x.to(torch::kHalf).to(torch::kFloat32);
+    default: return x;
+  }
+}
+
+TorchMtp::TorchMtp(const model::Model& target, const drafter::DrafterConfig& dc,
+                   torch::Device dev)
+    : target_(target), dc_(dc), bc_(drafter::module_block_config(target.config(), dc)), dev_(dev),
+      layout_(FlatLayout::for_drafter(target.config(), dc)) {
+  const auto& c = target.config();
+  const auto& w = target.weights();
+  const int64_t V = c.vocab, d = c.d_model;
+  // lm_head rows exactly as the engine's kernel multiplies them.
+  auto head = torch::empty({V, d}, torch::kFloat32);
+  float* hp = head.data_ptr<float>();
+  for (int64_t v = 0; v < V; ++v) w.lm_head.row_f32(size_t(v), hp + v * d);
+  lm_head_ = head.to(dev_);
+  final_norm_ = torch::from_blob(const_cast<float*>(w.final_norm.data()), {d}, torch::kFloat32)
+                    .clone()
+                    .to(dev_);
+}
+
+std::vector<torch::Tensor> TorchMtp::views(const torch::Tensor& flat, bool requires_grad) const {
+  TORCH_CHECK(flat.dim() == 1 && flat.size(0) == layout_.total, "views: flat vector of ",
+              layout_.total, " values expected");
+  std::vector<torch::Tensor> out;
+  for (const auto& e : layout_.entries) {
+    torch::Tensor v = flat.narrow(0, e.offset, e.numel).view(e.shape).detach();
+    out.push_back(requires_grad ? v.requires_grad_(true) : v);
+  }
+  return out;
+}
+
+torch::Tensor TorchMtp::flat_grad(const std::vector<torch::Tensor>& leaves) const {
+  std::vector<torch::Tensor> parts;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const torch::Tensor& g = leaves[i].grad();
+    parts.push_back(g.defined() ? g.reshape(-1)
+                                : torch::zeros({layout_.entries[i].numel}, leaves[i].options()));
+  }
+  return torch::cat(parts);
+}
+
+torch::Tensor TorchMtp::to_flat(const std::vector<float>& values) const {
+  if (int64_t(values.size()) != layout_.total) {
+    fail<ShapeError>("{} parameters given; this drafter has {}", values.size(), layout_.total);
+  }
+  return torch::from_blob(const_cast<float*>(values.data()), {layout_.total}, torch::kFloat32)
+      .clone()
+      .to(dev_);
+}
+
+torch::Tensor TorchMtp::embed(const std::vector<int32_t>& tokens) const {
+  const int64_t d = bc_.d_model, n = int64_t(tokens.size());
+  auto e = torch::empty({n, d}, torch::kFloat32);
+  float* p = e.data_ptr<float>();
+  for (int64_t i = 0; i < n; ++i) target_.embed(tokens[size_t(i)], p + i * d);
+  return e.to(dev_);
+}
+
+torch::Tensor TorchMtp::param(const P& p, const std::string& name) const {
+  return p.at(layout_.index(name));
+}
+
+torch::Tensor TorchMtp::norm_weight(const P& p, const std::string& name) const {
+  torch::Tensor w = param(p, name);
+  return bc_.norm_one_plus ? w + 1.0f : w;  // Gemma: 1 + w in fp32, as load_norm
+}
+
+const std::pair<torch::Tensor, torch::Tensor>& TorchMtp::rope_tables(int64_t R) const {
+  auto it = rope_cache_.find(R);
+  if (it != rope_cache_.end()) return it->second;
+  // The engine's own tables: global or local frequencies exactly as MtpRunner picks.
+  const bool local = bc_.is_sliding(0) && target_.rope().has_local();
+  std::vector<model::Row> rows(static_cast<size_t>(R));
+  for (int64_t t = 0; t < R; ++t) rows[size_t(t)] = {0, int32_t(t), 0};
+  std::vector<float> cs;
+  target_.rope().tables(rows, local, cs);  // [R, hd]: cos[hd/2] then sin[hd/2]
+  const int64_t half = bc_.head_dim / 2;
+  auto t = torch::from_blob(cs.data(), {R, 2, half}, torch::kFloat32).clone().to(dev_);
+  // Broadcast over [B, R, heads, half].
+  auto cos = t.select(1, 0).view({1, R, 1, half}), sin = t.select(1, 1).view({1, R, 1, half});
+  return rope_cache_.emplace(R, std::make_pair(cos, sin)).first->second;
+}
+
+torch::Tensor TorchMtp::rope(const torch::Tensor& x, int64_t R) const {
+  const auto& [cos, sin] = rope_tables(R);
+  const int64_t half = bc_.head_dim / 2;
+  if (bc_.rope_interleaved) {  // pairs (x[2i], x[2i+1])
+    auto xp = x.unflatten(-1, {half, 2});
+    auto x0 = xp.select(-1, 0), x1 = xp.select(-1, 1);
+    return torch::stack({x0 * cos - x1 * sin, x0 * sin + x1 * cos}, -1).flatten(-2);
+  }
+  auto x0 = x.narrow(-1, 0, half), x1 = x.narrow(-1, half, half);  // rotate-half
+  return torch::cat({x0 * cos - x1 * sin, x0 * sin + x1 * cos}, -1);
+}
+
+torch::Tensor TorchMtp::attn_mask(int64_t R) const {
+  auto it = mask_cache_.find(R);
+  if (it != mask_cache_.end()) return it->second;
+  // Query t sees keys j with j <= t and, with a window W, t - j < W (block.cc: lo = t + 1 - W).
+  auto t = torch::arange(R).view({R, 1}), j = torch::arange(R).view({1, R});
+  auto masked = j > t;
+  if (bc_.is_sliding(0)) masked = masked | (t - j >= bc_.sliding_window);
+  masked = masked.to(dev_);
+  mask_cache_.emplace(R, masked);
+  return masked;
+}
+
+torch::Tensor TorchMtp::block(int k, const P& flat, torch::Tensor x) const {
+  const model::ModelConfig& c = bc_;
+  const std::string p = prefix(k) + "block.";
+  const int64_t B = x.size(0), R = x.size(1), H = c.n_heads, KV = c.n_kv_heads,
+                hd = c.head_dim;
+  const float eps = c.norm_eps;
+  auto W = [&](const std::string& n) { return param(flat, p + n); };
+  // --- attention ---
+  auto xn = rmsnorm(x, norm_weight(flat, p + "input_layernorm.weight"), eps);
+  torch::Tensor bq, bk, bv;
+  if (c.qkv_bias) {
+    bq = W("self_attn.q_proj.bias");
+    bk = W("self_attn.k_proj.bias");
+    bv = W("self_attn.v_proj.bias");
+  }
+  auto q = at::linear(xn, W("self_attn.q_proj.weight"), bq).view({B, R, H, hd});
+  auto kk = at::linear(xn, W("self_attn.k_proj.weight"), bk).view({B, R, KV, hd});
+  auto v = at::linear(xn, W("self_attn.v_proj.weight"), bv).view({B, R, KV, hd});
+  if (c.qk_norm) {
+    q = rmsnorm(q, norm_weight(flat, p + "self_attn.q_norm.weight"), eps);
+    kk = rmsnorm(kk, norm_weight(flat, p + "self_attn.k_norm.weight"), eps);
+  }
+  q = rope(q, R).permute({0, 2, 1, 3});    // [B, H, R, hd]
+  kk = rope(kk, R).permute({0, 2, 1, 3});  // [B, KV, R, hd]
+  v = v.permute({0, 2, 1, 3});
+  if (H != KV) {  // GQA: query head h uses KV head h / (H / KV)
+    kk = kk.repeat_interleave(H / KV, 1);
+    v = v.repeat_interleave(H / KV, 1);
+  }
+  auto scores = torch::matmul(q, kk.transpose(-1, -2)) * c.score_scale();  // [B, H, R, R]
+  if (c.attn_softcap > 0) scores = torch::tanh(scores / c.attn_softcap) * c.attn_softcap;
+  scores = scores.masked_fill(attn_mask(R), -std::numeric_limits<float>::infinity());
+  auto att = torch::matmul(torch::softmax(scores, -1), v);  // [B, H, R, hd]
+  att = att.permute({0, 2, 1, 3}).reshape({B, R, H * hd});
+  auto o = at::linear(att, W("self_attn.o_proj.weight"));
+  if (c.sandwich_norms) {
+    o = rmsnorm(o, norm_weight(flat, p + "post_attention_layernorm.weight"), eps);
+  }
+  x = x + o;
+  // --- feed-forward ---
+  const std::string ffn_norm =
+      c.sandwich_norms ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight";
+  xn = rmsnorm(x, norm_weight(flat, p + ffn_norm), eps);
+  auto g = at::linear(xn, W("mlp.gate_proj.weight"));
+  auto u = at::linear(xn, W("mlp.up_proj.weight"));
+  auto a = c.activation == model::Activation::SiLU ? torch::silu(g) * u
+                                                    : torch::gelu(g, "tanh") * u;
+  auto dn = at::linear(a, W("mlp.down_proj.weight"));
+  if (c.sandwich_norms) {
+    dn = rmsnorm(dn, norm_weight(flat, p + "post_feedforward_layernorm.weight"), eps);
+  }
+  return x + dn;
+}
+
+torch::Tensor TorchMtp::module_forward(int k, const P& flat, const torch::Tensor& h_in,
+                                       const torch::Tensor& e) const {
+  if (k < 0 || k >= dc_.K) fail<InputError>("module {} does not exist (K = {})", k, dc_.K);
+  TORCH_CHECK(h_in.dim() == 3 && e.sizes() == h_in.sizes() && h_in.size(2) == bc_.d_model,
+              "module_forward: h_in and e must both be [B, R, d]");
+  const std::string p = prefix(k);
+  const float eps = bc_.norm_eps;
+  auto h = k == 0 ? round_to_dtype(h_in, dc_.hidden_dtype) : h_in;
+  auto cat = torch::cat({rmsnorm(e, norm_weight(flat, p + "enorm.weight"), eps),
+                         rmsnorm(h, norm_weight(flat, p + "hnorm.weight"), eps)},
+                        -1);  // [B, R, 2d], order [e; h]
+  auto x = at::linear(cat, param(flat, p + "eh_proj.weight"));
+  return block(k, flat, x);
+}
+
+torch::Tensor TorchMtp::logits(const torch::Tensor& h) const {
+  auto y = at::linear(rmsnorm(h, final_norm_, bc_.norm_eps), lm_head_);
+  const float cap = target_.config().final_softcap;
+  if (cap > 0) y = torch::tanh(y / cap) * cap;
+  return y;
+}
+
+int64_t TorchMtp::head_chunk_rows() const {
+  return std::max<int64_t>(1, (int64_t(1) << 22) / std::max(1, bc_.vocab));
+}
+
+}  // namespace mtp::train

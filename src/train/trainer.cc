@@ -1,0 +1,300 @@
+#include "train/trainer.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/progress.h"
+#include "core/thread_pool.h"
+#include "kernels/matmul.h"
+#include "model/fingerprint.h"
+#include "model/loader.h"
+#include "train/checkpoint.h"
+#include "train/data.h"
+#include "train/dist.h"
+#include "train/parity.h"
+#include "train/step.h"
+#include "train/torch_mtp.h"
+
+namespace mtp::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+uint64_t hash64(const std::string& s) {
+  return std::stoull(model::sha256_hex(s).substr(0, 15), nullptr, 16);
+}
+
+double lr_at(const TrainOptions& o, long step, long total, long warmup) {
+  if (step < warmup) return o.lr * double(step + 1) / double(warmup);
+  const double p = double(step - warmup) / double(std::max(1L, total - warmup));
+  const double cosine = 0.5 * (1.0 + std::cos(M_PI * std::min(1.0, p)));
+  return o.lr * (o.min_lr_ratio + (1.0 - o.min_lr_ratio) * cosine);
+}
+
+std::vector<float> to_host(const torch::Tensor& t) {
+  torch::Tensor c = t.detach().to(torch::kCPU).contiguous();
+  return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+}
+
+// Rewrites metrics.jsonl without the records after `step` (a resumed run
+// repeats them), then opens it for appending.
+std::ofstream open_metrics(const std::string& path, long step, bool resumed) {
+  if (resumed && fs::exists(path)) {
+    std::ifstream in(path);
+    std::string line, kept;
+    while (std::getline(in, line)) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.value("step", 0L) <= step) kept += line + "\n";
+    }
+    write_file_atomic(path, kept);
+  }
+  std::ofstream f(path, std::ios::app);
+  if (!f) fail<IoError>("cannot write '{}'", path);
+  return f;
+}
+
+}  // namespace
+
+TrainReport run_training(const TrainOptions& o) {
+  // ---- options ----
+  if (o.K < 1 || o.K > 16) fail<InputError>("--k {} (must be 1..16)", o.K);
+  if (o.batch < 1 || o.accum < 1) fail<InputError>("--batch and --accum must be >= 1");
+  if (!(o.lr > 0)) fail<InputError>("--lr must be > 0");
+  if (!(o.ema >= 0 && o.ema < 1)) fail<InputError>("--ema {} (must be in [0, 1); 0 = off)", o.ema);
+  if (o.offset_shift < -1 || o.offset_shift > 0) fail<InputError>("offset shift must be -1 or 0");
+  if (o.loss_weights.empty()) fail<InputError>("--loss-weights needs at least one value");
+  const int threads = o.threads > 0 ? o.threads : physical_cores();
+  set_threads(threads);
+  torch::Device dev(torch::kCPU);
+  if (o.device == "cuda") {
+    if (!torch::cuda::is_available()) {
+      fail<InputError>("--device cuda: this libtorch build sees no CUDA device");
+    }
+    dev = torch::Device(torch::kCUDA);
+  } else if (o.device != "cpu") {
+    fail<InputError>("--device must be cpu or cuda, got '{}'", o.device);
+  }
+  DistOptions dopt;
+  dopt.world_size = o.world_size;
+  dopt.rank = o.rank;
+  dopt.file = o.dist_file;
+  dopt.master_addr = o.master_addr;
+  dopt.master_port = o.master_port;
+  dopt.timeout_s = o.dist_timeout_s;
+  DistGroup dist(resolve_dist(dopt));
+  const bool lead = dist.rank() == 0;
+  auto say = [&](const std::string& s) {  // summaries and the parity table (lead rank)
+    if (lead) fmt::print("{}\n", s);
+  };
+
+  // ---- target, data, modules ----
+  model::LoadedModel lm = model::load_model(o.model_path, {});
+  const std::string fp = model::target_fingerprint(lm);
+  const std::string model_path = lm.path;
+  model::Model target(std::move(lm));
+  const model::ModelConfig& cfg = target.config();
+  ShardSet data(o.shards_dir, fp, cfg.d_model);
+  drafter::DrafterConfig dc;
+  dc.K = o.K;
+  dc.window = o.window < 0 ? data.seq_len() : o.window;
+  dc.hidden_dtype = data.hidden_dtype();
+  TorchMtp tm(target, dc, dev);
+  std::vector<double> w = o.loss_weights;
+  while (int(w.size()) < o.K) w.push_back(w.back() * 0.8);
+  w.resize(size_t(o.K));
+
+  const int M = dist.world() * o.accum;  // micro-batches per step
+  const long per_step = long(M) * o.batch;
+  const long n_train = long(data.size(Split::Train));
+  const long total = o.steps > 0 ? o.steps
+                                 : std::max(1L, long(std::ceil((o.epochs > 0 ? o.epochs : 1.0) *
+                                                               double(n_train) / double(per_step))));
+  const long warmup = o.warmup >= 0 ? o.warmup : std::min(100L, total / 10);
+  const long eval_every = o.eval_every > 0 ? o.eval_every : std::max(1L, total / 10);
+  const long save_every = o.save_every > 0 ? o.save_every : eval_every;
+  const long log_every = std::max(1L, eval_every / 5);
+
+  // Everything that fixes the trajectory: must match on resume and across ranks.
+  nlohmann::json traj = {
+      {"target_fingerprint", fp}, {"shards", data.manifest()["shards"]},
+      {"drafter", dc.to_json()}, {"K", o.K}, {"batch", o.batch}, {"accum", o.accum},
+      {"world", dist.world()}, {"steps", total}, {"warmup", warmup}, {"lr", o.lr},
+      {"min_lr_ratio", o.min_lr_ratio}, {"weight_decay", o.weight_decay}, {"beta1", o.beta1},
+      {"beta2", o.beta2}, {"adam_eps", o.adam_eps}, {"clip", o.clip}, {"loss_weights", w},
+      {"ema", o.ema}, {"seed", o.seed}, {"offset_shift", o.offset_shift}};
+  dist.check_same(hash64(traj.dump()), "training configuration (flags, shards or target)");
+
+  // ---- state: fresh or resumed ----
+  OptimState st;
+  st.params = tm.to_flat(tm.layout().flatten(drafter::random_drafter_tensors(cfg, dc, o.seed)));
+  st.m = torch::zeros_like(st.params);
+  st.v = torch::zeros_like(st.params);
+  if (o.ema > 0) st.ema = st.params.clone();
+  long step = 0;
+  const std::string ckpt = checkpoint_path(o.run_dir);
+  nlohmann::json last_eval;
+  bool resumed = false;
+  if (fs::exists(ckpt)) {
+    Checkpoint c = load_checkpoint(ckpt);
+    const long at = c.state.value("step", 0L);
+    if (!o.resume) {
+      fail<InputError>("'{}' already holds a training checkpoint (step {}); pass --resume to "
+                       "continue it, or choose a new -o folder", o.run_dir, at);
+    }
+    const nlohmann::json& old = c.state.at("trajectory");
+    for (auto& [key, val] : traj.items()) {
+      if (!old.contains(key) || old[key] != val) {
+        fail<InputError>("cannot resume '{}': {} was {} and is now {} (a resumed run must use "
+                         "the same flags, shards and target)", o.run_dir, key,
+                         old.contains(key) ? old[key].dump() : "unset", val.dump());
+      }
+    }
+    st.params = tm.to_flat(c.params);
+    st.m = tm.to_flat(c.adam_m);
+    st.v = tm.to_flat(c.adam_v);
+    if (o.ema > 0) st.ema = tm.to_flat(c.ema);
+    step = at;
+    last_eval = c.state.value("last_eval", nlohmann::json());
+    resumed = true;
+    say(fmt::format("resuming {} from step {} of {}", o.run_dir, step, total));
+  }
+  dist.check_same(uint64_t(step), "checkpoint step");
+
+  std::ofstream metrics;
+  if (lead) {
+    fs::create_directories(o.run_dir);
+    metrics = open_metrics((fs::path(o.run_dir) / "metrics.jsonl").string(), step, resumed);
+    nlohmann::json run = {{"trajectory", traj}, {"model", model_path},
+                          {"shards_dir", o.shards_dir}, {"threads", threads},
+                          {"device", o.device}, {"command_line", o.command_line},
+                          {"manifest_counts", data.manifest().value("counts", nlohmann::json())}};
+    write_file_atomic((fs::path(o.run_dir) / "run.json").string(), run.dump(1));
+  }
+  auto log = [&](nlohmann::json j) {
+    if (lead) metrics << j.dump() << "\n" << std::flush;
+  };
+
+  StepContext ctx{tm, data, w, o, dist, total, warmup};
+  auto save = [&](const nlohmann::json& eval) {
+    if (!lead) return;
+    Checkpoint c;
+    c.state = {{"format", kCheckpointFormat},
+               {"step", step},
+               {"total_steps", total},
+               {"trajectory", traj},
+               {"cursor", {{"sequences_consumed", step * per_step},
+                           {"epoch", n_train ? step * per_step / n_train : 0}}},
+               {"target", {{"fingerprint", fp}, {"path", model_path},
+                           {"architecture", model::arch_name(cfg.arch)}}},
+               {"drafter_config", dc.to_json()},
+               {"layout", tm.layout().to_json()},
+               {"last_eval", eval},
+               {"shards", {{"dir", o.shards_dir},
+                           {"seq_len", data.seq_len()},
+                           {"counts", data.manifest().value("counts", nlohmann::json())},
+                           {"corpus", data.manifest().value("corpus", nlohmann::json())}}},
+               {"threads", threads},
+               {"torch_version", TORCH_VERSION}};
+    c.params = to_host(st.params);
+    c.adam_m = to_host(st.m);
+    c.adam_v = to_host(st.v);
+    if (st.ema.defined()) c.ema = to_host(st.ema);
+    save_checkpoint(ckpt, c);
+  };
+  auto do_eval = [&]() {
+    nlohmann::json e = {{"raw", evaluate(ctx, st.params)}};
+    if (st.ema.defined()) e["ema"] = evaluate(ctx, st.ema);
+    return e;
+  };
+
+  // ---- loop ----
+  TrainReport rep;
+  DataOrder order(size_t(n_train), o.seed);
+  // Counts this invocation's steps (so the rate and ETA stay right on resume).
+  Progress prog("train", double(total - step), "step", lead && o.progress);
+  const auto t0 = std::chrono::steady_clock::now();
+  long tokens = 0;
+  double train_secs = 0;  // time in train_step only (throughput excludes eval/saves)
+  const long start = step;
+  const long stop = o.stop_after > 0 ? std::min(total, o.stop_after) : total;
+  while (step < stop) {
+    const double lr = lr_at(o, step, total, warmup);
+    const auto ts = std::chrono::steady_clock::now();
+    StepResult r = train_step(ctx, st, order, step, lr);
+    const auto te = std::chrono::steady_clock::now();
+    train_secs += std::chrono::duration<double>(te - ts).count();
+    ++step;
+    tokens += r.tokens;
+    const double secs = std::chrono::duration<double>(te - t0).count();
+    const double tps = train_secs > 0 ? double(tokens) * dist.world() / train_secs : 0;
+    if (step % log_every == 0 || step == total) {  // this step's values (resume-invariant)
+      log({{"kind", "train"}, {"step", step}, {"lr", lr}, {"loss", r.objective},
+           {"module_loss", r.module_loss}, {"grad_norm", r.grad_norm}, {"tokens_per_s", tps},
+           {"elapsed_s", secs}});
+    }
+    const bool at_end = step == total;
+    if (step % eval_every == 0 || at_end) {
+      if (data.size(Split::Heldout) > 0 && lead) {
+        last_eval = do_eval();
+        log({{"kind", "eval"}, {"step", step}, {"lr", lr}, {"eval", last_eval},
+             {"tokens_per_s", tps}, {"elapsed_s", secs}});
+      }
+    }
+    if (step % save_every == 0 || at_end || step == stop) save(last_eval);
+    std::string extra = fmt::format("loss {:.3f} lr {:.1e} {:.0f} tok/s", r.objective, lr, tps);
+    if (!last_eval.is_null() && last_eval.contains("raw")) {
+      extra += fmt::format(" | eval acc0 {:.3f} E {:.2f}", last_eval["raw"]["acc"][0].get<double>(),
+                           last_eval["raw"]["E"].get<double>());
+    }
+    prog.update(double(step - start), fmt::format("step {}/{} {}", step, total, extra));
+  }
+  prog.finish();
+  rep.final_step = step;
+  rep.steps_done = step - start;
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rep.tokens_per_s = train_secs > 0 ? double(tokens) * dist.world() / train_secs : 0;
+  rep.steps_per_s = train_secs > 0 ? double(rep.steps_done) / train_secs : 0;
+  rep.last_eval = last_eval;
+  say(fmt::format("trained steps {}..{} of {} in {:.1f} s ({:.1f} s in steps): {:.2f} steps/s, "
+                  "{:.0f} tokens/s ({} thread(s) x {} rank(s))", start, step, total, rep.seconds,
+                  train_secs, rep.steps_per_s, rep.tokens_per_s, threads, dist.world()));
+  if (step < total) return rep;  // stopped early (--stop-after): resume later
+
+  // ---- parity gate on the final weights (raw, and EMA when on) ----
+  if (lead && o.parity) {
+    ThreadPool pool(threads);
+    const std::string tmp = (fs::path(o.run_dir) / ".parity-drafter.safetensors").string();
+    rep.parity_ran = true;
+    rep.parity_passed = true;
+    for (bool ema : {false, true}) {
+      if (ema && !st.ema.defined()) continue;
+      auto tensors = tm.layout().unflatten(to_host(ema ? st.ema : st.params).data(),
+                                           tm.layout().total);
+      drafter::write_drafter(tmp, cfg, fp, dc, tensors, {{"kind", "parity-check"}});
+      drafter::Drafter eng = drafter::Drafter::load(tmp, cfg, fp, kernels::WeightType::F32);
+      ParityOptions po;
+      po.shards_dir = o.shards_dir;
+      ParityReport pr = run_parity(target, eng, tensors, po, &pool);
+      fs::remove(tmp);
+      say(std::string(ema ? "EMA weights: " : "raw weights: ") + pr.text());
+      log({{"kind", "parity"}, {"step", step}, {"weights", ema ? "ema" : "raw"},
+           {"parity", pr.to_json()}});
+      rep.parity_passed = rep.parity_passed && pr.passed;
+    }
+    if (!rep.parity_passed) {
+      fail<Error>("parity gate FAILED: the libtorch modules and the engine's modules disagree "
+                  "(see the table above); do not export this run");
+    }
+  }
+  return rep;
+}
+
+}  // namespace mtp::train

@@ -1,0 +1,101 @@
+#include "train_fixture.h"
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "core/mapped_file.h"
+#include "drafter/shards.h"
+#include "model/fingerprint.h"
+#include "model/loader.h"
+#include "spec/teacher_forced.h"
+
+namespace mtp::test {
+
+namespace fs = std::filesystem;
+
+Target load_target(const std::string& path) {
+  Target t;
+  t.path = path;
+  model::LoadedModel lm = model::load_model(path, {});
+  t.fingerprint = model::target_fingerprint(lm, /*use_cache=*/false);
+  t.model = std::make_unique<model::Model>(std::move(lm));
+  return t;
+}
+
+void write_shards(const std::string& dir, const Target& t,
+                  const std::vector<std::vector<int32_t>>& train,
+                  const std::vector<std::vector<int32_t>>& heldout, int seq_len, DType hidden) {
+  fs::create_directories(dir);
+  const model::Model& m = *t.model;
+  const size_t d = size_t(m.config().d_model);
+  nlohmann::json shards = nlohmann::json::array();
+  long counts[2] = {0, 0};
+  int index = 0;
+  for (int split = 0; split < 2; ++split) {
+    const auto& seqs = split == 0 ? train : heldout;
+    if (seqs.empty()) continue;
+    drafter::ShardBuilder sb(seq_len, int(d), hidden);
+    for (const auto& s : seqs) {
+      // One sequence per cache; rows in calls of at most q_max.
+      model::KVCache kv = m.make_cache(1, int(s.size()));
+      std::vector<float> h(s.size() * d);
+      const int q_max = kv.q_max();
+      for (size_t t0 = 0; t0 < s.size(); t0 += size_t(q_max)) {
+        const size_t t1 = std::min(s.size(), t0 + size_t(q_max));
+        std::vector<model::Row> rows;
+        for (size_t i = t0; i < t1; ++i) rows.push_back({0, int32_t(i), s[i]});
+        model::ForwardOut out;
+        out.hidden = h.data() + t0 * d;
+        m.forward(rows, kv, out, nullptr);
+      }
+      sb.add(s, h.data(), std::vector<uint8_t>(s.size(), 1));
+      counts[split] += long(s.size());
+    }
+    const std::string name = drafter::shard_file_name(index++);
+    const std::string sp = split == 0 ? "train" : "heldout";
+    sb.write((fs::path(dir) / name).string(), {{"split", sp}, {"target_fingerprint", t.fingerprint}});
+    shards.push_back({{"file", name}, {"split", sp}, {"sequences", sb.sequences()},
+                      {"tokens", sb.real_tokens()}});
+  }
+  nlohmann::json man = {{"format", drafter::kShardsFormat},
+                        {"version", drafter::kShardsVersion},
+                        {"target_fingerprint", t.fingerprint},
+                        {"seq_len", seq_len},
+                        {"hidden_dtype", std::string(dtype_name(hidden))},
+                        {"d_model", int(d)},
+                        {"vocab", m.config().vocab},
+                        {"counts", {{"train_sequences", train.size()}, {"train_tokens", counts[0]},
+                                    {"heldout_sequences", heldout.size()},
+                                    {"heldout_tokens", counts[1]}}},
+                        {"corpus", "synthetic (tests/train)"},
+                        {"shards", shards}};
+  write_file_atomic((fs::path(dir) / "manifest.json").string(), man.dump(1));
+}
+
+train::TrainOptions quick_options(const std::string& shards, const std::string& model,
+                                  const std::string& run) {
+  train::TrainOptions o;
+  o.shards_dir = shards;
+  o.model_path = model;
+  o.run_dir = run;
+  o.threads = 1;
+  o.progress = false;
+  o.eval_every = 1000000;
+  o.eval_sequences = 0;
+  return o;
+}
+
+std::vector<std::vector<int32_t>> engine_predictions(const Target& t, const drafter::Drafter& d,
+                                                     const std::vector<int32_t>& seq) {
+  return spec::teacher_forced(*t.model, d, seq, nullptr).argmax;
+}
+
+drafter::Drafter engine_drafter(const Target& t, const drafter::DrafterConfig& dc,
+                                const std::map<std::string, std::vector<float>>& tensors,
+                                const std::string& path) {
+  drafter::write_drafter(path, t.model->config(), t.fingerprint, dc, tensors, {{"kind", "test"}});
+  return drafter::Drafter::load(path, t.model->config(), t.fingerprint, kernels::WeightType::F32);
+}
+
+}  // namespace mtp::test

@@ -1,0 +1,45 @@
+// Shared set-up for the training tests: small targets, synthetic token
+// corpora turned into shards (the target's own capture, as precompute writes
+// them), and quick training options.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "drafter/drafter.h"
+#include "model/forward.h"
+#include "train/trainer.h"
+
+namespace mtp::test {
+
+struct Target {
+  std::string path;
+  std::unique_ptr<model::Model> model;
+  std::string fingerprint;
+};
+
+Target load_target(const std::string& path);
+
+// Runs the target over every sequence (Model::forward, the engine's capture)
+// and writes dir/shard-00000 (train), dir/shard-00001 (heldout, if any) and
+// dir/manifest.json. Sequences may be shorter than seq_len (padded, mask 0).
+void write_shards(const std::string& dir, const Target& t,
+                  const std::vector<std::vector<int32_t>>& train,
+                  const std::vector<std::vector<int32_t>>& heldout, int seq_len,
+                  DType hidden = DType::BF16);
+
+// One thread, no progress output, no intermediate evals unless asked.
+train::TrainOptions quick_options(const std::string& shards, const std::string& model,
+                                  const std::string& run);
+
+// The drafter's argmax rows (engine, teacher-forced) over `seq`: [k][t] guesses tok[t+k+2].
+std::vector<std::vector<int32_t>> engine_predictions(const Target& t, const drafter::Drafter& d,
+                                                     const std::vector<int32_t>& seq);
+
+// Writes a drafter file from tensors and loads it as the engine does.
+drafter::Drafter engine_drafter(const Target& t, const drafter::DrafterConfig& dc,
+                                const std::map<std::string, std::vector<float>>& tensors,
+                                const std::string& path);
+
+}  // namespace mtp::test
