@@ -54,7 +54,9 @@ void add_train(CLI::App& root) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", o->device, "Training device (cuda needs a CUDA build of libtorch)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_flag("--resume", o->resume, "Continue the checkpoint in the run folder, bit for bit");
+  cmd->add_flag("--resume", o->resume,
+                "Continue the checkpoint in the run folder, bit for bit (same flags and thread "
+                "count; data-parallel ranks must all see rank 0's run folder)");
   cmd->add_option("--eval-every", o->eval_every, "Held-out evaluation period in steps (default steps/10)");
   cmd->add_option("--eval-sequences", o->eval_sequences, "Held-out sequences per evaluation (0 = all)");
   cmd->add_option("--save-every", o->save_every, "Checkpoint period in steps (default: --eval-every)");

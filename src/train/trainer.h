@@ -23,6 +23,9 @@
 //
 // Checkpoints (train/checkpoint.h) every save_every steps and at the end; with
 // resume, a run continues bit for bit as if uninterrupted (same thread count).
+// Data parallel: rank 0 alone writes RUN_DIR (checkpoint, metrics, run.json)
+// and runs eval and the parity gate; every rank reads RUN_DIR's checkpoint on
+// resume, so give all ranks the same -o on a shared file system.
 #pragma once
 #include <cstdint>
 #include <string>
