@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "app/commands.h"
+#include "app/run_cli.h"
 #include "core/error.h"
 
 int main(int argc, char** argv) {
@@ -24,18 +25,5 @@ int main(int argc, char** argv) {
   mtp::app::add_train(app);
   mtp::app::add_export(app);
   mtp::app::add_parity(app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  } catch (const mtp::Error& e) {
-    std::fflush(stdout);
-    fmt::print(stderr, "error: {}\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    fmt::print(stderr, "internal error: {}\n", e.what());
-    return 3;
-  }
-  return 0;
+  return mtp::app::run_cli(app, argc, argv);
 }
