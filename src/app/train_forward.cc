@@ -7,32 +7,34 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <vector>
 
+#include "app/subprocess.h"
 #include "core/error.h"
 
 namespace mtp::app {
-
-namespace fs = std::filesystem;
 
 namespace {
 // $MTPSPEC_TRAIN_BIN, else mtpspec-train beside this executable.
 std::string train_binary() {
   if (const char* e = std::getenv("MTPSPEC_TRAIN_BIN"); e && *e) return e;
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return {};
-  return (self.parent_path() / "mtpspec-train").string();
+  return sibling_executable("mtpspec-train");
 }
 
-[[noreturn]] void exec_train(const std::string& name, const std::vector<std::string>& args) {
+}  // namespace
+
+void require_train_binary(const std::string& what) {
   const std::string bin = train_binary();
   if (bin.empty() || access(bin.c_str(), X_OK) != 0) {
     fail<ConfigError>("`{}` needs the libtorch part of mtpspec, which this build does not have "
                       "(built without libtorch: '{}' not found). Install libtorch and rebuild "
-                      "with -DMTPSPEC_WITH_TORCH=ON", name, bin.empty() ? "mtpspec-train" : bin);
+                      "with -DMTPSPEC_WITH_TORCH=ON", what, bin.empty() ? "mtpspec-train" : bin);
   }
+}
+
+[[noreturn]] void exec_train(const std::string& name, const std::vector<std::string>& args) {
+  require_train_binary(name);
+  const std::string bin = train_binary();
   std::vector<std::string> storage = {bin, name};
   storage.insert(storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -49,7 +51,6 @@ std::string train_binary() {
   execv(bin.c_str(), argv.data());
   fail<IoError>("cannot run '{}': {}", bin, std::strerror(errno));
 }
-}  // namespace
 
 void add_train_forwarder(CLI::App& root, const std::string& name, const std::string& help) {
   CLI::App* cmd = root.add_subcommand(name, help);

@@ -1,0 +1,307 @@
+// `mtpspec demo`: from nothing to a measured, lossless speed-up, in one command.
+//
+// Stages (each a child `mtpspec <stage>` with its own progress line; finished
+// work is reused when the demo is run again):
+//   1. corpus      Debian's `fortunes` package (%-separated) -> WORKDIR/corpus.txt
+//                  (skipped with --corpus or --model)
+//   2. pretrain    a tiny Llama target from scratch (skipped with --model)
+//   3. precompute  self-distilled shards: the target's own continuations
+//   4. train       a K = 2 MTP drafter (libtorch), then export (parity-gated)
+//   5. parity      libtorch modules vs engine modules on the same inputs
+//   6. bench       plain vs speculative generation, interleaved, live acceptance
+//   7. drift       decode-only vs verify-only token streams (flips must be 0)
+// and a summary: speedup, live acceptance per module, flips, and distinct-2 of
+// the target's own output (a degenerate, repetitive target inflates acceptance;
+// this makes it visible).
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "app/commands.h"
+#include "app/subprocess.h"
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/progress.h"
+
+namespace mtp::app {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
+
+// Openers written for this project (not taken from any corpus), so the target
+// continues text it has not seen verbatim.
+constexpr const char* kDemoPrompts[] = {
+    "The best way to", "A man walked into a bar and", "Never trust a", "You will be",
+    "The problem with computers is", "Life is", "If you can't", "There are two kinds of people:",
+};
+
+struct DemoArgs {
+  std::string model, workdir = "demo-work", prompts, preset = "tiny";
+  std::vector<std::string> corpus;
+  int threads = 0, pretrain_steps = 0, train_steps = 600, n = 96, repeat = 2, k = 2;
+  long distill_tokens = 200000;
+  bool json = false;
+};
+
+// The fortune files (one fortune per "%"-separated block) as a plain-text corpus:
+// one document per fortune, documents separated by a blank line (io/corpus.h).
+// Blank lines inside a fortune are dropped so a fortune stays one document.
+long write_fortune_corpus(const fs::path& dir, const fs::path& out) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    // Source files have no extension (*.dat are indexes, *.u8 UTF-8 twins).
+    if (e.is_regular_file() && !e.path().has_extension()) files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  std::string text;
+  long docs = 0;
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    std::string line, doc;
+    auto flush = [&] {
+      if (doc.find_first_not_of(" \t\n") != std::string::npos) {
+        text += doc + "\n";
+        ++docs;
+      }
+      doc.clear();
+    };
+    while (std::getline(in, line)) {
+      if (line == "%") {
+        flush();
+      } else if (line.find_first_not_of(" \t\r") != std::string::npos) {
+        doc += line + "\n";
+      }
+    }
+    flush();
+  }
+  if (docs == 0) fail<InputError>("no fortunes found in {}", dir.string());
+  write_file_atomic(out.string(), text);
+  return docs;
+}
+
+class Demo {
+ public:
+  explicit Demo(DemoArgs a) : a_(std::move(a)), w_(a_.workdir), self_(self_executable()) {}
+
+  void run() {
+    fs::create_directories(w_);
+    const double t0 = now();
+    corpus();
+    const std::string M = target();
+    const std::string S = (w_ / "shards").string(), R = (w_ / "run").string();
+    const std::string D = (w_ / "drafter.safetensors").string();
+    const std::string P = prompts_file();
+    const std::string T = std::to_string(a_.threads);
+    stage("precompute", {"-m", M, "--threads", T, "-o", S, "--self-distill", "--seq-len", "256",
+                         "--max-tokens", std::to_string(a_.distill_tokens)},
+          /*with_corpus=*/true);
+    if (!fs::exists(D)) {
+      std::vector<std::string> tr = {"--shards", S, "-m", M, "-o", R, "--k", std::to_string(a_.k),
+                                     "--steps", std::to_string(a_.train_steps), "--batch", "8",
+                                     "--lr", "2e-3", "--threads", T, "--no-parity"};
+      if (fs::exists(fs::path(R) / "checkpoint.safetensors")) tr.push_back("--resume");
+      stage("train", tr);
+      stage("export", {"--run", R, "--ema", "-o", D});
+    } else {
+      skipped("train", D + " exists");
+    }
+    stage("parity", {"-m", M, "--drafter", D, "--run", R, "--shards", S});
+    const std::string N = std::to_string(a_.n);
+    const fs::path bench_json = w_ / "bench.json", drift_json = w_ / "drift.json";
+    stage("bench", {"-m", M, "--drafter", D, "--prompts", P, "-n", N, "--threads", T, "--repeat",
+                    std::to_string(a_.repeat), "--json", "--report", (w_ / "report.md").string(),
+                    "--plot", (w_ / "plot.svg").string()},
+          false, bench_json.string());
+    stage("drift", {"-m", M, "--drafter", D, "--prompts", P, "-n", N, "--threads", T, "--json"},
+          false, drift_json.string());
+    summary(read_json(bench_json), read_json(drift_json), now() - t0);
+  }
+
+ private:
+  static double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+
+  // Runs `mtpspec name args...` (plus --corpus files when asked); a failing stage
+  // stops the demo with its exit status named.
+  void stage(const std::string& name, std::vector<std::string> args, bool with_corpus = false,
+             const std::string& stdout_path = "") {
+    if (with_corpus) {
+      args.push_back("--corpus");
+      args.insert(args.end(), corpus_.begin(), corpus_.end());
+    }
+    std::string line = "mtpspec " + name;
+    for (const auto& x : args) line += " " + x;
+    fmt::print(stderr, "\n== [{}] {}\n", name, line);
+    const double t = now();
+    args.insert(args.begin(), name);
+    const int rc = run_process(self_, args, stdout_path);
+    const double s = now() - t;
+    stages_.push_back({{"stage", name}, {"seconds", s}, {"skipped", false}});
+    if (rc != 0) {
+      fail<ConfigError>("demo stage `{}` failed (exit status {}); its output is above. Fix it and "
+                        "rerun `mtpspec demo` — finished stages are reused", name, rc);
+    }
+    fmt::print(stderr, "== [{}] done in {}\n", name, format_duration(s));
+  }
+
+  void skipped(const std::string& name, const std::string& why) {
+    fmt::print(stderr, "\n== [{}] reused: {}\n", name, why);
+    stages_.push_back({{"stage", name}, {"seconds", 0.0}, {"skipped", true}});
+  }
+
+  void corpus() {
+    if (!a_.corpus.empty()) {
+      corpus_ = a_.corpus;
+      return;
+    }
+    const fs::path out = w_ / "corpus.txt";
+    corpus_ = {out.string()};
+    if (fs::exists(out)) return skipped("corpus", out.string() + " exists");
+    if (!fs::is_directory(kFortunesDir)) {
+      fail<InputError>("the demo's default corpus is Debian's `fortunes` package ({} is missing): "
+                       "install it (`apt-get install fortunes`; the README's demo command does) "
+                       "or pass --corpus FILE", kFortunesDir);
+    }
+    const long docs = write_fortune_corpus(kFortunesDir, out);
+    fmt::print(stderr, "\n== [corpus] {} fortunes from {} -> {} ({:.1f} MB)\n", docs, kFortunesDir,
+               out.string(), double(fs::file_size(out)) / 1e6);
+    stages_.push_back({{"stage", "corpus"}, {"seconds", 0.0}, {"skipped", false}});
+  }
+
+  // The target: --model, or a tiny Llama pretrained here on the corpus.
+  std::string target() {
+    if (!a_.model.empty()) return a_.model;
+    const fs::path dir = w_ / "model";
+    if (fs::exists(dir / "model.safetensors") && fs::exists(dir / "config.json")) {
+      skipped("pretrain", dir.string() + " exists");
+      return dir.string();
+    }
+    std::vector<std::string> args = {"-o", dir.string(), "--preset", a_.preset, "--threads",
+                                     std::to_string(a_.threads), "--resume"};
+    if (a_.pretrain_steps > 0) {
+      args.push_back("--steps");
+      args.push_back(std::to_string(a_.pretrain_steps));
+    }
+    stage("pretrain", args, true);
+    return dir.string();
+  }
+
+  std::string prompts_file() {
+    if (!a_.prompts.empty()) return a_.prompts;
+    std::string text;
+    for (const char* p : kDemoPrompts) text += json{{"prompt", p}, {"lang", "en"}}.dump() + "\n";
+    const fs::path out = w_ / "prompts.jsonl";
+    write_file_atomic(out.string(), text);
+    return out.string();
+  }
+
+  static json read_json(const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    try {
+      return json::parse(ss.str());
+    } catch (const json::exception& e) {
+      fail<FormatError>("{}: not the JSON the stage should have written ({})", p.string(), e.what());
+    }
+  }
+
+  void summary(const json& b, const json& d, double seconds) {
+    const json& sum = d.at("summary");
+    json out = {{"workdir", w_.string()},
+                {"seconds", seconds},
+                {"stages", stages_},
+                {"speedup", b.at("speedup")},
+                {"speedup_spread", b.at("speedup_spread")},
+                {"baseline_tok_s", b.at("baseline_tok_s")},
+                {"spec_tok_s", b.at("spec_tok_s")},
+                {"acceptance_live", b.at("acceptance_live")},
+                {"acceptance_tf_own", b.at("acceptance_tf_own")},
+                {"tokens_per_cycle", b.at("tokens_per_cycle")},
+                {"break_even_acceptance", b.at("break_even_acceptance")},
+                {"outputs_differing", b.value("flips", json())},
+                {"drift_flipped_prompts", sum.at("flipped")},
+                {"drift_max_abs_dlogit", sum.at("max_abs_dlogit")},
+                {"target_distinct_2", b.value("target_distinct_2", json())}};
+    if (a_.json) {
+      fmt::print("{}\n", out.dump());
+      return;
+    }
+    auto list = [](const json& v) {
+      std::string s;
+      for (const auto& x : v) s += fmt::format("{}{:.2f}", s.empty() ? "" : " ", x.get<double>());
+      return s;
+    };
+    fmt::print("\n=== mtpspec demo: summary ({} total; details in {}/report.md)\n",
+               format_duration(seconds), w_.string());
+    fmt::print("  plain decoding        {:8.1f} tok/s\n", b["baseline_tok_s"].get<double>());
+    fmt::print("  speculative (K = {})   {:8.1f} tok/s   speedup {:.2f}x (spread {:.2f})\n",
+               b["acceptance_live"].size(), b["spec_tok_s"].get<double>(), b["speedup"].get<double>(),
+               b["speedup_spread"].get<double>());
+    fmt::print("  live acceptance per module position: {}   (teacher-forced on own output: {})\n",
+               list(b["acceptance_live"]), list(b["acceptance_tf_own"]));
+    fmt::print("  tokens per cycle {:.2f}; break-even acceptance {}\n",
+               b["tokens_per_cycle"].get<double>(), b["break_even_acceptance"].dump());
+    fmt::print("  outputs differing from plain: {}; drift: {} of {} prompts flipped, max |dlogit| {}\n",
+               b.value("flips", json()).dump(), sum["flipped"].dump(), sum["prompts"].dump(),
+               sum["max_abs_dlogit"].dump());
+    if (b.contains("target_distinct_2")) {
+      fmt::print("  target output diversity: distinct-2 = {:.3f} (1 = no repeated bigram; a "
+                 "repetitive target inflates acceptance)\n",
+                 b["target_distinct_2"].get<double>());
+    }
+  }
+
+  DemoArgs a_;
+  fs::path w_;
+  std::string self_;
+  std::vector<std::string> corpus_;
+  json stages_ = json::array();
+};
+
+}  // namespace
+
+void add_demo(CLI::App& root) {
+  auto a = std::make_shared<DemoArgs>();
+  CLI::App* cmd = root.add_subcommand(
+      "demo", "The whole pipeline on one machine: pretrain a tiny target (or use --model), "
+              "self-distill, train a K=2 drafter, parity, then plain vs speculative benchmark "
+              "and drift. Finished stages are reused when rerun");
+  cmd->add_option("-m,--model", a->model,
+                  "Use this target (HF directory or llama2.c .bin) instead of pretraining one");
+  cmd->add_option("--workdir", a->workdir, "Folder for every artefact (corpus, model, shards, run, "
+                                           "drafter, bench.json, report.md)");
+  cmd->add_option("--corpus", a->corpus,
+                  "Corpus files (text or .jsonl; default: Debian's fortunes, converted)");
+  cmd->add_option("--prompts", a->prompts, "Prompts file for bench and drift (JSONL; default: "
+                                           "8 English openers written for the demo)");
+  cmd->add_option("--preset", a->preset, "Pretraining preset of the target")
+      ->check(CLI::IsMember({"tiny", "small"}));
+  cmd->add_option("--pretrain-steps", a->pretrain_steps, "Pretraining steps (0 = the preset's)");
+  cmd->add_option("--distill-tokens", a->distill_tokens, "Self-distilled tokens to generate")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--train-steps", a->train_steps, "Drafter training steps")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--k", a->k, "MTP modules of the drafter")->check(CLI::Range(1, 8));
+  cmd->add_option("-n", a->n, "New tokens per generation in bench and drift")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--repeat", a->repeat, "Bench repeats")->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", a->threads, "Threads for every stage (0 = physical cores)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--json", a->json, "Print the summary as one JSON object");
+  cmd->callback([a] { Demo(*a).run(); });
+}
+
+}  // namespace mtp::app
