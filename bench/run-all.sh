@@ -22,12 +22,19 @@ for vk in invariant blas; do
   $B drift -m "$S" --prompts bench/prompts.jsonl -n 128 --verify-kernels $vk --json > "$out/drift-$vk.json"
 done
 $B drift -m "$S" --prompts bench/prompts.jsonl -n 128 --inject-fault stale-kv --json > "$out/drift-fault.json"
-echo "== speculative cycle cost with a random K=4 drafter (acceptance ~0: pure overhead)"
+echo "== speculative cycle cost, K = 1..4, random K=4 drafter (acceptance ~0: pure overhead), 1 thread"
+# The table goes to stderr (kept in .txt), the JSON to stdout.
+uptime | tee "$out/cycle-uptime.txt"
 $B init-drafter -m "$S" -o "$out/random-drafter.safetensors" --k 4
-for k in 1 2 3 4; do
-  $B generate -m "$S" -p "Once upon a time" -n 200 --threads 1 --drafter "$out/random-drafter.safetensors" \
-     --draft-k $k --json > "$out/cycle-k$k.json"
-done
+$B bench -m "$S" --drafter "$out/random-drafter.safetensors" --prompts bench/prompts.jsonl --cycle-cost \
+   -n 128 --repeat 3 --threads 1 --json > "$out/cycle-stories.json" 2> >(tee "$out/cycle-stories.txt" >&2)
+# ~1 B random target (~3.5 tok/s here): 8 cycles per run, 6 interleaved repeats = 48 cycles per K.
+$B bench --random 1b --weights bf16 --cycle-cost -n 9 --repeat 6 --max-prompts 1 --threads 1 --json \
+   > "$out/cycle-1b.json" 2> >(tee "$out/cycle-1b.txt" >&2)
+echo "== bench on the ~1 B random target (random K=4 drafter: speedup, m(q), break-even)"
+$B bench --random 1b --weights bf16 -n 17 --repeat 2 --max-prompts 1 --threads 1 --json \
+   > "$out/bench-1b.json" 2> >(tee "$out/bench-1b.txt" >&2)
+uptime | tee -a "$out/cycle-uptime.txt"
 if [ -f "$out/drafter.safetensors" ]; then
   echo "== bench with the trained drafter"
   $B bench -m "$S" --drafter "$out/drafter.safetensors" --prompts bench/prompts.jsonl -n 128 --repeat 3 \

@@ -28,6 +28,9 @@ nlohmann::json bench_json(const BenchResult& r) {
           {"tokens_per_cycle", r.tokens_per_cycle},
           {"acceptance_tf_corpus", r.acceptance_tf_corpus.empty() ? nlohmann::json(nullptr)
                                                                   : nlohmann::json(r.acceptance_tf_corpus)},
+          {"acceptance_tf_corpus_note", r.acceptance_tf_corpus_note.empty()
+                                            ? nlohmann::json(nullptr)
+                                            : nlohmann::json(r.acceptance_tf_corpus_note)},
           {"acceptance_tf_own", r.acceptance_tf_own},
           {"verify_multiplier", r.verify_multiplier},
           {"drafter_cost", r.drafter_cost},
@@ -49,6 +52,8 @@ void print_bench(const BenchResult& r, std::FILE* out) {
   if (!r.acceptance_tf_corpus.empty()) {
     fmt::print(out, "teacher-forced accuracy, corpus: {} (gap to live, module 0: {:+.3f})\n",
                list(r.acceptance_tf_corpus), r.acceptance_tf_corpus[0] - (r.acceptance_live.empty() ? 0 : r.acceptance_live[0]));
+  } else {
+    fmt::print(out, "teacher-forced accuracy, corpus: not measured ({})\n", r.acceptance_tf_corpus_note);
   }
   fmt::print(out, "verify multiplier m(q), q = 1..{}: {}\n", r.verify_multiplier.size(), list(r.verify_multiplier, 2));
   fmt::print(out, "drafter cost per cycle by module (decode = 1, catch-up included): {}\n", list(r.drafter_cost, 3));
@@ -119,6 +124,48 @@ void write_bench_plot(const BenchResult& r, const std::string& path) {
                      (T + H - B) / 2, (T + H - B) / 2, r.K);
   svg += "</svg>\n";
   write_file_atomic(path, svg);
+}
+
+nlohmann::json cycle_cost_json(const CycleCostResult& r) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& x : r.rows) {
+    rows.push_back({{"k", x.k},
+                    {"cycle_rel_decode", x.cost.cycle_rel_decode},
+                    {"draft_rel", x.cost.draft_rel},
+                    {"verify_rel", x.cost.verify_rel},
+                    {"other_rel", x.cost.other_rel},
+                    {"other_fraction", x.cost.other_fraction},
+                    {"draft_forward_rel", x.draft_forward_rel},
+                    {"tokens_per_cycle", x.tokens_per_cycle},
+                    {"acceptance_live", x.acceptance_live},
+                    {"cycles", x.cycles},
+                    {"spec_tok_s", x.spec_tok_s}});
+  }
+  return {{"model", r.model},
+          {"drafter", r.drafter},
+          {"threads", r.threads},
+          {"decode_step_s", r.decode_step_s},
+          {"baseline_tok_s", r.decode_step_s > 0 ? 1 / r.decode_step_s : 0},
+          {"flips", r.flips},
+          {"cycle_cost", rows}};
+}
+
+void print_cycle_cost(const CycleCostResult& r, std::FILE* out) {
+  fmt::print(out, "cycle cost relative to one plain decode step ({:.3f} ms, {:.1f} tok/s; {} thread(s))\n",
+             1e3 * r.decode_step_s, r.decode_step_s > 0 ? 1 / r.decode_step_s : 0, r.threads);
+  fmt::print(out, "model {}, drafter {}\n", r.model, r.drafter);
+  fmt::print(out, "| K | cycle | draft (module forwards) | verify | other | other % of cycle | tokens/cycle | cycles |\n"
+                  "|---|---|---|---|---|---|---|---|\n");
+  bool under = true;
+  for (const auto& x : r.rows) {
+    const auto& c = x.cost;
+    under = under && c.other_fraction < 0.05;
+    fmt::print(out, "| {} | {:.3f} | {:.3f} ({:.3f}) | {:.3f} | {:.5f} | {:.3f} % | {:.2f} | {} |\n", x.k,
+               c.cycle_rel_decode, c.draft_rel, x.draft_forward_rel, c.verify_rel, c.other_rel,
+               100 * c.other_fraction, x.tokens_per_cycle, x.cycles);
+  }
+  fmt::print(out, "outputs differing from plain: {} (must be 0)\n", r.flips);
+  fmt::print(out, "loop overhead (other) under 5 % of a cycle at every K: {}\n", under ? "yes" : "NO");
 }
 
 }  // namespace mtp::app

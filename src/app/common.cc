@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "model/loader.h"
+#include "model/random_model.h"
 
 namespace mtp::app {
 
@@ -43,6 +44,14 @@ Session open_session(const ModelArgs& a) {
     fail<InputError>("tokenizer '{}' has {} tokens but the model's vocabulary is {}", tok_path,
                      s.tokenizer->vocab_size(), s.model->config().vocab);
   }
+  s.pool = std::make_unique<ThreadPool>(resolve_threads(a.threads));
+  return s;
+}
+
+Session open_random_session(const std::string& preset, const ModelArgs& a, uint64_t seed) {
+  Session s;
+  s.model = std::make_unique<model::Model>(
+      model::random_model(model::random_model_preset(preset), parse_weight_type(a.weights), seed));
   s.pool = std::make_unique<ThreadPool>(resolve_threads(a.threads));
   return s;
 }

@@ -1,5 +1,6 @@
 // Flags and set-up shared by the subcommands that run a model.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -31,6 +32,11 @@ struct Session {
 
 // Loads the model, its tokenizer (checks the vocabularies agree) and a pool.
 Session open_session(const ModelArgs& a);
+
+// A random target generated in memory (model::random_model: "1b" | "tiny";
+// InputError if unknown), held as a.weights, with a.threads; no tokenizer
+// (Session::tokenizer is null) — for benchmarks on token ids only.
+Session open_random_session(const std::string& preset, const ModelArgs& a, uint64_t seed);
 
 kernels::WeightType parse_weight_type(const std::string& s);
 int resolve_threads(int requested);

@@ -1,6 +1,7 @@
 // Drafter discovery and loading, and speculative stats printing, shared by the
 // subcommands that speculate (generate, bench, drift).
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -14,6 +15,13 @@ namespace mtp::app {
 // exists, else null. Refuses (ConfigError) a drafter made for another target.
 std::unique_ptr<drafter::Drafter> open_drafter(const ModelArgs& a, const std::string& explicit_path,
                                                const model::Model& m);
+
+// A random drafter with K modules (drafter::random_drafter_tensors, the
+// init-drafter weights) for target `m`, held as `hold`. Drafter has no
+// in-memory constructor, so it goes through a temporary file (stored bf16)
+// that is removed once loaded.
+std::unique_ptr<drafter::Drafter> random_drafter(const model::Model& m, int K, uint64_t seed,
+                                                 kernels::WeightType hold);
 
 // Human-readable stats to stderr.
 void print_spec_stats(const spec::SpecStats& s);

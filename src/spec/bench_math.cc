@@ -45,4 +45,17 @@ Spread spread(std::vector<double> v) {
   return s;
 }
 
+CycleCost cycle_cost(long cycles, double draft_s, double verify_s, double other_s,
+                     double decode_step_s) {
+  CycleCost c;
+  if (cycles <= 0 || decode_step_s <= 0) return c;
+  const double unit = double(cycles) * decode_step_s;
+  c.draft_rel = draft_s / unit;
+  c.verify_rel = verify_s / unit;
+  c.other_rel = other_s / unit;
+  c.cycle_rel_decode = c.draft_rel + c.verify_rel + c.other_rel;
+  c.other_fraction = c.cycle_rel_decode > 0 ? c.other_rel / c.cycle_rel_decode : 0;
+  return c;
+}
+
 }  // namespace mtp::spec

@@ -5,7 +5,10 @@
 //     c the drafter's cost per cycle (catch-up included) relative to a decode;
 //   predicted speedup = E / (m(K+1) + c);
 //   break-even acceptance p*: the acceptance, equal at every position, at which
-//     1 + p + … + p^K = m(K+1) + c (null when even p = 1 cannot pay for a cycle).
+//     1 + p + … + p^K = m(K+1) + c (null when even p = 1 cannot pay for a cycle);
+//   measured cycle cost: the loop's wall time per cycle, split into draft
+//     (proposer, catch-up included) / verify (target forward and commit) /
+//     other (accept and emit), each relative to one plain decode step.
 #pragma once
 #include <optional>
 #include <vector>
@@ -20,5 +23,16 @@ struct Spread {
   double min = 0, max = 0, stdev = 0, median = 0;
 };
 Spread spread(std::vector<double> v);
+
+struct CycleCost {
+  double cycle_rel_decode = 0;                      // = draft_rel + verify_rel + other_rel
+  double draft_rel = 0, verify_rel = 0, other_rel = 0;
+  double other_fraction = 0;                        // other_rel / cycle_rel_decode
+};
+// Per-cycle means of the three times (seconds summed over `cycles` cycles),
+// divided by one plain decode step (seconds). All zero when cycles == 0 or
+// decode_step_s <= 0.
+CycleCost cycle_cost(long cycles, double draft_s, double verify_s, double other_s,
+                     double decode_step_s);
 
 }  // namespace mtp::spec

@@ -28,6 +28,27 @@ struct Job {
   long id = 0;  // global index: seeds the job's sampler (reproducible on resume)
 };
 
+// Prompts for measuring live acceptance on documents no training sequence came
+// from: the opening tokens of each held-out document (the self-distillation
+// prompt itself when there is one), as text, in the prompts-file format.
+constexpr int kPlainPromptTokens = 16;
+void write_heldout_prompts(const std::vector<Job>& held, const io::Tokenizer& tok, bool bos,
+                           int prompt_tokens, const std::string& path) {
+  std::string out;
+  for (const Job& j : held) {
+    const size_t b = bos ? 1 : 0;
+    const size_t e = std::min(j.tokens.size(), b + size_t(prompt_tokens));
+    if (e <= b) continue;
+    // Decoded from BOS on, so the tokenizer strips the dummy-prefix space it adds
+    // back on encode (the prompt re-encodes to the tokens the target saw).
+    const std::string text = tok.decode(std::span(j.tokens).first(e));
+    // A cut inside a multi-byte character is replaced (U+FFFD), not an error.
+    out += nlohmann::json{{"prompt", text}}.dump(-1, ' ', false,
+                                                 nlohmann::json::error_handler_t::replace) + "\n";
+  }
+  write_file_atomic(path, out);
+}
+
 uint64_t fnv1a(std::string_view s) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
@@ -290,6 +311,8 @@ PrecomputeReport precompute(const model::Model& m, const io::Tokenizer& tok,
       {"shards", shards},
       {"command_line", o.command_line}};
   write_file_atomic((fs::path(o.out_dir) / "manifest.json").string(), man.dump(1));
+  write_heldout_prompts(held, tok, bos, o.self_distill ? o.prompt_tokens : kPlainPromptTokens,
+                        (fs::path(o.out_dir) / "heldout_prompts.jsonl").string());
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   return rep;
 }

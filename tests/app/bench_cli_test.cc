@@ -1,5 +1,6 @@
 // `mtpspec bench --json` and `mtpspec drift --json`: the keys users script
-// against stay stable, and the numbers are consistent with each other.
+// against stay stable, and the numbers are consistent with each other; bench
+// on a random target (no tokenizer) and its --cycle-cost table.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -35,6 +36,84 @@ TEST(BenchCli, JsonSchemaIsStable) {
   for (const char* k : {"min", "max", "stdev"}) EXPECT_TRUE(j["speedup_spread"].contains(k));
   EXPECT_NEAR(j["speedup"].get<double>(),
               j["spec_tok_s"].get<double>() / j["baseline_tok_s"].get<double>(), 1e-9);
+  EXPECT_EQ(j["acceptance_tf_corpus_note"], "no --corpus given");
+  // --cycle-cost with a drafter file: one row per K up to the drafter's K = 2.
+  CliResult c = run_cli("bench -m " + shell_quote(model) + " --drafter " + shell_quote(drafter) +
+                        " --prompts " + shell_quote(prompts) +
+                        " --cycle-cost -n 8 --repeat 1 --max-prompts 1 --threads 1 --json");
+  ASSERT_EQ(c.status, 0) << c.err;
+  auto jc = nlohmann::json::parse(c.out);
+  EXPECT_EQ(jc["flips"], 0);
+  ASSERT_EQ(jc["cycle_cost"].size(), 2u);
+  EXPECT_EQ(jc["cycle_cost"][1]["k"], 2);
+}
+
+// --cycle-cost on a random target: rows K = 1..4 (the random drafter's K),
+// each split draft / verify / other that adds up to the cycle, and outputs
+// identical to plain generation.
+TEST(BenchCli, CycleCostOnRandomTarget) {
+  CliResult r = run_cli("bench --random tiny --cycle-cost -n 10 --repeat 1 --max-prompts 2 "
+                        "--threads 1 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  for (const char* k : {"model", "drafter", "threads", "decode_step_s", "baseline_tok_s", "flips",
+                        "cycle_cost"}) {
+    EXPECT_TRUE(j.contains(k)) << k;
+  }
+  EXPECT_EQ(j["flips"], 0);
+  EXPECT_EQ(j["threads"], 1);
+  EXPECT_GT(j["decode_step_s"].get<double>(), 0.0);
+  ASSERT_EQ(j["cycle_cost"].size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    const auto& row = j["cycle_cost"][i];
+    SCOPED_TRACE(row.dump());
+    EXPECT_EQ(row["k"], i + 1);
+    const double cycle = row["cycle_rel_decode"], draft = row["draft_rel"],
+                 verify = row["verify_rel"], other = row["other_rel"], frac = row["other_fraction"];
+    EXPECT_GT(draft, 0.0);
+    EXPECT_GT(verify, 0.0);
+    EXPECT_GE(other, 0.0);
+    EXPECT_NEAR((draft + verify + other) / cycle, 1.0, 1e-9);
+    EXPECT_NEAR(frac, other / cycle, 1e-12);
+    EXPECT_LT(frac, 1.0);
+    EXPECT_GT(row["draft_forward_rel"].get<double>(), 0.0);
+    EXPECT_LE(row["draft_forward_rel"].get<double>(), draft);
+    EXPECT_EQ(row["acceptance_live"].size(), size_t(i + 1));
+    EXPECT_GE(row["tokens_per_cycle"].get<double>(), 1.0);
+    EXPECT_GT(row["cycles"].get<long>(), 0);
+  }
+  // --draft-k bounds the sweep.
+  CliResult k2 = run_cli("bench --random tiny --cycle-cost --draft-k 2 -n 6 --repeat 1 "
+                         "--max-prompts 1 --threads 1 --json");
+  ASSERT_EQ(k2.status, 0) << k2.err;
+  EXPECT_EQ(nlohmann::json::parse(k2.out)["cycle_cost"].size(), 2u);
+}
+
+// The default bench on a random target: token-id prompts, no corpus accuracy
+// (null, with the reason).
+TEST(BenchCli, RandomTargetSkipsTextMeasures) {
+  CliResult r = run_cli("bench --random tiny -n 10 --repeat 1 --max-prompts 2 --threads 1 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["flips"], 0);
+  EXPECT_EQ(j["draft_k"], 4);
+  EXPECT_TRUE(j["acceptance_tf_corpus"].is_null());
+  EXPECT_NE(j["acceptance_tf_corpus_note"].get<std::string>().find("tokenizer"), std::string::npos);
+  EXPECT_EQ(j["acceptance_tf_own"].size(), 4u);
+}
+
+TEST(BenchCli, BadTargetFlagsGiveClearErrors) {
+  auto fails_with = [](const std::string& args, const std::string& msg) {
+    CliResult r = run_cli(args);
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_NE(r.err.find(msg), std::string::npos) << args << ": " << r.err;
+  };
+  fails_with("bench --random huge -n 2", "unknown random model preset 'huge'");
+  fails_with("bench --random tiny --prompts x.jsonl -n 2", "cannot be combined with --prompts");
+  fails_with("bench --random tiny -m x.bin -n 2", "cannot be combined with -m");
+  fails_with("bench -n 2", "bench needs a target");
+  fails_with("bench --seed 3 -n 2", "--random");
+  fails_with("bench --random tiny --draft-k 5 --cycle-cost --report r.md", "--report is not used");
 }
 
 TEST(DriftCli, JsonSchemaIsStable) {

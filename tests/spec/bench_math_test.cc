@@ -46,5 +46,25 @@ TEST(BenchMath, Spread) {
   EXPECT_DOUBLE_EQ(s.stdev, 1.0);
 }
 
+TEST(BenchMath, CycleCost) {
+  // 4 cycles, draft 0.8 s, verify 4.8 s, other 0.4 s, a decode step of 1 s:
+  // per cycle 0.2 + 1.2 + 0.1 = 1.5 decodes, other 0.1 / 1.5 of it.
+  CycleCost c = cycle_cost(4, 0.8, 4.8, 0.4, 1.0);
+  EXPECT_DOUBLE_EQ(c.draft_rel, 0.2);
+  EXPECT_DOUBLE_EQ(c.verify_rel, 1.2);
+  EXPECT_DOUBLE_EQ(c.other_rel, 0.1);
+  EXPECT_DOUBLE_EQ(c.cycle_rel_decode, 1.5);
+  EXPECT_DOUBLE_EQ(c.other_fraction, 0.1 / 1.5);
+  // Halving the decode step doubles every relative cost, not the fraction.
+  CycleCost h = cycle_cost(4, 0.8, 4.8, 0.4, 0.5);
+  EXPECT_DOUBLE_EQ(h.cycle_rel_decode, 3.0);
+  EXPECT_DOUBLE_EQ(h.other_fraction, c.other_fraction);
+  // Nothing measured: zeros, never a division by zero.
+  CycleCost z = cycle_cost(0, 0, 0, 0, 1.0);
+  EXPECT_EQ(z.cycle_rel_decode, 0.0);
+  EXPECT_EQ(z.other_fraction, 0.0);
+  EXPECT_EQ(cycle_cost(3, 1, 1, 1, 0.0).cycle_rel_decode, 0.0);
+}
+
 }  // namespace
 }  // namespace mtp::spec

@@ -6,10 +6,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <span>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "drafter/shards.h"
+#include "io/prompts.h"
 #include "io/tokenizer.h"
 #include "model/loader.h"
 #include "spec/generate.h"
@@ -148,6 +151,40 @@ TEST(Precompute, SelfDistillAtTemperatureZeroIsGreedyGeneration) {
     }
     for (int i = 0; i < 5; ++i) ASSERT_EQ(m[i], 0) << "prompt position " << i << " not masked";
   }
+}
+
+// heldout_prompts.jsonl: the prompts of exactly the held-out sequences, so live
+// acceptance can be measured on documents no training sequence came from.
+TEST(Precompute, HeldoutPromptsAreTheHeldoutSequencesPrompts) {
+  MTP_REQUIRE_SHARED(dir, "models/stories260K");
+  Stories s = load_stories(dir);
+  std::string tmp = test::temp_dir("pre-heldout");
+  const std::string corpus = tmp + "/corpus.txt";
+  {
+    std::ofstream f(corpus);  // every document opens differently
+    for (int i = 0; i < 40; ++i) f << i << " cats sat on the mat " << i * 7 << " times.\n\n";
+  }
+  PrecomputeOptions o = options(corpus, tmp + "/shards");
+  o.self_distill = true;
+  o.prompt_tokens = 6;
+  o.gen_tokens = 8;
+  o.temp = 0;
+  precompute(*s.model, *s.tok, "fp", o, nullptr);
+  std::vector<io::PromptEntry> prompts = io::read_prompts(o.out_dir + "/heldout_prompts.jsonl");
+  std::multiset<std::string> held_prompts, train_prompts, listed;
+  for (const auto& p : prompts) listed.insert(p.prompt);
+  const nlohmann::json manifest = drafter::read_manifest(o.out_dir);
+  for (const auto& e : manifest["shards"]) {
+    drafter::Shard sh = drafter::read_shard(o.out_dir + "/" + e["file"].get<std::string>());
+    for (int q = 0; q < sh.sequences; ++q) {
+      const int32_t* t = sh.tokens + size_t(q) * sh.seq_len;
+      std::string text = s.tok->decode(std::span<const int32_t>(t, 7));  // BOS + prompt
+      (e["split"] == "heldout" ? held_prompts : train_prompts).insert(text);
+    }
+  }
+  ASSERT_FALSE(held_prompts.empty());
+  EXPECT_EQ(listed, held_prompts);
+  for (const auto& p : listed) EXPECT_EQ(train_prompts.count(p), 0u) << "'" << p << "' is also trained on";
 }
 
 TEST(Precompute, Fp16RefusesValuesItCannotHold) {
