@@ -37,13 +37,16 @@ nlohmann::json bench_json(const BenchResult& r) {
           {"predicted_speedup", r.predicted_speedup},
           {"break_even_acceptance", r.break_even ? nlohmann::json(*r.break_even) : nlohmann::json(nullptr)},
           {"draft_k", r.K},
-          {"flips", r.flips}};
+          {"flips", r.flips},
+          {"target_distinct_2", r.target_distinct_2}};
 }
 
 void print_bench(const BenchResult& r, std::FILE* out) {
   fmt::print(out, "plain {:.1f} tok/s | speculative {:.1f} tok/s | speedup {:.3f} (min {:.3f}, max {:.3f}, stdev {:.3f})\n",
              r.baseline_tok_s, r.spec_tok_s, r.speedup, r.spread.min, r.spread.max, r.spread.stdev);
   fmt::print(out, "outputs differing from plain: {} (must be 0)\n", r.flips);
+  fmt::print(out, "target output diversity: distinct-2 {:.3f} (a repetitive target inflates acceptance)\n",
+             r.target_distinct_2);
   fmt::print(out, "acceptance live by position: {} | tokens/cycle {:.2f}\n", list(r.acceptance_live),
              r.tokens_per_cycle);
   fmt::print(out, "teacher-forced accuracy, target's own outputs: {} (gap to live, module 0: {:+.3f})\n",
@@ -74,6 +77,7 @@ void write_bench_report(const BenchResult& r, const std::string& path, const std
   s += fmt::format("| speedup (min / max / stdev) | {:.3f} ({:.3f} / {:.3f} / {:.3f}) |\n", r.speedup,
                    r.spread.min, r.spread.max, r.spread.stdev);
   s += fmt::format("| outputs differing from plain | {} |\n", r.flips);
+  s += fmt::format("| target output distinct-2 | {:.3f} |\n", r.target_distinct_2);
   s += fmt::format("| live acceptance by position | {} |\n", list(r.acceptance_live));
   s += fmt::format("| tokens per cycle | {:.2f} |\n", r.tokens_per_cycle);
   s += fmt::format("| teacher-forced accuracy, own outputs | {} |\n", list(r.acceptance_tf_own));

@@ -24,6 +24,7 @@ struct BenchResult {
   double predicted_speedup = 0, cycle_cost = 0, other_fraction = 0;
   std::optional<double> break_even;
   long flips = 0;                         // runs whose speculative output differed
+  double target_distinct_2 = 0;           // diversity of the target's own continuations
 };
 
 nlohmann::json bench_json(const BenchResult& r);

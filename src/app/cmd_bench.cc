@@ -66,6 +66,7 @@ struct InterleavedRuns {
   std::vector<SpecRuns> spec;                  // [i] for Ks[i]
   long flips = 0;                              // speculative runs whose output differed
   std::vector<std::vector<int32_t>> own;       // prompt + plain continuation (repeat 1)
+  std::vector<std::vector<int32_t>> plain_out; // plain continuations only (repeat 1)
 
   // Seconds of one plain decode step (generation time per token after the first).
   double decode_step_s() const { return plain_tokens > 0 ? plain_seconds / plain_tokens : 0; }
@@ -137,6 +138,7 @@ InterleavedRuns run_interleaved(const BenchTarget& t, const std::vector<int>& Ks
         std::vector<int32_t> seq = ids;
         seq.insert(seq.end(), plain.token_ids.begin(), plain.token_ids.end());
         out.own.push_back(std::move(seq));
+        out.plain_out.push_back(plain.token_ids);
       }
     }
     out.plain_tokens += bt, out.plain_seconds += bs;
@@ -246,6 +248,7 @@ void run_bench(const BenchArgs& a) {
   res.acceptance_live = live.acceptance();
   res.tokens_per_cycle = live.tokens_per_cycle();
   res.flips = runs.flips;
+  res.target_distinct_2 = spec::distinct_n(runs.plain_out, 2);
 
   // 2. Teacher-forced accuracy: the target's own outputs, and a corpus.
   res.acceptance_tf_own = tf_accuracy(m, dr, runs.own, pool);

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+
+#include "core/error.h"
 
 namespace mtp::spec {
 
@@ -56,6 +59,18 @@ CycleCost cycle_cost(long cycles, double draft_s, double verify_s, double other_
   c.cycle_rel_decode = c.draft_rel + c.verify_rel + c.other_rel;
   c.other_fraction = c.cycle_rel_decode > 0 ? c.other_rel / c.cycle_rel_decode : 0;
   return c;
+}
+
+double distinct_n(const std::vector<std::vector<int32_t>>& seqs, int n) {
+  if (n < 1) fail<InputError>("distinct-n needs n >= 1, got {}", n);
+  std::set<std::vector<int32_t>> seen;
+  size_t total = 0;
+  for (const auto& s : seqs) {
+    for (size_t i = 0; i + size_t(n) <= s.size(); ++i, ++total) {
+      seen.emplace(s.begin() + i, s.begin() + i + n);
+    }
+  }
+  return total ? double(seen.size()) / double(total) : 0.0;
 }
 
 }  // namespace mtp::spec

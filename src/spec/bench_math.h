@@ -10,6 +10,7 @@
 //     (proposer, catch-up included) / verify (target forward and commit) /
 //     other (accept and emit), each relative to one plain decode step.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -34,5 +35,11 @@ struct CycleCost {
 // decode_step_s <= 0.
 CycleCost cycle_cost(long cycles, double draft_s, double verify_s, double other_s,
                      double decode_step_s);
+
+// Distinct-n (Li et al. 2016): distinct n-grams / all n-grams, pooled over the
+// sequences (n-grams never cross two sequences). 1 = nothing repeats; a target
+// stuck in a loop scores near 0 — and makes any drafter look good, which is why
+// bench prints it beside the acceptance. 0 when there is no n-gram.
+double distinct_n(const std::vector<std::vector<int32_t>>& seqs, int n);
 
 }  // namespace mtp::spec

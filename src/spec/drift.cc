@@ -88,7 +88,7 @@ DriftResult drift_one(const model::Model& m, const std::vector<int32_t>& prompt,
       OracleProposer oracle(stream, int(V), o.miss_every);
       std::unique_ptr<MtpProposer> mtp;
       Proposer* proposer = &oracle;
-      if (o.drafter) proposer = (mtp = std::make_unique<MtpProposer>(*o.drafter, s, 0.f)).get();
+      if (o.drafter) proposer = (mtp = std::make_unique<MtpProposer>(*o.drafter, s, 0.f, o.draft_k)).get();
       speculative_loop(verifier, *proposer, committed, sink, o.draft_k, ctx, res.stats);
     }
     res.spec_tokens = sink.tokens();

@@ -87,7 +87,7 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
     committed.push_back(sink.tokens().back());
     if (speculate) {
       GreedyVerifier verifier(target);
-      MtpProposer proposer(*spec.drafter, target, spec.p_min);
+      MtpProposer proposer(*spec.drafter, target, spec.p_min, draft_k);
       speculative_loop(verifier, proposer, committed, sink, draft_k, ctx, *res.stats,
                        spec.record_trace ? &res.trace : nullptr);
       res.stats->time_module_s = proposer.module_seconds();

@@ -17,10 +17,11 @@ float top_probability(const float* logits, size_t vocab) {
   return float(1.0 / sum);
 }
 
-MtpProposer::MtpProposer(const drafter::Drafter& d, TargetSession& target, float p_min)
+MtpProposer::MtpProposer(const drafter::Drafter& d, TargetSession& target, float p_min, int modules)
     : target_(target),
       runner_(target.model(), d, 1, target.ctx()),
       p_min_(p_min),
+      modules_(modules > 0 ? std::min(modules, d.config().K) : d.config().K),
       d_(size_t(target.model().config().d_model)) {
   final_out_.assign(d.config().K, std::vector<float>(size_t(target.ctx()) * d_));
   draft_out_.resize(d.config().K);
@@ -48,7 +49,7 @@ void MtpProposer::catch_up(std::span<const int32_t> committed) {
   if (d0_row_ != N - 2 && runner_.kv(0).length(0) > N - 2 && N >= 2) {
     runner_.kv(0).truncate(0, N - 2);
   }
-  for (int k = 0; k < runner_.K(); ++k) {
+  for (int k = 0; k < modules_; ++k) {
     const int end = N - 1 - k;  // final rows are [0, end)
     for (int t0 = runner_.kv(k).length(0); t0 < end; t0 += q_max) {
       const int t1 = std::min(end, t0 + q_max);
@@ -89,7 +90,7 @@ void MtpProposer::propose(std::span<const int32_t> committed, int max_k,
   drafts.push_back(int32_t(a0));
   history_.push_back({N, 0, drafts[0], d0_logits_[a0]});
   auto token_at = [&](int j) { return j < N ? committed[j] : drafts[j - N]; };
-  for (int k = 1; k < std::min(max_k, runner_.K()); ++k) {
+  for (int k = 1; k < std::min(max_k, modules_); ++k) {
     const int final_len = std::max(0, N - 1 - k);  // module k's final rows
     const int lo = final_len, hi = N - 2;          // its non-final rows [lo, hi]
     rows_.clear();

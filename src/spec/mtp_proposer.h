@@ -22,7 +22,10 @@ namespace mtp::spec {
 class MtpProposer : public Proposer {
  public:
   // p_min: stop drafting at a module whose top probability is below it (0 = off).
-  MtpProposer(const drafter::Drafter& d, TargetSession& target, float p_min);
+  // modules: how many modules (0..K-1) are kept up to date and drafted with —
+  // the draft length of the loop (0 = all K). Modules beyond it are never run:
+  // a K = 4 drafter used with --draft-k 1 costs one module per cycle, not four.
+  MtpProposer(const drafter::Drafter& d, TargetSession& target, float p_min, int modules = 0);
 
   void propose(std::span<const int32_t> committed, int max_k,
                std::vector<int32_t>& drafts) override;
@@ -46,6 +49,7 @@ class MtpProposer : public Proposer {
   TargetSession& target_;
   drafter::MtpRunner runner_;
   float p_min_;
+  int modules_;  // modules in use: [0, modules_)
   size_t d_;
   std::vector<std::vector<float>> final_out_;  // [k][ctx · d]: h_k of final rows
   std::vector<std::vector<float>> draft_out_;  // [k][k_rows · d]: h_k of non-final rows

@@ -26,10 +26,12 @@ TEST(BenchCli, JsonSchemaIsStable) {
   for (const char* k : {"baseline_tok_s", "spec_tok_s", "speedup", "speedup_spread",
                         "acceptance_live", "tokens_per_cycle", "acceptance_tf_corpus",
                         "acceptance_tf_own", "verify_multiplier", "drafter_cost",
-                        "predicted_speedup", "break_even_acceptance"}) {
+                        "predicted_speedup", "break_even_acceptance", "target_distinct_2"}) {
     EXPECT_TRUE(j.contains(k)) << k;
   }
   EXPECT_EQ(j["flips"], 0);
+  EXPECT_GT(j["target_distinct_2"].get<double>(), 0.0);
+  EXPECT_LE(j["target_distinct_2"].get<double>(), 1.0);
   EXPECT_EQ(j["acceptance_live"].size(), 2u);
   EXPECT_EQ(j["verify_multiplier"].size(), 8u);
   EXPECT_DOUBLE_EQ(j["verify_multiplier"][0].get<double>(), 1.0);

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/error.h"
 #include "spec/bench_math.h"
 
 namespace mtp::spec {
@@ -66,5 +67,21 @@ TEST(BenchMath, CycleCost) {
   EXPECT_EQ(cycle_cost(3, 1, 1, 1, 0.0).cycle_rel_decode, 0.0);
 }
 
+}  // namespace
+}  // namespace mtp::spec
+
+namespace mtp::spec {
+namespace {
+// Hand-counted: {1 2 1 2 1} has bigrams 12 21 12 21 -> 2 distinct of 4; with
+// {2 1 3}: 21 13 -> 21 already seen, 13 new: 3 distinct of 6. Bigrams never
+// cross sequences: {1} {2} have none.
+TEST(BenchMath, DistinctN) {
+  EXPECT_DOUBLE_EQ(distinct_n({{1, 2, 1, 2, 1}}, 2), 0.5);
+  EXPECT_DOUBLE_EQ(distinct_n({{1, 2, 1, 2, 1}, {2, 1, 3}}, 2), 0.5);
+  EXPECT_DOUBLE_EQ(distinct_n({{1}, {2}}, 2), 0.0);
+  EXPECT_DOUBLE_EQ(distinct_n({{7, 7, 7, 7}}, 1), 0.25);
+  EXPECT_DOUBLE_EQ(distinct_n({{1, 2, 3, 4}}, 3), 1.0);
+  EXPECT_THROW(distinct_n({{1}}, 0), mtp::InputError);
+}
 }  // namespace
 }  // namespace mtp::spec
