@@ -150,9 +150,17 @@ void Softmax(float* x, size_t n) {
   map(x, nullptr, n, x, [&](V v, V) { return hn::Mul(v, vi); });
 }
 
-// q·k for kP keys at once (independent chains hide FMA latency). Per key:
-// one vector accumulator over full vectors, SumOfLanes, then the remaining
-// dims one fma at a time — the same sequence for every kP.
+// --- attention ---------------------------------------------------------------
+// Keys/values are read in position order lo, lo + 1, ..., hi. Position lo + j
+// sits in slot (lo + j) % n_slots; the slot is advanced incrementally (one
+// compare per key, no division).
+HWY_INLINE size_t next_slot(size_t slot, size_t n_slots) {
+  return slot + 1 == n_slots ? 0 : slot + 1;
+}
+
+// Wide heads (hd >= lanes), q·k for kP keys at once (independent chains hide
+// FMA latency). Per key: one vector accumulator over full vectors, SumOfLanes,
+// then the remaining dims one fma at a time — the same sequence for every kP.
 template <size_t kP>
 HWY_INLINE void dots(const float* q, const float* const* ks, size_t hd, float* out) {
   const D d;
@@ -173,56 +181,173 @@ HWY_INLINE void dots(const float* q, const float* const* ks, size_t hd, float* o
   }
 }
 
-// out[i0, i0 + kC·N) = Σ_j p_j · v_j[i0, ...) over the n positions from lo.
-template <size_t kC>
-HWY_INLINE void weighted_sum(const float* p, const float* v, size_t lo, size_t n, size_t stride,
-                             size_t n_slots, size_t i0, float* out) {
-  const D d;
-  const size_t N = hn::Lanes(d);
-  V acc[kC];
+void wide_scores(const float* q, const float* k, size_t stride, size_t n_slots, size_t slot,
+                 size_t n, size_t hd, float* scores) {
+  size_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const float* ks[4];
+    for (size_t p = 0; p < 4; ++p, slot = next_slot(slot, n_slots)) ks[p] = k + slot * stride;
+    dots<4>(q, ks, hd, scores + j);
+  }
+  for (; j < n; ++j, slot = next_slot(slot, n_slots)) {
+    const float* ks[1] = {k + slot * stride};
+    dots<1>(q, ks, hd, scores + j);
+  }
+}
+
+// Narrow heads (hd < lanes): no full vector per key, so q·k is the scalar chain
+// s = fma(q[t], k[t], s), t = 0, 1, ..., hd - 1, from s = +0 — exactly dots()'s
+// sequence for hd < lanes (SumOfLanes of no vectors is +0). Every narrow path
+// below computes this chain per key, so a score's bits do not depend on the
+// path, the block or the lane its key lands in.
+template <size_t kP>
+HWY_INLINE void narrow_dots(const float* q, const float* const* ks, size_t hd, float* out) {
+  float s[kP] = {};
+  for (size_t t = 0; t < hd; ++t) {
+    const float qt = q[t];
 #pragma GCC unroll 8
-  for (size_t c = 0; c < kC; ++c) acc[c] = hn::Zero(d);
-  for (size_t j = 0; j < n; ++j) {
-    const float* vj = v + ((lo + j) % n_slots) * stride + i0;
-    const V pj = hn::Set(d, p[j]);
+    for (size_t p = 0; p < kP; ++p) s[p] = std::fma(qt, ks[p][t], s[p]);
+  }
+  for (size_t p = 0; p < kP; ++p) out[p] = s[p];
+}
+
+#if HWY_TARGET != HWY_SCALAR
+// hd == kL (4 or 8) on kL-lane vectors: the rows of kL keys are transposed in
+// registers (kL × kL) so that vector t holds dim t of the kL keys; then
+// acc = fma(q[t], col_t, acc) runs the per-key chain in every lane.
+template <size_t kL>
+HWY_INLINE void transposed_dots(const float* q, const float* const* ks, float* out) {
+  static_assert(kL == 4 || kL == 8);
+  const hn::CappedTag<float, kL> dl;
+  const hn::Repartition<double, decltype(dl)> dd;
+  using VL = hn::Vec<decltype(dl)>;
+  auto lo64 = [&](VL a, VL b) {
+    return hn::BitCast(dl, hn::InterleaveLower(dd, hn::BitCast(dd, a), hn::BitCast(dd, b)));
+  };
+  auto hi64 = [&](VL a, VL b) {
+    return hn::BitCast(dl, hn::InterleaveUpper(dd, hn::BitCast(dd, a), hn::BitCast(dd, b)));
+  };
+  VL r[kL], t[kL], u[kL];
 #pragma GCC unroll 8
-    for (size_t c = 0; c < kC; ++c) acc[c] = hn::MulAdd(pj, hn::LoadU(d, vj + c * N), acc[c]);
+  for (size_t p = 0; p < kL; ++p) r[p] = hn::LoadU(dl, ks[p]);
+  // 4 × 4 transposes within each 128-bit block: keys g..g+3, u[g + i] = dim i
+  // (and dim i + 4 in the upper block when kL == 8).
+#pragma GCC unroll 8
+  for (size_t p = 0; p < kL; p += 2) {
+    t[p] = hn::InterleaveLower(dl, r[p], r[p + 1]);
+    t[p + 1] = hn::InterleaveUpper(dl, r[p], r[p + 1]);
   }
 #pragma GCC unroll 8
-  for (size_t c = 0; c < kC; ++c) hn::StoreU(acc[c], d, out + i0 + c * N);
+  for (size_t g = 0; g < kL; g += 4) {
+    u[g] = lo64(t[g], t[g + 2]);
+    u[g + 1] = hi64(t[g], t[g + 2]);
+    u[g + 2] = lo64(t[g + 1], t[g + 3]);
+    u[g + 3] = hi64(t[g + 1], t[g + 3]);
+  }
+  VL col[kL];
+  if constexpr (kL == 4) {
+#pragma GCC unroll 8
+    for (size_t i = 0; i < 4; ++i) col[i] = u[i];
+  } else {  // join the 128-bit halves: keys 0-3 from u[i], keys 4-7 from u[i + 4]
+#pragma GCC unroll 8
+    for (size_t i = 0; i < 4; ++i) {
+      col[i] = hn::ConcatLowerLower(dl, u[i + 4], u[i]);
+      col[i + 4] = hn::ConcatUpperUpper(dl, u[i + 4], u[i]);
+    }
+  }
+  VL acc = hn::Zero(dl);
+#pragma GCC unroll 8
+  for (size_t i = 0; i < kL; ++i) acc = hn::MulAdd(hn::Set(dl, q[i]), col[i], acc);
+  hn::StoreU(acc, dl, out);
+}
+#endif
+
+void narrow_scores(const float* q, const float* k, size_t stride, size_t n_slots, size_t slot,
+                   size_t n, size_t hd, float* scores) {
+  const float* ks[8];
+  // ks[0, kb) = the rows of the next kb keys, in position order.
+  auto next_keys = [&](size_t kb) {
+    for (size_t p = 0; p < kb; ++p, slot = next_slot(slot, n_slots)) ks[p] = k + slot * stride;
+  };
+  size_t j = 0;
+#if HWY_TARGET != HWY_SCALAR
+  if (hd == 8 && hn::Lanes(hn::CappedTag<float, 8>()) == 8) {
+    for (; j + 8 <= n; j += 8) {
+      next_keys(8);
+      transposed_dots<8>(q, ks, scores + j);
+    }
+  } else if (hd == 4 && hn::Lanes(hn::CappedTag<float, 4>()) == 4) {
+    for (; j + 4 <= n; j += 4) {
+      next_keys(4);
+      transposed_dots<4>(q, ks, scores + j);
+    }
+  }
+#endif
+  for (; j + 8 <= n; j += 8) {
+    next_keys(8);
+    narrow_dots<8>(q, ks, hd, scores + j);
+  }
+  for (; j < n; ++j) {
+    next_keys(1);
+    narrow_dots<1>(q, ks, hd, scores + j);
+  }
+}
+
+// out[i0, i0 + kC·L) = Σ_j p_j · v_j[i0, ...) over the n positions from the one
+// in `slot`, L = lanes of DC. Each output lane is the chain
+// acc = fma(p_j, v_j[i], acc), j = 0, 1, ..., from +0: the bits of a dim do not
+// depend on the vector width or chunk it is computed in.
+template <class DC, size_t kC>
+HWY_INLINE void weighted_sum(DC dc, const float* p, const float* v, size_t slot, size_t n,
+                             size_t stride, size_t n_slots, size_t i0, float* out) {
+  const size_t L = hn::Lanes(dc);
+  hn::Vec<DC> acc[kC];
+#pragma GCC unroll 8
+  for (size_t c = 0; c < kC; ++c) acc[c] = hn::Zero(dc);
+  for (size_t j = 0; j < n; ++j, slot = next_slot(slot, n_slots)) {
+    const float* vj = v + slot * stride + i0;
+    const auto pj = hn::Set(dc, p[j]);
+#pragma GCC unroll 8
+    for (size_t c = 0; c < kC; ++c) acc[c] = hn::MulAdd(pj, hn::LoadU(dc, vj + c * L), acc[c]);
+  }
+#pragma GCC unroll 8
+  for (size_t c = 0; c < kC; ++c) hn::StoreU(acc[c], dc, out + i0 + c * L);
+}
+
+// The dims [i, hd) left after full vectors (fewer than the lanes of D), in
+// vectors of halving width kCap, 2^k lanes each (hd = 12 on AVX3: 8 + 4 lanes).
+template <size_t kCap>
+HWY_INLINE void weighted_sum_rest(const float* p, const float* v, size_t slot, size_t n,
+                                  size_t stride, size_t n_slots, size_t i, size_t hd,
+                                  float* out) {
+  const hn::CappedTag<float, kCap> dc;
+  for (; hd - i >= hn::Lanes(dc); i += hn::Lanes(dc)) {
+    weighted_sum<decltype(dc), 1>(dc, p, v, slot, n, stride, n_slots, i, out);
+  }
+  if constexpr (kCap > 1) weighted_sum_rest<kCap / 2>(p, v, slot, n, stride, n_slots, i, hd, out);
 }
 
 void Attend(const float* q, const float* k, const float* v, size_t stride, size_t n_slots,
             size_t lo, size_t hi, size_t hd, float scale, float cap, float* scores,
             float* out) {
   const D d;
-  const size_t N = hn::Lanes(d), n = hi - lo + 1;
-  auto slot = [&](const float* base, size_t j) { return base + ((lo + j) % n_slots) * stride; };
-  size_t j = 0;
-  for (; j + 4 <= n; j += 4) {
-    const float* ks[4] = {slot(k, j), slot(k, j + 1), slot(k, j + 2), slot(k, j + 3)};
-    dots<4>(q, ks, hd, scores + j);
-  }
-  for (; j < n; ++j) {
-    const float* ks[1] = {slot(k, j)};
-    dots<1>(q, ks, hd, scores + j);
-  }
-  for (j = 0; j < n; ++j) scores[j] *= scale;
+  const size_t N = hn::Lanes(d), n = hi - lo + 1, s0 = lo % n_slots;
+  if (hd < N) narrow_scores(q, k, stride, n_slots, s0, n, hd, scores);
+  else wide_scores(q, k, stride, n_slots, s0, n, hd, scores);
+  for (size_t j = 0; j < n; ++j) scores[j] *= scale;
   if (cap > 0.f) Softcap(scores, n, cap);
   Softmax(scores, n);
-  // out[i] = fma(p_j, v_j[i], out[i]) over j in position order, for vector and
-  // scalar dims alike; vector dims in register chunks of 8, 4, then 1 vectors.
-  const size_t nvec = hd / N;
-  size_t c = 0;
-  for (; c + 8 <= nvec; c += 8) weighted_sum<8>(scores, v, lo, n, stride, n_slots, c * N, out);
-  for (; c + 4 <= nvec; c += 4) weighted_sum<4>(scores, v, lo, n, stride, n_slots, c * N, out);
-  for (; c < nvec; ++c) weighted_sum<1>(scores, v, lo, n, stride, n_slots, c * N, out);
-  for (size_t i = nvec * N; i < hd; ++i) {
-    float s = 0.f;
-    for (j = 0; j < n; ++j) s = std::fma(scores[j], slot(v, j)[i], s);
-    out[i] = s;
-  }
+  // out[i] = fma(p_j, v_j[i], out[i]) over j in position order, for every dim;
+  // full vectors in register chunks of 8, 4, then 1, the rest in narrower ones.
+  const float* p = scores;
+  size_t i = 0;
+  for (; i + 8 * N <= hd; i += 8 * N) weighted_sum<D, 8>(d, p, v, s0, n, stride, n_slots, i, out);
+  for (; i + 4 * N <= hd; i += 4 * N) weighted_sum<D, 4>(d, p, v, s0, n, stride, n_slots, i, out);
+  for (; i + N <= hd; i += N) weighted_sum<D, 1>(d, p, v, s0, n, stride, n_slots, i, out);
+  weighted_sum_rest<32>(p, v, s0, n, stride, n_slots, i, hd, out);
 }
+
+size_t F32Lanes() { return hn::Lanes(D()); }
 
 }  // namespace mtp::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -235,6 +360,7 @@ HWY_EXPORT(Softcap);
 HWY_EXPORT(Attend);
 HWY_EXPORT(SiluMul);
 HWY_EXPORT(GeluTanhMul);
+HWY_EXPORT(F32Lanes);
 
 void rmsnorm(const float* x, const float* w, size_t n, float eps, float* out) {
   HWY_DYNAMIC_DISPATCH(RmsNorm)(x, w, n, eps, out);
@@ -247,6 +373,7 @@ void attend(const float* q, const float* k, const float* v, size_t stride, size_
   HWY_DYNAMIC_DISPATCH(Attend)(q, k, v, stride, n_slots, lo, hi, head_dim, scale, cap, scores,
                                out);
 }
+size_t simd_f32_lanes() { return HWY_DYNAMIC_DISPATCH(F32Lanes)(); }
 void silu_mul(const float* gate, const float* up, size_t n, float* out) {
   HWY_DYNAMIC_DISPATCH(SiluMul)(gate, up, n, out);
 }

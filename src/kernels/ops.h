@@ -23,12 +23,23 @@ void softcap(float* y, size_t n, float cap);
 
 // One query head attending to keys/values at positions [lo, hi] (inclusive).
 // Position p lives in slot p % n_slots of k/v; a slot is `stride` floats apart,
-// the head's vector is at offset 0 of the passed pointers. scores: scratch of
-// hi - lo + 1 floats. score = (q·k) * scale, soft-capped when cap > 0, then
-// softmax; out[head_dim] = Σ p_j v_j in position order.
+// the head's vector is at offset 0 of the passed pointers. Only the slots of
+// positions lo..hi are read. scores: scratch of hi - lo + 1 floats, holding the
+// probabilities p_j on return. score = (q·k) * scale, soft-capped when cap > 0,
+// then softmax; out[head_dim] = Σ p_j v_j in position order.
+// Fixed order (the result depends on the inputs, head_dim and the SIMD target
+// only — not on the slot layout or on which call computes the row):
+// - out[i] is the chain acc = fma(p_j, v_j[i], acc), j = 0, 1, ..., from +0;
+// - q·k: head_dim >= simd_f32_lanes(): one vector accumulator over full
+//   vectors, summed across lanes, then the remaining dims one fma at a time;
+//   head_dim < simd_f32_lanes() (narrow heads): the chain
+//   s = fma(q[t], k[t], s), t = 0, 1, ..., from +0.
 void attend(const float* q, const float* k, const float* v, size_t stride, size_t n_slots,
             size_t lo, size_t hi, size_t head_dim, float scale, float cap, float* scores,
             float* out);
+
+// fp32 lanes of the SIMD target chosen at runtime (16 on AVX3, 8 on AVX2).
+size_t simd_f32_lanes();
 
 // Gated activations over n elements: out[i] = act(gate[i]) * up[i].
 void silu_mul(const float* gate, const float* up, size_t n, float* out);

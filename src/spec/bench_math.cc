@@ -63,14 +63,17 @@ CycleCost cycle_cost(long cycles, double draft_s, double verify_s, double other_
 
 double distinct_n(const std::vector<std::vector<int32_t>>& seqs, int n) {
   if (n < 1) fail<InputError>("distinct-n needs n >= 1, got {}", n);
-  std::set<std::vector<int32_t>> seen;
-  size_t total = 0;
+  double sum = 0;
+  int counted = 0;
   for (const auto& s : seqs) {
-    for (size_t i = 0; i + size_t(n) <= s.size(); ++i, ++total) {
-      seen.emplace(s.begin() + i, s.begin() + i + n);
-    }
+    if (s.size() < size_t(n)) continue;
+    std::set<std::vector<int32_t>> seen;
+    const size_t total = s.size() - size_t(n) + 1;
+    for (size_t i = 0; i < total; ++i) seen.emplace(s.begin() + i, s.begin() + i + n);
+    sum += double(seen.size()) / double(total);
+    ++counted;
   }
-  return total ? double(seen.size()) / double(total) : 0.0;
+  return counted ? sum / counted : 0.0;
 }
 
 }  // namespace mtp::spec

@@ -36,10 +36,12 @@ struct CycleCost {
 CycleCost cycle_cost(long cycles, double draft_s, double verify_s, double other_s,
                      double decode_step_s);
 
-// Distinct-n (Li et al. 2016): distinct n-grams / all n-grams, pooled over the
-// sequences (n-grams never cross two sequences). 1 = nothing repeats; a target
-// stuck in a loop scores near 0 — and makes any drafter look good, which is why
-// bench prints it beside the acceptance. 0 when there is no n-gram.
+// Distinct-n (after Li et al. 2016), per sequence then averaged: the fraction
+// of a sequence's n-grams that are distinct, mean over the sequences that have
+// at least one n-gram. 1 = nothing repeats within an output; a target stuck in
+// a loop scores near 0 — and makes any drafter look good, which is why bench
+// prints it beside the acceptance. Per sequence, so that two outputs sharing a
+// stock phrase do not count as repetition. 0 when no sequence has an n-gram.
 double distinct_n(const std::vector<std::vector<int32_t>>& seqs, int n);
 
 }  // namespace mtp::spec

@@ -190,7 +190,9 @@ std::vector<double> attend_double(const float* q, const float* k, const float* v
 
 TEST(Ops, AttendMatchesDoubleAndRingBuffer) {
   std::mt19937 rng(6);
-  for (size_t hd : {8, 64, 72, 80, 128, 136, 256}) {
+  // Narrow heads (below the SIMD width: 4 and 8 transposed in registers, the
+  // others scalar chains), full vectors, and full vectors plus a remainder.
+  for (size_t hd : {1, 3, 4, 5, 8, 12, 15, 16, 17, 24, 64, 72, 80, 128, 136, 256}) {
     for (float cap : {0.f, 20.f}) {
       const size_t stride = hd + 5, n_pos = 50;
       auto k = randn(n_pos * stride, rng), v = randn(n_pos * stride, rng), q = randn(hd, rng, 2.f);
@@ -217,6 +219,92 @@ TEST(Ops, AttendMatchesDoubleAndRingBuffer) {
         attend(q.data(), rk.data(), rv.data(), stride, n_slots, lo, hi, hd, scale, cap,
                scores.data(), ring.data());
         for (size_t i = 0; i < hd; ++i) ASSERT_EQ(bits(ring[i]), bits(out[i])) << "ring " << i;
+      }
+    }
+  }
+}
+
+// attend()'s documented order, replayed with scalar fmas: out[i] is the chain
+// over the returned probabilities, and for narrow heads each score is the
+// chain over dims (then the same scale, softcap and softmax kernels).
+TEST(Ops, AttendFollowsItsFixedOrder) {
+  std::mt19937 rng(7);
+  const size_t lanes = simd_f32_lanes();
+  for (size_t hd : {1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 64, 72, 128}) {
+    const size_t stride = 3 * hd + 1, n_slots = 45;
+    auto k = randn(n_slots * stride, rng), v = randn(n_slots * stride, rng), q = randn(hd, rng);
+    const float scale = 1.f / std::sqrt(float(hd));
+    for (float cap : {0.f, 3.f}) {
+      for (auto [lo, hi] : {std::pair<size_t, size_t>{0, 0}, {5, 12}, {0, 44}, {30, 66}}) {
+        SCOPED_TRACE(::testing::Message() << "hd=" << hd << " cap=" << cap << " [" << lo << ","
+                                          << hi << "]");
+        const size_t n = hi - lo + 1;
+        auto row = [&](const std::vector<float>& m, size_t j) {
+          return m.data() + ((lo + j) % n_slots) * stride;
+        };
+        std::vector<float> p(n), out(hd);
+        attend(q.data(), k.data(), v.data(), stride, n_slots, lo, hi, hd, scale, cap, p.data(),
+               out.data());
+        for (size_t i = 0; i < hd; ++i) {
+          float acc = 0.f;
+          for (size_t j = 0; j < n; ++j) acc = std::fma(p[j], row(v, j)[i], acc);
+          ASSERT_EQ(bits(out[i]), bits(acc)) << "out " << i;
+        }
+        if (hd >= lanes) continue;  // wide heads: lane sums, target-dependent
+        std::vector<float> s(n);
+        for (size_t j = 0; j < n; ++j) {
+          float acc = 0.f;
+          for (size_t t = 0; t < hd; ++t) acc = std::fma(q[t], row(k, j)[t], acc);
+          s[j] = acc * scale;
+        }
+        if (cap > 0.f) softcap(s.data(), n, cap);
+        softmax(s.data(), n);
+        for (size_t j = 0; j < n; ++j) ASSERT_EQ(bits(p[j]), bits(s[j])) << "p " << j;
+      }
+    }
+  }
+}
+
+// The forward's use: q rows at positions P..P+q-1 (full or sliding window).
+// In a verify call every row's K/V is in the cache before any row attends; in
+// one-token decodes the later slots do not exist yet (here: NaN). Each row's
+// output must have the same bits both ways, for every q.
+TEST(Ops, AttendRowsBitwiseIndependentOfBatch) {
+  std::mt19937 rng(8);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (size_t hd : {4, 8, 12, 16, 24, 64, 128}) {
+    const size_t kv_heads = 2, stride = kv_heads * hd, P = 37;
+    for (size_t window : {size_t(0), size_t(20)}) {
+      for (size_t q = 1; q <= 9; ++q) {
+        SCOPED_TRACE(::testing::Message() << "hd=" << hd << " window=" << window << " q=" << q);
+        // A ring of window + q slots for sliding layers, else the full context.
+        const size_t n_slots = window ? window + q : P + q;
+        auto kv_rows = randn(2 * (P + q) * stride, rng);  // K then V of every position
+        std::vector<float> k(n_slots * stride, nan), v(n_slots * stride, nan);
+        auto put = [&](size_t pos) {
+          std::memcpy(&k[(pos % n_slots) * stride], &kv_rows[pos * stride], stride * 4);
+          std::memcpy(&v[(pos % n_slots) * stride], &kv_rows[(P + q + pos) * stride], stride * 4);
+        };
+        for (size_t pos = 0; pos < P; ++pos) put(pos);
+        auto qs = randn(q * hd, rng);
+        auto attend_row = [&](size_t r, size_t h, float* out) {
+          const size_t hi = P + r, lo = window && hi + 1 > window ? hi + 1 - window : 0;
+          std::vector<float> scores(hi - lo + 1);
+          attend(qs.data() + r * hd, k.data() + h * hd, v.data() + h * hd, stride, n_slots, lo,
+                 hi, hd, 0.3f, 0.f, scores.data(), out);
+        };
+        std::vector<float> decode(q * kv_heads * hd), verify(q * kv_heads * hd);
+        for (size_t r = 0; r < q; ++r) {  // one row per call, cache grows row by row
+          put(P + r);
+          for (size_t h = 0; h < kv_heads; ++h) attend_row(r, h, &decode[(r * kv_heads + h) * hd]);
+        }
+        for (size_t r = q; r-- > 0;) {  // all rows' K/V present, rows in reverse order
+          for (size_t h = 0; h < kv_heads; ++h) attend_row(r, h, &verify[(r * kv_heads + h) * hd]);
+        }
+        for (size_t i = 0; i < decode.size(); ++i) {
+          ASSERT_FALSE(std::isnan(decode[i])) << i;
+          ASSERT_EQ(bits(decode[i]), bits(verify[i])) << i;
+        }
       }
     }
   }

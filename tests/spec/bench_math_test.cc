@@ -72,12 +72,13 @@ TEST(BenchMath, CycleCost) {
 
 namespace mtp::spec {
 namespace {
-// Hand-counted: {1 2 1 2 1} has bigrams 12 21 12 21 -> 2 distinct of 4; with
-// {2 1 3}: 21 13 -> 21 already seen, 13 new: 3 distinct of 6. Bigrams never
-// cross sequences: {1} {2} have none.
+// Hand-counted: {1 2 1 2 1} has bigrams 12 21 12 21 -> 2 distinct of 4 = 0.5;
+// {2 1 3}: 21 13 -> 1.0 on its own (a bigram shared with another sequence is
+// not a repetition): mean 0.75. {1} has no bigram and does not count.
 TEST(BenchMath, DistinctN) {
   EXPECT_DOUBLE_EQ(distinct_n({{1, 2, 1, 2, 1}}, 2), 0.5);
-  EXPECT_DOUBLE_EQ(distinct_n({{1, 2, 1, 2, 1}, {2, 1, 3}}, 2), 0.5);
+  EXPECT_DOUBLE_EQ(distinct_n({{1, 2, 1, 2, 1}, {2, 1, 3}}, 2), 0.75);
+  EXPECT_DOUBLE_EQ(distinct_n({{1, 2, 1, 2, 1}, {2, 1, 3}, {1}}, 2), 0.75);
   EXPECT_DOUBLE_EQ(distinct_n({{1}, {2}}, 2), 0.0);
   EXPECT_DOUBLE_EQ(distinct_n({{7, 7, 7, 7}}, 1), 0.25);
   EXPECT_DOUBLE_EQ(distinct_n({{1, 2, 3, 4}}, 3), 1.0);
