@@ -55,7 +55,7 @@ void print_spec_stats(const spec::SpecStats& s) {
   double total = s.time_draft_s + s.time_verify_s + s.time_other_s;
   fmt::print(stderr,
              "[speculative: {} cycles, {:.2f} tokens/cycle | acceptance by position: {} | time "
-             "draft {:.1f}% verify {:.1f}% other {:.1f}%]\n",
+             "draft {:.1f}% verify {:.1f}% other (incl. streaming the text) {:.1f}%]\n",
              s.cycles, s.tokens_per_cycle(), acc, total > 0 ? 100 * s.time_draft_s / total : 0,
              total > 0 ? 100 * s.time_verify_s / total : 0,
              total > 0 ? 100 * s.time_other_s / total : 0);
