@@ -5,7 +5,8 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config git
       libhwy-dev libfmt-dev libsentencepiece-dev nlohmann-json3-dev libcli11-dev
       libssl-dev libicu-dev libopenblas0-pthread libgtest-dev libgmock-dev libbenchmark-dev
-      libtorch-dev libgloo-dev)  # libtorch: training (train/export/parity), always built in CI
+      libtorch-dev libgloo-dev   # libtorch: training (train/export/parity/pretrain), always built in CI
+      fortunes)                  # the demo's default corpus (plain text, ~2.6 MB)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -157,7 +157,10 @@ class Demo {
     fmt::print(stderr, "\n== [{}] {}\n", name, line);
     const double t = now();
     args.insert(args.begin(), name);
-    const int rc = run_process(self_, args, stdout_path);
+    // A stage's human-readable output goes to stderr: our stdout is the summary.
+    const int rc = run_process(self_, args,
+                               stdout_path.empty() ? ChildStdout{ChildStdout::kStderr, ""}
+                                                   : ChildStdout{ChildStdout::kFile, stdout_path});
     const double s = now() - t;
     stages_.push_back({{"stage", name}, {"seconds", s}, {"skipped", false}});
     if (rc != 0) {

@@ -22,5 +22,8 @@ void add_demo(CLI::App& root);           // cmd_demo.cc
 void add_train(CLI::App& root);          // cmd_train.cc
 void add_export(CLI::App& root);         // cmd_export.cc
 void add_parity(CLI::App& root);         // cmd_parity.cc
+void add_pretrain(CLI::App& root);       // cmd_pretrain.cc (execs mtpspec-train pretrain-model)
+// bin/mtpspec-train only.
+void add_pretrain_model(CLI::App& root); // cmd_pretrain_model.cc
 
 }  // namespace mtp::app

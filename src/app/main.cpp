@@ -26,5 +26,6 @@ int main(int argc, char** argv) {
   mtp::app::add_train(app);
   mtp::app::add_export(app);
   mtp::app::add_parity(app);
+  mtp::app::add_pretrain(app);
   return mtp::app::run_cli(app, argc, argv);
 }

@@ -30,7 +30,7 @@ std::string sibling_executable(const std::string& name) {
 }
 
 int run_process(const std::string& exe, const std::vector<std::string>& args,
-                const std::string& stdout_path) {
+                const ChildStdout& out) {
   std::vector<std::string> storage = {exe};
   storage.insert(storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -39,9 +39,11 @@ int run_process(const std::string& exe, const std::vector<std::string>& args,
 
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  if (!stdout_path.empty()) {
-    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, stdout_path.c_str(),
+  if (out.kind == ChildStdout::kFile) {
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out.path.c_str(),
                                      O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  } else if (out.kind == ChildStdout::kStderr) {
+    posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);
   }
   std::fflush(stdout);
   std::fflush(stderr);

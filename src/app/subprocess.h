@@ -14,10 +14,16 @@ std::string sibling_executable(const std::string& name);
 // Path of this process's own executable (/proc/self/exe).
 std::string self_executable();
 
-// Runs `exe args...` and waits. stdout_path: where the child's stdout goes
-// ("" = inherited). Returns the exit status (128 + signal when killed);
-// IoError when it cannot be started.
+// Where a child's stdout goes: inherited, this process's stderr (keeps our
+// stdout for a machine-readable result), or a file (created/truncated).
+struct ChildStdout {
+  enum Kind { kInherit, kStderr, kFile } kind = kInherit;
+  std::string path;  // kFile
+};
+
+// Runs `exe args...` and waits. Returns the exit status (128 + signal when
+// killed); IoError when it cannot be started.
 int run_process(const std::string& exe, const std::vector<std::string>& args,
-                const std::string& stdout_path = "");
+                const ChildStdout& out = {});
 
 }  // namespace mtp::app

@@ -8,6 +8,7 @@
 // the same arguments (exit status and output are the child's).
 #pragma once
 #include <string>
+#include <vector>
 
 namespace CLI {
 class App;
@@ -19,5 +20,11 @@ namespace mtp::app {
 // --help) goes unparsed to `mtpspec-train name ...`. Without the sibling
 // binary (a build without libtorch) the callback fails with a clear message.
 void add_train_forwarder(CLI::App& root, const std::string& name, const std::string& help);
+
+// ConfigError naming `what` when this build has no mtpspec-train (no libtorch).
+void require_train_binary(const std::string& what);
+// Replaces this process with `mtpspec-train name args...` (OMP_WAIT_POLICY
+// passive unless set). Fails like require_train_binary, or IoError.
+[[noreturn]] void exec_train(const std::string& name, const std::vector<std::string>& args);
 
 }  // namespace mtp::app

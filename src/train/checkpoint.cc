@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "io/safetensors.h"
 
 namespace mtp::train {
@@ -81,6 +82,33 @@ std::map<std::string, std::vector<float>> checkpoint_tensors(const Checkpoint& c
     out[e.at("name").get<std::string>()].assign(flat.begin() + off, flat.begin() + off + n);
   }
   return out;
+}
+
+void check_trajectory(const Checkpoint& c, const nlohmann::json& traj, const std::string& run_dir,
+                      const std::string& same) {
+  const nlohmann::json& old = c.state.at("trajectory");
+  for (auto& [key, val] : traj.items()) {
+    if (!old.contains(key) || old[key] != val) {
+      fail<InputError>("cannot resume '{}': {} was {} and is now {} (a resumed run must use {})",
+                       run_dir, key, old.contains(key) ? old[key].dump() : "unset", val.dump(),
+                       same);
+    }
+  }
+}
+
+std::ofstream open_metrics(const std::string& path, long step, bool resumed) {
+  if (resumed && std::filesystem::exists(path)) {
+    std::ifstream in(path);
+    std::string line, kept;
+    while (std::getline(in, line)) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.value("step", 0L) <= step) kept += line + "\n";
+    }
+    write_file_atomic(path, kept);
+  }
+  std::ofstream f(path, std::ios::app);
+  if (!f) fail<IoError>("cannot write '{}'", path);
+  return f;
 }
 
 }  // namespace mtp::train

@@ -12,6 +12,7 @@
 // off). Written with io::write_safetensors: temp file + rename, so a crash
 // leaves the previous checkpoint intact.
 #pragma once
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -36,5 +37,16 @@ Checkpoint load_checkpoint(const std::string& path);
 // The drafter tensors of a checkpoint by name (EMA or raw weights), using the
 // layout stored in its state. InputError when ema is asked of a run without EMA.
 std::map<std::string, std::vector<float>> checkpoint_tensors(const Checkpoint& c, bool ema);
+
+// Resuming `run_dir` from c: InputError naming the first key of `trajectory`
+// (what fixes the run's course) whose value differs from c.state["trajectory"];
+// `same` says what a resumed run must keep ("the same flags, shards and target").
+void check_trajectory(const Checkpoint& c, const nlohmann::json& trajectory,
+                      const std::string& run_dir, const std::string& same);
+
+// A run folder's metrics.jsonl (one JSON record per line, each with a "step"):
+// on resume (resumed = true) rewritten without the records after `step` (the
+// resumed run repeats them), then opened for appending. IoError when unwritable.
+std::ofstream open_metrics(const std::string& path, long step, bool resumed);
 
 }  // namespace mtp::train

@@ -139,6 +139,42 @@ std::vector<size_t> micro_batch(const StepContext& c, DataOrder& order, long ste
 
 }  // namespace
 
+double optimizer_step(OptimState& st, torch::Tensor& g, const FlatLayout& layout, double lr,
+                      long step, const AdamWOptions& h) {
+  torch::NoGradGuard ng;
+  const double norm = g.norm().item<double>();
+  if (!std::isfinite(norm)) {
+    fail<Error>("step {}: gradient norm is {} (diverged); lower --lr", step + 1, norm);
+  }
+  if (h.clip > 0 && norm > h.clip) g.mul_(h.clip / (norm + 1e-6));
+
+  // AdamW (decoupled weight decay on matrices only), bias-corrected.
+  const double t = double(step + 1);
+  const double bc1 = 1.0 - std::pow(h.beta1, t), bc2 = 1.0 - std::pow(h.beta2, t);
+  st.m.mul_(h.beta1).add_(g, 1.0 - h.beta1);
+  st.v.mul_(h.beta2).addcmul_(g, g, 1.0 - h.beta2);
+  torch::Tensor denom = (st.v.sqrt() / std::sqrt(bc2)).add_(h.eps);
+  if (h.weight_decay > 0) {
+    if (!st.decay_mask.defined()) {
+      std::vector<float> mask(size_t(layout.total), 0.f);
+      for (const auto& e : layout.entries) {
+        if (e.decay) std::fill(mask.begin() + e.offset, mask.begin() + e.offset + e.numel, 1.f);
+      }
+      st.decay_mask = layout.to_flat(mask, st.params.device());
+    }
+    st.params.mul_(1.0 - (lr * h.weight_decay) * st.decay_mask);
+  }
+  st.params.addcdiv_(st.m, denom, -lr / bc1);
+  return norm;
+}
+
+double cosine_lr(double lr, double min_lr_ratio, long step, long total, long warmup) {
+  if (step < warmup) return lr * double(step + 1) / double(warmup);
+  const double p = double(step - warmup) / double(std::max(1L, total - warmup));
+  const double cosine = 0.5 * (1.0 + std::cos(M_PI * std::min(1.0, p)));
+  return lr * (min_lr_ratio + (1.0 - min_lr_ratio) * cosine);
+}
+
 StepResult train_step(const StepContext& c, OptimState& st, DataOrder& order, long step,
                       double lr) {
   const TrainOptions& o = c.o;
@@ -173,29 +209,8 @@ StepResult train_step(const StepContext& c, OptimState& st, DataOrder& order, lo
     gsum = c.dist.sum_in_rank_order(gsum.to(torch::kCPU).contiguous()).to(c.tm.device());
   }
   gsum.div_(double(c.dist.world() * o.accum));
-  r.grad_norm = gsum.norm().item<double>();
-  if (!std::isfinite(r.grad_norm)) {
-    fail<Error>("step {}: gradient norm is {} (diverged); lower --lr", step + 1, r.grad_norm);
-  }
-  if (o.clip > 0 && r.grad_norm > o.clip) gsum.mul_(o.clip / (r.grad_norm + 1e-6));
-
-  // AdamW (decoupled weight decay on matrices only), bias-corrected.
-  const double t = double(step + 1);
-  const double bc1 = 1.0 - std::pow(o.beta1, t), bc2 = 1.0 - std::pow(o.beta2, t);
-  st.m.mul_(o.beta1).add_(gsum, 1.0 - o.beta1);
-  st.v.mul_(o.beta2).addcmul_(gsum, gsum, 1.0 - o.beta2);
-  torch::Tensor denom = (st.v.sqrt() / std::sqrt(bc2)).add_(o.adam_eps);
-  if (o.weight_decay > 0) {
-    if (!st.decay_mask.defined()) {
-      std::vector<float> mask(size_t(c.tm.layout().total), 0.f);
-      for (const auto& e : c.tm.layout().entries) {
-        if (e.decay) std::fill(mask.begin() + e.offset, mask.begin() + e.offset + e.numel, 1.f);
-      }
-      st.decay_mask = c.tm.to_flat(mask);
-    }
-    st.params.mul_(1.0 - (lr * o.weight_decay) * st.decay_mask);
-  }
-  st.params.addcdiv_(st.m, denom, -lr / bc1);
+  r.grad_norm = optimizer_step(st, gsum, c.tm.layout(), lr, step,
+                               {o.beta1, o.beta2, o.adam_eps, o.weight_decay, o.clip});
   if (st.ema.defined()) {
     const double decay = std::min(o.ema, (1.0 + double(step)) / (10.0 + double(step)));
     st.ema.mul_(decay).add_(st.params, 1.0 - decay);

@@ -36,6 +36,22 @@ struct StepResult {
   long tokens = 0;                   // real tokens of this rank's sequences
 };
 
+// AdamW hyper-parameters (decoupled weight decay on the layout's `decay`
+// tensors) and the gradient-norm clip threshold (0 = off).
+struct AdamWOptions {
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.01, clip = 1.0;
+};
+
+// One optimizer step (0-based `step`) on st.params, st.m, st.v with gradient g
+// (clipped in place to the global norm `clip`); builds st.decay_mask on first
+// use. Returns the gradient norm before clipping; Error when it is not finite.
+// The EMA is the caller's.
+double optimizer_step(OptimState& st, torch::Tensor& g, const FlatLayout& layout, double lr,
+                      long step, const AdamWOptions& h);
+
+// Linear warm-up over `warmup` steps, then cosine from lr to min_lr_ratio·lr at `total`.
+double cosine_lr(double lr, double min_lr_ratio, long step, long total, long warmup);
+
 // Forward/backward of this rank's micro-batches of step `step`, gradient
 // combination across ranks, clipping, AdamW at `lr`, EMA. Updates st in place.
 StepResult train_step(const StepContext& c, OptimState& st, DataOrder& order, long step,

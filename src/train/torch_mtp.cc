@@ -20,18 +20,20 @@ bool is_decayed(const std::string& name) {
   const bool bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
   return !norm && !bias;
 }
+}  // namespace
 
-// x / sqrt(mean(x²) + eps) · w over the last dimension (kernels::rmsnorm).
 torch::Tensor rmsnorm(const torch::Tensor& x, const torch::Tensor& w, float eps) {
   return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * w;
 }
-}  // namespace
 
 // ---- FlatLayout -------------------------------------------------------------
 
 FlatLayout FlatLayout::for_drafter(const model::ModelConfig& target,
                                    const drafter::DrafterConfig& d) {
-  auto shapes = drafter::drafter_tensor_shapes(target, d);
+  return from_shapes(drafter::drafter_tensor_shapes(target, d));
+}
+
+FlatLayout FlatLayout::from_shapes(model::TensorShapes shapes) {
   std::sort(shapes.begin(), shapes.end());
   FlatLayout l;
   for (auto& [name, shape] : shapes) {
@@ -86,6 +88,76 @@ nlohmann::json FlatLayout::to_json() const {
   return j;
 }
 
+std::vector<torch::Tensor> FlatLayout::views(const torch::Tensor& flat, bool requires_grad) const {
+  TORCH_CHECK(flat.dim() == 1 && flat.size(0) == total, "views: flat vector of ",
+              total, " values expected");
+  std::vector<torch::Tensor> out;
+  for (const auto& e : entries) {
+    torch::Tensor v = flat.narrow(0, e.offset, e.numel).view(e.shape).detach();
+    out.push_back(requires_grad ? v.requires_grad_(true) : v);
+  }
+  return out;
+}
+
+torch::Tensor FlatLayout::flat_grad(const std::vector<torch::Tensor>& leaves) const {
+  std::vector<torch::Tensor> parts;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const torch::Tensor& g = leaves[i].grad();
+    parts.push_back(g.defined() ? g.reshape(-1)
+                                : torch::zeros({entries[i].numel}, leaves[i].options()));
+  }
+  return torch::cat(parts);
+}
+
+torch::Tensor FlatLayout::to_flat(const std::vector<float>& values, torch::Device dev) const {
+  if (int64_t(values.size()) != total) {
+    fail<ShapeError>("{} parameters given; the layout has {}", values.size(), total);
+  }
+  return torch::from_blob(const_cast<float*>(values.data()), {total}, torch::kFloat32)
+      .clone()
+      .to(dev);
+}
+
+// ---- shared layer code ------------------------------------------------------
+
+RopeTables rope_tables(const model::Rope& rope, bool local, int64_t R, int64_t head_dim,
+                       torch::Device dev) {
+  std::vector<model::Row> rows(static_cast<size_t>(R));
+  for (int64_t t = 0; t < R; ++t) rows[size_t(t)] = {0, int32_t(t), 0};
+  std::vector<float> cs;
+  rope.tables(rows, local, cs);  // [R, hd]: cos[hd/2] then sin[hd/2]
+  const int64_t half = head_dim / 2;
+  auto t = torch::from_blob(cs.data(), {R, 2, half}, torch::kFloat32).clone().to(dev);
+  return {t.select(1, 0).view({1, R, 1, half}), t.select(1, 1).view({1, R, 1, half})};
+}
+
+torch::Tensor causal_mask(int64_t R, int window, torch::Device dev) {
+  auto t = torch::arange(R).view({R, 1}), j = torch::arange(R).view({1, R});
+  auto masked = j > t;
+  if (window > 0) masked = masked | (t - j >= window);
+  return masked.to(dev);
+}
+
+namespace {
+// x: [B, R, heads, hd]; rotate-half (HF) or interleaved pairs (llama2.c).
+torch::Tensor apply_rope(const model::ModelConfig& c, const torch::Tensor& x, const RopeTables& r) {
+  const auto& [cos, sin] = r;
+  const int64_t half = c.head_dim / 2;
+  if (c.rope_interleaved) {  // pairs (x[2i], x[2i+1])
+    auto xp = x.unflatten(-1, {half, 2});
+    auto x0 = xp.select(-1, 0), x1 = xp.select(-1, 1);
+    return torch::stack({x0 * cos - x1 * sin, x0 * sin + x1 * cos}, -1).flatten(-2);
+  }
+  auto x0 = x.narrow(-1, 0, half), x1 = x.narrow(-1, half, half);  // rotate-half
+  return torch::cat({x0 * cos - x1 * sin, x0 * sin + x1 * cos}, -1);
+}
+}  // namespace
+
+std::vector<float> to_host(const torch::Tensor& t) {
+  torch::Tensor c = t.detach().to(torch::kCPU).contiguous();
+  return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+}
+
 // ---- TorchMtp ---------------------------------------------------------------
 
 void set_threads(int n) {
@@ -96,6 +168,17 @@ void set_threads(int n) {
   at::set_num_threads(n);
   using SetFn = void (*)(int);
   if (auto f = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) f(n);
+}
+
+torch::Device training_device(const std::string& name) {
+  if (name == "cuda") {
+    if (!torch::cuda::is_available()) {
+      fail<InputError>("--device cuda: this libtorch build sees no CUDA device");
+    }
+    return torch::Device(torch::kCUDA);
+  }
+  if (name != "cpu") fail<InputError>("--device must be cpu or cuda, got '{}'", name);
+  return torch::Device(torch::kCPU);
 }
 
 torch::Tensor round_to_dtype(const torch::Tensor& x, DType t) {
@@ -123,35 +206,6 @@ TorchMtp::TorchMtp(const model::Model& target, const drafter::DrafterConfig& dc,
                     .to(dev_);
 }
 
-std::vector<torch::Tensor> TorchMtp::views(const torch::Tensor& flat, bool requires_grad) const {
-  TORCH_CHECK(flat.dim() == 1 && flat.size(0) == layout_.total, "views: flat vector of ",
-              layout_.total, " values expected");
-  std::vector<torch::Tensor> out;
-  for (const auto& e : layout_.entries) {
-    torch::Tensor v = flat.narrow(0, e.offset, e.numel).view(e.shape).detach();
-    out.push_back(requires_grad ? v.requires_grad_(true) : v);
-  }
-  return out;
-}
-
-torch::Tensor TorchMtp::flat_grad(const std::vector<torch::Tensor>& leaves) const {
-  std::vector<torch::Tensor> parts;
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    const torch::Tensor& g = leaves[i].grad();
-    parts.push_back(g.defined() ? g.reshape(-1)
-                                : torch::zeros({layout_.entries[i].numel}, leaves[i].options()));
-  }
-  return torch::cat(parts);
-}
-
-torch::Tensor TorchMtp::to_flat(const std::vector<float>& values) const {
-  if (int64_t(values.size()) != layout_.total) {
-    fail<ShapeError>("{} parameters given; this drafter has {}", values.size(), layout_.total);
-  }
-  return torch::from_blob(const_cast<float*>(values.data()), {layout_.total}, torch::kFloat32)
-      .clone()
-      .to(dev_);
-}
 
 torch::Tensor TorchMtp::embed(const std::vector<int32_t>& tokens) const {
   const int64_t d = bc_.d_model, n = int64_t(tokens.size());
@@ -170,55 +224,42 @@ torch::Tensor TorchMtp::norm_weight(const P& p, const std::string& name) const {
   return bc_.norm_one_plus ? w + 1.0f : w;  // Gemma: 1 + w in fp32, as load_norm
 }
 
-const std::pair<torch::Tensor, torch::Tensor>& TorchMtp::rope_tables(int64_t R) const {
+const RopeTables& TorchMtp::rope_tables(int64_t R) const {
   auto it = rope_cache_.find(R);
   if (it != rope_cache_.end()) return it->second;
   // The engine's own tables: global or local frequencies exactly as MtpRunner picks.
   const bool local = bc_.is_sliding(0) && target_.rope().has_local();
-  std::vector<model::Row> rows(static_cast<size_t>(R));
-  for (int64_t t = 0; t < R; ++t) rows[size_t(t)] = {0, int32_t(t), 0};
-  std::vector<float> cs;
-  target_.rope().tables(rows, local, cs);  // [R, hd]: cos[hd/2] then sin[hd/2]
-  const int64_t half = bc_.head_dim / 2;
-  auto t = torch::from_blob(cs.data(), {R, 2, half}, torch::kFloat32).clone().to(dev_);
-  // Broadcast over [B, R, heads, half].
-  auto cos = t.select(1, 0).view({1, R, 1, half}), sin = t.select(1, 1).view({1, R, 1, half});
-  return rope_cache_.emplace(R, std::make_pair(cos, sin)).first->second;
-}
-
-torch::Tensor TorchMtp::rope(const torch::Tensor& x, int64_t R) const {
-  const auto& [cos, sin] = rope_tables(R);
-  const int64_t half = bc_.head_dim / 2;
-  if (bc_.rope_interleaved) {  // pairs (x[2i], x[2i+1])
-    auto xp = x.unflatten(-1, {half, 2});
-    auto x0 = xp.select(-1, 0), x1 = xp.select(-1, 1);
-    return torch::stack({x0 * cos - x1 * sin, x0 * sin + x1 * cos}, -1).flatten(-2);
-  }
-  auto x0 = x.narrow(-1, 0, half), x1 = x.narrow(-1, half, half);  // rotate-half
-  return torch::cat({x0 * cos - x1 * sin, x0 * sin + x1 * cos}, -1);
+  return rope_cache_.emplace(R, train::rope_tables(target_.rope(), local, R, bc_.head_dim, dev_))
+      .first->second;
 }
 
 torch::Tensor TorchMtp::attn_mask(int64_t R) const {
   auto it = mask_cache_.find(R);
   if (it != mask_cache_.end()) return it->second;
-  // Query t sees keys j with j <= t and, with a window W, t - j < W (block.cc: lo = t + 1 - W).
-  auto t = torch::arange(R).view({R, 1}), j = torch::arange(R).view({1, R});
-  auto masked = j > t;
-  if (bc_.is_sliding(0)) masked = masked | (t - j >= bc_.sliding_window);
-  masked = masked.to(dev_);
-  mask_cache_.emplace(R, masked);
-  return masked;
+  return mask_cache_
+      .emplace(R, causal_mask(R, bc_.is_sliding(0) ? bc_.sliding_window : 0, dev_))
+      .first->second;
 }
 
 torch::Tensor TorchMtp::block(int k, const P& flat, torch::Tensor x) const {
-  const model::ModelConfig& c = bc_;
   const std::string p = prefix(k) + "block.";
+  const int64_t R = x.size(1);
+  return decoder_layer(bc_, [&](const std::string& n) { return param(flat, p + n); }, x,
+                       rope_tables(R), attn_mask(R));
+}
+
+torch::Tensor decoder_layer(const model::ModelConfig& c,
+                            const std::function<torch::Tensor(const std::string&)>& W,
+                            torch::Tensor x, const RopeTables& rope, const torch::Tensor& mask) {
   const int64_t B = x.size(0), R = x.size(1), H = c.n_heads, KV = c.n_kv_heads,
                 hd = c.head_dim;
   const float eps = c.norm_eps;
-  auto W = [&](const std::string& n) { return param(flat, p + n); };
+  auto N = [&](const std::string& n) {  // Gemma: 1 + w in fp32, as load_norm
+    torch::Tensor w = W(n);
+    return c.norm_one_plus ? w + 1.0f : w;
+  };
   // --- attention ---
-  auto xn = rmsnorm(x, norm_weight(flat, p + "input_layernorm.weight"), eps);
+  auto xn = rmsnorm(x, N("input_layernorm.weight"), eps);
   torch::Tensor bq, bk, bv;
   if (c.qkv_bias) {
     bq = W("self_attn.q_proj.bias");
@@ -229,11 +270,11 @@ torch::Tensor TorchMtp::block(int k, const P& flat, torch::Tensor x) const {
   auto kk = at::linear(xn, W("self_attn.k_proj.weight"), bk).view({B, R, KV, hd});
   auto v = at::linear(xn, W("self_attn.v_proj.weight"), bv).view({B, R, KV, hd});
   if (c.qk_norm) {
-    q = rmsnorm(q, norm_weight(flat, p + "self_attn.q_norm.weight"), eps);
-    kk = rmsnorm(kk, norm_weight(flat, p + "self_attn.k_norm.weight"), eps);
+    q = rmsnorm(q, N("self_attn.q_norm.weight"), eps);
+    kk = rmsnorm(kk, N("self_attn.k_norm.weight"), eps);
   }
-  q = rope(q, R).permute({0, 2, 1, 3});    // [B, H, R, hd]
-  kk = rope(kk, R).permute({0, 2, 1, 3});  // [B, KV, R, hd]
+  q = apply_rope(c, q, rope).permute({0, 2, 1, 3});    // [B, H, R, hd]
+  kk = apply_rope(c, kk, rope).permute({0, 2, 1, 3});  // [B, KV, R, hd]
   v = v.permute({0, 2, 1, 3});
   if (H != KV) {  // GQA: query head h uses KV head h / (H / KV)
     kk = kk.repeat_interleave(H / KV, 1);
@@ -241,25 +282,25 @@ torch::Tensor TorchMtp::block(int k, const P& flat, torch::Tensor x) const {
   }
   auto scores = torch::matmul(q, kk.transpose(-1, -2)) * c.score_scale();  // [B, H, R, R]
   if (c.attn_softcap > 0) scores = torch::tanh(scores / c.attn_softcap) * c.attn_softcap;
-  scores = scores.masked_fill(attn_mask(R), -std::numeric_limits<float>::infinity());
+  scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
   auto att = torch::matmul(torch::softmax(scores, -1), v);  // [B, H, R, hd]
   att = att.permute({0, 2, 1, 3}).reshape({B, R, H * hd});
   auto o = at::linear(att, W("self_attn.o_proj.weight"));
   if (c.sandwich_norms) {
-    o = rmsnorm(o, norm_weight(flat, p + "post_attention_layernorm.weight"), eps);
+    o = rmsnorm(o, N("post_attention_layernorm.weight"), eps);
   }
   x = x + o;
   // --- feed-forward ---
   const std::string ffn_norm =
       c.sandwich_norms ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight";
-  xn = rmsnorm(x, norm_weight(flat, p + ffn_norm), eps);
+  xn = rmsnorm(x, N(ffn_norm), eps);
   auto g = at::linear(xn, W("mlp.gate_proj.weight"));
   auto u = at::linear(xn, W("mlp.up_proj.weight"));
   auto a = c.activation == model::Activation::SiLU ? torch::silu(g) * u
                                                     : torch::gelu(g, "tanh") * u;
   auto dn = at::linear(a, W("mlp.down_proj.weight"));
   if (c.sandwich_norms) {
-    dn = rmsnorm(dn, norm_weight(flat, p + "post_feedforward_layernorm.weight"), eps);
+    dn = rmsnorm(dn, N("post_feedforward_layernorm.weight"), eps);
   }
   return x + dn;
 }

@@ -18,6 +18,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -25,10 +26,12 @@
 
 #include "drafter/drafter.h"
 #include "model/forward.h"
+#include "model/layer_io.h"
 
 namespace mtp::train {
 
-// Name -> (offset, shape) of each drafter tensor in the flat parameter vector.
+// Name -> (offset, shape) of each tensor in a flat parameter vector (the
+// drafter's, or a pretrained target's: train/llama_torch.h).
 struct FlatLayout {
   struct Entry {
     std::string name;
@@ -40,13 +43,48 @@ struct FlatLayout {
   int64_t total = 0;
 
   static FlatLayout for_drafter(const model::ModelConfig& target, const drafter::DrafterConfig& d);
+  // Any tensor list (sorted by name here; matrices decayed, norms and biases not).
+  static FlatLayout from_shapes(model::TensorShapes shapes);
   const Entry& at(const std::string& name) const;
   size_t index(const std::string& name) const { return size_t(&at(name) - entries.data()); }
   // Tensors by name <-> one flat vector (sizes checked; ShapeError naming the tensor).
   std::vector<float> flatten(const std::map<std::string, std::vector<float>>& t) const;
   std::map<std::string, std::vector<float>> unflatten(const float* flat, int64_t n) const;
   nlohmann::json to_json() const;
+
+  // Per-tensor views (layout order) of a flat fp32 vector [total]. They share
+  // its storage, so in-place updates of `flat` (the optimizer, EMA) are seen by
+  // the views. requires_grad: the views are autograd leaves whose .grad() a
+  // backward fills (flat_grad() gathers them).
+  std::vector<torch::Tensor> views(const torch::Tensor& flat, bool requires_grad) const;
+  // The leaves' gradients as one flat vector (zeros for tensors without one).
+  torch::Tensor flat_grad(const std::vector<torch::Tensor>& leaves) const;
+  // A flat fp32 tensor [total] on `dev` from host values (ShapeError on a size mismatch).
+  torch::Tensor to_flat(const std::vector<float>& values, torch::Device dev) const;
 };
+
+// x / sqrt(mean(x²) + eps) · w over the last dimension (kernels::rmsnorm).
+torch::Tensor rmsnorm(const torch::Tensor& x, const torch::Tensor& w, float eps);
+
+// RoPE tables of positions 0..R-1, computed by the engine's own model::Rope:
+// cos and sin, each [1, R, 1, head_dim/2] on `dev` (broadcast over [B, R, heads, half]).
+using RopeTables = std::pair<torch::Tensor, torch::Tensor>;
+RopeTables rope_tables(const model::Rope& rope, bool local, int64_t R, int64_t head_dim,
+                       torch::Device dev);
+
+// [R, R] bool, true = masked: query t sees keys j <= t and, with window W > 0,
+// t - j < W (block.cc: lo = t + 1 - W).
+torch::Tensor causal_mask(int64_t R, int window, torch::Device dev);
+
+// One decoder layer of family c (model/block.cc) over x [B, R, d], with autograd.
+// weight(name): the layer's tensor by Hugging Face name ("self_attn.q_proj.weight");
+// norm weights as stored (Gemma's 1 + w is applied here, in fp32).
+torch::Tensor decoder_layer(const model::ModelConfig& c,
+                            const std::function<torch::Tensor(const std::string&)>& weight,
+                            torch::Tensor x, const RopeTables& rope, const torch::Tensor& mask);
+
+// A tensor's values on the host (fp32).
+std::vector<float> to_host(const torch::Tensor& t);
 
 class TorchMtp {
  public:
@@ -60,15 +98,17 @@ class TorchMtp {
   int d_model() const { return bc_.d_model; }
   int vocab() const { return bc_.vocab; }
 
-  // Per-tensor views (layout order) of a flat fp32 parameter vector [layout().total]
-  // on the device. They share its storage, so in-place updates of `flat` (the
-  // optimizer, EMA) are seen by the views. requires_grad: the views are autograd
-  // leaves whose .grad() a backward fills (flat_grad() gathers them).
-  std::vector<torch::Tensor> views(const torch::Tensor& flat, bool requires_grad) const;
-  // The leaves' gradients as one flat vector (zeros for tensors without one).
-  torch::Tensor flat_grad(const std::vector<torch::Tensor>& leaves) const;
+  // layout().views / flat_grad of a flat parameter vector [layout().total] on the device.
+  std::vector<torch::Tensor> views(const torch::Tensor& flat, bool requires_grad) const {
+    return layout_.views(flat, requires_grad);
+  }
+  torch::Tensor flat_grad(const std::vector<torch::Tensor>& leaves) const {
+    return layout_.flat_grad(leaves);
+  }
   // A flat tensor on the device from host values (size checked).
-  torch::Tensor to_flat(const std::vector<float>& values) const;
+  torch::Tensor to_flat(const std::vector<float>& values) const {
+    return layout_.to_flat(values, dev_);
+  }
 
   // Module embedding rows (Model::embed, × embed_scale in fp32): tokens [n] -> [n, d].
   torch::Tensor embed(const std::vector<int32_t>& tokens) const;
@@ -90,8 +130,7 @@ class TorchMtp {
   torch::Tensor param(const P& p, const std::string& name) const;
   torch::Tensor norm_weight(const P& p, const std::string& name) const;
   torch::Tensor block(int k, const P& p, torch::Tensor x) const;
-  torch::Tensor rope(const torch::Tensor& x, int64_t R) const;  // x: [B, R, heads, hd]
-  const std::pair<torch::Tensor, torch::Tensor>& rope_tables(int64_t R) const;
+  const RopeTables& rope_tables(int64_t R) const;
   torch::Tensor attn_mask(int64_t R) const;  // [R, R] bool, true = masked
 
   const model::Model& target_;
@@ -100,7 +139,7 @@ class TorchMtp {
   torch::Device dev_;
   FlatLayout layout_;
   torch::Tensor lm_head_, final_norm_;  // [V, d], [d] (frozen)
-  mutable std::map<int64_t, std::pair<torch::Tensor, torch::Tensor>> rope_cache_;  // R -> cos, sin
+  mutable std::map<int64_t, RopeTables> rope_cache_;  // R -> cos, sin
   mutable std::map<int64_t, torch::Tensor> mask_cache_;
 };
 
@@ -109,6 +148,10 @@ class TorchMtp {
 // allocations in the heap (mallopt): per-step activations are reused instead
 // of being mmapped and page-faulted afresh.
 void set_threads(int n);
+
+// The training device named "cpu" or "cuda" (InputError for another name, or
+// for cuda when this libtorch build sees no CUDA device).
+torch::Device training_device(const std::string& name);
 
 // Rounds fp32 values to `t` (BF16/F16: round to nearest even, as f32_to_bf16).
 torch::Tensor round_to_dtype(const torch::Tensor& x, DType t);

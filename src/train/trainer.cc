@@ -32,35 +32,6 @@ uint64_t hash64(const std::string& s) {
   return std::stoull(model::sha256_hex(s).substr(0, 15), nullptr, 16);
 }
 
-double lr_at(const TrainOptions& o, long step, long total, long warmup) {
-  if (step < warmup) return o.lr * double(step + 1) / double(warmup);
-  const double p = double(step - warmup) / double(std::max(1L, total - warmup));
-  const double cosine = 0.5 * (1.0 + std::cos(M_PI * std::min(1.0, p)));
-  return o.lr * (o.min_lr_ratio + (1.0 - o.min_lr_ratio) * cosine);
-}
-
-std::vector<float> to_host(const torch::Tensor& t) {
-  torch::Tensor c = t.detach().to(torch::kCPU).contiguous();
-  return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
-}
-
-// Rewrites metrics.jsonl without the records after `step` (a resumed run
-// repeats them), then opens it for appending.
-std::ofstream open_metrics(const std::string& path, long step, bool resumed) {
-  if (resumed && fs::exists(path)) {
-    std::ifstream in(path);
-    std::string line, kept;
-    while (std::getline(in, line)) {
-      auto j = nlohmann::json::parse(line, nullptr, false);
-      if (!j.is_discarded() && j.value("step", 0L) <= step) kept += line + "\n";
-    }
-    write_file_atomic(path, kept);
-  }
-  std::ofstream f(path, std::ios::app);
-  if (!f) fail<IoError>("cannot write '{}'", path);
-  return f;
-}
-
 }  // namespace
 
 TrainReport run_training(const TrainOptions& o) {
@@ -73,15 +44,7 @@ TrainReport run_training(const TrainOptions& o) {
   if (o.loss_weights.empty()) fail<InputError>("--loss-weights needs at least one value");
   const int threads = o.threads > 0 ? o.threads : physical_cores();
   set_threads(threads);
-  torch::Device dev(torch::kCPU);
-  if (o.device == "cuda") {
-    if (!torch::cuda::is_available()) {
-      fail<InputError>("--device cuda: this libtorch build sees no CUDA device");
-    }
-    dev = torch::Device(torch::kCUDA);
-  } else if (o.device != "cpu") {
-    fail<InputError>("--device must be cpu or cuda, got '{}'", o.device);
-  }
+  const torch::Device dev = training_device(o.device);
   DistOptions dopt;
   dopt.world_size = o.world_size;
   dopt.rank = o.rank;
@@ -149,14 +112,7 @@ TrainReport run_training(const TrainOptions& o) {
       fail<InputError>("'{}' already holds a training checkpoint (step {}); pass --resume to "
                        "continue it, or choose a new -o folder", o.run_dir, at);
     }
-    const nlohmann::json& old = c.state.at("trajectory");
-    for (auto& [key, val] : traj.items()) {
-      if (!old.contains(key) || old[key] != val) {
-        fail<InputError>("cannot resume '{}': {} was {} and is now {} (a resumed run must use "
-                         "the same flags, shards and target)", o.run_dir, key,
-                         old.contains(key) ? old[key].dump() : "unset", val.dump());
-      }
-    }
+    check_trajectory(c, traj, o.run_dir, "the same flags, shards and target");
     st.params = tm.to_flat(c.params);
     st.m = tm.to_flat(c.adam_m);
     st.v = tm.to_flat(c.adam_v);
@@ -226,7 +182,7 @@ TrainReport run_training(const TrainOptions& o) {
   const long start = step;
   const long stop = o.stop_after > 0 ? std::min(total, o.stop_after) : total;
   while (step < stop) {
-    const double lr = lr_at(o, step, total, warmup);
+    const double lr = cosine_lr(o.lr, o.min_lr_ratio, step, total, warmup);
     const auto ts = std::chrono::steady_clock::now();
     StepResult r = train_step(ctx, st, order, step, lr);
     const auto te = std::chrono::steady_clock::now();
