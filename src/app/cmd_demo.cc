@@ -261,9 +261,12 @@ class Demo {
     fmt::print("\n=== mtpspec demo: summary ({} total; details in {}/report.md)\n",
                format_duration(seconds), w_.string());
     fmt::print("  plain decoding        {:8.1f} tok/s\n", b["baseline_tok_s"].get<double>());
-    fmt::print("  speculative (K = {})   {:8.1f} tok/s   speedup {:.2f}x (spread {:.2f})\n",
+    const json& spread = b["speedup_spread"];
+    fmt::print("  speculative (K = {})   {:8.1f} tok/s   speedup {:.2f}x (repeats: {:.2f}..{:.2f})\n",
                b["acceptance_live"].size(), b["spec_tok_s"].get<double>(), b["speedup"].get<double>(),
-               b["speedup_spread"].get<double>());
+               spread["min"].get<double>(), spread["max"].get<double>());
+    fmt::print("  verify multiplier m(q), q = 1..8: {}; drafter cost per module: {}\n",
+               list(b["verify_multiplier"]), list(b["drafter_cost"]));
     fmt::print("  live acceptance per module position: {}   (teacher-forced on own output: {})\n",
                list(b["acceptance_live"]), list(b["acceptance_tf_own"]));
     fmt::print("  tokens per cycle {:.2f}; break-even acceptance {}\n",

@@ -73,7 +73,14 @@ TEST(DemoE2E, ReducedBudgetDemoIsLosslessAndTrainedDrafterBeatsRandom) {
   EXPECT_LT(b["acceptance_live"][0].get<double>(), kAcceptanceFloor);
   EXPECT_EQ(b["flips"], 0);
 
-  // Rerun: finished stages are reused (no retraining), results still lossless.
+  // Rerun: finished stages are reused (no retraining), results still lossless;
+  // and the human-readable summary prints.
+  CliResult text = run_cli("demo --model " + shell_quote(model) + " --corpus " + shell_quote(corpus) +
+                           " --workdir " + shell_quote(w) + " --threads 2 --distill-tokens 60000 "
+                           "--train-steps 300 -n 16 --repeat 1");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("speedup"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("distinct-2"), std::string::npos) << text.out;
   json again = parse_or_fail(run_cli("demo" + common + " --distill-tokens 60000 --train-steps 300 "
                                      "-n 16 --repeat 1"),
                              "demo rerun");
