@@ -24,7 +24,7 @@ namespace {
 struct BenchDecodeArgs {
   std::string model, random, weights = "bf16";
   std::vector<int> threads = {1, 2};
-  int pos = 256, q_max = 8, reps = 15;
+  int pos = 0, q_max = 8, reps = 15;  // pos 0: min(256, half the model's context)
   uint64_t seed = 0;
   bool json = false;
 };
@@ -40,7 +40,7 @@ double bytes_per_token(const model::Model& m, int pos) {
   return b;
 }
 
-void run(const BenchDecodeArgs& a) {
+void run(BenchDecodeArgs a) {
   if (a.model.empty() == a.random.empty()) fail<InputError>("give exactly one of -m MODEL or --random PRESET");
   model::LoadOptions lo;
   lo.weights = parse_weight_type(a.weights);
@@ -50,6 +50,7 @@ void run(const BenchDecodeArgs& a) {
       : model::load_model(a.model, lo);
   model::Model m(std::move(lm));
   const auto& c = m.config();
+  if (a.pos == 0) a.pos = std::min(256, c.max_position / 2);
   if (a.pos + a.q_max + 1 > c.max_position) fail<InputError>("--pos {} + q-max exceeds the model's context {}", a.pos, c.max_position);
   const double bytes = bytes_per_token(m, a.pos);
   nlohmann::json rows = nlohmann::json::array();
@@ -95,7 +96,9 @@ void add_bench_decode(CLI::App& root) {
   cmd->add_option("--weights", a->weights, "Precision the matrices are held in")
       ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_option("--threads", a->threads, "Thread counts to measure (repeatable)");
-  cmd->add_option("--pos", a->pos, "Context position the forwards run at");
+  cmd->add_option("--pos", a->pos,
+                  "Context position the forwards run at (default: 256, or half the model's "
+                  "context when that is shorter)");
   cmd->add_option("--q-max", a->q_max, "Largest q for the verify multiplier")->check(CLI::Range(1, 16));
   cmd->add_option("--reps", a->reps, "Timed repetitions per q (median reported)")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", a->seed, "Seed of the random target");
