@@ -54,6 +54,10 @@ class PackedMatrix {
 
 // Y[q, rows] = X[q, cols] · Wᵀ. x has row stride x_stride (>= cols) and y has
 // row stride y_stride (>= rows). Batch-invariant (see above). pool may be null.
+// x needs no alignment, but rows that do not start on a 64-byte line (or a
+// stride that is not a multiple of 16 floats) are first copied into an aligned
+// per-thread buffer (q·cols floats): aligned callers skip that copy. The copy
+// changes no bits.
 void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, float* y,
             size_t y_stride, ThreadPool* pool);
 inline void matmul(const PackedMatrix& w, const float* x, size_t q, float* y, ThreadPool* pool) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -228,6 +229,42 @@ TEST(Matmul, SameBitsOnEveryFmaTarget) {
   }
   EXPECT_EQ(simd_target(), best);
   if (tested < 2) GTEST_SKIP() << "fewer than two FMA targets on this CPU";
+}
+
+TEST(Matmul, BitsDoNotDependOnActivationAlignment) {
+  // matmul() copies rows that do not start on a 64-byte line into an aligned
+  // buffer (a speed matter only): every offset and stride, aligned or not, and
+  // a copy buffer grown or reused across calls, must give the same bits.
+  std::mt19937 rng(5);
+  ThreadPool pool2(2);
+  for (auto [rows, cols] : {Shape{13, 48}, Shape{9, 70}, Shape{6, 1030}}) {
+    auto wf = randn(rows * cols, rng);
+    for (WeightType hold : {WeightType::F32, WeightType::BF16}) {
+      auto w = PackedMatrix::pack(wf.data(), DType::F32, rows, cols, hold);
+      const size_t q = 5;
+      auto xv = randn(q * cols, rng);
+      std::vector<float> want(q * rows);
+      matmul(w, xv.data(), q, want.data(), nullptr);
+      for (size_t stride : {cols, cols + 1, (cols + 15) / 16 * 16 + 16}) {
+        for (size_t off = 0; off < 16; ++off) {
+          // 64-byte-aligned storage, x at `off` floats past the line.
+          std::vector<float> store(q * stride + off + 16, std::nanf(""));
+          float* base = store.data();
+          while (reinterpret_cast<uintptr_t>(base) % 64) ++base;
+          float* x = base + off;
+          for (size_t r = 0; r < q; ++r) std::copy_n(xv.begin() + r * cols, cols, x + r * stride);
+          for (size_t qq : {q, size_t(1), size_t(3)}) {
+            std::vector<float> y(qq * rows, -1.f);
+            matmul(w, x, stride, qq, y.data(), rows, off % 2 ? &pool2 : nullptr);
+            SCOPED_TRACE(::testing::Message() << rows << "x" << cols << " " << weight_type_name(hold)
+                                              << " stride " << stride << " offset " << off
+                                              << " q " << qq);
+            expect_bitwise(y.data(), rows, want.data(), qq, rows, "aligned vs offset rows");
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(Matmul, EmptyAndTinyCalls) {
