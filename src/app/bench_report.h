@@ -14,7 +14,10 @@ namespace mtp::app {
 
 struct BenchResult {
   int K = 0;
-  double baseline_tok_s = 0, spec_tok_s = 0, speedup = 0;
+  double baseline_tok_s = 0, spec_tok_s = 0, speedup = 0;  // generation only
+  // Same outputs, wall time with prompt processing (the target's prefill, and
+  // the drafter's modules over the prompt) included: plain / speculative.
+  double end_to_end_speedup = 0;
   spec::Spread spread;
   std::vector<double> acceptance_live, acceptance_tf_corpus, acceptance_tf_own;
   std::string acceptance_tf_corpus_note;  // why acceptance_tf_corpus is empty

@@ -58,11 +58,13 @@ struct SpecRuns {
   int K = 0;
   spec::SpecStats stats;           // cycles, acceptance, time split, per-module time
   double tokens = 0, seconds = 0;  // generation: (n_gen − 1) tokens over gen_s
+  double total_s = 0;              // prompt processing + generation (prompt_s + gen_s)
   std::vector<double> speedups;    // per repeat: its spec tok/s over its plain tok/s
 };
 
 struct InterleavedRuns {
   double plain_tokens = 0, plain_seconds = 0;  // as SpecRuns::tokens / seconds
+  double plain_total_s = 0;                    // as SpecRuns::total_s
   std::vector<SpecRuns> spec;                  // [i] for Ks[i]
   long flips = 0;                              // speculative runs whose output differed
   std::vector<std::vector<int32_t>> own;       // prompt + plain continuation (repeat 1)
@@ -120,6 +122,7 @@ InterleavedRuns run_interleaved(const BenchTarget& t, const std::vector<int>& Ks
       const auto& ids = t.prompts[p];
       spec::GenerateResult plain = spec::generate(m, tok, ids, go, pool);
       bt += generated_steps(plain), bs += plain.timings.gen_s;
+      out.plain_total_s += plain.timings.prompt_s + plain.timings.gen_s;
       std::string line = fmt::format("[bench] repeat {}/{}, prompt {}/{}: plain {:.1f} tok/s", r + 1,
                                      repeat, p + 1, t.prompts.size(),
                                      rate(generated_steps(plain), plain.timings.gen_s));
@@ -130,6 +133,7 @@ InterleavedRuns run_interleaved(const BenchTarget& t, const std::vector<int>& Ks
         spec::GenerateResult sp = spec::generate(m, tok, ids, go, pool, nullptr, so);
         out.flips += plain.token_ids != sp.token_ids;
         st[i] += generated_steps(sp), ss[i] += sp.timings.gen_s;
+        out.spec[i].total_s += sp.timings.prompt_s + sp.timings.gen_s;
         accumulate(out.spec[i].stats, *sp.stats);
         line += fmt::format(" | K={} {:.1f} tok/s", Ks[i], rate(generated_steps(sp), sp.timings.gen_s));
       }
@@ -245,6 +249,7 @@ void run_bench(const BenchArgs& a) {
   res.spec_tok_s = rate(sr.tokens, sr.seconds);
   res.speedup = res.baseline_tok_s > 0 ? res.spec_tok_s / res.baseline_tok_s : 0;
   res.spread = spec::spread(sr.speedups);
+  res.end_to_end_speedup = sr.total_s > 0 ? runs.plain_total_s / sr.total_s : 0;
   res.acceptance_live = live.acceptance();
   res.tokens_per_cycle = live.tokens_per_cycle();
   res.flips = runs.flips;

@@ -29,6 +29,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/progress.h"
+#include "io/safetensors.h"
 
 namespace mtp::app {
 
@@ -38,19 +39,25 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
+constexpr long kDistillSeq = 128;  // tokens per self-distilled sequence (prompt included)
 
 // Openers written for this project (not taken from any corpus), so the target
 // continues text it has not seen verbatim.
 constexpr const char* kDemoPrompts[] = {
     "The best way to", "A man walked into a bar and", "Never trust a", "You will be",
     "The problem with computers is", "Life is", "If you can't", "There are two kinds of people:",
+    "The secret of happiness is", "Q: Why did the chicken", "Do not", "In the beginning",
+    "It is better to", "Every man has", "Love is", "A friend is someone who",
+    "Money can't", "Today is a good day to", "The only thing worse than", "Always remember that",
+    "Some people", "Nothing is", "When in doubt,", "What is the difference between",
 };
 
 struct DemoArgs {
   std::string model, workdir = "demo-work", prompts, preset = "tiny";
   std::vector<std::string> corpus;
-  int threads = 0, pretrain_steps = 0, train_steps = 200, n = 96, repeat = 2, k = 2;
-  long distill_tokens = 150000;
+  int threads = 0, pretrain_steps = 0, train_steps = 150, n = 96, repeat = 2, k = 2;
+  int draft_vocab = 1024;
+  long distill_prompts = 3000;
   bool json = false;
 };
 
@@ -113,17 +120,24 @@ class Demo {
     const std::string T = std::to_string(a_.threads);
     // Greedy self-distillation (--temp 0): the drafter learns exactly what greedy
     // decoding will ask of it (docs/PERFORMANCE.md: live acceptance 0.86 vs 0.77
-    // for sampled data on stories260K).
+    // for sampled data on stories260K). Prompts of 2..16 corpus tokens, so the
+    // first positions after a short prompt are trained too; sequences of at most
+    // kDistillSeq tokens (most continuations end at EOS well before).
     stage("precompute", {"-m", M, "--threads", T, "-o", S, "--self-distill", "--temp", "0",
-                         "--seq-len", "256", "--max-tokens", std::to_string(a_.distill_tokens)},
+                         "--prompt-tokens", "16", "--prompt-tokens-min", "2", "--seq-len",
+                         std::to_string(kDistillSeq), "--max-tokens",
+                         std::to_string(a_.distill_prompts * kDistillSeq)},
           /*with_corpus=*/true);
     if (!fs::exists(D)) {
       std::vector<std::string> tr = {"--shards", S, "-m", M, "-o", R, "--k", std::to_string(a_.k),
-                                     "--steps", std::to_string(a_.train_steps), "--batch", "8",
+                                     "--steps", std::to_string(a_.train_steps), "--batch", "32",
                                      "--lr", "2e-3", "--threads", T, "--no-parity"};
       if (fs::exists(fs::path(R) / "checkpoint.safetensors")) tr.push_back("--resume");
       stage("train", tr);
-      stage("export", {"--run", R, "--ema", "-o", D});
+      // Stored (and so held) in bf16, drafting among the most frequent tokens:
+      // the drafter's cost per draft (docs/PERFORMANCE.md "Drafter cost").
+      stage("export", {"--run", R, "--ema", "-o", D, "--dtype", "bf16", "--draft-vocab",
+                       std::to_string(a_.draft_vocab)});
     } else {
       skipped("train", D + " exists");
     }
@@ -136,7 +150,7 @@ class Demo {
           false, bench_json.string());
     stage("drift", {"-m", M, "--drafter", D, "--prompts", P, "-n", N, "--threads", T, "--json"},
           false, drift_json.string());
-    summary(read_json(bench_json), read_json(drift_json), now() - t0);
+    summary(read_json(bench_json), read_json(drift_json), drafter_info(D), now() - t0);
   }
 
  private:
@@ -232,13 +246,28 @@ class Demo {
     }
   }
 
-  void summary(const json& b, const json& d, double seconds) {
+  // What the drafter file says about itself: stored precision and draft vocabulary.
+  static json drafter_info(const std::string& path) {
+    const io::TensorSet ts = io::TensorSet::open_file(path);
+    const auto& meta = ts.metadata();
+    json info = {{"stored", nullptr}, {"draft_vocab", nullptr}};
+    auto it = meta.find("training");
+    if (it == meta.end()) return info;
+    const json tr = json::parse(it->second, nullptr, false);
+    if (!tr.is_object()) return info;
+    info["stored"] = tr.value("stored", json());
+    info["draft_vocab"] = tr.value("draft_vocab", json());
+    return info;
+  }
+
+  void summary(const json& b, const json& d, const json& drafter, double seconds) {
     const json& sum = d.at("summary");
     json out = {{"workdir", w_.string()},
                 {"seconds", seconds},
                 {"stages", stages_},
                 {"speedup", b.at("speedup")},
                 {"speedup_spread", b.at("speedup_spread")},
+                {"end_to_end_speedup", b.value("end_to_end_speedup", json())},
                 {"baseline_tok_s", b.at("baseline_tok_s")},
                 {"spec_tok_s", b.at("spec_tok_s")},
                 {"acceptance_live", b.at("acceptance_live")},
@@ -248,7 +277,8 @@ class Demo {
                 {"outputs_differing", b.value("flips", json())},
                 {"drift_flipped_prompts", sum.at("flipped")},
                 {"drift_max_abs_dlogit", sum.at("max_abs_dlogit")},
-                {"target_distinct_2", b.value("target_distinct_2", json())}};
+                {"target_distinct_2", b.value("target_distinct_2", json())},
+                {"drafter", drafter}};
     if (a_.json) {
       fmt::print("{}\n", out.dump());
       return;
@@ -262,9 +292,17 @@ class Demo {
                format_duration(seconds), w_.string());
     fmt::print("  plain decoding        {:8.1f} tok/s\n", b["baseline_tok_s"].get<double>());
     const json& spread = b["speedup_spread"];
-    fmt::print("  speculative (K = {})   {:8.1f} tok/s   speedup {:.2f}x (repeats: {:.2f}..{:.2f})\n",
+    fmt::print("  speculative (K = {})   {:8.1f} tok/s   speedup {:.2f}x (repeats: {:.2f}..{:.2f}); "
+               "end to end with prompt processing {:.2f}x\n",
                b["acceptance_live"].size(), b["spec_tok_s"].get<double>(), b["speedup"].get<double>(),
-               spread["min"].get<double>(), spread["max"].get<double>());
+               spread["min"].get<double>(), spread["max"].get<double>(),
+               b.value("end_to_end_speedup", 0.0));
+    const json& dv = drafter["draft_vocab"];
+    fmt::print("  drafter: stored {}; {}\n", drafter["stored"].is_string() ? drafter["stored"].get<std::string>() : "?",
+               dv.is_object() ? fmt::format("drafts among the {} most frequent tokens ({:.1f} % of "
+                                            "its training labels)", dv.value("size", 0L),
+                                            100 * dv.value("coverage", 0.0))
+                              : std::string("drafts over the whole vocabulary"));
     fmt::print("  verify multiplier m(q), q = 1..8: {}; drafter cost per module: {}\n",
                list(b["verify_multiplier"]), list(b["drafter_cost"]));
     fmt::print("  live acceptance per module position: {}   (teacher-forced on own output: {})\n",
@@ -303,12 +341,18 @@ void add_demo(CLI::App& root) {
   cmd->add_option("--corpus", a->corpus,
                   "Corpus files (text or .jsonl; default: Debian's fortunes, converted)");
   cmd->add_option("--prompts", a->prompts, "Prompts file for bench and drift (JSONL; default: "
-                                           "8 English openers written for the demo)");
+                                           "24 English openers written for the demo)");
   cmd->add_option("--preset", a->preset,
                   "Pretraining preset of the target (see `mtpspec pretrain --help`)");
   cmd->add_option("--pretrain-steps", a->pretrain_steps, "Pretraining steps (0 = the preset's)");
-  cmd->add_option("--distill-tokens", a->distill_tokens, "Self-distilled tokens to generate")
+  cmd->add_option("--distill-prompts", a->distill_prompts,
+                  "Corpus prompts (2-16 tokens each) the target continues greedily for the "
+                  "drafter's training data")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--draft-vocab", a->draft_vocab,
+                  "Draft only among this many most frequent tokens of the training data (0 = "
+                  "the whole vocabulary; see `mtpspec export --help`)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--train-steps", a->train_steps, "Drafter training steps")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--k", a->k, "MTP modules of the drafter")->check(CLI::Range(1, 8));

@@ -33,6 +33,11 @@ void add_export(CLI::App& root) {
                   "Shards for the parity inputs (default: the run's, when present)");
   cmd->add_option("--dtype", *dtype, "Stored precision of the drafter tensors")
       ->check(CLI::IsMember({"fp32", "bf16"}));
+  cmd->add_option("--draft-vocab", o->draft_vocab,
+                  "Let the modules draft only among the N tokens most frequent in the run's "
+                  "training labels (reads that part of the target's head per draft; output "
+                  "unchanged, the target verifies with its full head). 0 = the whole vocabulary")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--threads", o->threads, "Threads (default: physical cores)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-parity", *no_parity, "Skip the parity gate");

@@ -47,7 +47,9 @@ void add_precompute(CLI::App& root) {
       ->required();
   cmd->add_option("-o,--output", a->o.out_dir, "Shards folder (created; resumable)")->required();
   cmd->add_option("--seq-len", a->o.seq_len, "Tokens per sequence");
-  cmd->add_option("--max-tokens", a->o.max_tokens, "Stop after this many tokens (0 = all)");
+  cmd->add_option("--max-tokens", a->o.max_tokens,
+                  "Stop after this many tokens (0 = all); with --self-distill, prompt + generation "
+                  "budget per sequence (a generation may end earlier at a stop token)");
   cmd->add_option("--shard-tokens", a->o.shard_tokens, "Positions per shard file");
   cmd->add_option("--hidden-dtype", a->hidden_dtype, "Storage type of the capture hidden")
       ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
@@ -56,6 +58,9 @@ void add_precompute(CLI::App& root) {
   cmd->add_flag("--self-distill", a->o.self_distill,
                 "Let the target continue prompts taken from the corpus and train on its own text");
   cmd->add_option("--prompt-tokens", a->o.prompt_tokens, "Self-distillation: prompt length");
+  cmd->add_option("--prompt-tokens-min", a->o.prompt_tokens_min,
+                  "Self-distillation: vary the prompt length per document between this and "
+                  "--prompt-tokens (0 = fixed), so the drafter also sees short prompts");
   cmd->add_option("--gen-tokens", a->o.gen_tokens,
                   "Self-distillation: tokens to generate per prompt (0 = fill the sequence)");
   cmd->add_option("--temp", a->o.temp, "Self-distillation: sampling temperature");

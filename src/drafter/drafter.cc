@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <ctime>
+#include <mutex>
 #include <random>
 
 #include "core/error.h"
@@ -30,12 +32,42 @@ nlohmann::json parse_meta(const io::Metadata& m, const std::string& key, const s
     fail<FormatError>("drafter '{}': __metadata__['{}'] is not JSON: {}", path, key, e.what());
   }
 }
+// Fills `ids` (sized from the config) from the I32 tensor draft_vocab and
+// checks it: sorted, unique, every id < vocab.
+void read_draft_vocab(const io::TensorSet& ts, const std::string& path, int vocab,
+                      std::vector<int32_t>& ids) {
+  const io::TensorView* v = ts.find(kDraftVocabTensor);
+  if (ids.empty()) {
+    if (v) fail<FormatError>("drafter '{}' has a draft_vocab tensor but its config says 0", path);
+    return;
+  }
+  if (!v || v->dtype != DType::I32 || v->shape != std::vector<int64_t>{int64_t(ids.size())}) {
+    fail<FormatError>("drafter '{}': the config says draft_vocab = {}, so it needs an I32 "
+                      "tensor '{}' of shape [{}]", path, ids.size(), kDraftVocabTensor, ids.size());
+  }
+  std::memcpy(ids.data(), v->data, ids.size() * sizeof(int32_t));
+  check_draft_vocab(ids, vocab, "drafter '" + path + "'");
+}
 }  // namespace
+
+void check_draft_vocab(const std::vector<int32_t>& ids, int vocab, const std::string& what) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      fail<FormatError>("{}: draft vocabulary id {} at index {} is outside the vocabulary [0, {})",
+                        what, ids[i], i, vocab);
+    }
+    if (i > 0 && ids[i] <= ids[i - 1]) {
+      fail<FormatError>("{}: draft vocabulary is not sorted and unique (index {}: {} after {})",
+                        what, i, ids[i], ids[i - 1]);
+    }
+  }
+}
 
 nlohmann::json DrafterConfig::to_json() const {
   return {{"K", K},
           {"window", window},
           {"hidden_dtype", std::string(dtype_name(hidden_dtype))},
+          {"draft_vocab", draft_vocab.size()},
           {"fusion", "eh_proj·[enorm(embed); hnorm(h)]"},
           {"module_input", "module k row t: (h_{k-1}[t], embed(tok[t+k+1])) -> tok[t+k+2]"}};
 }
@@ -46,6 +78,9 @@ DrafterConfig DrafterConfig::from_json(const nlohmann::json& j) {
     d.K = j.at("K").get<int>();
     d.window = j.value("window", 0);
     d.hidden_dtype = dtype_from_name(j.value("hidden_dtype", std::string("BF16")));
+    const long n = j.value("draft_vocab", 0L);  // the ids follow from the tensor
+    if (n < 0) fail<FormatError>("drafter config: draft_vocab = {} (must be >= 0)", n);
+    d.draft_vocab.resize(size_t(n));
   } catch (const nlohmann::json::exception& e) {
     fail<FormatError>("drafter config: {}", e.what());
   }
@@ -85,6 +120,7 @@ Drafter Drafter::load(const std::string& path, const model::ModelConfig& target,
                       const std::string& target_fingerprint, kernels::WeightType hold) {
   io::TensorSet ts = io::TensorSet::open_file(path);
   Drafter dr;
+  dr.heads_ = std::make_shared<HeadCache>();
   dr.path_ = path;
   dr.meta_ = ts.metadata();
   auto fmt_it = dr.meta_.find("format");
@@ -114,16 +150,56 @@ Drafter Drafter::load(const std::string& path, const model::ModelConfig& target,
   dr.cfg_ = DrafterConfig::from_json(parse_meta(dr.meta_, "config", path));
   dr.block_cfg_ = module_block_config(target, dr.cfg_);
   model::check_tensor_shapes(ts, drafter_tensor_shapes(target, dr.cfg_), "drafter " + path);
+  read_draft_vocab(ts, path, target.vocab, dr.cfg_.draft_vocab);
   const bool op = target.norm_one_plus;
   for (int k = 0; k < dr.cfg_.K; ++k) {
+    // A module stored in BF16 is held in BF16 whatever `hold` asks: the values
+    // are exactly the stored ones either way, and half the bytes per draft.
+    const kernels::WeightType module_hold =
+        ts.get(prefix(k) + "eh_proj.weight").dtype == DType::BF16 ? kernels::WeightType::BF16
+                                                                   : hold;
     MtpModule m;
     m.enorm = model::load_norm(ts, prefix(k) + "enorm.weight", op);
     m.hnorm = model::load_norm(ts, prefix(k) + "hnorm.weight", op);
-    m.eh_proj = model::pack_rows({&model::finite_tensor(ts, prefix(k) + "eh_proj.weight")}, hold);
-    m.block = model::load_layer(ts, dr.block_cfg_, prefix(k) + "block.", hold);
+    m.eh_proj =
+        model::pack_rows({&model::finite_tensor(ts, prefix(k) + "eh_proj.weight")}, module_hold);
+    m.block = model::load_layer(ts, dr.block_cfg_, prefix(k) + "block.", module_hold);
     dr.modules_.push_back(std::move(m));
   }
   return dr;
+}
+
+struct Drafter::HeadCache {
+  std::mutex mu;
+  // (the full head — a copy sharing its storage, so the storage a key points
+  // to cannot be freed and reused by another head —, its draft rows)
+  std::vector<std::pair<kernels::PackedMatrix, std::unique_ptr<kernels::PackedMatrix>>> heads;
+};
+
+const kernels::PackedMatrix* Drafter::draft_head(const kernels::PackedMatrix& lm_head) const {
+  if (cfg_.draft_vocab.empty()) return nullptr;
+  if (!heads_) fail<Error>("Drafter::draft_head on a drafter that was not loaded");
+  std::lock_guard<std::mutex> lock(heads_->mu);
+  for (auto& [head, rows] : heads_->heads) {
+    if (head.data() == lm_head.data()) return rows.get();
+  }
+  heads_->heads.emplace_back(lm_head, std::make_unique<kernels::PackedMatrix>(
+                                          sub_head(lm_head, cfg_.draft_vocab)));
+  return heads_->heads.back().second.get();
+}
+
+kernels::PackedMatrix sub_head(const kernels::PackedMatrix& head, std::span<const int32_t> ids) {
+  // Rows as the kernel holds them (exact), repacked in the same precision:
+  // the kernel's per-row reduction then gives the same bits as the full head.
+  const size_t cols = head.cols();
+  std::vector<float> rows(ids.size() * cols);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || size_t(ids[i]) >= head.rows()) {
+      fail<InputError>("draft vocabulary id {} is outside the head's {} rows", ids[i], head.rows());
+    }
+    head.row_f32(size_t(ids[i]), rows.data() + i * cols);
+  }
+  return kernels::PackedMatrix::pack(rows.data(), DType::F32, ids.size(), cols, head.hold());
 }
 
 void write_drafter(const std::string& path, const model::ModelConfig& target,
@@ -157,6 +233,11 @@ void write_drafter(const std::string& path, const model::ModelConfig& target,
       for (size_t j = 0; j < n; ++j) bf[i][j] = f32_to_bf16(it->second[j]);
       views.push_back(io::make_view(name, DType::BF16, shape, bf[i]));
     }
+  }
+  check_draft_vocab(d.draft_vocab, target.vocab, "write_drafter");
+  if (!d.draft_vocab.empty()) {
+    views.push_back(io::make_view(kDraftVocabTensor, DType::I32,
+                                  {int64_t(d.draft_vocab.size())}, d.draft_vocab));
   }
   io::Metadata meta;
   meta["format"] = kFormat;

@@ -9,11 +9,15 @@
 //
 // File (safetensors): mtp.{k}.enorm.weight, mtp.{k}.hnorm.weight,
 // mtp.{k}.eh_proj.weight [d, 2d], and mtp.{k}.block.<HF layer names>;
+// optionally draft_vocab (I32 [n], see DrafterConfig); a module stored in BF16
+// is held in BF16 (its exact values);
 // __metadata__: format = "mtpspec-drafter", format_version, config, target,
 // capture, training, created (docs/FORMATS.md).
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -34,9 +38,21 @@ struct DrafterConfig {
   int K = 2;                          // number of modules
   int window = 0;                     // module attention window (0 = unlimited)
   DType hidden_dtype = DType::BF16;   // the capture is rounded to this before module 0
+  // Draft vocabulary: the token ids a module may draft, sorted ascending,
+  // unique; empty = the whole vocabulary. Modules still compute the target's
+  // logits, only for these rows of lm_head (bit-identical values), so drafting
+  // reads a fraction of the head. Chosen from the training labels' frequencies
+  // at export (train/export.h). Stored as the I32 tensor `draft_vocab`; the
+  // config JSON records its size.
+  std::vector<int32_t> draft_vocab;
   nlohmann::json to_json() const;
   static DrafterConfig from_json(const nlohmann::json& j);  // FormatError on bad values
 };
+
+inline constexpr const char* kDraftVocabTensor = "draft_vocab";
+
+// FormatError naming `what` unless ids are sorted, unique and in [0, vocab).
+void check_draft_vocab(const std::vector<int32_t>& ids, int vocab, const std::string& what);
 
 // The block shape of a module: one layer of the target's family; sliding when
 // the drafter has a window.
@@ -66,13 +82,24 @@ class Drafter {
   const io::Metadata& metadata() const { return meta_; }
   const std::string& path() const { return path_; }
 
+  // The rows of `lm_head` for the draft vocabulary (null without one), built
+  // on first use for this head and kept: every generation's runner shares it
+  // instead of repacking (for a large vocabulary that is hundreds of MB).
+  // Thread-safe.
+  const kernels::PackedMatrix* draft_head(const kernels::PackedMatrix& lm_head) const;
+
  private:
+  struct HeadCache;
+  std::shared_ptr<HeadCache> heads_;  // shared_ptr: Drafter stays movable
   DrafterConfig cfg_;
   model::ModelConfig block_cfg_;
   std::vector<MtpModule> modules_;
   io::Metadata meta_;
   std::string path_;
 };
+
+// The rows `ids` of `head`, held in its precision. [ids.size(), head.cols()]
+kernels::PackedMatrix sub_head(const kernels::PackedMatrix& head, std::span<const int32_t> ids);
 
 // Writes a drafter file. `tensors`: fp32 values by name (every name of
 // drafter_tensor_shapes, nothing else), stored as `stored` (F32 or BF16).

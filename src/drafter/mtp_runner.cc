@@ -11,7 +11,9 @@ namespace k = mtp::kernels;
 
 MtpRunner::MtpRunner(const model::Model& target, const Drafter& drafter, int n_seq, int ctx,
                      int q_max)
-    : target_(target), d_(drafter) {
+    : target_(target), d_(drafter), ids_(drafter.config().draft_vocab),
+      head_(drafter.draft_head(target.weights().lm_head)),
+      width_(ids_.empty() ? size_t(target.config().vocab) : ids_.size()) {
   for (int i = 0; i < drafter.config().K; ++i) {
     kv_.emplace_back(drafter.block_config(), n_seq, ctx, q_max);
   }
@@ -47,7 +49,7 @@ void MtpRunner::forward(int mk, std::span<const model::Row> rows, const float* h
   kv.end_rows(rows);
 
   if (h_out) std::memcpy(h_out, x_.data(), q * d * sizeof(float));
-  if (logits) target_.logits_for_rows(x_.data(), q, mask, logits, pool);
+  if (logits) target_.logits_for_rows(x_.data(), q, mask, logits, pool, head_);
 }
 
 }  // namespace mtp::drafter

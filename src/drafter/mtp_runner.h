@@ -27,15 +27,25 @@ class MtpRunner {
   const model::KVCache& kv(int k) const { return kv_[k]; }
   const Drafter& drafter() const { return d_; }
 
-  // h_in, h_out: [q, d]. logits: [q, vocab] for rows whose mask is 1 (mask
-  // null = every row; logits null = none). h_out may be null.
+  // h_in, h_out: [q, d]. logits: [q, logits_width()] for rows whose mask is 1
+  // (mask null = every row; logits null = none). h_out may be null.
   void forward(int k, std::span<const model::Row> rows, const float* h_in, float* h_out,
                float* logits, const uint8_t* mask, ThreadPool* pool);
+
+  // Logit columns per row: the draft vocabulary's size, or the target's vocab.
+  // Column i is the target-head logit of token token_of(i) (bit-identical to
+  // the full head's), so argmax over a row, mapped by token_of, is the argmax
+  // of the full logits restricted to the draft vocabulary (ties: lowest id).
+  size_t logits_width() const { return width_; }
+  int32_t token_of(size_t i) const { return ids_.empty() ? int32_t(i) : ids_[i]; }
 
  private:
   const model::Model& target_;
   const Drafter& d_;
   std::vector<model::KVCache> kv_;
+  const std::vector<int32_t>& ids_;     // the drafter's draft vocabulary
+  const kernels::PackedMatrix* head_;   // lm_head's rows ids_ (null: the whole head)
+  size_t width_;
   std::vector<float> cat_, x_, cs_;
   model::BlockScratch scratch_;
 };

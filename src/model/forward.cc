@@ -26,16 +26,17 @@ void Model::embed(int32_t token, float* out) const {
   m_.weights.embed.lookup(token, m_.config.embed_scale, out);
 }
 
-void Model::logits_from_hidden(const float* hidden, size_t q, float* logits,
-                               ThreadPool* pool) const {
+void Model::logits_from_hidden(const float* hidden, size_t q, float* logits, ThreadPool* pool,
+                               const kernels::PackedMatrix* head) const {
+  const kernels::PackedMatrix& w = head ? *head : m_.weights.lm_head;
   const ModelConfig& c = m_.config;
   const size_t d = c.d_model;
   std::vector<float> xn(q * d);
   for (size_t r = 0; r < q; ++r) {
     k::rmsnorm(hidden + r * d, m_.weights.final_norm.data(), d, c.norm_eps, xn.data() + r * d);
   }
-  k::matmul(m_.weights.lm_head, xn.data(), q, logits, pool);
-  if (c.final_softcap > 0) k::softcap(logits, q * size_t(c.vocab), c.final_softcap);
+  k::matmul(w, xn.data(), q, logits, pool);
+  if (c.final_softcap > 0) k::softcap(logits, q * w.rows(), c.final_softcap);
 }
 
 void Model::forward(std::span<const Row> rows, KVCache& kv, const ForwardOut& out,
@@ -64,11 +65,11 @@ void Model::forward(std::span<const Row> rows, KVCache& kv, const ForwardOut& ou
 }
 
 void Model::logits_for_rows(const float* hidden, size_t q, const uint8_t* mask, float* logits,
-                            ThreadPool* pool) const {
-  if (!mask) return logits_from_hidden(hidden, q, logits, pool);
+                            ThreadPool* pool, const kernels::PackedMatrix* head) const {
+  if (!mask) return logits_from_hidden(hidden, q, logits, pool, head);
   // Gather the selected rows, run the head, scatter. The head is batch-invariant,
   // so a row's logits do not depend on which other rows were selected.
-  const size_t d = m_.config.d_model, V = m_.config.vocab;
+  const size_t d = m_.config.d_model, V = head ? head->rows() : size_t(m_.config.vocab);
   std::vector<size_t> sel;
   for (size_t r = 0; r < q; ++r) {
     if (mask[r]) sel.push_back(r);
@@ -80,7 +81,7 @@ void Model::logits_for_rows(const float* hidden, size_t q, const uint8_t* mask, 
   for (size_t i = 0; i < sel.size(); ++i) {
     std::memcpy(s.head_in.data() + i * d, hidden + sel[i] * d, d * sizeof(float));
   }
-  logits_from_hidden(s.head_in.data(), sel.size(), s.head_out.data(), pool);
+  logits_from_hidden(s.head_in.data(), sel.size(), s.head_out.data(), pool, head);
   for (size_t i = 0; i < sel.size(); ++i) {
     std::memcpy(logits + sel[i] * V, s.head_out.data() + i * V, V * sizeof(float));
   }

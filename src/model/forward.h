@@ -54,14 +54,20 @@ class Model {
 
   // Final norm + lm_head (+ soft-cap) of q hidden rows [q, d] -> [q, vocab].
   // Shared by the drafter's modules (the target's head, never copied).
-  void logits_from_hidden(const float* hidden, size_t q, float* logits, ThreadPool* pool) const;
+  // `head`: instead of lm_head, a matrix of some of its rows (a drafter's draft
+  // vocabulary, drafter/mtp_runner.h) -> [q, head->rows()]. Each logit is
+  // bit-identical to lm_head's for the same row (batch-invariant kernels: a
+  // row's dot product depends on that row and the input only).
+  void logits_from_hidden(const float* hidden, size_t q, float* logits, ThreadPool* pool,
+                          const kernels::PackedMatrix* head = nullptr) const;
 
   const Rope& rope() const { return rope_; }
 
   // logits_from_hidden for the rows of hidden [q, d] whose mask is 1 (mask null
-  // = all), written to their rows of logits [q, vocab]; other rows untouched.
+  // = all), written to their rows of logits [q, width] (width = vocab, or
+  // head->rows()); other rows untouched.
   void logits_for_rows(const float* hidden, size_t q, const uint8_t* mask, float* logits,
-                       ThreadPool* pool) const;
+                       ThreadPool* pool, const kernels::PackedMatrix* head = nullptr) const;
 
   // The model's input embedding of a token (× embed_scale in fp32): exactly the
   // layer-0 input. [d]

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "core/error.h"
 #include "spec/mtp_proposer.h"
@@ -58,11 +59,6 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
   TargetSession target(m, ctx, pool);
   std::vector<float> logits(c.vocab);
 
-  auto t0 = Clock::now();
-  if (!sink.done()) target.prefill(prompt_ids, logits.data());
-  res.timings.n_prompt = int(prompt_ids.size());
-  res.timings.prompt_s = std::chrono::duration<double>(Clock::now() - t0).count();
-
   bool speculate = spec.drafter != nullptr;
   if (speculate && !sampler.greedy()) {
     speculate = false;
@@ -82,15 +78,28 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
     res.stats->accepted.assign(draft_k, 0);
   }
 
+  // Prompt processing: the target's prefill and, when speculating, the
+  // drafter's modules over the same prompt (timed together as prompt_s).
+  auto t0 = Clock::now();
+  std::optional<MtpProposer> proposer;
+  if (!sink.done()) {
+    target.prefill(prompt_ids, logits.data());
+    if (speculate) {
+      proposer.emplace(*spec.drafter, target, spec.p_min, draft_k);
+      proposer->prefill(prompt_ids);
+    }
+  }
+  res.timings.n_prompt = int(prompt_ids.size());
+  res.timings.prompt_s = std::chrono::duration<double>(Clock::now() - t0).count();
+
   std::vector<int32_t> committed = prompt_ids;
   if (!sink.done() && sink.push(sampler.sample(logits.data(), logits.size()))) {
     committed.push_back(sink.tokens().back());
     if (speculate) {
       GreedyVerifier verifier(target);
-      MtpProposer proposer(*spec.drafter, target, spec.p_min, draft_k);
-      speculative_loop(verifier, proposer, committed, sink, draft_k, ctx, *res.stats,
+      speculative_loop(verifier, *proposer, committed, sink, draft_k, ctx, *res.stats,
                        spec.record_trace ? &res.trace : nullptr);
-      res.stats->time_module_s = proposer.module_seconds();
+      res.stats->time_module_s = proposer->module_seconds();
     } else {
       while (!sink.done()) {
         if (int(committed.size()) >= ctx) {

@@ -25,7 +25,7 @@ MtpProposer::MtpProposer(const drafter::Drafter& d, TargetSession& target, float
       d_(size_t(target.model().config().d_model)) {
   final_out_.assign(d.config().K, std::vector<float>(size_t(target.ctx()) * d_));
   draft_out_.resize(d.config().K);
-  d0_logits_.resize(target.model().config().vocab);
+  d0_logits_.resize(runner_.logits_width());
   module_s_.assign(d.config().K, 0.0);
 }
 
@@ -87,7 +87,7 @@ void MtpProposer::propose(std::span<const int32_t> committed, int max_k,
   if (max_k < 1 || d0_row_ != N - 2) return;
   if (p_min_ > 0 && top_probability(d0_logits_.data(), V) < p_min_) return;
   const size_t a0 = kernels::argmax(d0_logits_.data(), V);
-  drafts.push_back(int32_t(a0));
+  drafts.push_back(runner_.token_of(a0));
   history_.push_back({N, 0, drafts[0], d0_logits_[a0]});
   auto token_at = [&](int j) { return j < N ? committed[j] : drafts[j - N]; };
   for (int k = 1; k < std::min(max_k, modules_); ++k) {
@@ -112,7 +112,7 @@ void MtpProposer::propose(std::span<const int32_t> committed, int max_k,
     const float* lg = logits_.data() + (rows_.size() - 1) * V;
     if (p_min_ > 0 && top_probability(lg, V) < p_min_) break;
     const size_t a = kernels::argmax(lg, V);
-    drafts.push_back(int32_t(a));
+    drafts.push_back(runner_.token_of(a));
     history_.push_back({N, k, drafts.back(), lg[a]});
   }
 }

@@ -10,6 +10,7 @@
 // module's KV right after, so the next catch-up recomputes them from the
 // committed tokens — the drafter never keeps state built from a rejected draft.
 #pragma once
+#include <algorithm>
 #include <span>
 #include <vector>
 
@@ -30,6 +31,16 @@ class MtpProposer : public Proposer {
   void propose(std::span<const int32_t> committed, int max_k,
                std::vector<int32_t>& drafts) override;
   void commit(std::span<const int32_t> committed) override { catch_up(committed); }
+  // The drafter's share of prompt processing: brings every module up to date
+  // with a prompt the target has just prefilled (all but its last token), so
+  // the first cycle only adds the first generated token's rows. Optional —
+  // propose() catches up by itself — but it lets generate() time this work as
+  // prompt processing, like the target's prefill.
+  // module_seconds() then restarts at 0: it counts generation only.
+  void prefill(std::span<const int32_t> prompt) {
+    catch_up(prompt);
+    std::fill(module_s_.begin(), module_s_.end(), 0.0);
+  }
 
   // Live draft logits' maxima, per cycle and module, for the live ≡
   // teacher-forced check (bitwise).

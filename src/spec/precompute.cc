@@ -164,6 +164,10 @@ PrecomputeReport precompute(const model::Model& m, const io::Tokenizer& tok,
   if (o.corpus.empty()) fail<InputError>("precompute needs at least one --corpus file");
   if (o.batch < 1) fail<InputError>("--batch must be >= 1");
   if (o.self_distill && o.prompt_tokens < 1) fail<InputError>("--prompt-tokens must be >= 1");
+  if (o.prompt_tokens_min < 0 || o.prompt_tokens_min > o.prompt_tokens) {
+    fail<InputError>("--prompt-tokens-min {} must be in [0, --prompt-tokens {}]",
+                     o.prompt_tokens_min, o.prompt_tokens);
+  }
 
   // 1. Documents and the plan: jobs in a deterministic order, train then held out.
   std::vector<std::string> docs;
@@ -185,7 +189,12 @@ PrecomputeReport precompute(const model::Model& m, const io::Tokenizer& tok,
     if (o.self_distill) {
       Job j;
       if (bos) j.tokens.push_back(tok.bos_id());
-      j.tokens.insert(j.tokens.end(), ids.begin(), ids.begin() + std::min(ids.size(), size_t(o.prompt_tokens)));
+      size_t np = size_t(o.prompt_tokens);
+      if (o.prompt_tokens_min > 0) {  // other bits of the hash than the held-out split's
+        np = size_t(o.prompt_tokens_min) +
+             size_t((fnv1a(docs[i]) >> 32) % uint64_t(o.prompt_tokens - o.prompt_tokens_min + 1));
+      }
+      j.tokens.insert(j.tokens.end(), ids.begin(), ids.begin() + std::min(ids.size(), np));
       if (j.tokens.empty()) continue;
       int room_gen = o.seq_len - int(j.tokens.size());
       j.gen = o.gen_tokens > 0 ? std::min(o.gen_tokens, room_gen) : room_gen;
@@ -223,7 +232,7 @@ PrecomputeReport precompute(const model::Model& m, const io::Tokenizer& tok,
                              {"hidden_dtype", std::string(dtype_name(o.hidden_dtype))},
                              {"heldout", o.heldout}, {"self_distill", o.self_distill},
                              {"prompt_tokens", o.prompt_tokens}, {"gen_tokens", o.gen_tokens},
-                             {"temp", o.temp}, {"seed", o.seed}, {"tokenizer", tok.kind()}};
+                             {"prompt_tokens_min", o.prompt_tokens_min}, {"temp", o.temp}, {"seed", o.seed}, {"tokenizer", tok.kind()}};
   const std::string plan_id = model::sha256_hex(identity.dump());
   fs::create_directories(o.out_dir);
   const fs::path plan_path = fs::path(o.out_dir) / "plan.json";
@@ -305,6 +314,7 @@ PrecomputeReport precompute(const model::Model& m, const io::Tokenizer& tok,
       {"corpus", corpus},
       {"heldout", {{"fraction", o.heldout}, {"by", "document"}, {"hash", "fnv1a64(text) % 1e6"}}},
       {"self_distill", o.self_distill ? nlohmann::json{{"prompt_tokens", o.prompt_tokens},
+                                                       {"prompt_tokens_min", o.prompt_tokens_min},
                                                        {"gen_tokens", o.gen_tokens},
                                                        {"temp", o.temp}, {"seed", o.seed}}
                                       : nlohmann::json(nullptr)},

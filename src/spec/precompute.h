@@ -30,13 +30,18 @@ struct PrecomputeOptions {
   std::vector<std::string> corpus;
   std::string out_dir;
   int seq_len = 512;
-  long max_tokens = 0;            // 0 = the whole corpus
+  long max_tokens = 0;            // 0 = the whole corpus; self-distill: prompt + generation
+                                  // budget (generation may end earlier at a stop token)
   long shard_tokens = 1L << 20;   // capacity of a shard in positions (S · seq_len)
   DType hidden_dtype = DType::BF16;
   double heldout = 0.02;          // fraction of documents held out
   int batch = 8;                  // sequences per forward call
   bool self_distill = false;
   int prompt_tokens = 16;
+  // > 0: each prompt takes between prompt_tokens_min and prompt_tokens tokens
+  // (a deterministic function of the document), so the drafter also learns the
+  // first positions after short prompts. 0 = always prompt_tokens.
+  int prompt_tokens_min = 0;
   int gen_tokens = 0;             // 0 = fill the sequence
   float temp = 1.0f;
   uint64_t seed = 0;

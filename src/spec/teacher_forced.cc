@@ -23,7 +23,7 @@ TeacherForced teacher_forced(const model::Model& m, const drafter::Drafter& d,
   TargetSession target(m, N, pool);
   target.prefill(tokens.first(N - 1), nullptr);  // capture of positions 0..N-2
   drafter::MtpRunner runner(m, d, 1, N);
-  const size_t dm = size_t(m.config().d_model), V = size_t(m.config().vocab);
+  const size_t dm = size_t(m.config().d_model), V = runner.logits_width();
   const int q_max = runner.kv(0).q_max();
   std::vector<std::vector<float>> out(K, std::vector<float>(size_t(N) * dm));
   std::vector<model::Row> rows;
@@ -45,7 +45,7 @@ TeacherForced teacher_forced(const model::Model& m, const drafter::Drafter& d,
       for (size_t r = 0; r < rows.size(); ++r) {
         const float* lg = logits.data() + r * V;
         size_t a = kernels::argmax(lg, V);
-        tf.argmax[k].push_back(int32_t(a));
+        tf.argmax[k].push_back(runner.token_of(a));
         tf.max_logit[k].push_back(lg[a]);
       }
     }

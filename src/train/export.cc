@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "drafter/draft_vocab.h"
 #include "drafter/drafter.h"
 #include "kernels/matmul.h"
 #include "model/fingerprint.h"
@@ -65,6 +66,24 @@ ExportReport export_drafter(const ExportOptions& o) {
   const nlohmann::json& s = run.ckpt.state;
   const model::ModelConfig& cfg = run.target->config();
   drafter::DrafterConfig dc = drafter::DrafterConfig::from_json(s.at("drafter_config"));
+  nlohmann::json dv_meta = nullptr;
+  if (o.draft_vocab > 0) {
+    const std::string dir = default_shards(run.ckpt, o.shards_dir);
+    if (dir.empty()) {
+      fail<InputError>("--draft-vocab counts the training labels of the run's shards; they are "
+                       "not where the run says: pass --shards DIR");
+    }
+    drafter::DraftVocab dv = drafter::choose_draft_vocab(dir, cfg.vocab, o.draft_vocab);
+    dc.draft_vocab = dv.ids;
+    dv_meta = {{"size", dv.ids.size()}, {"asked", o.draft_vocab}, {"labels", dv.labels},
+               {"distinct_labels", dv.distinct}, {"coverage", dv.coverage()},
+               {"shards", fs::absolute(dir).string()}};
+    if (o.verbose) {
+      fmt::print("draft vocabulary: {} of {} tokens, covering {:.2f} % of {} training labels "
+                 "({} distinct)\n", dv.ids.size(), cfg.vocab, 100 * dv.coverage(), dv.labels,
+                 dv.distinct);
+    }
+  }
   auto tensors = checkpoint_tensors(run.ckpt, o.ema);
   round_tensors(tensors, o.stored);
   ExportReport rep;
@@ -88,7 +107,12 @@ ExportReport export_drafter(const ExportOptions& o) {
       {"simd_target", kernels::simd_target()},
       {"torch_version", s.value("torch_version", std::string())},
       {"run_dir", fs::absolute(o.run_dir).string()},
-      {"stored", std::string(dtype_name(o.stored))}};
+      {"stored", std::string(dtype_name(o.stored))},
+      {"draft_vocab", dv_meta}};
+  if (!dv_meta.is_null()) {
+    rep.draft_vocab = dv_meta["size"].get<long>();
+    rep.draft_coverage = dv_meta["coverage"].get<double>();
+  }
   const std::string tmp = o.out + ".unverified";
   drafter::write_drafter(tmp, cfg, run.fingerprint, dc, tensors, training, o.stored);
   if (o.parity) {

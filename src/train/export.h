@@ -25,6 +25,7 @@ struct ExportOptions {
   std::string shards_dir;   // parity inputs; "" = the run's shards if present
   bool ema = false;
   DType stored = DType::F32;  // F32 or BF16
+  int draft_vocab = 0;      // > 0: draft among the n most frequent training labels
   bool parity = true;
   int threads = 0;          // 0 = physical cores
   bool verbose = true;
@@ -32,6 +33,8 @@ struct ExportOptions {
 
 struct ExportReport {
   long step = 0;
+  long draft_vocab = 0;      // size written (0 = the whole vocabulary)
+  double draft_coverage = 1;  // fraction of the training labels inside it
   std::string fingerprint;
   bool parity_ran = false;
   ParityReport parity;

@@ -158,14 +158,15 @@ ParityReport run_parity(const model::Model& target, const drafter::Drafter& engi
                          torch::from_blob(const_cast<float*>(target.weights().final_norm.data()),
                                           {int64_t(d)}, torch::kFloat32);
       // engine (rows in chunks of q_max, like teacher_forced)
-      std::vector<float> h_e(size_t(R) * d), lg_e(size_t(R) * V);
+      const size_t W = runner.logits_width();  // the draft vocabulary (or V)
+      std::vector<float> h_e(size_t(R) * d), lg_e(size_t(R) * W);
       for (int t0 = 0; t0 < R; t0 += q_max) {
         const int t1 = std::min(R, t0 + q_max);
         std::vector<model::Row> rows;
         for (int t = t0; t < t1; ++t) rows.push_back({0, t, in.tokens[size_t(t + k + 1)]});
         const float* src = k == 0 ? in.capture.data() : h_prev_e.data();
         runner.forward(k, rows, src + size_t(t0) * d, h_e.data() + size_t(t0) * d,
-                       lg_e.data() + size_t(t0) * V, nullptr, pool);
+                       lg_e.data() + size_t(t0) * W, nullptr, pool);
       }
       // compare
       ModuleAcc& a = acc[size_t(k)];
@@ -176,13 +177,16 @@ ParityReport run_parity(const model::Model& target, const drafter::Drafter& engi
         a.ref_h = std::max(a.ref_h, std::fabs(double(ht[i])));
       }
       a.ref_xnorm = std::max(a.ref_xnorm, xn.pow(2).sum(-1).sqrt().max().item<double>());
+      std::vector<float> lt_w(W);  // torch's logits of the draft vocabulary
       for (size_t r = 0; r < size_t(R); ++r) {
-        for (size_t v = 0; v < V; ++v) {
-          a.max_dlogit = std::max(a.max_dlogit, std::fabs(double(lg_e[r * V + v]) - lt[r * V + v]));
+        for (size_t i = 0; i < W; ++i) {
+          lt_w[i] = lt[r * V + size_t(runner.token_of(i))];
+          a.max_dlogit = std::max(a.max_dlogit, std::fabs(double(lg_e[r * W + i]) - lt_w[i]));
         }
         Row row{};
-        top2(lt + r * V, V, row.torch_arg, row.margin);
-        row.engine_arg = int32_t(kernels::argmax(lg_e.data() + r * V, V));
+        top2(lt_w.data(), W, row.torch_arg, row.margin);
+        row.torch_arg = runner.token_of(size_t(row.torch_arg));
+        row.engine_arg = runner.token_of(kernels::argmax(lg_e.data() + r * W, W));
         a.rows.push_back(row);
         a.engine_argmax.push_back(row.engine_arg);
       }

@@ -26,7 +26,8 @@ TEST(BenchCli, JsonSchemaIsStable) {
   for (const char* k : {"baseline_tok_s", "spec_tok_s", "speedup", "speedup_spread",
                         "acceptance_live", "tokens_per_cycle", "acceptance_tf_corpus",
                         "acceptance_tf_own", "verify_multiplier", "drafter_cost",
-                        "predicted_speedup", "break_even_acceptance", "target_distinct_2"}) {
+                        "predicted_speedup", "break_even_acceptance", "target_distinct_2",
+                        "end_to_end_speedup"}) {
     EXPECT_TRUE(j.contains(k)) << k;
   }
   EXPECT_EQ(j["flips"], 0);
@@ -39,6 +40,7 @@ TEST(BenchCli, JsonSchemaIsStable) {
   EXPECT_NEAR(j["speedup"].get<double>(),
               j["spec_tok_s"].get<double>() / j["baseline_tok_s"].get<double>(), 1e-9);
   EXPECT_EQ(j["acceptance_tf_corpus_note"], "no --corpus given");
+  EXPECT_GT(j["end_to_end_speedup"].get<double>(), 0.0);
   // --cycle-cost with a drafter file: one row per K up to the drafter's K = 2.
   CliResult c = run_cli("bench -m " + shell_quote(model) + " --drafter " + shell_quote(drafter) +
                         " --prompts " + shell_quote(prompts) +

@@ -153,6 +153,56 @@ TEST(Precompute, SelfDistillAtTemperatureZeroIsGreedyGeneration) {
   }
 }
 
+// --prompt-tokens-min: each sequence's prompt (its masked opening) takes
+// between min and max corpus tokens, the length a function of the document
+// alone (a rerun plans the same), and more than one length occurs.
+TEST(Precompute, PromptLengthsVaryWithinTheAskedRange) {
+  MTP_REQUIRE_SHARED(dir, "models/stories260K");
+  Stories s = load_stories(dir);
+  std::string tmp = test::temp_dir("pre-plen");
+  const std::string corpus = tmp + "/corpus.txt";
+  {
+    std::ofstream f(corpus);  // long documents: every prompt can take 9 tokens
+    for (int i = 0; i < 30; ++i) {
+      f << "Doc " << i << " the little cat sat on the big mat and looked at the bird.\n\n";
+    }
+  }
+  auto lengths = [&](const std::string& out) {
+    PrecomputeOptions o = options(corpus, out);
+    o.self_distill = true;
+    o.prompt_tokens = 9;
+    o.prompt_tokens_min = 2;
+    o.gen_tokens = 4;
+    o.temp = 0;
+    o.heldout = 0;
+    precompute(*s.model, *s.tok, "fp", o, nullptr);
+    std::vector<int> out_len;
+    const nlohmann::json manifest = drafter::read_manifest(out);
+    for (const auto& e : manifest["shards"]) {
+      drafter::Shard sh = drafter::read_shard(out + "/" + e["file"].get<std::string>());
+      for (int q = 0; q < sh.sequences; ++q) {
+        const uint8_t* m = sh.loss_mask + size_t(q) * sh.seq_len;
+        int masked = 0;
+        while (masked < sh.length[q] && !m[masked]) ++masked;
+        out_len.push_back(masked - 1);  // minus BOS
+      }
+    }
+    return out_len;
+  };
+  const std::vector<int> a = lengths(tmp + "/a"), b = lengths(tmp + "/b");
+  ASSERT_EQ(a.size(), 30u);
+  EXPECT_EQ(a, b);
+  std::set<int> seen(a.begin(), a.end());
+  EXPECT_GE(*seen.begin(), 2);
+  EXPECT_LE(*seen.rbegin(), 9);
+  EXPECT_GE(seen.size(), 4u) << "prompt lengths barely vary";
+  PrecomputeOptions bad = options(corpus, tmp + "/c");
+  bad.self_distill = true;
+  bad.prompt_tokens = 4;
+  bad.prompt_tokens_min = 5;
+  EXPECT_THROW(precompute(*s.model, *s.tok, "fp", bad, nullptr), InputError);
+}
+
 // heldout_prompts.jsonl: the prompts of exactly the held-out sequences, so live
 // acceptance can be measured on documents no training sequence came from.
 TEST(Precompute, HeldoutPromptsAreTheHeldoutSequencesPrompts) {

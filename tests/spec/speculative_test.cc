@@ -5,6 +5,7 @@
 // - drafter files for another target are refused (invariant 4).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "checkpoint_util.h"
@@ -36,14 +37,17 @@ Fixture load(const std::string& path, kernels::WeightType wt = kernels::WeightTy
   return f;
 }
 
-drafter::Drafter random_drafter(const Fixture& f, int K, int window, uint64_t seed) {
+drafter::Drafter random_drafter(const Fixture& f, int K, int window, uint64_t seed,
+                                std::vector<int32_t> draft_vocab = {},
+                                DType stored = DType::F32) {
   drafter::DrafterConfig dc;
   dc.K = K;
   dc.window = window;
+  dc.draft_vocab = std::move(draft_vocab);
   std::string path = test::temp_dir("drafter") + "/drafter.safetensors";
   drafter::write_drafter(path, f.model->config(), f.fingerprint, dc,
                          drafter::random_drafter_tensors(f.model->config(), dc, seed),
-                         {{"kind", "test"}});
+                         {{"kind", "test"}}, stored);
   return drafter::Drafter::load(path, f.model->config(), f.fingerprint, kernels::WeightType::F32);
 }
 
@@ -116,6 +120,40 @@ TEST(Speculative, SmallVocabReachesDeepPositions) {
     for (int threads : {1, 2}) check_spec_equals_plain(f, d, 60, 6, 5 + threads, ch, threads);
     EXPECT_GT(ch.tf_checked[1], 5);
     EXPECT_GT(ch.tf_checked[2], 0);
+  }
+}
+
+// A drafter stored in BF16 (held in BF16 under an fp32 target) that drafts
+// only among some tokens: still lossless, live ≡ teacher-forced, and every
+// draft lies in its draft vocabulary. Gemma 2 brings the logit soft-cap.
+TEST(Speculative, DraftVocabularyBf16DrafterMatchesPlain) {
+  for (model::Arch a : {model::Arch::Llama, model::Arch::Gemma2}) {
+    SCOPED_TRACE(model::arch_name(a));
+    test::RandomSpec spec = test::RandomSpec::for_arch(a);
+    spec.vocab = 10;  // random drafts hit often enough to reach deep positions
+    spec.eos_ids = {};
+    std::string dir = test::random_hf_checkpoint("spec-dv", spec);
+    Fixture f = load(dir);
+    const std::vector<int32_t> ids = {1, 2, 4, 5, 7, 8, 9};
+    drafter::Drafter d = random_drafter(f, 3, 0, 9, ids, DType::BF16);
+    ASSERT_EQ(d.modules()[0].eh_proj.hold(), kernels::WeightType::BF16);
+    Checks ch;
+    check_spec_equals_plain(f, d, 50, 5, 21, ch);
+    EXPECT_GT(ch.tf_checked[1], 0);
+    GenerateOptions o;
+    o.n_new = 50;
+    SpecOptions so;
+    so.drafter = &d;
+    so.record_trace = true;
+    GenerateResult r = generate(*f.model, nullptr, {int32_t(f.model->config().bos_id >= 0 ? f.model->config().bos_id : 1), 3, 6}, o, nullptr, nullptr, so);
+    long drafts = 0;
+    for (const CycleTrace& cyc : r.trace) {
+      for (int32_t t : cyc.drafts) {
+        ++drafts;
+        EXPECT_TRUE(std::binary_search(ids.begin(), ids.end(), t)) << "drafted " << t;
+      }
+    }
+    EXPECT_GT(drafts, 0);
   }
 }
 

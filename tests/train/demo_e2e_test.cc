@@ -21,8 +21,8 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-// A 2-module drafter trained for a few hundred steps on ~60 k self-distilled
-// tokens accepts about half of its first drafts on stories260K; a random one
+// A 2-module drafter trained for 100 steps on 500 self-distilled continuations
+// accepts about half of its first drafts on stories260K; a random one
 // accepts ~1/vocab. The floor sits well between the two.
 constexpr double kAcceptanceFloor = 0.25;
 // Greedy stories260K text repeats some phrases but is far from a loop
@@ -46,7 +46,7 @@ TEST(DemoE2E, ReducedBudgetDemoIsLosslessAndTrainedDrafterBeatsRandom) {
   const std::string common = " --model " + shell_quote(model) + " --corpus " + shell_quote(corpus) +
                              " --workdir " + shell_quote(w) + " --threads 2 --json";
   json s = parse_or_fail(
-      run_cli("demo" + common + " --distill-tokens 60000 --train-steps 300 -n 48 --repeat 1"),
+      run_cli("demo" + common + " --distill-prompts 500 --train-steps 100 -n 48 --repeat 1"),
       "demo");
   ASSERT_TRUE(s.contains("acceptance_live")) << s.dump();
 
@@ -59,6 +59,10 @@ TEST(DemoE2E, ReducedBudgetDemoIsLosslessAndTrainedDrafterBeatsRandom) {
   EXPECT_GT(s["target_distinct_2"].get<double>(), kDistinct2Floor);
   ASSERT_EQ(s["acceptance_live"].size(), 2u);
   const double trained = s["acceptance_live"][0].get<double>();
+  // The demo's drafter is stored in bf16 and drafts among a draft vocabulary.
+  EXPECT_EQ(s["drafter"]["stored"], "BF16") << s.dump();
+  ASSERT_TRUE(s["drafter"]["draft_vocab"].is_object()) << s.dump();
+  EXPECT_GT(s["drafter"]["draft_vocab"]["size"].get<long>(), 0);
   EXPECT_GT(trained, kAcceptanceFloor) << s.dump();
 
   // A random drafter for the same target, measured the same way, stays below.
@@ -76,12 +80,12 @@ TEST(DemoE2E, ReducedBudgetDemoIsLosslessAndTrainedDrafterBeatsRandom) {
   // Rerun: finished stages are reused (no retraining), results still lossless;
   // and the human-readable summary prints.
   CliResult text = run_cli("demo --model " + shell_quote(model) + " --corpus " + shell_quote(corpus) +
-                           " --workdir " + shell_quote(w) + " --threads 2 --distill-tokens 60000 "
-                           "--train-steps 300 -n 16 --repeat 1");
+                           " --workdir " + shell_quote(w) + " --threads 2 --distill-prompts 500 "
+                           "--train-steps 100 -n 16 --repeat 1");
   ASSERT_EQ(text.status, 0) << text.err;
   EXPECT_NE(text.out.find("speedup"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("distinct-2"), std::string::npos) << text.out;
-  json again = parse_or_fail(run_cli("demo" + common + " --distill-tokens 60000 --train-steps 300 "
+  json again = parse_or_fail(run_cli("demo" + common + " --distill-prompts 500 --train-steps 100 "
                                      "-n 16 --repeat 1"),
                              "demo rerun");
   bool train_reused = false;

@@ -5,6 +5,8 @@
 // engine-side weight differs, so it can catch a real mismatch.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "checkpoint_util.h"
 #include "model_util.h"
 #include "test_util.h"
@@ -96,6 +98,41 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gemma3", model::Arch::Gemma3, false, 12},
                       Case{"gemma3_full", model::Arch::Gemma3, false, 0}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// What `export --dtype bf16 --draft-vocab N` writes: modules stored (and so
+// held) in BF16, drafting among some tokens. The torch side uses the same
+// rounded values and the full head; the gate compares the draft vocabulary's
+// logits and its restricted argmax, and passes with real headroom.
+TEST(Parity, Bf16DrafterWithDraftVocabularyPasses) {
+  for (model::Arch arch : {model::Arch::Llama, model::Arch::Gemma2}) {
+    SCOPED_TRACE(model::arch_name(arch));
+    test::RandomSpec s = test::RandomSpec::for_arch(arch);
+    s.seed = 4;
+    test::Target t = test::load_target(test::random_hf_checkpoint("parity_dv", s));
+    drafter::DrafterConfig dc;
+    dc.K = 2;
+    for (int32_t v = 3; v < t.model->config().vocab; v += 7) dc.draft_vocab.push_back(v);
+    auto tensors = drafter::random_drafter_tensors(t.model->config(), dc, 13);
+    for (auto& [name, v] : tensors) round_to(DType::BF16, v.data(), v.size());
+    const std::string path = test::temp_dir("parity_dv_d") + "/d.safetensors";
+    drafter::write_drafter(path, t.model->config(), t.fingerprint, dc, tensors, {}, DType::BF16);
+    drafter::Drafter eng =
+        drafter::Drafter::load(path, t.model->config(), t.fingerprint, kernels::WeightType::F32);
+    ASSERT_EQ(eng.modules()[1].block.w_down.hold(), kernels::WeightType::BF16);
+    ParityOptions po;
+    ParityReport r = run_parity(*t.model, eng, tensors, po, nullptr);
+    SCOPED_TRACE(r.text());
+    EXPECT_TRUE(r.passed);
+    for (const auto& m : r.modules) {
+      EXPECT_GT(m.decided, m.positions / 2);
+      EXPECT_EQ(m.agreed, m.decided);
+      EXPECT_LT(m.max_dlogit, 0.1 * m.tol_logit);
+      for (int32_t a : m.engine_argmax) {
+        EXPECT_TRUE(std::binary_search(dc.draft_vocab.begin(), dc.draft_vocab.end(), a)) << a;
+      }
+    }
+  }
+}
 
 // The report's machine-readable and human-readable forms.
 TEST(Parity, ReportsJsonAndText) {
