@@ -307,8 +307,11 @@ class Demo {
                list(b["verify_multiplier"]), list(b["drafter_cost"]));
     fmt::print("  live acceptance per module position: {}   (teacher-forced on own output: {})\n",
                list(b["acceptance_live"]), list(b["acceptance_tf_own"]));
+    const json& be = b["break_even_acceptance"];
     fmt::print("  tokens per cycle {:.2f}; break-even acceptance {}\n",
-               b["tokens_per_cycle"].get<double>(), b["break_even_acceptance"].dump());
+               b["tokens_per_cycle"].get<double>(),
+               be.is_number() ? fmt::format("{:.2f}", be.get<double>())
+                              : std::string("none (even perfect drafts cannot pay for a cycle)"));
     fmt::print("  outputs differing from plain: {}; drift: {} of {} prompts flipped, max |dlogit| {}\n",
                b.value("flips", json()).dump(), sum["flipped"].dump(), sum["prompts"].dump(),
                sum["max_abs_dlogit"].dump());

@@ -96,6 +96,21 @@ void check_trajectory(const Checkpoint& c, const nlohmann::json& traj, const std
   }
 }
 
+std::optional<Checkpoint> checkpoint_to_resume(const std::string& path, bool resume,
+                                               const nlohmann::json& trajectory,
+                                               const std::string& run_dir,
+                                               const std::string& kind, const std::string& same) {
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  Checkpoint c = load_checkpoint(path);
+  if (!resume) {
+    fail<InputError>("'{}' already holds a {} checkpoint (step {} of {}); pass --resume to "
+                     "continue it, or choose a new -o folder", run_dir, kind,
+                     c.state.value("step", 0L), c.state.value("total_steps", 0L));
+  }
+  check_trajectory(c, trajectory, run_dir, same);
+  return c;
+}
+
 std::ofstream open_metrics(const std::string& path, long step, bool resumed) {
   if (resumed && std::filesystem::exists(path)) {
     std::ifstream in(path);

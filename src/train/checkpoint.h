@@ -14,6 +14,7 @@
 #pragma once
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,15 @@ std::map<std::string, std::vector<float>> checkpoint_tensors(const Checkpoint& c
 // `same` says what a resumed run must keep ("the same flags, shards and target").
 void check_trajectory(const Checkpoint& c, const nlohmann::json& trajectory,
                       const std::string& run_dir, const std::string& same);
+
+// The checkpoint `path` of the run folder `run_dir` when there is one, checked
+// for resuming: InputError unless `resume` ("'DIR' already holds a KIND
+// checkpoint (step S of T); pass --resume ..."), then check_trajectory.
+// nullopt when there is none (a fresh run).
+std::optional<Checkpoint> checkpoint_to_resume(const std::string& path, bool resume,
+                                               const nlohmann::json& trajectory,
+                                               const std::string& run_dir,
+                                               const std::string& kind, const std::string& same);
 
 // A run folder's metrics.jsonl (one JSON record per line, each with a "step"):
 // on resume (resumed = true) rewritten without the records after `step` (the

@@ -177,24 +177,17 @@ PretrainReport run_pretrain(const PretrainOptions& o) {
   long step = 0;
   double last_eval = -1;
   const std::string ckpt = checkpoint_path(scratch);
-  bool resumed = false;
-  if (fs::exists(ckpt)) {
-    Checkpoint c = load_checkpoint(ckpt);
-    const long at = c.state.value("step", 0L);
-    if (!o.resume) {
-      fail<InputError>(
-          "'{}' already holds a pretraining checkpoint (step {} of {}); pass "
-          "--resume to continue it, or choose a new -o folder",
-          o.model_dir, at, c.state.value("total_steps", 0L));
-    }
-    check_trajectory(c, traj, o.model_dir, "the same corpus, tokenizer and flags");
-    st.params = m.to_flat(c.params);
-    st.m = m.to_flat(c.adam_m);
-    st.v = m.to_flat(c.adam_v);
-    step = at;
-    last_eval = c.state.value("last_eval", -1.0);
-    resumed = true;
+  std::optional<Checkpoint> c = checkpoint_to_resume(
+      ckpt, o.resume, traj, o.model_dir, "pretraining", "the same corpus, tokenizer and flags");
+  const bool resumed = c.has_value();
+  if (resumed) {
+    st.params = m.to_flat(c->params);
+    st.m = m.to_flat(c->adam_m);
+    st.v = m.to_flat(c->adam_v);
+    step = c->state.value("step", 0L);
+    last_eval = c->state.value("last_eval", -1.0);
     fmt::print("resuming {} from step {} of {}\n", o.model_dir, step, total);
+    c.reset();  // its tensors are copied: free them for the run
   } else {
     // A fresh run: no finished model from an earlier run may stay behind.
     for (const char* f : {"config.json", "model.safetensors"})

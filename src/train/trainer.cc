@@ -104,23 +104,18 @@ TrainReport run_training(const TrainOptions& o) {
   long step = 0;
   const std::string ckpt = checkpoint_path(o.run_dir);
   nlohmann::json last_eval;
-  bool resumed = false;
-  if (fs::exists(ckpt)) {
-    Checkpoint c = load_checkpoint(ckpt);
-    const long at = c.state.value("step", 0L);
-    if (!o.resume) {
-      fail<InputError>("'{}' already holds a training checkpoint (step {}); pass --resume to "
-                       "continue it, or choose a new -o folder", o.run_dir, at);
-    }
-    check_trajectory(c, traj, o.run_dir, "the same flags, shards and target");
-    st.params = tm.to_flat(c.params);
-    st.m = tm.to_flat(c.adam_m);
-    st.v = tm.to_flat(c.adam_v);
-    if (o.ema > 0) st.ema = tm.to_flat(c.ema);
-    step = at;
-    last_eval = c.state.value("last_eval", nlohmann::json());
-    resumed = true;
+  std::optional<Checkpoint> c = checkpoint_to_resume(
+      ckpt, o.resume, traj, o.run_dir, "training", "the same flags, shards and target");
+  const bool resumed = c.has_value();
+  if (resumed) {
+    st.params = tm.to_flat(c->params);
+    st.m = tm.to_flat(c->adam_m);
+    st.v = tm.to_flat(c->adam_v);
+    if (o.ema > 0) st.ema = tm.to_flat(c->ema);
+    step = c->state.value("step", 0L);
+    last_eval = c->state.value("last_eval", nlohmann::json());
     say(fmt::format("resuming {} from step {} of {}", o.run_dir, step, total));
+    c.reset();  // its tensors are copied: free them for the run
   }
   dist.check_same(uint64_t(step), "checkpoint step");
 
