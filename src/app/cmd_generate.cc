@@ -104,7 +104,8 @@ void add_generate(CLI::App& root) {
   cmd->add_option("--draft-k", a->draft_k, "Drafts per cycle, 1..K (default: the drafter's K)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--draft-p-min", a->p_min,
-                  "Stop drafting at a module whose top probability is below this (0 = never)")
+                  "Stop drafting at a module whose top probability is below this (0 = never; with a "
+                  "draft vocabulary, the probability among its tokens)")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--no-spec", a->no_spec, "Do not speculate, even if a drafter is present");
   cmd->callback([a] { run_generate(*a); });
