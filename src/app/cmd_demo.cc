@@ -30,7 +30,7 @@
 #include "core/mapped_file.h"
 #include "core/progress.h"
 #include "io/safetensors.h"
-#include "model/hf_config.h"
+#include "model/loader.h"
 
 namespace mtp::app {
 
@@ -124,7 +124,7 @@ class Demo {
     // for sampled data on stories260K). Prompts of 2..16 corpus tokens, so the
     // first positions after a short prompt are trained too; sequences of at most
     // kDistillSeq tokens (most continuations end at EOS well before).
-    const long seq = std::min(kDistillSeq, long(model_context(M)));
+    const long seq = std::min(kDistillSeq, long(model::read_model_config(M).max_position));
     stage("precompute", {"-m", M, "--threads", T, "-o", S, "--self-distill", "--temp", "0",
                          "--prompt-tokens", std::to_string(std::min(16L, seq / 2)),
                          "--prompt-tokens-min", "2", "--seq-len", std::to_string(seq),
@@ -226,20 +226,6 @@ class Demo {
     }
     stage("pretrain", args, true);
     return dir.string();
-  }
-
-  // The target's context length (a --model may be shorter than kDistillSeq):
-  // config.json's for a Hugging Face directory, the header's seq_len for a
-  // llama2.c file. Only the config is read, not the weights.
-  static int model_context(const std::string& path) {
-    if (fs::is_directory(path)) return model::read_hf_config(path).max_position;
-    std::ifstream f(path, std::ios::binary);
-    int32_t h[7] = {};
-    if (!f.read(reinterpret_cast<char*>(h), sizeof h) || h[6] < 8) {
-      fail<FormatError>("--model '{}': not a Hugging Face directory or a llama2.c checkpoint",
-                        path);
-    }
-    return h[6];
   }
 
   std::string prompts_file() {

@@ -11,9 +11,8 @@ namespace k = mtp::kernels;
 
 MtpRunner::MtpRunner(const model::Model& target, const Drafter& drafter, int n_seq, int ctx,
                      int q_max)
-    : target_(target), d_(drafter), ids_(drafter.config().draft_vocab),
-      head_(drafter.draft_head(target.weights().lm_head)),
-      width_(ids_.empty() ? size_t(target.config().vocab) : ids_.size()) {
+    : target_(target), d_(drafter),
+      head_(drafter.draft_head(target.weights().lm_head)) {
   for (int i = 0; i < drafter.config().K; ++i) {
     kv_.emplace_back(drafter.block_config(), n_seq, ctx, q_max);
   }

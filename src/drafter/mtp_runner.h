@@ -36,16 +36,17 @@ class MtpRunner {
   // Column i is the target-head logit of token token_of(i) (bit-identical to
   // the full head's), so argmax over a row, mapped by token_of, is the argmax
   // of the full logits restricted to the draft vocabulary (ties: lowest id).
-  size_t logits_width() const { return width_; }
-  int32_t token_of(size_t i) const { return ids_.empty() ? int32_t(i) : ids_[i]; }
+  size_t logits_width() const { return head_ ? head_->rows() : size_t(target_.config().vocab); }
+  int32_t token_of(size_t i) const {
+    const std::vector<int32_t>& ids = d_.config().draft_vocab;
+    return ids.empty() ? int32_t(i) : ids[i];
+  }
 
  private:
   const model::Model& target_;
   const Drafter& d_;
   std::vector<model::KVCache> kv_;
-  const std::vector<int32_t>& ids_;     // the drafter's draft vocabulary
-  const kernels::PackedMatrix* head_;   // lm_head's rows ids_ (null: the whole head)
-  size_t width_;
+  const kernels::PackedMatrix* head_;  // lm_head's rows of the draft vocabulary (null: all)
   std::vector<float> cat_, x_, cs_;
   model::BlockScratch scratch_;
 };

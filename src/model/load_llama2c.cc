@@ -42,19 +42,17 @@ std::vector<float> checked(const float* p, size_t n, const std::string& what) {
   return std::vector<float>(p, p + n);
 }
 
-}  // namespace
-
-LoadedModel load_llama2c(const std::string& path, const LoadOptions& opt) {
-  auto file = std::make_shared<MappedFile>(path);
-  if (file->size() < 7 * sizeof(int32_t)) {
+// The config a header describes (validated). `shared`: whether the classifier
+// is the embedding (vocab_size > 0).
+ModelConfig header_config(const MappedFile& file, bool& shared) {
+  const std::string& path = file.path();
+  if (file.size() < 7 * sizeof(int32_t)) {
     fail<IoError>("llama2.c checkpoint '{}' is truncated: {} bytes, the header alone is 28",
-                  path, file->size());
+                  path, file.size());
   }
   int32_t h[7];
-  std::memcpy(h, file->data(), sizeof h);
-  LoadedModel m;
-  m.path = path;
-  ModelConfig& c = m.config;
+  std::memcpy(h, file.data(), sizeof h);
+  ModelConfig c;
   c.arch = Arch::Llama;
   c.source = "llama2c";
   c.d_model = h[0];
@@ -62,7 +60,7 @@ LoadedModel load_llama2c(const std::string& path, const LoadOptions& opt) {
   c.n_layers = h[2];
   c.n_heads = h[3];
   c.n_kv_heads = h[4];
-  const bool shared = h[5] > 0;
+  shared = h[5] > 0;
   c.vocab = shared ? h[5] : -h[5];
   c.max_position = h[6];
   if (c.d_model <= 0 || c.n_heads <= 0 || c.d_model % c.n_heads != 0 || c.d_model > (1 << 16) ||
@@ -79,6 +77,23 @@ LoadedModel load_llama2c(const std::string& path, const LoadOptions& opt) {
   c.bos_id = 1;
   c.eos_ids = {2};
   c.validate();
+  return c;
+}
+
+}  // namespace
+
+ModelConfig read_llama2c_config(const std::string& path) {
+  bool shared = false;
+  return header_config(MappedFile(path), shared);
+}
+
+LoadedModel load_llama2c(const std::string& path, const LoadOptions& opt) {
+  auto file = std::make_shared<MappedFile>(path);
+  bool shared = false;
+  LoadedModel m;
+  m.path = path;
+  m.config = header_config(*file, shared);
+  const ModelConfig& c = m.config;
 
   const size_t d = c.d_model, L = c.n_layers, V = c.vocab, ffn = c.ffn;
   const size_t qd = size_t(c.n_heads) * c.head_dim, kvd = size_t(c.n_kv_heads) * c.head_dim;

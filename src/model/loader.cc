@@ -1,19 +1,26 @@
 // load_model: dispatch on what the path is. The loaders themselves live in
 // load_hf.cc (Hugging Face folders) and load_llama2c.cc (llama2.c .bin files).
 #include <filesystem>
+#include <utility>
 
 #include "core/error.h"
+#include "model/hf_config.h"
 #include "model/loader.h"
 
 namespace fs = std::filesystem;
 
 namespace mtp::model {
 
-LoadedModel load_model(const std::string& path, const LoadOptions& opt) {
+namespace {
+
+enum class Format { Hf, Llama2c };
+
+// What `path` holds, and the path to load it from.
+std::pair<Format, std::string> resolve(const std::string& path) {
   std::error_code ec;
   const fs::path p(path);
   if (fs::is_directory(p, ec)) {
-    if (fs::exists(p / "config.json", ec)) return load_hf(path, opt);
+    if (fs::exists(p / "config.json", ec)) return {Format::Hf, path};
     fail<IoError>("no model at '{}': the folder has no config.json (a Hugging Face checkpoint "
                   "folder needs config.json and model.safetensors)", path);
   }
@@ -24,10 +31,22 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opt) {
     const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
     const bool hf_file = name == "config.json" || name == "model.safetensors.index.json" ||
                          (name.size() > 12 && name.ends_with(".safetensors"));
-    if (hf_file && fs::exists(parent / "config.json", ec)) return load_hf(parent.string(), opt);
-    return load_llama2c(path, opt);
+    if (hf_file && fs::exists(parent / "config.json", ec)) return {Format::Hf, parent.string()};
+    return {Format::Llama2c, path};
   }
   fail<IoError>("no model at '{}'", path);
+}
+
+}  // namespace
+
+LoadedModel load_model(const std::string& path, const LoadOptions& opt) {
+  const auto [format, p] = resolve(path);
+  return format == Format::Hf ? load_hf(p, opt) : load_llama2c(p, opt);
+}
+
+ModelConfig read_model_config(const std::string& path) {
+  const auto [format, p] = resolve(path);
+  return format == Format::Hf ? read_hf_config(p) : read_llama2c_config(p);
 }
 
 }  // namespace mtp::model

@@ -29,6 +29,11 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opt);
 // fp32 weights; interleaved RoPE. Tokenizer: tokenizer.bin or tok*.bin beside it.
 LoadedModel load_llama2c(const std::string& path, const LoadOptions& opt);
 
+// The config alone, without reading the weights (dispatch as load_model):
+// read_hf_config for a Hugging Face folder, the header for llama2.c.
+ModelConfig read_model_config(const std::string& path);
+ModelConfig read_llama2c_config(const std::string& path);
+
 // Hugging Face directory: config.json (+ generation_config.json) and
 // model.safetensors or model.safetensors.index.json shards.
 LoadedModel load_hf(const std::string& dir, const LoadOptions& opt);

@@ -181,7 +181,8 @@ PrecomputeReport precompute(const model::Model& m, const io::Tokenizer& tok,
   std::vector<Job> train, held;
   long planned = 0, n_docs_held = 0;
   for (size_t i = 0; i < docs.size() && (o.max_tokens <= 0 || planned < o.max_tokens); ++i) {
-    const bool is_held = double(fnv1a(docs[i]) % 1000000) < o.heldout * 1e6;
+    const uint64_t hash = fnv1a(docs[i]);
+    const bool is_held = double(hash % 1000000) < o.heldout * 1e6;
     n_docs_held += is_held;
     std::vector<int32_t> ids = tok.encode(docs[i], false);
     auto& out = is_held ? held : train;
@@ -192,7 +193,7 @@ PrecomputeReport precompute(const model::Model& m, const io::Tokenizer& tok,
       size_t np = size_t(o.prompt_tokens);
       if (o.prompt_tokens_min > 0) {  // other bits of the hash than the held-out split's
         np = size_t(o.prompt_tokens_min) +
-             size_t((fnv1a(docs[i]) >> 32) % uint64_t(o.prompt_tokens - o.prompt_tokens_min + 1));
+             size_t((hash >> 32) % uint64_t(o.prompt_tokens - o.prompt_tokens_min + 1));
       }
       j.tokens.insert(j.tokens.end(), ids.begin(), ids.begin() + std::min(ids.size(), np));
       if (j.tokens.empty()) continue;

@@ -66,6 +66,7 @@ ExportReport export_drafter(const ExportOptions& o) {
   const nlohmann::json& s = run.ckpt.state;
   const model::ModelConfig& cfg = run.target->config();
   drafter::DrafterConfig dc = drafter::DrafterConfig::from_json(s.at("drafter_config"));
+  ExportReport rep;
   nlohmann::json dv_meta = nullptr;
   if (o.draft_vocab > 0) {
     const std::string dir = default_shards(run.ckpt, o.shards_dir);
@@ -75,6 +76,8 @@ ExportReport export_drafter(const ExportOptions& o) {
     }
     drafter::DraftVocab dv = drafter::choose_draft_vocab(dir, cfg.vocab, o.draft_vocab);
     dc.draft_vocab = dv.ids;
+    rep.draft_vocab = long(dv.ids.size());
+    rep.draft_coverage = dv.coverage();
     dv_meta = {{"size", dv.ids.size()}, {"asked", o.draft_vocab}, {"labels", dv.labels},
                {"distinct_labels", dv.distinct}, {"coverage", dv.coverage()},
                {"shards", fs::absolute(dir).string()}};
@@ -86,7 +89,6 @@ ExportReport export_drafter(const ExportOptions& o) {
   }
   auto tensors = checkpoint_tensors(run.ckpt, o.ema);
   round_tensors(tensors, o.stored);
-  ExportReport rep;
   rep.step = s.value("step", 0L);
   rep.fingerprint = run.fingerprint;
   const long total = s.value("total_steps", 0L);
@@ -109,10 +111,6 @@ ExportReport export_drafter(const ExportOptions& o) {
       {"run_dir", fs::absolute(o.run_dir).string()},
       {"stored", std::string(dtype_name(o.stored))},
       {"draft_vocab", dv_meta}};
-  if (!dv_meta.is_null()) {
-    rep.draft_vocab = dv_meta["size"].get<long>();
-    rep.draft_coverage = dv_meta["coverage"].get<double>();
-  }
   const std::string tmp = o.out + ".unverified";
   drafter::write_drafter(tmp, cfg, run.fingerprint, dc, tensors, training, o.stored);
   if (o.parity) {
