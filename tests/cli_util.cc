@@ -16,10 +16,12 @@ std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-CliResult run_cli(const std::string& args) {
+CliResult run_cli(const std::string& args) { return run_cli_binary(MTPSPEC_BIN, args); }
+
+CliResult run_cli_binary(const std::string& binary, const std::string& args) {
   std::string dir = temp_dir("cli");
   std::string err_path = dir + "/stderr";
-  std::string cmd = std::string(MTPSPEC_BIN) + " " + args + " 2>" + shell_quote(err_path);
+  std::string cmd = shell_quote(binary) + " " + args + " 2>" + shell_quote(err_path);
   CliResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;

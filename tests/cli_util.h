@@ -12,6 +12,8 @@ struct CliResult {
 
 // args are appended to the binary path verbatim (shell syntax; quote yourself).
 CliResult run_cli(const std::string& args);
+// The same for another executable (e.g. bin/mtpspec-train).
+CliResult run_cli_binary(const std::string& binary, const std::string& args);
 
 // Single-quotes a string for the shell.
 std::string shell_quote(const std::string& s);

@@ -19,29 +19,6 @@ double mean(const std::vector<double>& v) {
 }
 }  // namespace
 
-nlohmann::json bench_json(const BenchResult& r) {
-  return {{"baseline_tok_s", r.baseline_tok_s},
-          {"spec_tok_s", r.spec_tok_s},
-          {"speedup", r.speedup},
-          {"speedup_spread", {{"min", r.spread.min}, {"max", r.spread.max}, {"stdev", r.spread.stdev}}},
-          {"end_to_end_speedup", r.end_to_end_speedup},
-          {"acceptance_live", r.acceptance_live},
-          {"tokens_per_cycle", r.tokens_per_cycle},
-          {"acceptance_tf_corpus", r.acceptance_tf_corpus.empty() ? nlohmann::json(nullptr)
-                                                                  : nlohmann::json(r.acceptance_tf_corpus)},
-          {"acceptance_tf_corpus_note", r.acceptance_tf_corpus_note.empty()
-                                            ? nlohmann::json(nullptr)
-                                            : nlohmann::json(r.acceptance_tf_corpus_note)},
-          {"acceptance_tf_own", r.acceptance_tf_own},
-          {"verify_multiplier", r.verify_multiplier},
-          {"drafter_cost", r.drafter_cost},
-          {"predicted_speedup", r.predicted_speedup},
-          {"break_even_acceptance", r.break_even ? nlohmann::json(*r.break_even) : nlohmann::json(nullptr)},
-          {"draft_k", r.K},
-          {"flips", r.flips},
-          {"target_distinct_2", r.target_distinct_2}};
-}
-
 void print_bench(const BenchResult& r, std::FILE* out) {
   fmt::print(out, "plain {:.1f} tok/s | speculative {:.1f} tok/s | speedup {:.3f} (min {:.3f}, max {:.3f}, stdev {:.3f})\n",
              r.baseline_tok_s, r.spec_tok_s, r.speedup, r.spread.min, r.spread.max, r.spread.stdev);
@@ -133,30 +110,6 @@ void write_bench_plot(const BenchResult& r, const std::string& path) {
                      (T + H - B) / 2, (T + H - B) / 2, r.K);
   svg += "</svg>\n";
   write_file_atomic(path, svg);
-}
-
-nlohmann::json cycle_cost_json(const CycleCostResult& r) {
-  nlohmann::json rows = nlohmann::json::array();
-  for (const auto& x : r.rows) {
-    rows.push_back({{"k", x.k},
-                    {"cycle_rel_decode", x.cost.cycle_rel_decode},
-                    {"draft_rel", x.cost.draft_rel},
-                    {"verify_rel", x.cost.verify_rel},
-                    {"other_rel", x.cost.other_rel},
-                    {"other_fraction", x.cost.other_fraction},
-                    {"draft_forward_rel", x.draft_forward_rel},
-                    {"tokens_per_cycle", x.tokens_per_cycle},
-                    {"acceptance_live", x.acceptance_live},
-                    {"cycles", x.cycles},
-                    {"spec_tok_s", x.spec_tok_s}});
-  }
-  return {{"model", r.model},
-          {"drafter", r.drafter},
-          {"threads", r.threads},
-          {"decode_step_s", r.decode_step_s},
-          {"baseline_tok_s", r.decode_step_s > 0 ? 1 / r.decode_step_s : 0},
-          {"flips", r.flips},
-          {"cycle_cost", rows}};
 }
 
 void print_cycle_cost(const CycleCostResult& r, std::FILE* out) {

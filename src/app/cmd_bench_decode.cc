@@ -1,6 +1,6 @@
 // `mtpspec bench-decode`: one-token decode speed against the bandwidth limit,
 // and the verify multiplier m(q) = time(forward of q) / time(forward of 1) at
-// the same context length (CONTRACTS.md "Measurement"). Works on any checkpoint
+// the same context length (docs/SEMANTICS.md "Measurement"). Works on any checkpoint
 // or on a random target generated in memory (`--random 1b`).
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>

@@ -31,6 +31,8 @@
 #include "core/progress.h"
 #include "io/safetensors.h"
 #include "model/loader.h"
+#include "spec/bench.h"
+#include "spec/drift.h"
 
 namespace mtp::app {
 
@@ -114,50 +116,68 @@ class Demo {
     fs::create_directories(w_);
     const double t0 = now();
     corpus();
-    const std::string M = target();
-    const std::string S = (w_ / "shards").string(), R = (w_ / "run").string();
-    const std::string D = (w_ / "drafter.safetensors").string();
-    const std::string P = prompts_file();
-    const std::string T = std::to_string(a_.threads);
+    const std::string model_dir = target();
+    const std::string shards_dir = (w_ / "shards").string(), run_dir = (w_ / "run").string();
+    const std::string drafter_path = (w_ / "drafter.safetensors").string();
+    const std::string prompts = prompts_file();
+    const std::string threads = std::to_string(a_.threads);
     // Greedy self-distillation (--temp 0): the drafter learns exactly what greedy
     // decoding will ask of it (docs/PERFORMANCE.md: live acceptance 0.86 vs 0.77
     // for sampled data on stories260K). Prompts of 2..16 corpus tokens, so the
     // first positions after a short prompt are trained too; sequences of at most
     // kDistillSeq tokens (most continuations end at EOS well before).
-    const long seq = std::min(kDistillSeq, long(model::read_model_config(M).max_position));
-    stage("precompute", {"-m", M, "--threads", T, "-o", S, "--self-distill", "--temp", "0",
-                         "--prompt-tokens", std::to_string(std::min(16L, seq / 2)),
-                         "--prompt-tokens-min", "2", "--seq-len", std::to_string(seq),
-                         "--max-tokens", std::to_string(a_.distill_prompts * seq)},
+    const long seq = std::min(kDistillSeq, long(model::read_model_config(model_dir).max_position));
+    stage("precompute",
+          {"-m", model_dir, "--threads", threads, "-o", shards_dir, "--self-distill", "--temp", "0",
+           "--prompt-tokens", std::to_string(std::min(16L, seq / 2)), "--prompt-tokens-min", "2",
+           "--seq-len", std::to_string(seq), "--max-tokens",
+           std::to_string(a_.distill_prompts * seq)},
           /*with_corpus=*/true);
-    if (!fs::exists(D)) {
-      std::vector<std::string> tr = {"--shards", S, "-m", M, "-o", R, "--k", std::to_string(a_.k),
-                                     "--steps", std::to_string(a_.train_steps), "--batch", "32",
-                                     "--lr", "2e-3", "--threads", T, "--no-parity"};
-      if (fs::exists(fs::path(R) / "checkpoint.safetensors")) tr.push_back("--resume");
+    if (!fs::exists(drafter_path)) {
+      std::vector<std::string> tr = {"--shards",   shards_dir,
+                                     "-m",         model_dir,
+                                     "-o",         run_dir,
+                                     "--k",        std::to_string(a_.k),
+                                     "--steps",    std::to_string(a_.train_steps),
+                                     "--batch",    "32",
+                                     "--lr",       "2e-3",
+                                     "--threads",  threads,
+                                     "--no-parity"};
+      if (fs::exists(fs::path(run_dir) / "checkpoint.safetensors")) tr.push_back("--resume");
       stage("train", tr);
       // Stored (and so held) in bf16, drafting among the most frequent tokens:
       // the drafter's cost per draft (docs/PERFORMANCE.md "Drafter cost").
-      stage("export", {"--run", R, "--ema", "-o", D, "--dtype", "bf16", "--draft-vocab",
-                       std::to_string(a_.draft_vocab)});
+      stage("export", {"--run", run_dir, "--ema", "-o", drafter_path, "--dtype", "bf16",
+                       "--draft-vocab", std::to_string(a_.draft_vocab)});
     } else {
-      skipped("train", D + " exists");
+      skipped("train", drafter_path + " exists");
     }
-    stage("parity", {"-m", M, "--drafter", D, "--run", R, "--shards", S});
-    const std::string N = std::to_string(a_.n);
+    stage("parity",
+          {"-m", model_dir, "--drafter", drafter_path, "--run", run_dir, "--shards", shards_dir});
+    const std::string n_tokens = std::to_string(a_.n);
     const fs::path bench_json = w_ / "bench.json", drift_json = w_ / "drift.json";
-    stage("bench", {"-m", M, "--drafter", D, "--prompts", P, "-n", N, "--threads", T, "--repeat",
-                    std::to_string(a_.repeat), "--json", "--report", (w_ / "report.md").string(),
-                    "--plot", (w_ / "plot.svg").string()},
+    stage("bench",
+          {"-m", model_dir, "--drafter", drafter_path, "--prompts", prompts, "-n", n_tokens,
+           "--threads", threads, "--repeat", std::to_string(a_.repeat), "--json", "--report",
+           (w_ / "report.md").string(), "--plot", (w_ / "plot.svg").string()},
           false, bench_json.string());
-    stage("drift", {"-m", M, "--drafter", D, "--prompts", P, "-n", N, "--threads", T, "--json"},
+    stage("drift",
+          {"-m", model_dir, "--drafter", drafter_path, "--prompts", prompts, "-n", n_tokens,
+           "--threads", threads, "--json"},
           false, drift_json.string());
-    summary(read_json(bench_json), read_json(drift_json), drafter_info(D), now() - t0);
+    const json drift = read_json(drift_json);
+    if (!drift.is_object() || !drift.contains("summary")) {
+      fail<FormatError>("{}: no \"summary\" in the drift stage's output", drift_json.string());
+    }
+    summary(spec::BenchResult::from_json(read_json(bench_json)),
+            spec::DriftSummary::from_json(drift["summary"]), drafter_info(drafter_path),
+            now() - t0);
   }
 
  private:
   static double now() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
   }
 
   // Runs `mtpspec name args...` (plus --corpus files when asked); a failing stage
@@ -262,43 +282,42 @@ class Demo {
     return info;
   }
 
-  void summary(const json& b, const json& d, const json& drafter, double seconds) {
-    const json& sum = d.at("summary");
+  void summary(const spec::BenchResult& b, const spec::DriftSummary& drift, const json& drafter,
+               double seconds) {
     json out = {{"workdir", w_.string()},
                 {"seconds", seconds},
                 {"stages", stages_},
-                {"speedup", b.at("speedup")},
-                {"speedup_spread", b.at("speedup_spread")},
-                {"end_to_end_speedup", b.value("end_to_end_speedup", json())},
-                {"baseline_tok_s", b.at("baseline_tok_s")},
-                {"spec_tok_s", b.at("spec_tok_s")},
-                {"acceptance_live", b.at("acceptance_live")},
-                {"acceptance_tf_own", b.at("acceptance_tf_own")},
-                {"tokens_per_cycle", b.at("tokens_per_cycle")},
-                {"break_even_acceptance", b.at("break_even_acceptance")},
-                {"outputs_differing", b.value("flips", json())},
-                {"drift_flipped_prompts", sum.at("flipped")},
-                {"drift_max_abs_dlogit", sum.at("max_abs_dlogit")},
-                {"target_distinct_2", b.value("target_distinct_2", json())},
+                {"speedup", b.speedup},
+                {"speedup_spread", {{"min", b.spread.min}, {"max", b.spread.max},
+                                    {"stdev", b.spread.stdev}}},
+                {"end_to_end_speedup", b.end_to_end_speedup},
+                {"baseline_tok_s", b.baseline_tok_s},
+                {"spec_tok_s", b.spec_tok_s},
+                {"acceptance_live", b.acceptance_live},
+                {"acceptance_tf_own", b.acceptance_tf_own},
+                {"tokens_per_cycle", b.tokens_per_cycle},
+                {"break_even_acceptance", b.break_even ? json(*b.break_even) : json(nullptr)},
+                {"outputs_differing", b.flips},
+                {"drift_flipped_prompts", drift.flipped},
+                {"drift_max_abs_dlogit", drift.max_abs_dlogit},
+                {"target_distinct_2", b.target_distinct_2},
                 {"drafter", drafter}};
     if (a_.json) {
       fmt::print("{}\n", out.dump());
       return;
     }
-    auto list = [](const json& v) {
+    auto list = [](const std::vector<double>& v) {
       std::string s;
-      for (const auto& x : v) s += fmt::format("{}{:.2f}", s.empty() ? "" : " ", x.get<double>());
+      for (double x : v) s += fmt::format("{}{:.2f}", s.empty() ? "" : " ", x);
       return s;
     };
     fmt::print("\n=== mtpspec demo: summary ({} total; details in {}/report.md)\n",
                format_duration(seconds), w_.string());
-    fmt::print("  plain decoding        {:8.1f} tok/s\n", b["baseline_tok_s"].get<double>());
-    const json& spread = b["speedup_spread"];
+    fmt::print("  plain decoding        {:8.1f} tok/s\n", b.baseline_tok_s);
     fmt::print("  speculative (K = {})   {:8.1f} tok/s   speedup {:.2f}x (repeats: {:.2f}..{:.2f}); "
                "end to end with prompt processing {:.2f}x\n",
-               b["acceptance_live"].size(), b["spec_tok_s"].get<double>(), b["speedup"].get<double>(),
-               spread["min"].get<double>(), spread["max"].get<double>(),
-               b.value("end_to_end_speedup", 0.0));
+               b.acceptance_live.size(), b.spec_tok_s, b.speedup, b.spread.min, b.spread.max,
+               b.end_to_end_speedup);
     const json& dv = drafter["draft_vocab"];
     fmt::print("  drafter: stored {}; {}\n", drafter["stored"].is_string() ? drafter["stored"].get<std::string>() : "?",
                dv.is_object() ? fmt::format("drafts among the {} most frequent tokens ({:.1f} % of "
@@ -306,22 +325,17 @@ class Demo {
                                             100 * dv.value("coverage", 0.0))
                               : std::string("drafts over the whole vocabulary"));
     fmt::print("  verify multiplier m(q), q = 1..8: {}; drafter cost per module: {}\n",
-               list(b["verify_multiplier"]), list(b["drafter_cost"]));
+               list(b.verify_multiplier), list(b.drafter_cost));
     fmt::print("  live acceptance per module position: {}   (teacher-forced on own output: {})\n",
-               list(b["acceptance_live"]), list(b["acceptance_tf_own"]));
-    const json& be = b["break_even_acceptance"];
-    fmt::print("  tokens per cycle {:.2f}; break-even acceptance {}\n",
-               b["tokens_per_cycle"].get<double>(),
-               be.is_number() ? fmt::format("{:.2f}", be.get<double>())
-                              : std::string("none (even perfect drafts cannot pay for a cycle)"));
+               list(b.acceptance_live), list(b.acceptance_tf_own));
+    fmt::print("  tokens per cycle {:.2f}; break-even acceptance {}\n", b.tokens_per_cycle,
+               b.break_even ? fmt::format("{:.2f}", *b.break_even)
+                            : std::string("none (even perfect drafts cannot pay for a cycle)"));
     fmt::print("  outputs differing from plain: {}; drift: {} of {} prompts flipped, max |dlogit| {}\n",
-               b.value("flips", json()).dump(), sum["flipped"].dump(), sum["prompts"].dump(),
-               sum["max_abs_dlogit"].dump());
-    if (b.contains("target_distinct_2")) {
-      fmt::print("  target output diversity: distinct-2 = {:.3f} (1 = no repeated bigram; a "
-                 "repetitive target inflates acceptance)\n",
-                 b["target_distinct_2"].get<double>());
-    }
+               b.flips, drift.flipped, drift.prompts, drift.max_abs_dlogit);
+    fmt::print("  target output diversity: distinct-2 = {:.3f} (1 = no repeated bigram; a "
+               "repetitive target inflates acceptance)\n",
+               b.target_distinct_2);
   }
 
   DemoArgs a_;

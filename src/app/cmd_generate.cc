@@ -1,4 +1,4 @@
-// `mtpspec generate`: stream a continuation of a prompt (CONTRACTS.md semantics).
+// `mtpspec generate`: stream a continuation of a prompt (docs/SEMANTICS.md).
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
@@ -21,32 +21,28 @@ struct GenerateArgs {
   ModelArgs model;
   std::string prompt, prompt_file;
   int n = 128;
-  float temp = 0.f, top_p = 1.f;
-  uint64_t seed = 0;
+  SamplingArgs sampling;
   std::vector<std::string> stop;
   int ctx = 0;
   bool json = false, no_special = false;
-  std::string drafter;
-  int draft_k = 0;
-  float p_min = 0.f;
-  bool no_spec = false;
+  DrafterArgs spec;
 };
 
 void run_generate(const GenerateArgs& a) {
   std::string prompt = a.prompt;
   if (!a.prompt_file.empty()) prompt = read_file(a.prompt_file);
   if (!io::is_valid_utf8(prompt)) fail<InputError>("the prompt is not valid UTF-8");
+  spec::GenerateOptions o;
+  o.sampler = sampler_options(a.sampling);
   Session s = open_session(a.model);
   std::unique_ptr<drafter::Drafter> dr;
-  if (!a.no_spec) dr = open_drafter(a.model, a.drafter, *s.model);
+  if (!a.spec.no_spec) dr = open_drafter(a.model, a.spec.drafter, *s.model);
   std::vector<int32_t> ids = s.tokenizer->encode(prompt, !a.no_special);
   spec::SpecOptions so;
   so.drafter = dr.get();
-  so.draft_k = a.draft_k;
-  so.p_min = a.p_min;
-  spec::GenerateOptions o;
+  if (dr) so.draft_k = resolve_draft_k(a.spec, dr->config().K, "the drafter's K", dr->config().K);
+  so.p_min = a.spec.p_min;
   o.n_new = a.n;
-  o.sampler = {a.temp, a.top_p, a.seed};
   o.stop = a.stop;
   o.ctx = a.ctx;
   auto print = [&](std::string_view t) {
@@ -91,23 +87,12 @@ void add_generate(CLI::App& root) {
       ->excludes(p);
   cmd->add_option("-n,--n-predict", a->n, "Number of new tokens to generate")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--temp", a->temp, "Sampling temperature (0 = greedy)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-p", a->top_p, "Nucleus sampling mass in (0, 1]");
-  cmd->add_option("--seed", a->seed, "Random seed for sampling");
+  add_sampling_flags(cmd, a->sampling);
   cmd->add_option("--stop", a->stop, "Stop string (repeatable): the text ends before it");
   cmd->add_option("--ctx", a->ctx, "Context length (default: the model's, capped by memory)");
   cmd->add_flag("--no-special", a->no_special, "Do not add BOS/EOS to the prompt");
   cmd->add_flag("--json", a->json, "Print one JSON object instead of streaming text");
-  cmd->add_option("--drafter", a->drafter,
-                  "MTP drafter file (default: drafter.safetensors beside the model, if present)");
-  cmd->add_option("--draft-k", a->draft_k, "Drafts per cycle, 1..K (default: the drafter's K)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--draft-p-min", a->p_min,
-                  "Stop drafting at a module whose top probability is below this (0 = never; with a "
-                  "draft vocabulary, the probability among its tokens)")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_flag("--no-spec", a->no_spec, "Do not speculate, even if a drafter is present");
+  add_drafter_flags(cmd, a->spec, kAllDrafterFlags);
   cmd->callback([a] { run_generate(*a); });
 }
 

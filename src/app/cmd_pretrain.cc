@@ -12,26 +12,25 @@
 // it execs `mtpspec-train pretrain-model` (train/pretrain.h), the libtorch half,
 // which trains and writes config.json + model.safetensors.
 #include <fmt/core.h>
-#include <sentencepiece_processor.h>
-#include <sentencepiece_trainer.h>
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "app/commands.h"
 #include "app/train_forward.h"
+#include "cli/train_commands.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/progress.h"
 #include "core/thread_pool.h"
 #include "io/corpus.h"
 #include "io/pretrain_data.h"
+#include "io/sentencepiece_trainer.h"
 #include "io/tokenizer.h"
 #include "model/fingerprint.h"
-#include "train/pretrain.h"
+#include "model/pretrain_options.h"
 
 namespace mtp::app {
 
@@ -50,29 +49,7 @@ struct PretrainArgs {
   std::string tokenizer = "train";
   int vocab = 0;
   double heldout = 0.02;
-  train::PretrainOptions o;  // the training half's (o.model_dir = -o)
-};
-
-// The training lines of the documents, one SentencePiece "sentence" each.
-class LineIterator : public sentencepiece::SentenceIterator {
- public:
-  explicit LineIterator(const std::vector<const std::string*>& docs) {
-    for (const std::string* d : docs) {
-      std::istringstream in(*d);
-      std::string line;
-      while (std::getline(in, line)) {
-        if (!line.empty()) lines_.push_back(std::move(line));
-      }
-    }
-  }
-  bool done() const override { return i_ >= lines_.size(); }
-  void Next() override { ++i_; }
-  const std::string& value() const override { return lines_[i_]; }
-  sentencepiece::util::Status status() const override { return {}; }
-
- private:
-  std::vector<std::string> lines_;
-  size_t i_ = 0;
+  model::PretrainOptions o;  // the training half's (o.model_dir = -o)
 };
 
 void remove_tokenizer_files(const fs::path& dir) {
@@ -81,37 +58,7 @@ void remove_tokenizer_files(const fs::path& dir) {
 
 void train_tokenizer(const std::vector<const std::string*>& docs, int vocab, int threads,
                      uint64_t seed, const fs::path& out) {
-  LineIterator it(docs);
-  if (it.done()) fail<InputError>("the corpus has no text to train a tokenizer on");
-  const std::unordered_map<std::string, std::string> spec = {
-      {"model_type", "bpe"},
-      {"vocab_size", std::to_string(vocab)},
-      {"byte_fallback", "true"},
-      {"character_coverage", "0.9995"},
-      {"normalization_rule_name", "identity"},
-      {"remove_extra_whitespaces", "false"},
-      {"add_dummy_prefix", "true"},
-      {"split_digits", "true"},
-      {"allow_whitespace_only_pieces", "true"},
-      {"max_sentence_length", "65536"},
-      {"unk_id", "0"},
-      {"bos_id", "1"},
-      {"eos_id", "2"},
-      {"pad_id", "-1"},
-      {"hard_vocab_limit", "false"},
-      {"num_threads", std::to_string(threads)},
-      {"minloglevel", "1"}};
-  sentencepiece::SetRandomGeneratorSeed(unsigned(seed % 0xfffffffeu));
-  std::string proto;
-  const auto st = sentencepiece::SentencePieceTrainer::Train(spec, &it, &proto);
-  if (!st.ok()) {
-    std::string why = st.ToString();
-    if (auto p = why.find("] "); p != std::string::npos) why = why.substr(p + 2);
-    if (why.find("smaller than required_chars") != std::string::npos) {
-      fail<InputError>("--vocab {} is too small for this corpus: {}", vocab, why);
-    }
-    fail<InputError>("training the tokenizer failed: {}", why);
-  }
+  const std::string proto = io::train_sentencepiece_bpe(docs, vocab, threads, seed);
   remove_tokenizer_files(out);
   write_file_atomic((out / "tokenizer.model").string(), proto);
 }
@@ -145,7 +92,7 @@ Files tokenizer_files(const fs::path& src) {
 }
 
 // Tokenizer + tokens.safetensors in a.o.model_dir (reused when unchanged).
-void prepare_data(const PretrainArgs& a, const train::PretrainPreset& preset, bool resuming) {
+void prepare_data(const PretrainArgs& a, const model::PretrainPreset& preset, bool resuming) {
   const fs::path out(a.o.model_dir);
   std::vector<std::string> docs;
   json corpus = json::array(), identity_corpus = json::array();
@@ -242,7 +189,7 @@ void prepare_data(const PretrainArgs& a, const train::PretrainPreset& preset, bo
 }
 
 void run(const PretrainArgs& a) {
-  const train::PretrainPreset& preset = train::pretrain_preset(a.o.preset);
+  const model::PretrainPreset& preset = model::pretrain_preset(a.o.preset);
   require_train_binary("pretrain");
   if (!(a.heldout >= 0 && a.heldout < 1)) fail<InputError>("--heldout must be in [0, 1)");
   if (a.tokenizer != "train" && a.vocab > 0) {
@@ -272,7 +219,7 @@ void run(const PretrainArgs& a) {
   }
   prepare_data(a, preset, has_ckpt);
 
-  exec_train("pretrain-model", {"--options", nlohmann::json(a.o).dump()});
+  exec_train(cli::kPretrainModel.name, {"--options", nlohmann::json(a.o).dump()});
 }
 
 }  // namespace
@@ -280,7 +227,7 @@ void run(const PretrainArgs& a) {
 void add_pretrain(CLI::App& root) {
   auto a = std::make_shared<PretrainArgs>();
   std::string presets;
-  for (const auto& p : train::pretrain_presets()) {
+  for (const auto& p : model::pretrain_presets()) {
     presets += fmt::format(
         "\n  {}: d {}, {} layers, {}/{} heads, ffn {}, vocab {}, seq {}, {} "
         "steps x {} windows: {}",

@@ -1,6 +1,6 @@
 // CLI subcommands. Each add_* registers one subcommand on the root CLI11 app:
 // its flags (every flag with a help text) and a callback that runs it. Errors are
-// thrown as mtp::Error subclasses; main() prints them and exits with status 2.
+// thrown as mtp::Error subclasses; exit statuses: cli/run_cli.h.
 #pragma once
 
 namespace CLI {
@@ -18,12 +18,9 @@ void add_drift(CLI::App& root);          // cmd_drift.cc
 void add_bench_decode(CLI::App& root);   // cmd_bench_decode.cc
 void add_bench(CLI::App& root);          // cmd_bench.cc
 void add_demo(CLI::App& root);           // cmd_demo.cc
-// Training (libtorch): without it these fail with "built without libtorch".
-void add_train(CLI::App& root);          // cmd_train.cc
-void add_export(CLI::App& root);         // cmd_export.cc
-void add_parity(CLI::App& root);         // cmd_parity.cc
 void add_pretrain(CLI::App& root);       // cmd_pretrain.cc (execs mtpspec-train pretrain-model)
-// bin/mtpspec-train only.
-void add_pretrain_model(CLI::App& root); // cmd_pretrain_model.cc
+// train, export, parity: forwarders to bin/mtpspec-train (train_forward.h);
+// without libtorch they fail with "built without libtorch".
+void add_train_forwarders(CLI::App& root);  // train_forward.cc
 
 }  // namespace mtp::app

@@ -1,25 +1,10 @@
 #include "app/common.h"
 
-#include <CLI/CLI.hpp>
-
 #include "core/error.h"
 #include "model/loader.h"
 #include "model/random_model.h"
 
 namespace mtp::app {
-
-void add_model_flags(CLI::App* cmd, ModelArgs& a) {
-  cmd->add_option("-m,--model", a.model,
-                  "Target model: a Hugging Face directory (config.json + *.safetensors) or a "
-                  "llama2.c .bin checkpoint")
-      ->required();
-  cmd->add_option("--tokenizer", a.tokenizer,
-                  "Tokenizer file or directory (default: the one beside the model)");
-  cmd->add_option("--weights", a.weights, "Precision the weight matrices are held in")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
-  cmd->add_option("--threads", a.threads, "Worker threads (default: physical cores)")
-      ->check(CLI::NonNegativeNumber);
-}
 
 kernels::WeightType parse_weight_type(const std::string& s) {
   if (s == "fp32") return kernels::WeightType::F32;

@@ -4,25 +4,12 @@
 #include <memory>
 #include <string>
 
+#include "app/args.h"
 #include "core/thread_pool.h"
 #include "io/tokenizer.h"
 #include "model/forward.h"
 
-namespace CLI {
-class App;
-}
-
 namespace mtp::app {
-
-struct ModelArgs {
-  std::string model;      // -m
-  std::string tokenizer;  // --tokenizer ("" = the one beside the model)
-  std::string weights = "fp32";
-  int threads = 0;        // 0 = physical cores
-};
-
-// Adds -m/--model (required), --tokenizer, --weights and --threads.
-void add_model_flags(CLI::App* cmd, ModelArgs& a);
 
 struct Session {
   std::unique_ptr<model::Model> model;

@@ -5,8 +5,7 @@
 #include <cstdio>
 
 #include "app/commands.h"
-#include "app/run_cli.h"
-#include "core/error.h"
+#include "cli/run_cli.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -14,6 +13,7 @@ int main(int argc, char** argv) {
       "drafter trained against your exact model."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "mtpspec 0.1.0");
+  app.footer(mtp::cli::kExitStatusHelp);
   mtp::app::add_generate(app);
   mtp::app::add_tokenize(app);
   mtp::app::add_bench_kernels(app);
@@ -23,9 +23,7 @@ int main(int argc, char** argv) {
   mtp::app::add_bench_decode(app);
   mtp::app::add_bench(app);
   mtp::app::add_demo(app);
-  mtp::app::add_train(app);
-  mtp::app::add_export(app);
-  mtp::app::add_parity(app);
+  mtp::app::add_train_forwarders(app);
   mtp::app::add_pretrain(app);
-  return mtp::app::run_cli(app, argc, argv);
+  return mtp::cli::run_cli(app, argc, argv);
 }

@@ -3,7 +3,6 @@
 #include <fmt/core.h>
 
 #include <filesystem>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "model/fingerprint.h"
@@ -21,29 +20,18 @@ std::unique_ptr<drafter::Drafter> open_drafter(const ModelArgs& a, const std::st
     if (!fs::exists(beside)) return nullptr;
     path = beside.string();
   }
-  const std::string fp = model::target_fingerprint(m.loaded());
   return std::make_unique<drafter::Drafter>(
-      drafter::Drafter::load(path, m.config(), fp, parse_weight_type(a.weights)));
+      drafter::Drafter::load(path, m.loaded(), parse_weight_type(a.weights)));
 }
 
 std::unique_ptr<drafter::Drafter> random_drafter(const model::Model& m, int K, uint64_t seed,
                                                  kernels::WeightType hold) {
   drafter::DrafterConfig dc;
   dc.K = K;
-  const std::string fp = model::target_fingerprint(m.loaded());
-  const fs::path tmp = fs::temp_directory_path() /
-                       fmt::format("mtpspec-random-drafter-{}-{}.safetensors", ::getpid(), seed);
-  struct Remove {
-    fs::path p;
-    ~Remove() {
-      std::error_code ec;
-      fs::remove(p, ec);
-    }
-  } remove{tmp};
-  drafter::write_drafter(tmp.string(), m.config(), fp, dc,
-                         drafter::random_drafter_tensors(m.config(), dc, seed),
-                         {{"kind", "random-init"}, {"seed", seed}}, DType::BF16);
-  return std::make_unique<drafter::Drafter>(drafter::Drafter::load(tmp.string(), m.config(), fp, hold));
+  return std::make_unique<drafter::Drafter>(drafter::Drafter::from_tensors(
+      m.config(), model::target_fingerprint(m.loaded()), dc,
+      drafter::random_drafter_tensors(m.config(), dc, seed),
+      {{"kind", "random-init"}, {"seed", seed}}, DType::BF16, hold));
 }
 
 void print_spec_stats(const spec::SpecStats& s) {

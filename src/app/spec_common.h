@@ -17,9 +17,8 @@ std::unique_ptr<drafter::Drafter> open_drafter(const ModelArgs& a, const std::st
                                                const model::Model& m);
 
 // A random drafter with K modules (drafter::random_drafter_tensors, the
-// init-drafter weights) for target `m`, held as `hold`. Drafter has no
-// in-memory constructor, so it goes through a temporary file (stored bf16)
-// that is removed once loaded.
+// init-drafter weights) for target `m`, stored as bf16 (as init-drafter
+// writes them) and held as `hold`; built in memory.
 std::unique_ptr<drafter::Drafter> random_drafter(const model::Model& m, int K, uint64_t seed,
                                                  kernels::WeightType hold);
 

@@ -9,7 +9,9 @@
 #include <cstring>
 #include <vector>
 
+#include "app/commands.h"
 #include "app/subprocess.h"
+#include "cli/train_commands.h"
 #include "core/error.h"
 
 namespace mtp::app {
@@ -52,11 +54,14 @@ void require_train_binary(const std::string& what) {
   fail<IoError>("cannot run '{}': {}", bin, std::strerror(errno));
 }
 
-void add_train_forwarder(CLI::App& root, const std::string& name, const std::string& help) {
-  CLI::App* cmd = root.add_subcommand(name, help);
-  cmd->prefix_command();  // stop parsing: everything after `name` is passed on
-  cmd->set_help_flag();   // --help too (mtpspec-train documents the flags)
-  cmd->callback([cmd, name] { exec_train(name, cmd->remaining()); });
+void add_train_forwarders(CLI::App& root) {
+  for (const cli::TrainCommand& c : {cli::kTrain, cli::kExport, cli::kParity}) {
+    CLI::App* cmd = root.add_subcommand(c.name, c.help);
+    cmd->prefix_command();  // stop parsing: everything after the name is passed on
+    cmd->set_help_flag();   // --help too (mtpspec-train documents the flags)
+    const std::string name = c.name;
+    cmd->callback([cmd, name] { exec_train(name, cmd->remaining()); });
+  }
 }
 
 }  // namespace mtp::app

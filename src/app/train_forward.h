@@ -16,10 +16,11 @@ class App;
 
 namespace mtp::app {
 
-// Registers `name` on root as a pass-through: every argument after it (incl.
-// --help) goes unparsed to `mtpspec-train name ...`. Without the sibling
-// binary (a build without libtorch) the callback fails with a clear message.
-void add_train_forwarder(CLI::App& root, const std::string& name, const std::string& help);
+// Registers each of cli/train_commands.h's user commands (train, export,
+// parity) on root as a pass-through: every argument after it (incl. --help)
+// goes unparsed to `mtpspec-train name ...`. Without the sibling binary (a
+// build without libtorch) the callback fails with a clear message.
+// (Declared in commands.h: add_train_forwarders.)
 
 // ConfigError naming `what` when this build has no mtpspec-train (no libtorch).
 void require_train_binary(const std::string& what);

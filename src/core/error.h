@@ -1,5 +1,8 @@
 // Typed exceptions carrying the offending values (CTranslate2 style).
-// Every user-facing failure is one of these; the CLI prints what() and exits 2.
+// Every user-facing failure is an mtp::Error subclass: the CLI prints what()
+// and exits 2. A violated invariant — a bug in mtpspec, never the user's
+// input — is an InternalError (MTP_CHECK), which the CLI reports with its file
+// and line and exit status 4 (cli/run_cli.h).
 #pragma once
 #include <fmt/format.h>
 
@@ -38,9 +41,33 @@ class InputError : public Error {
   using Error::Error;
 };
 
+// A violated invariant: a bug in mtpspec. Deliberately not an mtp::Error, so
+// no handler of user errors swallows it.
+class InternalError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
 template <class E = Error, class... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) {
   throw E(fmt::format(f, std::forward<Args>(args)...));
 }
 
+namespace detail {
+[[noreturn]] inline void check_failed(const char* file, int line, const char* cond,
+                                      const std::string& msg) {
+  throw InternalError(fmt::format("{}:{}: check `{}` failed: {} (this is a bug in mtpspec)",
+                                  file, line, cond, msg));
+}
+}  // namespace detail
+
 }  // namespace mtp
+
+// MTP_CHECK(cond, "format {}", args...): throws mtp::InternalError naming the
+// file, line and condition when cond is false. For invariants only; bad input
+// is reported with fail<InputError>(...) and friends.
+#define MTP_CHECK(cond, ...)                                                       \
+  do {                                                                             \
+    if (!(cond)) ::mtp::detail::check_failed(__FILE__, __LINE__, #cond,            \
+                                             ::fmt::format(__VA_ARGS__));          \
+  } while (0)

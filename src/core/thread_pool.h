@@ -49,7 +49,7 @@ class ThreadPool {
   std::mutex error_mu_;
 };
 
-// Number of physical cores (CONTRACTS.md: threads default to this).
+// Number of physical cores (docs/SEMANTICS.md: threads default to this).
 int physical_cores();
 
 }  // namespace mtp

@@ -116,9 +116,19 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> drafter_tensor_shapes(
   return out;
 }
 
+Drafter Drafter::load(const std::string& path, const model::LoadedModel& target,
+                      kernels::WeightType hold) {
+  return load(path, target.config, model::target_fingerprint(target), hold);
+}
+
 Drafter Drafter::load(const std::string& path, const model::ModelConfig& target,
                       const std::string& target_fingerprint, kernels::WeightType hold) {
-  io::TensorSet ts = io::TensorSet::open_file(path);
+  return from_tensor_set(io::TensorSet::open_file(path), path, target, target_fingerprint, hold);
+}
+
+Drafter Drafter::from_tensor_set(const io::TensorSet& ts, const std::string& path,
+                                 const model::ModelConfig& target,
+                                 const std::string& target_fingerprint, kernels::WeightType hold) {
   Drafter dr;
   dr.heads_ = std::make_shared<HeadCache>();
   dr.path_ = path;
@@ -178,7 +188,7 @@ struct Drafter::HeadCache {
 
 const kernels::PackedMatrix* Drafter::draft_head(const kernels::PackedMatrix& lm_head) const {
   if (cfg_.draft_vocab.empty()) return nullptr;
-  if (!heads_) fail<Error>("Drafter::draft_head on a drafter that was not loaded");
+  MTP_CHECK(heads_ != nullptr, "Drafter::draft_head on a drafter that was not loaded");
   std::lock_guard<std::mutex> lock(heads_->mu);
   for (auto& [head, rows] : heads_->heads) {
     if (head.data() == lm_head.data()) return rows.get();
@@ -202,10 +212,20 @@ kernels::PackedMatrix sub_head(const kernels::PackedMatrix& head, std::span<cons
   return kernels::PackedMatrix::pack(rows.data(), DType::F32, ids.size(), cols, head.hold());
 }
 
-void write_drafter(const std::string& path, const model::ModelConfig& target,
-                   const std::string& target_fingerprint, const DrafterConfig& d,
-                   const std::map<std::string, std::vector<float>>& tensors,
-                   const nlohmann::json& training, DType stored) {
+namespace {
+// A drafter as its file holds it: views (into `tensors`, or into bf16
+// copies owned here) and __metadata__.
+struct Encoded {
+  std::vector<std::vector<uint16_t>> bf;
+  std::vector<io::TensorView> views;
+  io::Metadata meta;
+};
+
+std::shared_ptr<Encoded> encode_drafter(const model::ModelConfig& target,
+                                        const std::string& target_fingerprint,
+                                        const DrafterConfig& d,
+                                        const std::map<std::string, std::vector<float>>& tensors,
+                                        const nlohmann::json& training, DType stored) {
   if (stored != DType::F32 && stored != DType::BF16) {
     fail<InputError>("drafter tensors are stored as F32 or BF16, not {}", dtype_name(stored));
   }
@@ -214,8 +234,8 @@ void write_drafter(const std::string& path, const model::ModelConfig& target,
     fail<ShapeError>("drafter has {} tensors; a K={} drafter for this target has {}",
                      tensors.size(), d.K, shapes.size());
   }
-  std::vector<std::vector<uint16_t>> bf(shapes.size());
-  std::vector<io::TensorView> views;
+  auto e = std::make_shared<Encoded>();
+  e->bf.resize(shapes.size());
   for (size_t i = 0; i < shapes.size(); ++i) {
     const auto& [name, shape] = shapes[i];
     auto it = tensors.find(name);
@@ -227,19 +247,19 @@ void write_drafter(const std::string& path, const model::ModelConfig& target,
                        it->second.size(), n);
     }
     if (stored == DType::F32) {
-      views.push_back(io::make_view(name, DType::F32, shape, it->second));
+      e->views.push_back(io::make_view(name, DType::F32, shape, it->second));
     } else {
-      bf[i].resize(n);
-      for (size_t j = 0; j < n; ++j) bf[i][j] = f32_to_bf16(it->second[j]);
-      views.push_back(io::make_view(name, DType::BF16, shape, bf[i]));
+      e->bf[i].resize(n);
+      for (size_t j = 0; j < n; ++j) e->bf[i][j] = f32_to_bf16(it->second[j]);
+      e->views.push_back(io::make_view(name, DType::BF16, shape, e->bf[i]));
     }
   }
   check_draft_vocab(d.draft_vocab, target.vocab, "write_drafter");
   if (!d.draft_vocab.empty()) {
-    views.push_back(io::make_view(kDraftVocabTensor, DType::I32,
-                                  {int64_t(d.draft_vocab.size())}, d.draft_vocab));
+    e->views.push_back(io::make_view(kDraftVocabTensor, DType::I32,
+                                     {int64_t(d.draft_vocab.size())}, d.draft_vocab));
   }
-  io::Metadata meta;
+  io::Metadata& meta = e->meta;
   meta["format"] = kFormat;
   meta["format_version"] = std::to_string(kFormatVersion);
   meta["config"] = d.to_json().dump();
@@ -251,7 +271,27 @@ void write_drafter(const std::string& path, const model::ModelConfig& target,
   meta["capture"] = kCapture;
   meta["training"] = training.dump();
   meta["created"] = utc_now();
-  io::write_safetensors(path, views, meta);
+  return e;
+}
+}  // namespace
+
+void write_drafter(const std::string& path, const model::ModelConfig& target,
+                   const std::string& target_fingerprint, const DrafterConfig& d,
+                   const std::map<std::string, std::vector<float>>& tensors,
+                   const nlohmann::json& training, DType stored) {
+  auto e = encode_drafter(target, target_fingerprint, d, tensors, training, stored);
+  io::write_safetensors(path, e->views, e->meta);
+}
+
+Drafter Drafter::from_tensors(const model::ModelConfig& target,
+                              const std::string& target_fingerprint, const DrafterConfig& d,
+                              const std::map<std::string, std::vector<float>>& tensors,
+                              const nlohmann::json& training, DType stored,
+                              kernels::WeightType hold) {
+  auto e = encode_drafter(target, target_fingerprint, d, tensors, training, stored);
+  const std::string label = "(in memory)";
+  io::TensorSet ts = io::TensorSet::in_memory(label, e->views, e->meta, e);
+  return from_tensor_set(ts, label, target, target_fingerprint, hold);
 }
 
 std::map<std::string, std::vector<float>> random_drafter_tensors(const model::ModelConfig& target,

@@ -1,4 +1,4 @@
-// The MTP drafter: K sequential modules (DeepSeek-V3 formulation, CONTRACTS.md).
+// The MTP drafter: K sequential modules (DeepSeek-V3 formulation, docs/SEMANTICS.md).
 //
 // Module k, row t: input (h_{k-1}[t], embed(tok[t+k+1])), h_{-1} = the target's
 // capture hidden rounded to the hidden dtype; RoPE position t;
@@ -26,6 +26,7 @@
 #include "io/safetensors.h"
 #include "kernels/matmul.h"
 #include "model/config.h"
+#include "model/loader.h"
 #include "model/weights.h"
 
 namespace mtp::drafter {
@@ -70,11 +71,25 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> drafter_tensor_shapes(
 
 class Drafter {
  public:
-  // Loads `path` for a target with `target_fingerprint`. Refuses a drafter made
-  // for another target ("drafter was trained for target …; this target is …"),
-  // another format or a newer version; checks every tensor's shape and values.
+  // Loads `path` for `target`, whose fingerprint (model/fingerprint.h) it
+  // computes. Refuses a drafter made for another target ("drafter was trained
+  // for target …; this target is …"), another format or a newer version;
+  // checks every tensor's shape and values.
+  static Drafter load(const std::string& path, const model::LoadedModel& target,
+                      kernels::WeightType hold);
+  // The same for a target known only by its config and fingerprint (tests that
+  // pose as another target).
   static Drafter load(const std::string& path, const model::ModelConfig& target,
                       const std::string& target_fingerprint, kernels::WeightType hold);
+  // A drafter built from fp32 tensors in memory (training's parity gate,
+  // export, random drafters, tests), exactly as write_drafter() would store
+  // them as `stored` and load() read them back — same rounding, same checks —
+  // without a file. path() is "(in memory)".
+  static Drafter from_tensors(const model::ModelConfig& target,
+                              const std::string& target_fingerprint, const DrafterConfig& d,
+                              const std::map<std::string, std::vector<float>>& tensors,
+                              const nlohmann::json& training, DType stored,
+                              kernels::WeightType hold);
 
   const DrafterConfig& config() const { return cfg_; }
   const model::ModelConfig& block_config() const { return block_cfg_; }
@@ -89,6 +104,9 @@ class Drafter {
   const kernels::PackedMatrix* draft_head(const kernels::PackedMatrix& lm_head) const;
 
  private:
+  static Drafter from_tensor_set(const io::TensorSet& ts, const std::string& path,
+                                 const model::ModelConfig& target,
+                                 const std::string& target_fingerprint, kernels::WeightType hold);
   struct HeadCache;
   std::shared_ptr<HeadCache> heads_;  // shared_ptr: Drafter stays movable
   DrafterConfig cfg_;

@@ -7,7 +7,7 @@
 
 namespace mtp::drafter {
 
-namespace k = mtp::kernels;
+namespace kern = mtp::kernels;
 
 MtpRunner::MtpRunner(const model::Model& target, const Drafter& drafter, int n_seq, int ctx,
                      int q_max)
@@ -35,12 +35,12 @@ void MtpRunner::forward(int mk, std::span<const model::Row> rows, const float* h
   for (size_t r = 0; r < q; ++r) {
     float* e = cat_.data() + r * 2 * d;
     target_.embed(rows[r].token, e);
-    k::rmsnorm(e, m.enorm.data(), d, bc.norm_eps, e);
+    kern::rmsnorm(e, m.enorm.data(), d, bc.norm_eps, e);
     std::memcpy(h.data(), h_in + r * d, d * sizeof(float));
     if (mk == 0) round_to(d_.config().hidden_dtype, h.data(), d);  // the capture contract
-    k::rmsnorm(h.data(), m.hnorm.data(), d, bc.norm_eps, e + d);
+    kern::rmsnorm(h.data(), m.hnorm.data(), d, bc.norm_eps, e + d);
   }
-  k::matmul(m.eh_proj, cat_.data(), q, x_.data(), pool);  // [q, d]
+  kern::matmul(m.eh_proj, cat_.data(), q, x_.data(), pool);  // [q, d]
 
   const bool sliding = bc.is_sliding(0);
   target_.rope().tables(rows, sliding && target_.rope().has_local(), cs_);

@@ -1,6 +1,6 @@
 // Runs the drafter's modules with the engine's batch-invariant kernels.
 //
-// Module k's rows (CONTRACTS.md): row t has RoPE position t, embeds
+// Module k's rows (docs/SEMANTICS.md): row t has RoPE position t, embeds
 // tok[t+k+1] (Row::token), takes h_{k-1}[t] (the target capture for k = 0,
 // rounded to the drafter's hidden dtype here; module k-1's output otherwise),
 // outputs h_k[t], and its logits (the TARGET's final norm + lm_head +

@@ -1,4 +1,4 @@
-// Training shards (CONTRACTS.md "Shards"): what precompute writes and the
+// Training shards (docs/FORMATS.md "Shards"): what precompute writes and the
 // trainer, parity and bench read.
 //
 // SHARDS_DIR/manifest.json + shard-NNNNN.safetensors, each holding S sequences:

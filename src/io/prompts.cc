@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
-#include "io/tokenizer.h"
+#include "io/utf8.h"
 
 namespace mtp::io {
 

@@ -217,7 +217,31 @@ struct TensorSet::State {
   std::string source;
   std::vector<std::shared_ptr<const SafetensorsFile>> files;
   std::map<std::string, size_t, std::less<>> where;  // tensor -> index into files
+  // in_memory(): the views (instead of files), their metadata and storage.
+  std::map<std::string, TensorView, std::less<>> memory;
+  Metadata memory_metadata;
+  std::shared_ptr<const void> owner;
 };
+
+TensorSet TensorSet::in_memory(std::string source, std::vector<TensorView> views,
+                               Metadata metadata, std::shared_ptr<const void> owner) {
+  TensorSet ts;
+  ts.state_ = std::make_shared<State>();
+  ts.state_->source = std::move(source);
+  for (TensorView& v : views) {
+    if (v.nbytes != v.numel() * dtype_size(v.dtype)) {
+      fail<ShapeError>("in-memory tensor '{}' has {} bytes; its shape and dtype need {}", v.name,
+                       v.nbytes, v.numel() * dtype_size(v.dtype));
+    }
+    std::string name = v.name;
+    if (!ts.state_->memory.emplace(name, std::move(v)).second) {
+      fail<InputError>("tensor '{}' appears twice in {}", name, ts.state_->source);
+    }
+  }
+  ts.state_->memory_metadata = std::move(metadata);
+  ts.state_->owner = std::move(owner);
+  return ts;
+}
 
 TensorSet TensorSet::open_file(const std::string& path) {
   TensorSet ts;
@@ -295,6 +319,7 @@ TensorSet TensorSet::open_dir(const std::string& dir) {
 
 const TensorView* TensorSet::find(std::string_view name) const {
   if (!state_) return nullptr;
+  if (auto m = state_->memory.find(name); m != state_->memory.end()) return &m->second;
   auto it = state_->where.find(name);
   if (it == state_->where.end()) return nullptr;
   return state_->files[it->second]->find(name);
@@ -309,7 +334,9 @@ std::vector<std::string> TensorSet::names() const {
   std::vector<std::string> out;
   if (!state_) return out;
   for (auto& [k, v] : state_->where) out.push_back(k);
-  return out;  // std::map iterates sorted
+  for (auto& [k, v] : state_->memory) out.push_back(k);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 const std::string& TensorSet::file_of(std::string_view name) const {
@@ -317,6 +344,7 @@ const std::string& TensorSet::file_of(std::string_view name) const {
     if (auto it = state_->where.find(name); it != state_->where.end()) {
       return state_->files[it->second]->path();
     }
+    if (state_->memory.count(name)) return state_->source;
   }
   fail<FormatError>("tensor '{}' not found in '{}'", name, source());
 }
@@ -334,6 +362,7 @@ Metadata TensorSet::metadata() const {
   Metadata m;
   if (state_) {
     for (auto& f : state_->files) m.insert(f->metadata().begin(), f->metadata().end());
+    m.insert(state_->memory_metadata.begin(), state_->memory_metadata.end());
   }
   return m;
 }

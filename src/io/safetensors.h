@@ -81,13 +81,20 @@ class TensorSet {
   static TensorSet open_dir(const std::string& dir);
   // A single .safetensors file.
   static TensorSet open_file(const std::string& path);
+  // Tensors already in memory (a drafter built by training or in a test, a
+  // widened or requantized model): the same reader code then serves them as a
+  // file's. `owner` keeps the views' storage alive as long as the set lives;
+  // `source` names it in messages. InputError for duplicate names.
+  static TensorSet in_memory(std::string source, std::vector<TensorView> views, Metadata metadata,
+                             std::shared_ptr<const void> owner);
 
   const TensorView* find(std::string_view name) const;  // nullptr when absent
   // Throws FormatError naming the tensor and the checkpoint when absent.
   const TensorView& get(std::string_view name) const;
   bool contains(std::string_view name) const { return find(name) != nullptr; }
   std::vector<std::string> names() const;  // sorted, across all files
-  // The file holding `name` (FormatError when absent).
+  // The file holding `name` (FormatError when absent; source() for an
+  // in-memory set).
   const std::string& file_of(std::string_view name) const;
   // What was opened (directory or file), for messages.
   const std::string& source() const;

@@ -1,6 +1,6 @@
 // Tokenizer interface shared by every tokenizer format.
 //
-// BOS/EOS rules (CONTRACTS.md): BOS from the tokenizer.json post-processor
+// BOS/EOS rules (docs/SEMANTICS.md): BOS from the tokenizer.json post-processor
 // template, else add_bos_token in tokenizer_config.json, else the family
 // default (llama2.c: BOS 1). Special-token text in the input is always
 // recognised; add_special=false (--no-special) only suppresses the added BOS/EOS.
@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "io/utf8.h"
 
 namespace mtp::io {
 
@@ -36,22 +38,6 @@ class Tokenizer {
   virtual std::vector<int32_t> eos_ids() const = 0;  // tokenizer's own EOS (may be empty)
   virtual std::string kind() const = 0;        // "llama2c", "sentencepiece", "hf-bpe", ...
 };
-
-// Incremental UTF-8 assembly for streaming output: push token bytes, get back
-// the complete characters so far; invalid sequences become U+FFFD.
-class TextStream {
- public:
-  std::string push(std::string_view bytes);
-  std::string flush();  // whatever is left (an incomplete tail becomes U+FFFD)
-
- private:
-  std::string pending_;
-};
-
-// Replaces invalid UTF-8 with U+FFFD.
-std::string sanitize_utf8(std::string_view s);
-// True if s is valid UTF-8.
-bool is_valid_utf8(std::string_view s);
 
 // Opens a tokenizer by path: a directory (tokenizer.json, else tokenizer.model,
 // else tokenizer.bin / tok*.bin), tokenizer.json, a SentencePiece .model, a

@@ -9,7 +9,7 @@
 //   3. each piece goes through the BPE model (tokenizer_bpe.h);
 //   4. with add_special, the post-processor's ids are put around the result.
 //
-// BOS (CONTRACTS.md): the SpecialToken before $A in a TemplateProcessing
+// BOS (docs/SEMANTICS.md): the SpecialToken before $A in a TemplateProcessing
 // "single" template; else tokenizer_config.json add_bos_token + bos_token;
 // else none is added (bos_id() still names bos_token when the config has one).
 // EOS ids: tokenizer_config.json eos_token. A config file beside the JSON is

@@ -1,6 +1,6 @@
 // Helpers shared by the tokenizer implementations (not part of the public API).
 //
-// Every tokenizer keeps the same BOS/EOS contract (tokenizer.h, CONTRACTS.md):
+// Every tokenizer keeps the same BOS/EOS contract (tokenizer.h, docs/SEMANTICS.md):
 // the format's own BOS rule wins, tokenizer_config.json beside the file refines
 // it, and special-token text in the input is always recognised.
 #pragma once

@@ -1,6 +1,6 @@
 // Weight-matrix × activation kernels: Y[q, rows] = X[q, cols] · Wᵀ.
 //
-// Batch invariance (DESIGN.md invariant 1): the value of Y[r][o] depends only on
+// Batch invariance (docs/INVARIANTS.md invariant 1): the value of Y[r][o] depends only on
 // X[r] and W[o] — never on q, on the other rows of X, on the thread count, or on
 // how the output range is split. The reduction over `cols` is done in a fixed
 // order that is a function of `cols` and the SIMD target alone. This is what

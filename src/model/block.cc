@@ -10,7 +10,7 @@
 
 namespace mtp::model {
 
-namespace k = mtp::kernels;
+namespace kern = mtp::kernels;
 
 namespace {
 
@@ -80,9 +80,9 @@ void block_forward(const ModelConfig& c, bool sliding, const LayerWeights& L,
 
   // --- attention -----------------------------------------------------------
   for (size_t r = 0; r < q; ++r) {
-    k::rmsnorm(x + r * d, L.attn_norm.data(), d, c.norm_eps, s.xn.data() + r * d);
+    kern::rmsnorm(x + r * d, L.attn_norm.data(), d, c.norm_eps, s.xn.data() + r * d);
   }
-  k::matmul(L.wqkv, s.xn.data(), q, s.qkv.data(), pool);  // [q, (H+2KV)·hd]
+  kern::matmul(L.wqkv, s.xn.data(), q, s.qkv.data(), pool);  // [q, (H+2KV)·hd]
   for (size_t r = 0; r < q; ++r) {
     float* v = s.qkv.data() + r * qkv_dim;
     if (c.qkv_bias) {
@@ -91,8 +91,8 @@ void block_forward(const ModelConfig& c, bool sliding, const LayerWeights& L,
     const float* cr = cs + r * hd;  // cos[hd/2], sin[hd/2]
     for (size_t h = 0; h < H + KV; ++h) {  // q heads, then k heads
       float* hv = v + h * hd;
-      if (c.qk_norm) k::rmsnorm(hv, (h < H ? L.q_norm : L.k_norm).data(), hd, c.norm_eps, hv);
-      k::rope(hv, cr, cr + hd / 2, hd, c.rope_interleaved);
+      if (c.qk_norm) kern::rmsnorm(hv, (h < H ? L.q_norm : L.k_norm).data(), hd, c.norm_eps, hv);
+      kern::rope(hv, cr, cr + hd / 2, hd, c.rope_interleaved);
     }
     const Row& row = rows[r];
     size_t slot = size_t(row.pos) % slots;
@@ -112,32 +112,32 @@ void block_forward(const ModelConfig& c, bool sliding, const LayerWeights& L,
       size_t hi = size_t(row.pos);
       size_t lo = sliding && hi + 1 > window ? hi + 1 - window : 0;
       size_t kvh = h / group;
-      k::attend(s.qkv.data() + r * qkv_dim + h * hd, kv.k(row.seq, kv_layer) + kvh * hd,
+      kern::attend(s.qkv.data() + r * qkv_dim + h * hd, kv.k(row.seq, kv_layer) + kvh * hd,
                 kv.v(row.seq, kv_layer) + kvh * hd, kv_dim, slots, lo, hi, hd, scale,
                 c.attn_softcap, scores.data(), s.att.data() + (r * H + h) * hd);
     }
   };
   if (pool) pool->parallel_for(q * H, attn);
   else attn(0, q * H, 0);
-  k::matmul(L.wo, s.att.data(), q, s.proj.data(), pool);  // [q, d]
+  kern::matmul(L.wo, s.att.data(), q, s.proj.data(), pool);  // [q, d]
   for (size_t r = 0; r < q; ++r) {
     float* p = s.proj.data() + r * d;
-    if (c.sandwich_norms) k::rmsnorm(p, L.post_attn_norm.data(), d, c.norm_eps, p);
+    if (c.sandwich_norms) kern::rmsnorm(p, L.post_attn_norm.data(), d, c.norm_eps, p);
     float* xr = x + r * d;
     for (size_t i = 0; i < d; ++i) xr[i] += p[i];
-    k::rmsnorm(xr, L.ffn_norm.data(), d, c.norm_eps, s.xn.data() + r * d);
+    kern::rmsnorm(xr, L.ffn_norm.data(), d, c.norm_eps, s.xn.data() + r * d);
   }
   // --- feed-forward ----------------------------------------------------------
-  k::matmul(L.w_gate_up, s.xn.data(), q, s.gu.data(), pool);  // [q, 2·ffn]
+  kern::matmul(L.w_gate_up, s.xn.data(), q, s.gu.data(), pool);  // [q, 2·ffn]
   for (size_t r = 0; r < q; ++r) {
     const float* g = s.gu.data() + r * 2 * ffn;
-    if (c.activation == Activation::SiLU) k::silu_mul(g, g + ffn, ffn, s.act.data() + r * ffn);
-    else k::gelu_tanh_mul(g, g + ffn, ffn, s.act.data() + r * ffn);
+    if (c.activation == Activation::SiLU) kern::silu_mul(g, g + ffn, ffn, s.act.data() + r * ffn);
+    else kern::gelu_tanh_mul(g, g + ffn, ffn, s.act.data() + r * ffn);
   }
-  k::matmul(L.w_down, s.act.data(), q, s.proj.data(), pool);  // [q, d]
+  kern::matmul(L.w_down, s.act.data(), q, s.proj.data(), pool);  // [q, d]
   for (size_t r = 0; r < q; ++r) {
     float* p = s.proj.data() + r * d;
-    if (c.sandwich_norms) k::rmsnorm(p, L.post_ffn_norm.data(), d, c.norm_eps, p);
+    if (c.sandwich_norms) kern::rmsnorm(p, L.post_ffn_norm.data(), d, c.norm_eps, p);
     float* xr = x + r * d;
     for (size_t i = 0; i < d; ++i) xr[i] += p[i];
   }

@@ -1,4 +1,4 @@
-// Target fingerprint (CONTRACTS.md, DESIGN.md invariant 4): SHA-256 over the
+// Target fingerprint (docs/SEMANTICS.md, docs/INVARIANTS.md invariant 4): SHA-256 over the
 // canonical config plus, for every stored tensor sorted by name, its name,
 // stored dtype, shape and stored bytes. Independent of --weights (it hashes what
 // is on disk, not the repacked matrices). A llama2.c checkpoint is hashed as one

@@ -8,7 +8,7 @@
 
 namespace mtp::model {
 
-namespace k = mtp::kernels;
+namespace kern = mtp::kernels;
 
 struct Model::Scratch {
   std::vector<float> x, cs_global, cs_local, head_in, head_out;
@@ -33,10 +33,10 @@ void Model::logits_from_hidden(const float* hidden, size_t q, float* logits, Thr
   const size_t d = c.d_model;
   std::vector<float> xn(q * d);
   for (size_t r = 0; r < q; ++r) {
-    k::rmsnorm(hidden + r * d, m_.weights.final_norm.data(), d, c.norm_eps, xn.data() + r * d);
+    kern::rmsnorm(hidden + r * d, m_.weights.final_norm.data(), d, c.norm_eps, xn.data() + r * d);
   }
-  k::matmul(w, xn.data(), q, logits, pool);
-  if (c.final_softcap > 0) k::softcap(logits, q * w.rows(), c.final_softcap);
+  kern::matmul(w, xn.data(), q, logits, pool);
+  if (c.final_softcap > 0) kern::softcap(logits, q * w.rows(), c.final_softcap);
 }
 
 void Model::forward(std::span<const Row> rows, KVCache& kv, const ForwardOut& out,

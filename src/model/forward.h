@@ -9,7 +9,7 @@
 // one-row calls, for any q, thread count, or mix of sequences.
 //
 // Invariant 2 (one capture point): `hidden` is the residual stream after the last
-// decoder layer, before the final norm (CONTRACTS.md). precompute and the
+// decoder layer, before the final norm (docs/SEMANTICS.md). precompute and the
 // speculative engine both read it from here.
 #pragma once
 #include <cstdint>

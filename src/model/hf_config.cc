@@ -279,7 +279,7 @@ ModelConfig parse_hf_config(const json& config, const json* generation_config,
   if (is_gemma(arch)) {
     c.norm_one_plus = true;
     c.sandwich_norms = true;
-    c.embed_scale = std::sqrt(float(c.d_model));  // fp32, CONTRACTS.md
+    c.embed_scale = std::sqrt(float(c.d_model));  // fp32, docs/SEMANTICS.md
     double qpas = k.get_num("query_pre_attn_scalar", 256.0);
     if (!(qpas > 0)) fail<ConfigError>("{}: query_pre_attn_scalar must be positive", text_where);
     c.query_scale = float(std::pow(qpas, -0.5));  // Python: scalar ** -0.5 in double

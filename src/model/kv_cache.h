@@ -1,6 +1,6 @@
 // Per-sequence key/value cache with explicit length control.
 //
-// Contract (CONTRACTS.md, DESIGN.md invariant 8):
+// Contract (docs/SEMANTICS.md, docs/INVARIANTS.md invariant 8):
 // - length(seq) = number of positions whose K/V are valid: 0..length-1.
 // - A forward call appends rows for positions length, length+1, ... (no gaps, no
 //   rewrites without a prior truncate); the forward checks this.

@@ -1,4 +1,4 @@
-// The arithmetic of speculative decoding (DESIGN.md "Measuring"):
+// The arithmetic of speculative decoding (docs/INVARIANTS.md "Measuring"):
 //   E[tokens/cycle] = 1 + a0 + a0·a1 + … + a0·…·a(K-1)
 //     with a_k = live acceptance at position k (accepted / reached);
 //   cost of a cycle = m(K+1) + c decode-times, m(q) the verify multiplier and

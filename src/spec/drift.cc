@@ -1,5 +1,7 @@
 #include "spec/drift.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 
@@ -13,12 +15,13 @@ namespace mtp::spec {
 namespace {
 
 // Proposes the decode stream (sequence index i → stream[i]).
-class OracleProposer : public Proposer {
+class OracleProposer : public ChainProposer {
  public:
   OracleProposer(const std::vector<int32_t>& stream, int vocab, int miss_every)
-      : stream_(stream), vocab_(vocab), miss_every_(miss_every) {}
-  void propose(std::span<const int32_t> committed, int max_k,
-               std::vector<int32_t>& drafts) override {
+      : ChainProposer(DraftSource::Kind::Oracle), stream_(stream), vocab_(vocab),
+        miss_every_(miss_every) {}
+  void propose_chain(std::span<const int32_t> committed, int max_k,
+                     std::vector<int32_t>& drafts) override {
     drafts.clear();
     for (size_t i = committed.size(); i < stream_.size() && int(drafts.size()) < max_k; ++i) {
       drafts.push_back(stream_[i]);
@@ -114,6 +117,30 @@ DriftResult drift_one(const model::Model& m, const std::vector<int32_t>& prompt,
     ++res.compared;
   }
   return res;
+}
+
+nlohmann::json DriftSummary::to_json() const {
+  return {{"prompts", prompts},     {"flipped", flipped},
+          {"max_abs_dlogit", max_abs_dlogit}, {"n", n},
+          {"draft_k", draft_k},     {"verify_kernels", verify_kernels},
+          {"inject_fault", inject_fault}, {"proposer", proposer}};
+}
+
+DriftSummary DriftSummary::from_json(const nlohmann::json& j) {
+  DriftSummary d;
+  try {
+    d.prompts = j.at("prompts").get<long>();
+    d.flipped = j.at("flipped").get<long>();
+    d.max_abs_dlogit = j.at("max_abs_dlogit").get<double>();
+    d.n = j.at("n").get<int>();
+    d.draft_k = j.at("draft_k").get<int>();
+    d.verify_kernels = j.at("verify_kernels").get<std::string>();
+    d.inject_fault = j.at("inject_fault").get<std::string>();
+    d.proposer = j.at("proposer").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    fail<FormatError>("not a drift summary (mtpspec drift --json): {}", e.what());
+  }
+  return d;
 }
 
 }  // namespace mtp::spec

@@ -47,6 +47,17 @@ struct DriftResult {
   SpecStats stats;
 };
 
+// A drift run over a prompt set (the "summary" object of `drift --json`);
+// from_json reads what to_json wrote (FormatError otherwise).
+struct DriftSummary {
+  long prompts = 0, flipped = 0;  // prompts whose streams differed
+  double max_abs_dlogit = 0;
+  int n = 0, draft_k = 0;
+  std::string verify_kernels, inject_fault, proposer;
+  nlohmann::json to_json() const;
+  static DriftSummary from_json(const nlohmann::json& j);
+};
+
 DriftResult drift_one(const model::Model& m, const std::vector<int32_t>& prompt_ids,
                       const DriftOptions& o, ThreadPool* pool);
 

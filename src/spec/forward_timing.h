@@ -1,6 +1,6 @@
 // Timing the target's forward at a fixed context length: the basis of the
 // verify multiplier m(q) = time(forward of q) / time(forward of 1)
-// (CONTRACTS.md "Measurement"). q values are interleaved call by call so a
+// (docs/SEMANTICS.md "Measurement"). q values are interleaved call by call so a
 // drift in machine speed hits all of them alike; medians are reported.
 #pragma once
 #include <vector>

@@ -1,8 +1,8 @@
-// Generation, plain or speculative, with CONTRACTS.md's semantics (stop tokens,
-// -n, stop strings, context; see token_sink.h) and timings:
+// Generation, plain or speculative, with docs/SEMANTICS.md's semantics (stop
+// tokens, -n, stop strings, context; see token_sink.h) and timings:
 // generation tok/s = (generated − 1) / (time from the first to the last
-// generated token); prompt processing is timed separately; the drafter's
-// catch-up on the prompt counts in the generation time.
+// generated token); prompt processing — the target's prefill and the
+// drafter's pass over the prompt (MtpProposer::prefill) — is timed separately.
 #pragma once
 #include <cstdint>
 #include <optional>

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "drafter/module_rows.h"
 #include "kernels/ops.h"
 
 namespace mtp::spec {
@@ -18,7 +19,8 @@ float top_probability(const float* logits, size_t vocab) {
 }
 
 MtpProposer::MtpProposer(const drafter::Drafter& d, TargetSession& target, float p_min, int modules)
-    : target_(target),
+    : ChainProposer(DraftSource::Kind::Mtp),
+      target_(target),
       runner_(target.model(), d, 1, target.ctx()),
       p_min_(p_min),
       modules_(modules > 0 ? std::min(modules, d.config().K) : d.config().K),
@@ -40,26 +42,21 @@ void MtpProposer::catch_up(std::span<const int32_t> committed) {
   const int N = int(committed.size());
   const int q_max = runner_.kv(0).q_max();
   const size_t V = d0_logits_.size();
-  if (target_.forwarded() < N - 1) {
-    fail<Error>("drafter catch-up: the target has forwarded {} positions, need {}",
-                target_.forwarded(), N - 1);
-  }
+  MTP_CHECK(target_.forwarded() >= N - 1,
+            "drafter catch-up: the target has forwarded {} positions, need {}",
+            target_.forwarded(), N - 1);
   // Module 0's logits must be those of row N-2; if that row is already final
   // but its logits were not kept, recompute it.
   if (d0_row_ != N - 2 && runner_.kv(0).length(0) > N - 2 && N >= 2) {
     runner_.kv(0).truncate(0, N - 2);
   }
   for (int k = 0; k < modules_; ++k) {
-    const int end = N - 1 - k;  // final rows are [0, end)
-    for (int t0 = runner_.kv(k).length(0); t0 < end; t0 += q_max) {
-      const int t1 = std::min(end, t0 + q_max);
-      rows_.clear();
-      h_in_.resize(size_t(t1 - t0) * d_);
-      for (int t = t0; t < t1; ++t) {
-        rows_.push_back({0, t, committed[t + k + 1]});
-        const float* h = k == 0 ? target_.hidden(t) : final_out_[k - 1].data() + size_t(t) * d_;
-        std::memcpy(h_in_.data() + size_t(t - t0) * d_, h, d_ * sizeof(float));
-      }
+    const int end = drafter::module_row_count(N, k);  // final rows are [0, end)
+    auto h_prev = [&](int t) {
+      return k == 0 ? target_.hidden(t) : final_out_[k - 1].data() + size_t(t) * d_;
+    };
+    drafter::for_each_row_chunk(runner_.kv(k).length(0), end, q_max, [&](int t0, int t1) {
+      drafter::gather_module_rows(0, k, t0, t1, committed, h_prev, d_, rows_, h_in_);
       const bool last = k == 0 && t1 == end;
       float* lg = nullptr;
       if (last) {  // logits of row N-2 only
@@ -74,12 +71,12 @@ void MtpProposer::catch_up(std::span<const int32_t> committed) {
         std::memcpy(d0_logits_.data(), logits_.data() + (rows_.size() - 1) * V, V * sizeof(float));
         d0_row_ = N - 2;
       }
-    }
+    });
   }
 }
 
-void MtpProposer::propose(std::span<const int32_t> committed, int max_k,
-                          std::vector<int32_t>& drafts) {
+void MtpProposer::propose_chain(std::span<const int32_t> committed, int max_k,
+                                std::vector<int32_t>& drafts) {
   catch_up(committed);
   const int N = int(committed.size());
   const size_t V = d0_logits_.size();
@@ -91,18 +88,15 @@ void MtpProposer::propose(std::span<const int32_t> committed, int max_k,
   history_.push_back({N, 0, drafts[0], d0_logits_[a0]});
   auto token_at = [&](int j) { return j < N ? committed[j] : drafts[j - N]; };
   for (int k = 1; k < std::min(max_k, modules_); ++k) {
-    const int final_len = std::max(0, N - 1 - k);  // module k's final rows
-    const int lo = final_len, hi = N - 2;          // its non-final rows [lo, hi]
-    rows_.clear();
-    h_in_.resize(size_t(hi - lo + 1) * d_);
-    const int prev_final = N - 1 - (k - 1);  // module k-1's final rows are [0, prev_final)
-    const int prev_lo = std::max(0, prev_final);
-    for (int t = lo; t <= hi; ++t) {
-      rows_.push_back({0, t, token_at(t + k + 1)});
-      const float* h = t < prev_final ? final_out_[k - 1].data() + size_t(t) * d_
-                                      : draft_out_[k - 1].data() + size_t(t - prev_lo) * d_;
-      std::memcpy(h_in_.data() + size_t(t - lo) * d_, h, d_ * sizeof(float));
-    }
+    const int final_len = drafter::module_row_count(N, k);  // module k's final rows
+    const int lo = final_len, hi = N - 2;                     // its non-final rows [lo, hi]
+    // module k-1's final rows are [0, prev_final); its non-final ones are in draft_out_.
+    const int prev_final = drafter::module_row_count(N, k - 1);
+    auto h_prev = [&](int t) {
+      return t < prev_final ? final_out_[k - 1].data() + size_t(t) * d_
+                            : draft_out_[k - 1].data() + size_t(t - prev_final) * d_;
+    };
+    drafter::gather_module_rows(0, k, lo, hi + 1, token_at, h_prev, d_, rows_, h_in_);
     mask_.assign(rows_.size(), 0);
     mask_.back() = 1;
     logits_.resize(rows_.size() * V);

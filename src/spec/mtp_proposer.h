@@ -1,5 +1,5 @@
 // Drafts with the MTP modules, keeping their KV caches exactly as training sees
-// them (CONTRACTS.md "A row is final once all its inputs are committed"):
+// them (docs/SEMANTICS.md: "A row is final once all its inputs are committed"):
 //
 // With N committed tokens, module k's final rows are t ≤ N-2-k; they are
 // computed once, from the target's true capture hidden and true tokens, in one
@@ -20,7 +20,7 @@
 
 namespace mtp::spec {
 
-class MtpProposer : public Proposer {
+class MtpProposer : public ChainProposer {
  public:
   // p_min: stop drafting at a module whose top probability is below it (0 = off).
   // modules: how many modules (0..K-1) are kept up to date and drafted with —
@@ -28,8 +28,8 @@ class MtpProposer : public Proposer {
   // a K = 4 drafter used with --draft-k 1 costs one module per cycle, not four.
   MtpProposer(const drafter::Drafter& d, TargetSession& target, float p_min, int modules = 0);
 
-  void propose(std::span<const int32_t> committed, int max_k,
-               std::vector<int32_t>& drafts) override;
+  void propose_chain(std::span<const int32_t> committed, int max_k,
+                     std::vector<int32_t>& drafts) override;
   void commit(std::span<const int32_t> committed) override { catch_up(committed); }
   // The drafter's share of prompt processing: brings every module up to date
   // with a prompt the target has just prefilled (all but its last token), so

@@ -2,7 +2,7 @@
 //
 // The capture comes from Model::forward — the SAME function the speculative
 // engine calls (invariant 2) — with rows of several sequences per call and the
-// logits skipped. Rounded to the hidden dtype when stored (CONTRACTS.md).
+// logits skipped. Rounded to the hidden dtype when stored (docs/SEMANTICS.md).
 //
 // Plain mode: every document is tokenized; long documents are cut into
 // sequences of seq_len tokens, each starting with BOS when the tokenizer uses

@@ -47,12 +47,13 @@ void TargetSession::forward(std::span<const int32_t> tokens, float* logits) {
   m_.forward(rows_, kv_, {logits, nullptr, h}, pool_);
 }
 
-void GreedyVerifier::verify(std::span<const int32_t> committed, std::span<const int32_t> drafts,
+void GreedyVerifier::verify(std::span<const int32_t> committed, const DraftTree& tree,
                             std::vector<int32_t>& choices) {
-  if (!stale_kv_fault_ && s_.forwarded() != int(committed.size()) - 1) {
-    fail<Error>("verify: the target has forwarded {} positions, expected {}", s_.forwarded(),
-                committed.size() - 1);
-  }
+  MTP_CHECK(tree.is_chain(), "GreedyVerifier verifies chains; got a tree of {} nodes", tree.size());
+  const std::vector<int32_t>& drafts = tree.token;
+  MTP_CHECK(stale_kv_fault_ || s_.forwarded() == int(committed.size()) - 1,
+            "verify: the target has forwarded {} positions, expected {}", s_.forwarded(),
+            committed.size() - 1);
   tokens_.assign(1, committed.back());
   tokens_.insert(tokens_.end(), drafts.begin(), drafts.end());
   const size_t V = s_.model().config().vocab;
@@ -65,7 +66,7 @@ void GreedyVerifier::verify(std::span<const int32_t> committed, std::span<const 
   }
 }
 
-void GreedyVerifier::commit(std::span<const int32_t> committed, int) {
+void GreedyVerifier::commit(std::span<const int32_t> committed, std::span<const int32_t>) {
   if (stale_kv_fault_) return;               // the injected protocol fault
   s_.truncate(int(committed.size()) - 1);  // drops every rejected position
 }

@@ -39,13 +39,14 @@ class TargetSession {
 };
 
 // Greedy verification against the target: choices are the target's argmax
-// (ties to the lowest index) after each prefix.
+// (ties to the lowest index) after each prefix. Chains only for now (a tree
+// needs tree attention and per-node KV slots: the draft-tree work).
 class GreedyVerifier : public Verifier {
  public:
   explicit GreedyVerifier(TargetSession& s) : s_(s) {}
-  void verify(std::span<const int32_t> committed, std::span<const int32_t> drafts,
+  void verify(std::span<const int32_t> committed, const DraftTree& tree,
               std::vector<int32_t>& choices) override;
-  void commit(std::span<const int32_t> committed, int n_accepted) override;
+  void commit(std::span<const int32_t> committed, std::span<const int32_t> accepted) override;
 
   // Sees every verify call's logits: rows [n, vocab], row j chose the token at
   // sequence index first_index + j. (drift compares them with decode rows.)

@@ -1,5 +1,5 @@
 // Where generated tokens go, one at a time, in order. The single place that
-// applies CONTRACTS.md's stop semantics, shared by plain and speculative
+// applies docs/SEMANTICS.md's stop semantics, shared by plain and speculative
 // generation so both end on exactly the same token:
 // - a stop token (EOS; BOS for llama2.c) ends generation and is not emitted;
 // - `n_new` new tokens end it (finish "length");

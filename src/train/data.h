@@ -1,4 +1,4 @@
-// Training data: the shards written by `mtpspec precompute` (CONTRACTS.md
+// Training data: the shards written by `mtpspec precompute` (docs/SEMANTICS.md
 // "Shards", drafter/shards.h), read in place (memory-mapped), and the
 // deterministic order in which training visits them.
 //

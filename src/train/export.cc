@@ -111,30 +111,25 @@ ExportReport export_drafter(const ExportOptions& o) {
       {"run_dir", fs::absolute(o.run_dir).string()},
       {"stored", std::string(dtype_name(o.stored))},
       {"draft_vocab", dv_meta}};
-  const std::string tmp = o.out + ".unverified";
-  drafter::write_drafter(tmp, cfg, run.fingerprint, dc, tensors, training, o.stored);
+  // Parity runs on the drafter as it will be stored (same rounding), built in
+  // memory; the file is written only when the gate passed.
   if (o.parity) {
-    try {
-      drafter::Drafter eng =
-          drafter::Drafter::load(tmp, cfg, run.fingerprint, kernels::WeightType::F32);
-      ParityOptions po;
-      po.shards_dir = default_shards(run.ckpt, o.shards_dir);
-      po.threads = threads_or_cores(o.threads);
-      ThreadPool pool(threads_or_cores(o.threads));
-      rep.parity = run_parity(*run.target, eng, tensors, po, &pool);
-      rep.parity_ran = true;
-    } catch (...) {
-      fs::remove(tmp);
-      throw;
-    }
+    drafter::Drafter eng = drafter::Drafter::from_tensors(cfg, run.fingerprint, dc, tensors,
+                                                          training, o.stored,
+                                                          kernels::WeightType::F32);
+    ParityOptions po;
+    po.shards_dir = default_shards(run.ckpt, o.shards_dir);
+    po.threads = threads_or_cores(o.threads);
+    ThreadPool pool(threads_or_cores(o.threads));
+    rep.parity = run_parity(*run.target, eng, tensors, po, &pool);
+    rep.parity_ran = true;
     if (o.verbose) fmt::print("{}", rep.parity.text());
     if (!rep.parity.passed) {
-      fs::remove(tmp);
       fail<Error>("parity gate FAILED for run '{}': the engine's modules do not reproduce the "
                   "trained ones; nothing was written to '{}'", o.run_dir, o.out);
     }
   }
-  fs::rename(tmp, o.out);
+  drafter::write_drafter(o.out, cfg, run.fingerprint, dc, tensors, training, o.stored);
   if (o.verbose) {
     fmt::print("wrote K={} drafter ({} weights, step {}/{}) for target {} to {}\n", dc.K,
                o.ema ? "EMA" : "raw", rep.step, total, run.fingerprint.substr(0, 16), o.out);

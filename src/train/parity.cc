@@ -8,6 +8,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "drafter/module_rows.h"
 #include "drafter/mtp_runner.h"
 #include "kernels/ops.h"
 #include "train/data.h"
@@ -144,10 +145,11 @@ ParityReport run_parity(const model::Model& target, const drafter::Drafter& engi
     torch::Tensor h_prev_t;          // torch h_{k-1} [1, R, d]
     std::vector<float> h_prev_e;     // engine h_{k-1} [R, d]
     for (int k = 0; k < K; ++k) {
-      const int R = T - 1 - k;  // rows t = 0..T-2-k (input token tok[t+k+1])
+      const int R = drafter::module_row_count(T, k);  // rows t = 0..T-2-k
       if (R <= 0) break;
       // torch
-      std::vector<int32_t> toks(in.tokens.begin() + k + 1, in.tokens.begin() + k + 1 + R);
+      const auto first = in.tokens.begin() + drafter::module_input_index(k, 0);
+      std::vector<int32_t> toks(first, first + R);
       torch::Tensor h_in =
           k == 0 ? torch::from_blob(const_cast<float*>(in.capture.data()),
                                     {1, R, int64_t(d)}, torch::kFloat32)
@@ -160,14 +162,15 @@ ParityReport run_parity(const model::Model& target, const drafter::Drafter& engi
       // engine (rows in chunks of q_max, like teacher_forced)
       const size_t W = runner.logits_width();  // the draft vocabulary (or V)
       std::vector<float> h_e(size_t(R) * d), lg_e(size_t(R) * W);
-      for (int t0 = 0; t0 < R; t0 += q_max) {
-        const int t1 = std::min(R, t0 + q_max);
+      drafter::for_each_row_chunk(0, R, q_max, [&](int t0, int t1) {
         std::vector<model::Row> rows;
-        for (int t = t0; t < t1; ++t) rows.push_back({0, t, in.tokens[size_t(t + k + 1)]});
+        for (int t = t0; t < t1; ++t) {
+          rows.push_back({0, t, in.tokens[size_t(drafter::module_input_index(k, t))]});
+        }
         const float* src = k == 0 ? in.capture.data() : h_prev_e.data();
         runner.forward(k, rows, src + size_t(t0) * d, h_e.data() + size_t(t0) * d,
                        lg_e.data() + size_t(t0) * W, nullptr, pool);
-      }
+      });
       // compare
       ModuleAcc& a = acc[size_t(k)];
       const float* ht = h_t.contiguous().data_ptr<float>();

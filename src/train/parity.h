@@ -1,4 +1,4 @@
-// The parity gate (DESIGN.md invariant 5): the training-side modules (libtorch,
+// The parity gate (docs/INVARIANTS.md invariant 5): the training-side modules (libtorch,
 // train/torch_mtp.h) and the engine's modules (drafter::MtpRunner, batch-
 // invariant kernels) run teacher-forced on the same inputs; each module's
 // hidden output and logits are compared, and the argmax must agree.

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "drafter/module_rows.h"
 
 namespace mtp::train {
 
@@ -29,8 +30,10 @@ struct PassStats {
 };
 
 // Runs the K modules teacher-forced over batch b with parameters P.
-// Module k, row t < R_k = L-2-k-s (s = offset_shift, 0 in real training):
-// input tok[t+k+1+s] and h_{k-1}[t]; target tok[t+k+2+s] where its loss_mask is 1.
+// The module-row contract (drafter/module_rows.h) at row t + s (s =
+// offset_shift, 0 in real training; the indexing test shifts it to fail):
+// module k, row t < R_k = L-2-k-s: input tok[t+k+1+s] and h_{k-1}[t];
+// target tok[t+k+2+s] where its loss_mask is 1.
 // train: the gradient of Σ_k w_k · mean CE_k goes to the leaves' .grad().
 // The head runs over row chunks (TorchMtp::head_chunk_rows) on a detached
 // copy of h_k; each chunk's gradient w.r.t. h_k is collected, then one
@@ -49,7 +52,7 @@ PassStats run_batch(const TorchMtp& tm, const std::vector<torch::Tensor>& P, con
   torch::Tensor h_prev;
   const int64_t chunk = tm.head_chunk_rows();
   for (int k = 0; k < K; ++k) {
-    const int64_t Rk = L - 2 - k - s;
+    const int64_t Rk = drafter::module_scored_row_count(int(L) - s, k);
     if (Rk <= 0) break;
     R[size_t(k)] = Rk;
     const size_t n = size_t(B * Rk);
@@ -63,9 +66,11 @@ PassStats run_batch(const TorchMtp& tm, const std::vector<torch::Tensor>& P, con
     for (int64_t bi = 0; bi < B; ++bi) {
       for (int64_t t = 0; t < Rk; ++t) {
         const size_t i = size_t(bi * Rk + t), row = size_t(bi * L);
-        in_tok[i] = b.tokens[row + size_t(t + k + 1 + s)];
-        tgt[i] = b.tokens[row + size_t(t + k + 2 + s)];
-        val[i] = b.mask[row + size_t(t + k + 2 + s)] ? 1 : 0;
+        const size_t in_at = size_t(drafter::module_input_index(k, int(t) + s));
+        const size_t tgt_at = size_t(drafter::module_target_index(k, int(t) + s));
+        in_tok[i] = b.tokens[row + in_at];
+        tgt[i] = b.tokens[row + tgt_at];
+        val[i] = b.mask[row + tgt_at] ? 1 : 0;
         vmask[i] = float(val[i]);
         n_valid += val[i];
       }

@@ -222,19 +222,17 @@ TrainReport run_training(const TrainOptions& o) {
   // ---- parity gate on the final weights (raw, and EMA when on) ----
   if (lead && o.parity) {
     ThreadPool pool(threads);
-    const std::string tmp = (fs::path(o.run_dir) / ".parity-drafter.safetensors").string();
     rep.parity_ran = true;
     rep.parity_passed = true;
     for (bool ema : {false, true}) {
       if (ema && !st.ema.defined()) continue;
       auto tensors = tm.layout().unflatten(to_host(ema ? st.ema : st.params).data(),
                                            tm.layout().total);
-      drafter::write_drafter(tmp, cfg, fp, dc, tensors, {{"kind", "parity-check"}});
-      drafter::Drafter eng = drafter::Drafter::load(tmp, cfg, fp, kernels::WeightType::F32);
+      drafter::Drafter eng = drafter::Drafter::from_tensors(
+          cfg, fp, dc, tensors, {{"kind", "parity-check"}}, DType::F32, kernels::WeightType::F32);
       ParityOptions po;
       po.shards_dir = o.shards_dir;
       ParityReport pr = run_parity(target, eng, tensors, po, &pool);
-      fs::remove(tmp);
       say(std::string(ema ? "EMA weights: " : "raw weights: ") + pr.text());
       log({{"kind", "parity"}, {"step", step}, {"weights", ema ? "ema" : "raw"},
            {"parity", pr.to_json()}});

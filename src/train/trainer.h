@@ -1,7 +1,7 @@
 // `mtpspec train`: trains the K MTP modules against a frozen target on
 // precomputed shards (libtorch, fp32). Plain C++ interface (no torch types).
 //
-// Rows (CONTRACTS.md): module k at row t takes h_{k-1}[t] (h_{-1} = the capture
+// Rows (docs/SEMANTICS.md): module k at row t takes h_{k-1}[t] (h_{-1} = the capture
 // from the shard) and embed(tok[t+k+1]) and is trained on tok[t+k+2], where
 // loss_mask[t+k+2] = 1. Loss = Σ_k w_k · mean cross-entropy of module k over its
 // rows of the micro-batch; the head (final norm, lm_head, soft-cap) is the
@@ -63,7 +63,7 @@ struct TrainOptions {
   bool parity = true;      // run the parity gate at the end (rank 0)
   std::string command_line;
   // TEST ONLY: shifts module k's rows to embed(tok[t+k+1+s]) -> tok[t+k+2+s].
-  // s = -1 reproduces the seed's indexing bug (module 0 learns the lm_head's
+  // s = -1 reproduces the earlier system's indexing bug (module 0 learns the lm_head's
   // own t+1 task); tests/train/indexing_test.cc shows it is caught.
   int offset_shift = 0;
 };

@@ -30,7 +30,7 @@ TEST(BenchMath, BreakEvenAcceptance) {
   EXPECT_NEAR(*break_even_acceptance(1, 1.2, 0.1), 0.3, 1e-12);
   // K = 2: 1 + p + p² = 1.75 -> p = 0.5.
   EXPECT_NEAR(*break_even_acceptance(2, 1.5, 0.25), 0.5, 1e-12);
-  // The seed's phone: verify of 3 cost ~2 decodes plus drafter 0.3, K = 2:
+  // The earlier system's phone: verify of 3 cost ~2 decodes plus drafter 0.3, K = 2:
   // 1 + p + p² = 2.3 -> p = (-1 + sqrt(1 + 4·1.3)) / 2.
   EXPECT_NEAR(*break_even_acceptance(2, 2.0, 0.3), (-1 + std::sqrt(6.2)) / 2, 1e-12);
   // Even perfect drafts cannot pay for a cycle costing more than K + 1 decodes.

@@ -6,6 +6,7 @@
 #include <functional>
 #include <random>
 
+#include "core/error.h"
 #include "spec/spec_loop.h"
 
 namespace mtp::spec {
@@ -25,20 +26,25 @@ int32_t hash_target(std::span<const int32_t> p, int vocab) {
 class ScriptedVerifier : public Verifier {
  public:
   explicit ScriptedVerifier(TargetFn f, int forwarded) : f_(std::move(f)), forwarded_(forwarded) {}
-  void verify(std::span<const int32_t> committed, std::span<const int32_t> drafts,
+  // Any tree: choice after the root, then after each node's path.
+  void verify(std::span<const int32_t> committed, const DraftTree& tree,
               std::vector<int32_t>& choices) override {
     // The protocol: the target has forwarded exactly committed.size() - 1 positions.
     EXPECT_EQ(forwarded_, int(committed.size()) - 1);
-    std::vector<int32_t> seq(committed.begin(), committed.end());
     choices.clear();
-    for (size_t i = 0; i <= drafts.size(); ++i) {
-      choices.push_back(f_(seq));
-      if (i < drafts.size()) seq.push_back(drafts[i]);
+    std::vector<int32_t> seq(committed.begin(), committed.end());
+    choices.push_back(f_(seq));
+    for (size_t i = 0; i < tree.size(); ++i) {
+      std::vector<int32_t> path;
+      for (int n = int(i); n >= 0; n = tree.parent[size_t(n)]) path.push_back(tree.token[size_t(n)]);
+      std::vector<int32_t> s(committed.begin(), committed.end());
+      s.insert(s.end(), path.rbegin(), path.rend());
+      choices.push_back(f_(s));
     }
-    forwarded_ += int(drafts.size()) + 1;
+    forwarded_ += tree.max_depth() + 1;
     ++calls;
   }
-  void commit(std::span<const int32_t> committed, int) override {
+  void commit(std::span<const int32_t> committed, std::span<const int32_t>) override {
     EXPECT_LE(int(committed.size()) - 1, forwarded_);  // never commits unforwarded positions
     forwarded_ = int(committed.size()) - 1;
   }
@@ -50,12 +56,12 @@ class ScriptedVerifier : public Verifier {
 };
 
 // Drafter: drafts[i] = g(committed, i, correct continuation so far).
-class ScriptedProposer : public Proposer {
+class ScriptedProposer : public ChainProposer {
  public:
   using Fn = std::function<void(std::span<const int32_t>, int, std::vector<int32_t>&)>;
-  explicit ScriptedProposer(Fn g) : g_(std::move(g)) {}
-  void propose(std::span<const int32_t> committed, int max_k,
-               std::vector<int32_t>& drafts) override {
+  explicit ScriptedProposer(Fn g) : ChainProposer(DraftSource::Kind::Scripted), g_(std::move(g)) {}
+  void propose_chain(std::span<const int32_t> committed, int max_k,
+                     std::vector<int32_t>& drafts) override {
     EXPECT_EQ(committed.size(), last_commit_size == 0 ? committed.size() : last_commit_size);
     g_(committed, max_k, drafts);
   }
@@ -263,10 +269,10 @@ TEST(SpecLoop, ReplayDetectsABrokenAcceptRule) {
   class Lying : public ScriptedVerifier {
    public:
     using ScriptedVerifier::ScriptedVerifier;
-    void verify(std::span<const int32_t> c, std::span<const int32_t> d,
+    void verify(std::span<const int32_t> c, const DraftTree& d,
                 std::vector<int32_t>& ch) override {
       ScriptedVerifier::verify(c, d, ch);
-      if (!d.empty()) ch[0] = d[0];  // "accepts" the first draft whatever it is
+      if (!d.empty()) ch[0] = d.token[0];  // "accepts" the first draft whatever it is
     }
   };
   std::vector<int32_t> seq = {3, 1, 4};
@@ -281,6 +287,140 @@ TEST(SpecLoop, ReplayDetectsABrokenAcceptRule) {
   speculative_loop(v, p, seq, sink, 2, 100, st);
   EXPECT_NE(sink.tokens(), sequential(f, {3, 1, 4}, 20, 100).tokens);
   (void)vocab;
+}
+
+
+namespace {
+// A tree drafter: at each depth `width` children under the node it extends —
+// the target's token placed first, last or not at all among wrong siblings
+// (one of which duplicates another) — and it extends the right child when
+// there is one, else its first child.
+enum class RightAt { First, Last, Absent };
+
+class TreeProposer : public Proposer {
+ public:
+  TreeProposer(TargetFn f, int vocab, int width, RightAt where, int absent_from_depth)
+      : f_(std::move(f)), vocab_(vocab), width_(width), where_(where),
+        absent_from_(absent_from_depth) {}
+  void propose(std::span<const int32_t> committed, int max_k, DraftTree& tree) override {
+    std::vector<int32_t> seq(committed.begin(), committed.end());
+    int parent = -1;
+    for (int depth = 0; depth < max_k; ++depth) {
+      const int32_t right = f_(seq);
+      std::vector<int32_t> kids;
+      for (int w = 0; w + 1 < width_; ++w) kids.push_back(1 + (right + w) % (vocab_ - 1));
+      if (kids.size() >= 2) kids[1] = kids[0];  // a duplicate sibling
+      const bool absent = where_ == RightAt::Absent && depth >= absent_from_;
+      if (!absent) {
+        if (where_ == RightAt::First) kids.insert(kids.begin(), right);
+        else kids.push_back(right);
+      }
+      int next = -1;
+      for (int32_t t : kids) {
+        const int n = tree.push(t, parent, {DraftSource::Kind::Scripted, 0});
+        if (t == right && next < 0) next = n;
+      }
+      if (next < 0) break;  // the right token is not in the tree: nothing deeper can be accepted
+      parent = next;
+      seq.push_back(right);
+    }
+  }
+  void commit(std::span<const int32_t>) override {}
+
+ private:
+  TargetFn f_;
+  int vocab_, width_;
+  RightAt where_;
+  int absent_from_;
+};
+}  // namespace
+
+// Trees: the right branch first, last or absent, duplicate siblings, EOS and
+// the -n limit inside a branch — the output is always the sequential stream
+// and the depth counters follow the trace.
+TEST(SpecLoop, TreesReproduceTheSequentialStream) {
+  const int vocab = 11;
+  const std::vector<int32_t> prompt = {3, 1, 4};
+  for (const auto& tc : targets(vocab)) {
+    for (RightAt where : {RightAt::First, RightAt::Last, RightAt::Absent}) {
+      for (int width : {1, 2, 3}) {
+        for (int k = 1; k <= 4; ++k) {
+          for (int n_new : {1, 5, 17, 40}) {
+            SCOPED_TRACE(tc.name + " where=" + std::to_string(int(where)) +
+                         " width=" + std::to_string(width) + " k=" + std::to_string(k) +
+                         " n=" + std::to_string(n_new));
+            Outcome ref = sequential(tc.f, prompt, n_new, 64);
+            Outcome got;
+            got.stats.drafted.assign(k, 0);
+            got.stats.accepted.assign(k, 0);
+            std::vector<int32_t> seq = prompt;
+            TokenSink sink(nullptr, {kEos}, n_new, {}, nullptr, seq.back());
+            ScriptedVerifier v(tc.f, int(seq.size()));
+            TreeProposer p(tc.f, vocab, width, where, /*absent_from_depth=*/1);
+            if (sink.push(tc.f(seq))) {
+              seq.push_back(sink.tokens().back());
+              speculative_loop(v, p, seq, sink, k, 64, got.stats, &got.trace);
+            }
+            ASSERT_EQ(sink.tokens(), ref.tokens);
+            ASSERT_EQ(sink.finish_reason(), ref.finish);
+            std::vector<long> drafted(k, 0), accepted(k, 0);
+            long nodes = 0;
+            for (const auto& c : got.trace) {
+              DraftTree t;
+              for (size_t i = 0; i < c.drafts.size(); ++i) {
+                t.push(c.drafts[i], c.parents[i], {DraftSource::Kind::Scripted, 0});
+              }
+              nodes += long(t.size());
+              for (int d = 0; d < t.max_depth(); ++d) {
+                ++drafted[d];
+                if (d < c.accepted) ++accepted[d];
+              }
+              // The accepted path is a root path whose tokens are the target's.
+              int parent = -1;
+              for (int32_t n : c.accepted_nodes) {
+                ASSERT_EQ(t.parent[size_t(n)], parent);
+                parent = n;
+              }
+            }
+            ASSERT_EQ(got.stats.drafted, drafted);
+            ASSERT_EQ(got.stats.accepted, accepted);
+            ASSERT_EQ(got.stats.nodes, nodes);
+            ASSERT_EQ(got.stats.sources.count("scripted") > 0, nodes > 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(DraftTree, AcceptFollowsTheChosenChildAndNamesTheNextToken) {
+  DraftTree t;
+  const DraftSource s{DraftSource::Kind::Scripted, 0};
+  t.push(5, -1, s);  // 0
+  t.push(6, -1, s);  // 1
+  t.push(7, 1, s);   // 2
+  t.push(8, 1, s);   // 3
+  t.push(9, 3, s);   // 4
+  EXPECT_FALSE(t.is_chain());
+  EXPECT_EQ(t.depth(4), 3);
+  EXPECT_EQ(t.max_depth(), 3);
+  // choices: root -> 6 (node 1); after node 1 -> 8 (node 3); after node 3 -> 9 (node 4); after 4 -> 2.
+  std::vector<int32_t> ch(t.size() + 1, 0);
+  ch[0] = 6;              // root -> node 1
+  ch[size_t(1) + 1] = 8;  // after node 1 -> node 3
+  ch[size_t(3) + 1] = 9;  // after node 3 -> node 4
+  ch[size_t(4) + 1] = 2;  // after node 4: the bonus token
+  DraftTree::Accepted a = t.accept(ch);
+  EXPECT_EQ(a.nodes, (std::vector<int32_t>{1, 3, 4}));
+  EXPECT_EQ(a.next, 2);
+  // Root choice absent from the tree: nothing accepted, the choice is the correction.
+  ch[0] = 4;
+  a = t.accept(ch);
+  EXPECT_TRUE(a.nodes.empty());
+  EXPECT_EQ(a.next, 4);
+  // A wrong number of choices is a bug in the verifier.
+  EXPECT_THROW(t.accept(std::vector<int32_t>{1, 2}), InternalError);
+  EXPECT_THROW(t.push(1, 7, s), InternalError);
 }
 
 }  // namespace

@@ -16,7 +16,7 @@
 #include "model/loader.h"
 #include "model_util.h"
 #include "spec/generate.h"
-#include "spec/teacher_forced.h"
+#include "drafter/teacher_forced.h"
 #include "test_util.h"
 
 namespace mtp::spec {
@@ -82,7 +82,7 @@ void check_spec_equals_plain(const Fixture& f, const drafter::Drafter& d, int n_
       // Live ≡ teacher-forced over the final sequence.
       std::vector<int32_t> seq = prompt;
       seq.insert(seq.end(), spec.token_ids.begin(), spec.token_ids.end());
-      TeacherForced tf = teacher_forced(*f.model, d, seq, p);
+      drafter::TeacherForced tf = drafter::teacher_forced(*f.model, d, seq, p);
       for (const CycleTrace& cyc : spec.trace) {
         const int N = cyc.n_committed, t = N - 2;
         for (int j = 0; j < int(cyc.drafts.size()) && j <= cyc.accepted; ++j) {

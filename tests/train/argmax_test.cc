@@ -1,11 +1,12 @@
-// The seed's bug 2.3 (DESIGN.md invariant 5): argmax indices above 65,535 must
-// survive training, export and the engine. A random target with a 262,144-token
-// vocabulary; the corpus makes token kPlanted (> 65,535, with bits set above
-// bit 16) the target at every other row, and its lm_head row is planted with a
-// large norm so a few steps give it a large margin. After training, the parity
-// gate passes (100 % argmax agreement on decided positions), and the exported
-// drafter's ENGINE argmax is exactly kPlanted on those rows — not a 16-bit alias.
-// Also exercises the chunked cross-entropy (a [rows, 262,144] head).
+// The earlier system's 16-bit argmax truncation (docs/INVARIANTS.md invariant
+// 5): argmax indices above 65,535 must survive training, export and the engine.
+// A random target with a 262,144-token vocabulary; the corpus makes token
+// kPlanted (> 65,535, with bits set above bit 16) the target at every other
+// row, and its lm_head row is planted with a large norm so a few steps give it
+// a large margin. After training, the parity gate passes (100 % argmax
+// agreement on decided positions), and the exported drafter's ENGINE argmax is
+// exactly kPlanted on those rows — not a 16-bit alias. Also exercises the
+// chunked cross-entropy (a [rows, 262,144] head).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,7 +21,7 @@ namespace mtp::train {
 namespace {
 
 constexpr int kVocab = 262144;
-constexpr int32_t kPlanted = 236764;  // the index the seed's converter wrapped to 40156
+constexpr int32_t kPlanted = 236764;  // the index the earlier system's converter wrapped to 40156
 constexpr int kLen = 24;
 
 TEST(Argmax, PlantedIndexAbove65535SurvivesTrainingParityAndExport) {

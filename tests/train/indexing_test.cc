@@ -1,5 +1,6 @@
-// The seed's bug 2.1 (DESIGN.md invariant 3): module 0 must learn
-// (h[t], embed(tok[t+1])) -> tok[t+2], not the lm_head's own t+1 task.
+// The earlier system's off-by-one (docs/INVARIANTS.md invariant 3): module 0
+// must learn (h[t], embed(tok[t+1])) -> tok[t+2], not the lm_head's own t+1
+// task.
 //
 // Corpus: two interleaved chains, tok[t+2] = F(tok[t]) for a fixed random
 // permutation F, with independent random starts tok[0], tok[1]. So tok[t+2] is
@@ -13,7 +14,7 @@
 // module finds in the capture h[t]; a module trained on the shifted rows
 // (embed(tok[t]) -> tok[t+1] = F(tok[t-1])) must reach one row back through
 // its attention, and at deployment that row's capture holds tok[t-1], so it
-// answers F(tok[t-1]) = tok[t+1] — the seed's symptom. (No corpus can make the
+// answers F(tok[t-1]) = tok[t+1] — the earlier system's symptom. (No corpus can make the
 // shifted module fail with certainty: the token stream it sees through its
 // embedding input is the same next-token task under both indexings, so a
 // module relying on it alone transfers. The check is therefore empirical,
@@ -21,7 +22,7 @@
 //
 // The check runs on the ENGINE (export -> drafter file -> teacher-forced
 // MtpRunner over held-out sequences): accuracy on tok[t+2] must be high and on
-// tok[t+1] at chance. The same check on a module trained with the seed's
+// tok[t+1] at chance. The same check on a module trained with the earlier system's
 // shifted rows (TrainOptions::offset_shift = -1) fails.
 #include <gtest/gtest.h>
 
@@ -122,7 +123,7 @@ TEST(Indexing, ModuleZeroLearnsTPlus2AndTheSeedShiftFails) {
   RecordProperty("acc_t2_correct", std::to_string(ok.t2));
   RecordProperty("acc_t2_shifted", std::to_string(bug.t2));
   std::printf("module 0 on held-out: correct indexing acc(t+2) %.3f acc(t+1) %.3f; "
-              "seed's shifted indexing acc(t+2) %.3f acc(t+1) %.3f\n",
+              "shifted indexing acc(t+2) %.3f acc(t+1) %.3f\n",
               ok.t2, ok.t1, bug.t2, bug.t1);
 }
 

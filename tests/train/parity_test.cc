@@ -1,4 +1,4 @@
-// The parity gate (DESIGN.md invariant 5) on random drafters for random targets
+// The parity gate (docs/INVARIANTS.md invariant 5) on random drafters for random targets
 // of every family: the libtorch modules (train/torch_mtp.cc) reproduce the
 // engine's modules (drafter::MtpRunner) within the derived tolerance with 100 %
 // argmax agreement on decided positions — and the gate FAILS when a single

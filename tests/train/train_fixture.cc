@@ -8,7 +8,7 @@
 #include "drafter/shards.h"
 #include "model/fingerprint.h"
 #include "model/loader.h"
-#include "spec/teacher_forced.h"
+#include "drafter/teacher_forced.h"
 
 namespace mtp::test {
 
@@ -88,7 +88,7 @@ train::TrainOptions quick_options(const std::string& shards, const std::string& 
 
 std::vector<std::vector<int32_t>> engine_predictions(const Target& t, const drafter::Drafter& d,
                                                      const std::vector<int32_t>& seq) {
-  return spec::teacher_forced(*t.model, d, seq, nullptr).argmax;
+  return drafter::teacher_forced(*t.model, d, seq, nullptr).argmax;
 }
 
 drafter::Drafter engine_drafter(const Target& t, const drafter::DrafterConfig& dc,

@@ -2,22 +2,21 @@
 // (train/pretrain.h). `mtpspec pretrain` trains or copies the tokenizer,
 // tokenizes the corpus into MODEL_DIR/pretrain/tokens.safetensors and then
 // execs this with its resolved options as JSON (train::PretrainOptions), so the
-// flags are declared once, in cmd_pretrain.cc. Only in bin/mtpspec-train
-// (MTPSPEC_HAVE_TORCH); in the main binary's app library this file is empty.
-#ifdef MTPSPEC_HAVE_TORCH
+// flags are declared once, in cmd_pretrain.cc.
 #include <CLI/CLI.hpp>
 #include <memory>
 
-#include "app/commands.h"
+#include "cli/train_commands.h"
+#include "train_cli/commands.h"
 #include "core/error.h"
 #include "train/pretrain.h"
 
-namespace mtp::app {
+namespace mtp::train_cli {
 
 void add_pretrain_model(CLI::App& root) {
   auto options = std::make_shared<std::string>();
   CLI::App* cmd = root.add_subcommand(
-      "pretrain-model", "Internal: the training half of `mtpspec pretrain` (run that instead)");
+      cli::kPretrainModel.name, cli::kPretrainModel.help);
   cmd->add_option("--options", *options,
                   "train::PretrainOptions as JSON (model_dir, preset, steps, ...; see "
                   "`mtpspec pretrain --help` for their meaning)")
@@ -35,5 +34,4 @@ void add_pretrain_model(CLI::App& root) {
   });
 }
 
-}  // namespace mtp::app
-#endif  // MTPSPEC_HAVE_TORCH
+}  // namespace mtp::train_cli

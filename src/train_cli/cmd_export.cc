@@ -1,30 +1,23 @@
 // `mtpspec export`: a training run's checkpoint -> drafter file, gated by the
-// parity check (train/export.h). Compiled twice: into bin/mtpspec-train
-// (MTPSPEC_HAVE_TORCH, the real command) and into the main binary (a forwarder
-// to it, app/train_forward.h).
+// parity check (train/export.h). Runs in bin/mtpspec-train; `mtpspec export`
+// execs it (app/train_forward.h).
 #include <CLI/CLI.hpp>
 
 #include <memory>
 
-#include "app/commands.h"
-#include "app/train_forward.h"
+#include "cli/train_commands.h"
+#include "train_cli/commands.h"
 #include "core/error.h"
 #include "train/export.h"
 
-namespace mtp::app {
+namespace mtp::train_cli {
 
-#ifndef MTPSPEC_HAVE_TORCH
-// The main binary: pass everything to bin/mtpspec-train (see train_forward.h).
-void add_export(CLI::App& root) {
-  add_train_forwarder(root, "export", "Write the drafter file of a training run (checked by the parity gate)");
-}
-#else
 void add_export(CLI::App& root) {
   auto o = std::make_shared<train::ExportOptions>();
   auto dtype = std::make_shared<std::string>("fp32");
   auto no_parity = std::make_shared<bool>(false);
   CLI::App* cmd = root.add_subcommand(
-      "export", "Write the drafter file of a training run (checked by the parity gate)");
+      cli::kExport.name, cli::kExport.help);
   cmd->add_option("--run", o->run_dir, "Run folder written by `mtpspec train`")->required();
   cmd->add_option("-o,--output", o->out, "Drafter file to write (.safetensors)")->required();
   cmd->add_flag("--ema", o->ema, "Export the EMA weights instead of the raw ones");
@@ -47,6 +40,5 @@ void add_export(CLI::App& root) {
     train::export_drafter(*o);
   });
 }
-#endif  // MTPSPEC_HAVE_TORCH
 
-}  // namespace mtp::app
+}  // namespace mtp::train_cli

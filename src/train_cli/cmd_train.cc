@@ -1,30 +1,23 @@
 // `mtpspec train`: train the MTP drafter on precomputed shards (libtorch; see
-// train/trainer.h). Compiled twice: into bin/mtpspec-train (MTPSPEC_HAVE_TORCH,
-// the real command) and into the main binary (a forwarder to it,
-// app/train_forward.h; without libtorch it fails with a clear message).
+// train/trainer.h). Runs in bin/mtpspec-train;
+// `mtpspec train` execs it (app/train_forward.h).
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
 #include <memory>
 
-#include "app/commands.h"
-#include "app/train_forward.h"
+#include "cli/train_commands.h"
+#include "train_cli/commands.h"
 #include "core/error.h"
 #include "train/trainer.h"
 
-namespace mtp::app {
+namespace mtp::train_cli {
 
-#ifndef MTPSPEC_HAVE_TORCH
-// The main binary: pass everything to bin/mtpspec-train (see train_forward.h).
-void add_train(CLI::App& root) {
-  add_train_forwarder(root, "train", "Train the MTP drafter modules against the frozen target on precomputed shards");
-}
-#else
 void add_train(CLI::App& root) {
   auto o = std::make_shared<train::TrainOptions>();
   auto no_parity = std::make_shared<bool>(false);
   CLI::App* cmd = root.add_subcommand(
-      "train", "Train the MTP drafter modules against the frozen target on precomputed shards");
+      cli::kTrain.name, cli::kTrain.help);
   cmd->add_option("--shards", o->shards_dir, "Shards folder written by `mtpspec precompute`")
       ->required();
   cmd->add_option("-m,--model", o->model_path,
@@ -94,6 +87,5 @@ void add_train(CLI::App& root) {
     }
   });
 }
-#endif  // MTPSPEC_HAVE_TORCH
 
-}  // namespace mtp::app
+}  // namespace mtp::train_cli

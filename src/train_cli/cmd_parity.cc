@@ -1,30 +1,23 @@
 // `mtpspec parity`: the run's libtorch modules vs the engine's modules loaded
 // from a drafter file (train/parity.h). Exits non-zero when the gate fails.
-// Compiled twice: into bin/mtpspec-train (MTPSPEC_HAVE_TORCH, the real command)
-// and into the main binary (a forwarder to it, app/train_forward.h).
+// Runs in bin/mtpspec-train; `mtpspec parity` execs it (app/train_forward.h).
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
 #include <memory>
 
-#include "app/commands.h"
-#include "app/train_forward.h"
+#include "cli/train_commands.h"
+#include "train_cli/commands.h"
 #include "core/error.h"
 #include "train/export.h"
 
-namespace mtp::app {
+namespace mtp::train_cli {
 
-#ifndef MTPSPEC_HAVE_TORCH
-// The main binary: pass everything to bin/mtpspec-train (see train_forward.h).
-void add_parity(CLI::App& root) {
-  add_train_forwarder(root, "parity", "Check that the engine's drafter modules reproduce the trained (libtorch) ones");
-}
-#else
 void add_parity(CLI::App& root) {
   auto o = std::make_shared<train::RunParityOptions>();
   auto json = std::make_shared<bool>(false);
   CLI::App* cmd = root.add_subcommand(
-      "parity", "Check that the engine's drafter modules reproduce the trained (libtorch) ones");
+      cli::kParity.name, cli::kParity.help);
   cmd->add_option("-m,--model", o->model, "Target model")->required();
   cmd->add_option("--drafter", o->drafter, "Drafter file (from `mtpspec export`)")->required();
   cmd->add_option("--run", o->run_dir, "Run folder the drafter was exported from")->required();
@@ -43,6 +36,5 @@ void add_parity(CLI::App& root) {
     }
   });
 }
-#endif  // MTPSPEC_HAVE_TORCH
 
-}  // namespace mtp::app
+}  // namespace mtp::train_cli

@@ -1,0 +1,71 @@
+// Flag groups shared by the subcommands, each declared once with its help
+// text and validated once (gemma.cpp's args structs, llama.cpp's common/arg):
+// a flag that means the same in generate, bench and drift is added by the same
+// add_*_flags call and checked by the same function, so its range and its
+// error message cannot drift apart between commands.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "spec/sampler.h"
+
+namespace CLI {
+class App;
+}
+
+namespace mtp::app {
+
+// The target model: -m/--model, --tokenizer, --weights, --threads.
+struct ModelArgs {
+  std::string model;      // -m
+  std::string tokenizer;  // --tokenizer ("" = the one beside the model)
+  std::string weights = "fp32";
+  int threads = 0;        // 0 = physical cores
+};
+
+// Adds -m/--model (required), --tokenizer, --weights and --threads.
+void add_model_flags(CLI::App* cmd, ModelArgs& a);
+
+// Speculation: --drafter, --draft-k, --draft-p-min, --no-spec.
+struct DrafterArgs {
+  std::string drafter;       // --drafter ("" = drafter.safetensors beside the model, if any)
+  int draft_k = 0;           // --draft-k, when draft_k_given
+  bool draft_k_given = false;
+  float p_min = 0.f;         // --draft-p-min
+  bool no_spec = false;      // --no-spec
+};
+
+// Which of DrafterArgs' flags a command takes.
+enum DrafterFlag : unsigned {
+  kFlagDrafter = 1u,
+  kFlagDraftK = 2u,
+  kFlagDraftPMin = 4u,
+  kFlagNoSpec = 8u,
+  kAllDrafterFlags = 15u,
+};
+
+// Adds the flags in `which`. drafter_help / draft_k_help replace the default
+// help texts where a command gives the flag a different default (drift's
+// oracle, bench's --cycle-cost sweep); the rule checked stays the same.
+void add_drafter_flags(CLI::App* cmd, DrafterArgs& a, unsigned which,
+                       const std::string& drafter_help = "", const std::string& draft_k_help = "");
+
+// THE check of --draft-k: given, it must lie in 1..k_max, where k_max is the
+// proposer's largest draft length (a drafter's K; `k_max_what` names it, e.g.
+// "the drafter's K"); InputError otherwise, the same message from every
+// command. Returns --draft-k, or `k_default` when it was not given.
+int resolve_draft_k(const DrafterArgs& a, int k_max, const std::string& k_max_what, int k_default);
+
+// Sampling: --temp, --top-p, --seed.
+struct SamplingArgs {
+  float temp = 0.f;
+  float top_p = 1.f;
+  uint64_t seed = 0;
+};
+
+void add_sampling_flags(CLI::App* cmd, SamplingArgs& a);
+// THE check of the sampling flags (finite, temp >= 0, top-p in (0, 1]);
+// InputError naming the flag and value.
+spec::SamplerOptions sampler_options(const SamplingArgs& a);
+
+}  // namespace mtp::app

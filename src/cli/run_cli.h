@@ -1,0 +1,56 @@
+// The exit-status contract of both executables (mtpspec and mtpspec-train),
+// header-only so each entry links it without the other's layers:
+//   0  success (also --help and --version);
+//   2  a user error: a flag that does not parse or is out of range (CLI11's own
+//      codes 105-109 and every other parse error are mapped to 2), a bad or
+//      missing file, bad input — an mtp::Error, whose message names the file,
+//      field and value;
+//   4  an internal error: a violated invariant (MTP_CHECK: "file:line: check
+//      ... failed ... (this is a bug in mtpspec)") or an exception nobody
+//      expected (std::bad_alloc, a library's own exception).
+// Nothing else (a subcommand that reports a failed check, e.g. a parity gate,
+// throws an mtp::Error and exits 2).
+#pragma once
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <cstdio>
+#include <exception>
+
+#include "core/error.h"
+
+namespace mtp::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitUserError = 2;
+inline constexpr int kExitInternalError = 4;
+
+// For --help footers and the README.
+inline constexpr const char* kExitStatusHelp =
+    "Exit status: 0 success; 2 a user error (bad flag, file or input: the message names it); "
+    "4 an internal error (a bug: please report the message).\n";
+
+inline int run_cli(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help / --version are "errors" with code 0 in CLI11; it prints them.
+    const int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitUserError;
+  } catch (const mtp::Error& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "error: {}\n", e.what());
+    return kExitUserError;
+  } catch (const mtp::InternalError& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "internal error: {}\n", e.what());
+    return kExitInternalError;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "internal error: {} (this is a bug in mtpspec)\n", e.what());
+    return kExitInternalError;
+  }
+  return kExitOk;
+}
+
+}  // namespace mtp::cli

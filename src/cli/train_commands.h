@@ -1,0 +1,22 @@
+// The subcommands that live in bin/mtpspec-train (libtorch) and that `mtpspec`
+// forwards to it: one table, so both executables' --help say the same.
+#pragma once
+
+namespace mtp::cli {
+
+struct TrainCommand {
+  const char* name;
+  const char* help;
+};
+
+inline constexpr TrainCommand kTrain{
+    "train", "Train the MTP drafter modules against the frozen target on precomputed shards"};
+inline constexpr TrainCommand kExport{
+    "export", "Write the drafter file of a training run (checked by the parity gate)"};
+inline constexpr TrainCommand kParity{
+    "parity", "Check that the engine's drafter modules reproduce the trained (libtorch) ones"};
+// Forwarded by `mtpspec pretrain` after it prepared the data (not a user command).
+inline constexpr TrainCommand kPretrainModel{
+    "pretrain-model", "Internal: the training half of `mtpspec pretrain` (run that instead)"};
+
+}  // namespace mtp::cli
