@@ -2,7 +2,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <fmt/core.h>
+
 #include <cmath>
+#include <nlohmann/json.hpp>
+#include <random>
 
 #include "core/error.h"
 
@@ -64,22 +68,54 @@ int resolve_draft_k(const DrafterArgs& a, int k_max, const std::string& k_max_wh
   return a.draft_k;
 }
 
-void add_sampling_flags(CLI::App* cmd, SamplingArgs& a) {
+void add_sampling_flags(CLI::App* cmd, SamplingArgs& a, bool with_mode) {
   cmd->add_option("--temp", a.temp, "Sampling temperature, >= 0 (0 = greedy)")
       ->capture_default_str();
-  cmd->add_option("--top-p", a.top_p, "Nucleus sampling mass in (0, 1] (1 = off)")
+  cmd->add_option("--top-k", a.top_k, "Keep the k most probable tokens (0 = off)")
       ->capture_default_str();
-  cmd->add_option("--seed", a.seed, "Random seed for sampling")->capture_default_str();
+  cmd->add_option("--top-p", a.top_p,
+                  "Keep the smallest set of the most probable tokens with mass >= p, in (0, 1] "
+                  "(1 = off)")
+      ->capture_default_str();
+  cmd->add_option("--min-p", a.min_p,
+                  "Drop tokens below min-p x the largest probability, in [0, 1) (0 = off)")
+      ->capture_default_str();
+  cmd->add_option("--seed", a.seed, "Sampling seed, >= 0; -1 = a random seed (printed)")
+      ->capture_default_str();
+  if (!with_mode) return;
+  cmd->add_option("--spec-sampling", a.spec_sampling,
+                  "Speculation at temperature > 0: coupled (the same tokens as plain sampling "
+                  "for the seed) or rejection (min(1, p/q): the same distribution, another "
+                  "sample)")
+      ->check(CLI::IsMember({"coupled", "rejection"}))
+      ->capture_default_str();
 }
 
-spec::SamplerOptions sampler_options(const SamplingArgs& a) {
-  if (!std::isfinite(a.temp) || a.temp < 0) {
-    fail<InputError>("--temp must be a finite number >= 0, got {}", a.temp);
+spec::SamplerOptions sampler_options(SamplingArgs& a) {
+  if (a.seed < -1) fail<InputError>("--seed must be >= 0, or -1 for a random seed; got {}", a.seed);
+  if (a.seed == -1) {
+    a.seed = int64_t(std::random_device{}() & 0x7fffffffu);
+    fmt::print(stderr, "[seed {} (--seed -1); rerun with --seed {} to repeat]\n", a.seed, a.seed);
   }
-  if (!std::isfinite(a.top_p) || !(a.top_p > 0 && a.top_p <= 1)) {
-    fail<InputError>("--top-p must be in (0, 1], got {}", a.top_p);
-  }
-  return {a.temp, a.top_p, a.seed};
+  spec::SamplerOptions o;
+  o.temperature = a.temp;
+  o.top_k = a.top_k;
+  o.top_p = a.top_p;
+  o.min_p = a.min_p;
+  o.seed = uint64_t(a.seed);
+  o.validate();
+  return o;
+}
+
+spec::SpecSampling spec_sampling_mode(const SamplingArgs& a) {
+  if (a.spec_sampling == "coupled") return spec::SpecSampling::Coupled;
+  if (a.spec_sampling == "rejection") return spec::SpecSampling::Rejection;
+  fail<InputError>("--spec-sampling must be coupled or rejection, got '{}'", a.spec_sampling);
+}
+
+nlohmann::json sampling_json(const SamplingArgs& a) {
+  return {{"temperature", a.temp}, {"top_k", a.top_k},   {"top_p", a.top_p},
+          {"min_p", a.min_p},      {"seed", a.seed},     {"spec_sampling", a.spec_sampling}};
 }
 
 }  // namespace mtp::app

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "spec/sampler.h"
 
 namespace CLI {
@@ -56,16 +58,25 @@ void add_drafter_flags(CLI::App* cmd, DrafterArgs& a, unsigned which,
 // command. Returns --draft-k, or `k_default` when it was not given.
 int resolve_draft_k(const DrafterArgs& a, int k_max, const std::string& k_max_what, int k_default);
 
-// Sampling: --temp, --top-p, --seed.
+// Sampling: --temp, --top-k, --top-p, --min-p, --seed, --spec-sampling.
 struct SamplingArgs {
   float temp = 0.f;
+  int top_k = 0;
   float top_p = 1.f;
-  uint64_t seed = 0;
+  float min_p = 0.f;
+  int64_t seed = 0;  // -1 = a random seed, printed (and in --json)
+  std::string spec_sampling = "coupled";
 };
 
-void add_sampling_flags(CLI::App* cmd, SamplingArgs& a);
-// THE check of the sampling flags (finite, temp >= 0, top-p in (0, 1]);
-// InputError naming the flag and value.
-spec::SamplerOptions sampler_options(const SamplingArgs& a);
+// with_mode: also --spec-sampling (bench takes a list of modes instead).
+void add_sampling_flags(CLI::App* cmd, SamplingArgs& a, bool with_mode = true);
+// THE check of the sampling flags (spec::SamplerOptions::validate: finite,
+// temp >= 0, top-k >= 0, top-p in (0, 1], min-p in [0, 1); a seed >= 0 or -1);
+// InputError naming the flag and value. Resolves --seed -1 to a random seed,
+// stored back into a.seed and printed to stderr so the run can be repeated.
+spec::SamplerOptions sampler_options(SamplingArgs& a);
+spec::SpecSampling spec_sampling_mode(const SamplingArgs& a);
+// The resolved sampling settings, for --json output.
+nlohmann::json sampling_json(const SamplingArgs& a);
 
 }  // namespace mtp::app

@@ -47,6 +47,15 @@ void print_bench(const BenchResult& r, std::FILE* out) {
   } else {
     fmt::print(out, "break-even acceptance: none — even perfect drafts cannot pay for a cycle\n");
   }
+  if (!r.by_temperature.empty()) {
+    fmt::print(out, "by temperature (K = {}):\n", r.K);
+    for (const auto& t : r.by_temperature) {
+      fmt::print(out, "  T {:.2f} {:<9} acceptance {} | tokens/cycle {:.2f} | speedup {:.3f} | "
+                      "outputs differing from plain {}{}\n",
+                 t.temperature, t.mode, list(t.acceptance), t.tokens_per_cycle, t.speedup, t.flips,
+                 t.mode == "rejection" ? " (another sample: expected)" : " (must be 0)");
+    }
+  }
 }
 
 void write_bench_report(const BenchResult& r, const std::string& path, const std::string& model,
@@ -70,6 +79,14 @@ void write_bench_report(const BenchResult& r, const std::string& path, const std
   s += fmt::format("| drafter cost per cycle by module | {} |\n", list(r.drafter_cost));
   s += fmt::format("| predicted speedup | {:.3f} |\n", r.predicted_speedup);
   s += fmt::format("| break-even acceptance | {} |\n", r.break_even ? fmt::format("{:.3f}", *r.break_even) : "none");
+  if (!r.by_temperature.empty()) {
+    s += "\n## By temperature\n\n| temperature | mode | acceptance | tokens/cycle | speedup | "
+         "outputs differing |\n|---|---|---|---|---|---|\n";
+    for (const auto& t : r.by_temperature) {
+      s += fmt::format("| {:.2f} | {} | {} | {:.2f} | {:.3f} | {} |\n", t.temperature, t.mode,
+                       list(t.acceptance), t.tokens_per_cycle, t.speedup, t.flips);
+    }
+  }
   write_file_atomic(path, s);
 }
 

@@ -36,6 +36,9 @@ namespace {
 struct BenchArgs {
   ModelArgs model;
   DrafterArgs spec;
+  SamplingArgs sampling;
+  std::vector<float> temps;                       // --temps
+  std::vector<std::string> modes = {"coupled"};  // --spec-sampling (a list here)
   std::string random, prompts, corpus, report, plot;
   uint64_t seed = 0;
   int n = 128, repeat = 3, max_prompts = 0;
@@ -51,9 +54,12 @@ struct BenchTarget {
   std::vector<std::vector<int32_t>> prompts;
 };
 
-spec::BenchInputs inputs(const BenchTarget& t) {
-  return {t.session.model.get(), t.session.tokenizer.get(), t.drafter.get(), t.prompts,
-          t.session.pool.get()};
+spec::BenchInputs inputs(const BenchTarget& t, BenchArgs& a) {
+  spec::BenchInputs in{t.session.model.get(), t.session.tokenizer.get(), t.drafter.get(),
+                       t.prompts, t.session.pool.get()};
+  in.sampling = sampler_options(a.sampling);
+  in.mode = spec_sampling_mode(a.sampling);
+  return in;
 }
 
 // --random: the drafter's K, and the token-id prompts (count unless --max-prompts).
@@ -119,7 +125,7 @@ std::vector<std::vector<int32_t>> corpus_tail(const std::string& path, const Ses
   return seqs;
 }
 
-void run_bench(const BenchArgs& a) {
+void run_bench(BenchArgs a) {
   const BenchTarget t = open_target(a);
   const drafter::Drafter& dr = *t.drafter;
   const int K = resolve_draft_k(a.spec, dr.config().K, "the drafter's K", dr.config().K);
@@ -132,16 +138,26 @@ void run_bench(const BenchArgs& a) {
   } else {
     corpus = corpus_tail(a.corpus, t.session, long(a.n) * long(t.prompts.size()));
   }
-  const spec::BenchResult res = spec::measure_bench(inputs(t), K, a.n, a.repeat,
-                                                    corpus_note.empty() ? &corpus : nullptr,
-                                                    corpus_note);
+  std::vector<spec::SpecSampling> modes;
+  for (const std::string& m : a.modes) {
+    SamplingArgs one = a.sampling;
+    one.spec_sampling = m;
+    modes.push_back(spec_sampling_mode(one));
+  }
+  const spec::BenchInputs in = inputs(t, a);
+  spec::BenchResult res = spec::measure_bench(in, K, a.n, a.repeat,
+                                              corpus_note.empty() ? &corpus : nullptr,
+                                              corpus_note);
+  if (!a.temps.empty()) {
+    res.by_temperature = spec::measure_temperatures(in, K, a.n, a.repeat, a.temps, modes);
+  }
   print_bench(res, stderr);
   if (!a.report.empty()) write_bench_report(res, a.report, t.model_name, t.drafter_name);
   if (!a.plot.empty()) write_bench_plot(res, a.plot);
   if (a.json) fmt::print("{}\n", res.to_json().dump());
 }
 
-void run_cycle_cost(const BenchArgs& a) {
+void run_cycle_cost(BenchArgs a) {
   for (const auto& [flag, value] : {std::pair{"--corpus", &a.corpus}, std::pair{"--report", &a.report},
                                     std::pair{"--plot", &a.plot}}) {
     if (!value->empty()) fail<InputError>("{} is not used by --cycle-cost", flag);
@@ -149,7 +165,7 @@ void run_cycle_cost(const BenchArgs& a) {
   const BenchTarget t = open_target(a);
   const int dk = t.drafter->config().K;
   const int k_hi = resolve_draft_k(a.spec, dk, "the drafter's K", std::min(kSweepMaxK, dk));
-  spec::CycleCostResult res = spec::measure_cycle_cost(inputs(t), k_hi, a.n, a.repeat);
+  spec::CycleCostResult res = spec::measure_cycle_cost(inputs(t, a), k_hi, a.n, a.repeat);
   res.model = t.model_name;
   res.drafter = t.drafter_name;
   print_cycle_cost(res, stderr);
@@ -170,7 +186,8 @@ void add_bench(CLI::App& root) {
       "Instead of -m: a random target generated in memory (1b | tiny), with a random K=4 drafter "
       "and 4 random 16-token prompts (--max-prompts sets the count); no tokenizer, so no "
       "--prompts, --drafter or --corpus");
-  cmd->add_option("--seed", a->seed, "Seed of the random target (its drafter and prompts: seed + 1, seed)")
+  cmd->add_option("--random-seed", a->seed,
+                  "Seed of the random target (its drafter and prompts: seed + 1, seed)")
       ->needs(random);
   add_drafter_flags(cmd, a->spec, kFlagDrafter | kFlagDraftK, "",
                     "Drafts per cycle, 1..K (default: the drafter's K); with --cycle-cost the "
@@ -187,8 +204,21 @@ void add_bench(CLI::App& root) {
   cmd->add_flag("--cycle-cost", a->cycle_cost,
                 "Instead: cost of one cycle for K = 1..4 (bounded by the drafter's K, or 1..--draft-k) "
                 "relative to one plain decode step, split draft / verify / other");
+  add_sampling_flags(cmd, a->sampling, /*with_mode=*/false);
+  cmd->add_option("--temps", a->temps,
+                  "Also run at these temperatures (comma separated, e.g. 0,0.3,0.7,1.0): "
+                  "acceptance, tokens per cycle, speedup and outputs differing, per mode")
+      ->delimiter(',');
+  cmd->add_option("--spec-sampling", a->modes,
+                  "Speculative sampling modes for --temps and T > 0 runs (comma separated): "
+                  "coupled (output == plain for the seed), rejection (min(1, p/q))")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"coupled", "rejection"}));
   cmd->add_flag("--json", a->json, "Print one JSON object");
-  cmd->callback([a] { a->cycle_cost ? run_cycle_cost(*a) : run_bench(*a); });
+  cmd->callback([a] {
+    a->sampling.spec_sampling = a->modes.empty() ? "coupled" : a->modes.front();
+    a->cycle_cost ? run_cycle_cost(*a) : run_bench(*a);
+  });
 }
 
 }  // namespace mtp::app

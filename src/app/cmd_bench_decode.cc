@@ -101,7 +101,7 @@ void add_bench_decode(CLI::App& root) {
                   "context when that is shorter)");
   cmd->add_option("--q-max", a->q_max, "Largest q for the verify multiplier")->check(CLI::Range(1, 16));
   cmd->add_option("--reps", a->reps, "Timed repetitions per q (median reported)")->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", a->seed, "Seed of the random target");
+  cmd->add_option("--random-seed", a->seed, "Seed of the random target (--random)");
   cmd->add_flag("--json", a->json, "Also print one JSON object");
   cmd->callback([a] { run(*a); });
 }

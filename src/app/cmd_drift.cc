@@ -19,6 +19,7 @@ namespace {
 struct DriftArgs {
   ModelArgs model;
   DrafterArgs spec;
+  SamplingArgs sampling;
   std::string prompts, verify_kernels = "invariant", fault = "none";
   spec::DriftOptions o;
   bool json = false;
@@ -46,6 +47,8 @@ void run_drift(DriftArgs a) {
   a.o.draft_k = dr ? resolve_draft_k(a.spec, dr->config().K, "the drafter's K", dr->config().K)
                    : resolve_draft_k(a.spec, kOracleMaxK, "the oracle's verify rows", kOracleDefaultK);
   a.o.stale_kv_fault = a.fault == "stale-kv";
+  a.o.sampling = sampler_options(a.sampling);
+  a.o.mode = spec_sampling_mode(a.sampling);
   kernels::set_backend(a.verify_kernels == "blas" ? kernels::Backend::BlasForBatches
                                                   : kernels::Backend::Invariant);
   auto prompts = io::read_prompts(a.prompts);
@@ -82,6 +85,7 @@ void run_drift(DriftArgs a) {
   sum.verify_kernels = a.verify_kernels;
   sum.inject_fault = a.fault;
   sum.proposer = dr ? "mtp" : "oracle";
+  sum.sampling = sampling_json(a.sampling);
   out["summary"] = sum.to_json();
   if (a.json) {
     fmt::print("{}\n", out.dump());
@@ -116,6 +120,7 @@ void add_drift(CLI::App& root) {
                   "Oracle: make every n-th cycle's last draft wrong, to exercise rollback (0 = "
                   "never)")
       ->check(CLI::NonNegativeNumber);
+  add_sampling_flags(cmd, a->sampling);
   cmd->add_flag("--json", a->json, "Print one JSON object");
   cmd->callback([a] { run_drift(*a); });
 }

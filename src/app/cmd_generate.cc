@@ -28,7 +28,7 @@ struct GenerateArgs {
   DrafterArgs spec;
 };
 
-void run_generate(const GenerateArgs& a) {
+void run_generate(GenerateArgs a) {
   std::string prompt = a.prompt;
   if (!a.prompt_file.empty()) prompt = read_file(a.prompt_file);
   if (!io::is_valid_utf8(prompt)) fail<InputError>("the prompt is not valid UTF-8");
@@ -42,6 +42,7 @@ void run_generate(const GenerateArgs& a) {
   so.drafter = dr.get();
   if (dr) so.draft_k = resolve_draft_k(a.spec, dr->config().K, "the drafter's K", dr->config().K);
   so.p_min = a.spec.p_min;
+  so.mode = spec_sampling_mode(a.sampling);
   o.n_new = a.n;
   o.stop = a.stop;
   o.ctx = a.ctx;
@@ -64,6 +65,7 @@ void run_generate(const GenerateArgs& a) {
                     {"prompt_tok_s", t.prompt_tok_s()}, {"generated_tokens", t.n_gen},
                     {"generation_s", t.gen_s}, {"generation_tok_s", t.gen_tok_s()},
                     {"threads", s.pool->size()}};
+    j["sampling"] = sampling_json(a.sampling);
     if (r.stats) j["stats"] = r.stats->to_json();
     if (dr) j["drafter"] = dr->path();
     fmt::print("{}\n", j.dump());

@@ -63,7 +63,10 @@ void add_precompute(CLI::App& root) {
                   "--prompt-tokens (0 = fixed), so the drafter also sees short prompts");
   cmd->add_option("--gen-tokens", a->o.gen_tokens,
                   "Self-distillation: tokens to generate per prompt (0 = fill the sequence)");
-  cmd->add_option("--temp", a->o.temp, "Self-distillation: sampling temperature");
+  cmd->add_option("--temp", a->o.temp,
+                  "Self-distillation: sampling temperature (0 = greedy, the default decoding; "
+                  "use the temperature the drafter will be used at)")
+      ->capture_default_str();
   cmd->add_option("--seed", a->o.seed, "Self-distillation: random seed");
   cmd->add_flag("!--no-progress", a->o.progress, "Do not show a progress line");
   cmd->callback([a, cmd] {

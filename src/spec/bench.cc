@@ -35,6 +35,7 @@ InterleavedRuns run_interleaved(const BenchInputs& in, const std::vector<int>& K
   GenerateOptions go;
   go.n_new = n;
   InterleavedRuns out;
+  const uint64_t seed = in.sampling.seed;
   for (int K : Ks) {
     SpecRuns s;
     s.K = K;
@@ -44,6 +45,8 @@ InterleavedRuns run_interleaved(const BenchInputs& in, const std::vector<int>& K
     out.spec.push_back(std::move(s));
   }
   for (int r = 0; r < repeat; ++r) {
+    go.sampler = in.sampling;
+    go.sampler.seed = seed + uint64_t(r);
     double bt = 0, bs = 0;
     std::vector<double> st(Ks.size(), 0), ss(Ks.size(), 0);
     for (size_t p = 0; p < in.prompts.size(); ++p) {
@@ -58,6 +61,7 @@ InterleavedRuns run_interleaved(const BenchInputs& in, const std::vector<int>& K
         SpecOptions so;
         so.drafter = in.drafter;
         so.draft_k = Ks[i];
+        so.mode = in.mode;
         GenerateResult sp = generate(*in.model, in.tokenizer, ids, go, in.pool, nullptr, so);
         out.flips += plain.token_ids != sp.token_ids;
         st[i] += generated_steps(sp), ss[i] += sp.timings.gen_s;
@@ -161,8 +165,41 @@ CycleCostResult measure_cycle_cost(const BenchInputs& in, int k_hi, int n, int r
   return res;
 }
 
+std::vector<BenchResult::ByTemperature> measure_temperatures(
+    const BenchInputs& in, int K, int n, int repeat, const std::vector<float>& temps,
+    const std::vector<SpecSampling>& modes) {
+  std::vector<BenchResult::ByTemperature> rows;
+  for (float temp : temps) {
+    for (size_t m = 0; m < modes.size(); ++m) {
+      if (temp == 0.f && m > 0) break;  // greedy: one mode
+      BenchInputs at = in;
+      at.sampling.temperature = temp;
+      at.mode = modes[m];
+      at.sampling.validate();
+      const InterleavedRuns runs = run_interleaved(at, {K}, n, repeat);
+      const SpecRuns& sr = runs.spec[0];
+      BenchResult::ByTemperature row;
+      row.temperature = temp;
+      row.mode = temp == 0.f ? "greedy" : spec_sampling_name(modes[m]);
+      row.acceptance = sr.stats.acceptance();
+      row.tokens_per_cycle = sr.stats.tokens_per_cycle();
+      const double plain = rate(runs.plain_tokens, runs.plain_seconds);
+      row.speedup = plain > 0 ? rate(sr.tokens, sr.seconds) / plain : 0;
+      row.flips = runs.flips;
+      rows.push_back(std::move(row));
+    }
+  }
+  return rows;
+}
+
 nlohmann::json BenchResult::to_json() const {
-  return {{"baseline_tok_s", baseline_tok_s},
+  nlohmann::json temps = nlohmann::json::array();
+  for (const auto& t : by_temperature) {
+    temps.push_back({{"temperature", t.temperature}, {"mode", t.mode},
+                     {"acceptance", t.acceptance}, {"tokens_per_cycle", t.tokens_per_cycle},
+                     {"speedup", t.speedup}, {"flips", t.flips}});
+  }
+  return {{"by_temperature", temps},{"baseline_tok_s", baseline_tok_s},
           {"spec_tok_s", spec_tok_s},
           {"speedup", speedup},
           {"speedup_spread", {{"min", spread.min}, {"max", spread.max}, {"stdev", spread.stdev}}},
@@ -212,6 +249,12 @@ BenchResult BenchResult::from_json(const nlohmann::json& j) {
     r.K = j.at("draft_k").get<int>();
     r.flips = j.at("flips").get<long>();
     r.target_distinct_2 = j.at("target_distinct_2").get<double>();
+    for (const auto& t : j.value("by_temperature", nlohmann::json::array())) {
+      r.by_temperature.push_back({t.at("temperature").get<double>(), t.at("mode").get<std::string>(),
+                                  t.at("acceptance").get<std::vector<double>>(),
+                                  t.at("tokens_per_cycle").get<double>(),
+                                  t.at("speedup").get<double>(), t.at("flips").get<long>()});
+    }
   } catch (const nlohmann::json::exception& e) {
     fail<FormatError>("not a bench result (mtpspec bench --json): {}", e.what());
   }

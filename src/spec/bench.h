@@ -29,6 +29,10 @@ struct BenchInputs {
   const drafter::Drafter* drafter = nullptr;
   std::vector<std::vector<int32_t>> prompts;
   ThreadPool* pool = nullptr;
+  // Sampling of every run (plain and speculative alike) and how speculation
+  // samples at temperature > 0.
+  SamplerOptions sampling;
+  SpecSampling mode = SpecSampling::Coupled;
 };
 
 // Speculative runs at one draft length, summed over repeats and prompts.
@@ -55,9 +59,11 @@ struct InterleavedRuns {
 // Plain and speculative generation interleaved on the same prompts, so a drift
 // in machine speed hits both alike: per repeat and prompt, one plain run, then
 // one speculative run for each draft length in Ks (in order; each in 1..the
-// drafter's K, else InputError), n new tokens each. Greedy, so every
+// drafter's K, else InputError), n new tokens each, all with in.sampling
+// (repeat r adds r to its seed). Greedy and coupled sampling: every
 // speculative output must equal the plain one token for token; a run where it
-// does not counts as a flip. Progress: one stderr line per repeat and prompt.
+// does not counts as a flip (rejection sampling gives another sample, so its
+// flips are expected). Progress: one stderr line per repeat and prompt.
 InterleavedRuns run_interleaved(const BenchInputs& in, const std::vector<int>& Ks, int n,
                                 int repeat);
 
@@ -80,6 +86,15 @@ struct BenchResult {
   std::optional<double> break_even;
   long flips = 0;                         // runs whose speculative output differed
   double target_distinct_2 = 0;           // diversity of the target's own continuations
+  // bench --temps: the same runs per temperature and speculative sampling mode.
+  struct ByTemperature {
+    double temperature = 0;
+    std::string mode;  // "coupled" | "rejection" ("greedy" at 0)
+    std::vector<double> acceptance;
+    double tokens_per_cycle = 0, speedup = 0;
+    long flips = 0;  // outputs differing from plain (coupled and greedy: must be 0)
+  };
+  std::vector<ByTemperature> by_temperature;
 
   // The --json schema (stable keys); from_json reads what to_json wrote
   // (FormatError naming the key otherwise) — the demo reads bench's output so.
@@ -123,5 +138,11 @@ struct CycleCostResult {
 // --cycle-cost: cycles for K = 1..k_hi, split draft / verify / other,
 // relative to one plain decode step measured interleaved.
 CycleCostResult measure_cycle_cost(const BenchInputs& in, int k_hi, int n, int repeat);
+
+// bench --temps: interleaved runs at draft length K for each temperature and
+// mode (temperature 0 once, as "greedy"), the other sampling options from in.
+std::vector<BenchResult::ByTemperature> measure_temperatures(
+    const BenchInputs& in, int K, int n, int repeat, const std::vector<float>& temps,
+    const std::vector<SpecSampling>& modes);
 
 }  // namespace mtp::spec

@@ -21,6 +21,7 @@ void DraftTree::clear() {
   token.clear();
   parent.clear();
   source.clear();
+  dist.clear();
 }
 
 int DraftTree::push(int32_t tok, int p, DraftSource src) {

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "spec/sampler.h"
+
 namespace mtp::spec {
 
 // Who proposed a drafted token: the per-source counters (SpecStats::sources),
@@ -37,6 +39,9 @@ struct DraftTree {
   std::vector<int32_t> token;
   std::vector<int32_t> parent;  // -1 = the root
   std::vector<DraftSource> source;
+  // Rejection sampling only: the distribution q each node was sampled from
+  // (empty otherwise), for the min(1, p/q) test.
+  std::vector<TokenDist> dist;
 
   size_t size() const { return token.size(); }
   bool empty() const { return token.empty(); }

@@ -60,11 +60,12 @@ DriftResult drift_one(const model::Model& m, const std::vector<int32_t>& prompt,
   std::vector<int32_t> stream = prompt;
   {
     TargetSession s(m, ctx, pool);
+    Sampler sampler(o.sampling);
     std::vector<float> lg(V);
     s.prefill(prompt, lg.data());
     for (int i = 0; i < o.n; ++i) {
       std::copy(lg.begin(), lg.end(), dec_logits.begin() + size_t(i) * V);
-      stream.push_back(int32_t(kernels::argmax(lg.data(), V)));
+      stream.push_back(sampler.sample(lg.data(), V, int64_t(stream.size())));
       if (i + 1 < o.n) s.forward({&stream.back(), 1}, lg.data());
     }
     res.decode_tokens.assign(stream.begin() + long(P), stream.end());
@@ -78,9 +79,10 @@ DriftResult drift_one(const model::Model& m, const std::vector<int32_t>& prompt,
     std::copy(lg.begin(), lg.end(), spec_logits.begin());
     TokenSink sink(nullptr, {}, o.n, {}, nullptr, prompt.back());
     std::vector<int32_t> committed = prompt;
-    if (sink.push(int32_t(kernels::argmax(lg.data(), V)))) {
+    Sampler first(o.sampling);
+    if (sink.push(first.sample(lg.data(), V, int64_t(committed.size())))) {
       committed.push_back(sink.tokens().back());
-      GreedyVerifier verifier(s);
+      TargetVerifier verifier(s, o.sampling, o.mode);
       if (o.stale_kv_fault) verifier.inject_stale_kv_fault();
       verifier.set_observer([&](size_t first, const float* rows, size_t n) {
         for (size_t j = 0; j < n; ++j) {
@@ -91,7 +93,10 @@ DriftResult drift_one(const model::Model& m, const std::vector<int32_t>& prompt,
       OracleProposer oracle(stream, int(V), o.miss_every);
       std::unique_ptr<MtpProposer> mtp;
       Proposer* proposer = &oracle;
-      if (o.drafter) proposer = (mtp = std::make_unique<MtpProposer>(*o.drafter, s, 0.f, o.draft_k)).get();
+      if (o.drafter) {
+        mtp = std::make_unique<MtpProposer>(*o.drafter, s, 0.f, o.draft_k, o.sampling, o.mode);
+        proposer = mtp.get();
+      }
       speculative_loop(verifier, *proposer, committed, sink, o.draft_k, ctx, res.stats);
     }
     res.spec_tokens = sink.tokens();
@@ -123,7 +128,7 @@ nlohmann::json DriftSummary::to_json() const {
   return {{"prompts", prompts},     {"flipped", flipped},
           {"max_abs_dlogit", max_abs_dlogit}, {"n", n},
           {"draft_k", draft_k},     {"verify_kernels", verify_kernels},
-          {"inject_fault", inject_fault}, {"proposer", proposer}};
+          {"inject_fault", inject_fault}, {"proposer", proposer}, {"sampling", sampling}};
 }
 
 DriftSummary DriftSummary::from_json(const nlohmann::json& j) {
@@ -137,6 +142,7 @@ DriftSummary DriftSummary::from_json(const nlohmann::json& j) {
     d.verify_kernels = j.at("verify_kernels").get<std::string>();
     d.inject_fault = j.at("inject_fault").get<std::string>();
     d.proposer = j.at("proposer").get<std::string>();
+    d.sampling = j.value("sampling", nlohmann::json());
   } catch (const nlohmann::json::exception& e) {
     fail<FormatError>("not a drift summary (mtpspec drift --json): {}", e.what());
   }

@@ -1,6 +1,7 @@
 // The drift harness: does speculation change the output, and why?
 //
-// For one prompt it generates n tokens twice, greedy, ignoring stop tokens:
+// For one prompt it generates n tokens twice (greedy, or sampled with the same
+// seed), ignoring stop tokens:
 //  - decode path: one-token forwards only (q = 1);
 //  - speculative path: verify calls of q = K + 1 only. Without a drafter, an
 //    oracle proposes the decode stream itself (every `miss_every`-th cycle its
@@ -21,10 +22,11 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include "drafter/drafter.h"
 #include "model/forward.h"
+#include "spec/sampler.h"
 #include "spec/spec_loop.h"
 
 namespace mtp::spec {
@@ -36,6 +38,11 @@ struct DriftOptions {
   bool stale_kv_fault = false;   // inject the protocol fault
   const drafter::Drafter* drafter = nullptr;
   int ctx = 0;                   // 0 = prompt + n + K + 1
+  // Both paths sample with these (keyed noise, sampler.h): with coupled
+  // sampling the streams must still agree token for token; with rejection
+  // sampling they legitimately differ. The oracle proposes the decode stream.
+  SamplerOptions sampling;
+  SpecSampling mode = SpecSampling::Coupled;
 };
 
 struct DriftResult {
@@ -54,6 +61,7 @@ struct DriftSummary {
   double max_abs_dlogit = 0;
   int n = 0, draft_k = 0;
   std::string verify_kernels, inject_fault, proposer;
+  nlohmann::json sampling;  // the sampling settings both paths used
   nlohmann::json to_json() const;
   static DriftSummary from_json(const nlohmann::json& j);
 };

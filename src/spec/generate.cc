@@ -59,17 +59,12 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
   TargetSession target(m, ctx, pool);
   std::vector<float> logits(c.vocab);
 
-  bool speculate = spec.drafter != nullptr;
-  if (speculate && !sampler.greedy()) {
-    speculate = false;
-    res.notice = "speculation is off at temperature > 0 (lossless speculative sampling is not "
-                 "implemented yet); generating without the drafter";
-  }
+  const bool speculate = spec.drafter != nullptr;
   const int draft_k = speculate && spec.draft_k > 0 ? spec.draft_k
                       : speculate                   ? spec.drafter->config().K
                                                     : 0;
-  if (speculate && draft_k > spec.drafter->config().K) {
-    fail<InputError>("--draft-k {} exceeds the drafter's K = {}", draft_k,
+  if (speculate && (draft_k < 1 || draft_k > spec.drafter->config().K)) {
+    fail<InputError>("draft length {} is outside 1..{} (the drafter's K)", draft_k,
                      spec.drafter->config().K);
   }
   if (speculate) {
@@ -85,7 +80,7 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
   if (!sink.done()) {
     target.prefill(prompt_ids, logits.data());
     if (speculate) {
-      proposer.emplace(*spec.drafter, target, spec.p_min, draft_k);
+      proposer.emplace(*spec.drafter, target, spec.p_min, draft_k, opt.sampler, spec.mode);
       proposer->prefill(prompt_ids);
     }
   }
@@ -93,10 +88,12 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
   res.timings.prompt_s = std::chrono::duration<double>(Clock::now() - t0).count();
 
   std::vector<int32_t> committed = prompt_ids;
-  if (!sink.done() && sink.push(sampler.sample(logits.data(), logits.size()))) {
+  // The token sampled after a sequence of n tokens has position n (sampler.h).
+  auto next_pos = [&] { return int64_t(committed.size()); };
+  if (!sink.done() && sink.push(sampler.sample(logits.data(), logits.size(), next_pos()))) {
     committed.push_back(sink.tokens().back());
     if (speculate) {
-      GreedyVerifier verifier(target);
+      TargetVerifier verifier(target, opt.sampler, spec.mode);
       speculative_loop(verifier, *proposer, committed, sink, draft_k, ctx, *res.stats,
                        spec.record_trace ? &res.trace : nullptr);
       res.stats->time_module_s = proposer->module_seconds();
@@ -107,7 +104,7 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
           break;
         }
         target.forward({&committed.back(), 1}, logits.data());
-        if (!sink.push(sampler.sample(logits.data(), logits.size()))) break;
+        if (!sink.push(sampler.sample(logits.data(), logits.size(), next_pos()))) break;
         committed.push_back(sink.tokens().back());
       }
     }

@@ -30,6 +30,9 @@ struct SpecOptions {
   const drafter::Drafter* drafter = nullptr;  // null = plain generation
   int draft_k = 0;                            // 0 = the drafter's K
   float p_min = 0.f;                          // --draft-p-min
+  // At temperature > 0: coupled (output == plain sampling's for the seed) or
+  // rejection sampling (same distribution, another sample); see sampler.h.
+  SpecSampling mode = SpecSampling::Coupled;
   bool record_trace = false;
 };
 
@@ -57,9 +60,10 @@ std::vector<int32_t> stop_token_ids(const model::ModelConfig& c, const io::Token
 // the model's maximum capped so the KV cache fits a memory budget.
 int resolve_ctx(const model::ModelConfig& c, int requested);
 
-// tok may be null only in tests (no text). With spec.drafter and greedy
-// sampling the speculative loop runs; at temperature > 0 speculation is
-// switched off with a notice (lossless sampling comes later).
+// tok may be null only in tests (no text). With spec.drafter the speculative
+// loop runs, at every temperature: greedy and coupled sampling give exactly
+// the tokens plain generation gives (for the same seed); rejection sampling
+// the same distribution.
 GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
                         const std::vector<int32_t>& prompt_ids, const GenerateOptions& opt,
                         ThreadPool* pool, const TextCallback& on_text = nullptr,

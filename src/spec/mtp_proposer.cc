@@ -18,13 +18,15 @@ float top_probability(const float* logits, size_t vocab) {
   return float(1.0 / sum);
 }
 
-MtpProposer::MtpProposer(const drafter::Drafter& d, TargetSession& target, float p_min, int modules)
-    : ChainProposer(DraftSource::Kind::Mtp),
-      target_(target),
+MtpProposer::MtpProposer(const drafter::Drafter& d, TargetSession& target, float p_min, int modules,
+                         const SamplerOptions& sampling, SpecSampling mode)
+    : target_(target),
       runner_(target.model(), d, 1, target.ctx()),
       p_min_(p_min),
       modules_(modules > 0 ? std::min(modules, d.config().K) : d.config().K),
-      d_(size_t(target.model().config().d_model)) {
+      d_(size_t(target.model().config().d_model)),
+      sampler_(sampling),
+      mode_(mode) {
   final_out_.assign(d.config().K, std::vector<float>(size_t(target.ctx()) * d_));
   draft_out_.resize(d.config().K);
   d0_logits_.resize(runner_.logits_width());
@@ -75,18 +77,35 @@ void MtpProposer::catch_up(std::span<const int32_t> committed) {
   }
 }
 
-void MtpProposer::propose_chain(std::span<const int32_t> committed, int max_k,
-                                std::vector<int32_t>& drafts) {
+int32_t MtpProposer::choose(const float* lg, int64_t pos, DraftTree& tree, float& max_logit) {
+  const size_t V = runner_.logits_width();
+  const std::vector<int32_t>& vocab = runner_.drafter().config().draft_vocab;
+  const int32_t* ids = vocab.empty() ? nullptr : vocab.data();
+  const size_t a = kernels::argmax(lg, V);
+  max_logit = lg[a];
+  if (sampler_.greedy()) return runner_.token_of(a);
+  if (mode_ == SpecSampling::Coupled) return sampler_.sample(lg, V, pos, ids, NoiseStream::Choice);
+  TokenDist q;
+  sampler_.distribution(lg, V, ids, q);
+  const int32_t t = sample_dist(q, sampler_.options().seed, pos, NoiseStream::Draft);
+  tree.dist.push_back(std::move(q));  // node tree.size() is pushed next
+  return t;
+}
+
+void MtpProposer::propose(std::span<const int32_t> committed, int max_k, DraftTree& tree) {
   catch_up(committed);
   const int N = int(committed.size());
   const size_t V = d0_logits_.size();
-  drafts.clear();
+  tree.clear();
+  drafts_.clear();
   if (max_k < 1 || d0_row_ != N - 2) return;
   if (p_min_ > 0 && top_probability(d0_logits_.data(), V) < p_min_) return;
-  const size_t a0 = kernels::argmax(d0_logits_.data(), V);
-  drafts.push_back(runner_.token_of(a0));
-  history_.push_back({N, 0, drafts[0], d0_logits_[a0]});
-  auto token_at = [&](int j) { return j < N ? committed[j] : drafts[j - N]; };
+  float max_logit = 0;
+  // Module k drafts the token at sequence position N + k.
+  drafts_.push_back(choose(d0_logits_.data(), N, tree, max_logit));
+  tree.push(drafts_.back(), -1, {DraftSource::Kind::Mtp, 0});
+  history_.push_back({N, 0, drafts_.back(), max_logit});
+  auto token_at = [&](int j) { return j < N ? committed[j] : drafts_[size_t(j - N)]; };
   for (int k = 1; k < std::min(max_k, modules_); ++k) {
     const int final_len = drafter::module_row_count(N, k);  // module k's final rows
     const int lo = final_len, hi = N - 2;                     // its non-final rows [lo, hi]
@@ -105,9 +124,9 @@ void MtpProposer::propose_chain(std::span<const int32_t> committed, int max_k,
     runner_.kv(k).truncate(0, final_len);  // non-final rows never stay in the cache
     const float* lg = logits_.data() + (rows_.size() - 1) * V;
     if (p_min_ > 0 && top_probability(lg, V) < p_min_) break;
-    const size_t a = kernels::argmax(lg, V);
-    drafts.push_back(runner_.token_of(a));
-    history_.push_back({N, k, drafts.back(), lg[a]});
+    drafts_.push_back(choose(lg, N + k, tree, max_logit));
+    tree.push(drafts_.back(), k - 1, {DraftSource::Kind::Mtp, k});
+    history_.push_back({N, k, drafts_.back(), max_logit});
   }
 }
 

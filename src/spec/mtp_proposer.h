@@ -20,16 +20,21 @@
 
 namespace mtp::spec {
 
-class MtpProposer : public ChainProposer {
+class MtpProposer : public Proposer {
  public:
   // p_min: stop drafting at a module whose top probability is below it (0 = off).
   // modules: how many modules (0..K-1) are kept up to date and drafted with —
   // the draft length of the loop (0 = all K). Modules beyond it are never run:
   // a K = 4 drafter used with --draft-k 1 costs one module per cycle, not four.
-  MtpProposer(const drafter::Drafter& d, TargetSession& target, float p_min, int modules = 0);
+  // sampling: how module k drafts the token at sequence position N + k — the
+  // argmax at temperature 0; coupled: the same keyed Gumbel-max the target
+  // uses (sampler.h), over the module's own distribution, keyed by the target
+  // token id (also within a draft vocabulary); rejection: a sample of the
+  // module's distribution q (recorded in the tree for the verifier).
+  MtpProposer(const drafter::Drafter& d, TargetSession& target, float p_min, int modules = 0,
+              const SamplerOptions& sampling = {}, SpecSampling mode = SpecSampling::Coupled);
 
-  void propose_chain(std::span<const int32_t> committed, int max_k,
-                     std::vector<int32_t>& drafts) override;
+  void propose(std::span<const int32_t> committed, int max_k, DraftTree& tree) override;
   void commit(std::span<const int32_t> committed) override { catch_up(committed); }
   // The drafter's share of prompt processing: brings every module up to date
   // with a prompt the target has just prefilled (all but its last token), so
@@ -56,6 +61,8 @@ class MtpProposer : public ChainProposer {
 
  private:
   void catch_up(std::span<const int32_t> committed);
+  // Module k's draft from its logits row for the token at sequence position pos.
+  int32_t choose(const float* logits, int64_t pos, DraftTree& tree, float& max_logit);
 
   TargetSession& target_;
   drafter::MtpRunner runner_;
@@ -72,6 +79,9 @@ class MtpProposer : public ChainProposer {
   std::vector<uint8_t> mask_;
   std::vector<Draft> history_;
   std::vector<double> module_s_;
+  Sampler sampler_;
+  SpecSampling mode_;
+  std::vector<int32_t> drafts_;
   // runner_.forward, timed per module.
   void run_module(int k, const float* h_in, float* h_out, float* logits, const uint8_t* mask);
 };

@@ -110,7 +110,10 @@ void run_batch(const model::Model& m, const std::vector<const Job*>& jobs,
   } else {
     std::vector<Sampler> samplers;
     for (int b = 0; b < B; ++b) {
-      samplers.emplace_back(SamplerOptions{o.temp, 1.0f, o.seed * 1000003ull + uint64_t(jobs[b]->id)});
+      SamplerOptions so;
+      so.temperature = o.temp;
+      so.seed = o.seed * 1000003ull + uint64_t(jobs[b]->id);
+      samplers.emplace_back(so);
     }
     std::vector<bool> active(B);
     std::vector<int> budget(B);
@@ -130,7 +133,8 @@ void run_batch(const model::Model& m, const std::vector<const Job*>& jobs,
       forward_pending(true, last_row);
       for (int b = 0; b < B; ++b) {
         if (!active[b] || last_row[b] < 0) continue;
-        int32_t t = samplers[b].sample(logits.data() + size_t(last_row[b]) * V, V);
+        int32_t t = samplers[b].sample(logits.data() + size_t(last_row[b]) * V, V,
+                                       int64_t(seq[b].size()));
         if (std::binary_search(stops.begin(), stops.end(), t) || --budget[b] < 0) {
           active[b] = false;
           continue;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/forward.h"
+#include "spec/sampler.h"
 #include "spec/spec_loop.h"
 
 namespace mtp::spec {
@@ -38,12 +39,24 @@ class TargetSession {
   std::vector<model::Row> rows_;
 };
 
-// Greedy verification against the target: choices are the target's argmax
-// (ties to the lowest index) after each prefix. Chains only for now (a tree
-// needs tree attention and per-node KV slots: the draft-tree work).
-class GreedyVerifier : public Verifier {
+// Verification against the target. choices[j] is the target's token at
+// sequence position N + j (N = committed tokens) after committed + drafts
+// d_0..d_{j-1}:
+//  - temperature 0: the argmax (ties to the lowest index);
+//  - coupled sampling: the keyed Gumbel-max of sampler.h at position N + j —
+//    exactly the token plain sampling draws there, so a draft is accepted when
+//    it equals it and the output is plain sampling's;
+//  - rejection sampling: for a draft d_j sampled from q_j (tree.dist), d_j
+//    itself when u < min(1, p_j(d_j) / q_j(d_j)) (u keyed by position and
+//    token), else a sample of norm(max(0, p_j − q_j)); after the last draft a
+//    sample of p (the bonus token).
+// Chains only for now (a tree needs tree attention and per-node KV slots: the
+// draft-tree work).
+class TargetVerifier : public Verifier {
  public:
-  explicit GreedyVerifier(TargetSession& s) : s_(s) {}
+  explicit TargetVerifier(TargetSession& s, const SamplerOptions& sampling = {},
+                          SpecSampling mode = SpecSampling::Coupled)
+      : s_(s), sampler_(sampling), mode_(mode) {}
   void verify(std::span<const int32_t> committed, const DraftTree& tree,
               std::vector<int32_t>& choices) override;
   void commit(std::span<const int32_t> committed, std::span<const int32_t> accepted) override;
@@ -57,12 +70,26 @@ class GreedyVerifier : public Verifier {
   // Never set outside the drift harness.
   void inject_stale_kv_fault() { stale_kv_fault_ = true; }
 
+  // Deliberately broken acceptance rules, for the distribution tests only
+  // (each must make them fail): accept every draft without the p/q test;
+  // on rejection resample from p instead of the residual; accept a draft that
+  // is only the target's second choice.
+  enum class Fault { None, AcceptWithoutTest, ResampleFromP, AcceptSecondChoice };
+  void inject_fault(Fault f) { fault_ = f; }
+
  private:
+  // The choice at row j for draft `draft` (-1: the bonus row).
+  int32_t choose(const float* row, int64_t pos, int32_t draft, const TokenDist* q);
+
   TargetSession& s_;
+  Sampler sampler_;
+  SpecSampling mode_;
   Observer observer_;
   bool stale_kv_fault_ = false;
+  Fault fault_ = Fault::None;
   std::vector<int32_t> tokens_;
   std::vector<float> logits_;
+  TokenDist p_, residual_;
 };
 
 }  // namespace mtp::spec

@@ -116,7 +116,7 @@ TEST(BenchCli, BadTargetFlagsGiveClearErrors) {
   fails_with("bench --random tiny --prompts x.jsonl -n 2", "cannot be combined with --prompts");
   fails_with("bench --random tiny -m x.bin -n 2", "cannot be combined with -m");
   fails_with("bench -n 2", "bench needs a target");
-  fails_with("bench --seed 3 -n 2", "--random");
+  fails_with("bench --random-seed 3 -n 2", "--random");
   fails_with("bench --random tiny --draft-k 5 --cycle-cost --report r.md", "--report is not used");
 }
 

@@ -12,6 +12,8 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/run_cli.h"
 #include "cli_util.h"
 #include "core/error.h"
@@ -135,6 +137,28 @@ TEST(DraftK, OneCheckAndOneMessageInEveryCommand) {
   // And a good value runs.
   CliResult good = run_cli(commands[0] + " --draft-k 2");
   EXPECT_EQ(good.status, 0) << good.err;
+}
+
+// Sampling flags: every out-of-range or NaN value exits 2 naming the flag and value.
+TEST(SamplingFlags, BadValuesExitTwoNamingTheValue) {
+  MTP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  const std::string base = "generate -m " + shell_quote(model) + " -p hi -n 2 --threads 1 ";
+  const std::pair<const char*, const char*> cases[] = {
+      {"--temp -1", "--temp"},    {"--temp nan", "--temp"},   {"--top-p 0", "--top-p"},
+      {"--top-p 1.5", "--top-p"}, {"--top-k -1", "--top-k"},  {"--min-p 1", "--min-p"},
+      {"--min-p -0.2", "--min-p"}, {"--top-p nan", "--top-p"}, {"--seed -2", "--seed"},
+      {"--spec-sampling greedy", "--spec-sampling"}};
+  for (const auto& [flag, name] : cases) {
+    CliResult r = run_cli(base + flag);
+    EXPECT_EQ(r.status, 2) << flag << "\n" << r.err;
+    EXPECT_NE(r.err.find(name), std::string::npos) << flag << "\n" << r.err;
+  }
+  // --seed -1: a random seed, printed, and in --json.
+  CliResult r = run_cli(base + "--temp 0.8 --seed -1 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("--seed -1"), std::string::npos) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_GE(j["sampling"]["seed"].get<int64_t>(), 0);
 }
 
 // mtpspec-train must not load libsentencepiece (its bundled protobuf crashes
