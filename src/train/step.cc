@@ -34,12 +34,17 @@ struct PassStats {
 // offset_shift, 0 in real training; the indexing test shifts it to fail):
 // module k, row t < R_k = L-2-k-s: input tok[t+k+1+s] and h_{k-1}[t];
 // target tok[t+k+2+s] where its loss_mask is 1.
-// train: the gradient of Σ_k w_k · mean CE_k goes to the leaves' .grad().
+// train: the gradient of Σ_k w_k · mean loss_k goes to the leaves' .grad(),
+// loss_k = CE against the labels, KL(target ‖ module) at o.kl_temp, or both
+// (TrainOptions::loss).
 // The head runs over row chunks (TorchMtp::head_chunk_rows) on a detached
 // copy of h_k; each chunk's gradient w.r.t. h_k is collected, then one
 // backward through the modules — never logits for all rows at once.
 PassStats run_batch(const TorchMtp& tm, const std::vector<torch::Tensor>& P, const Batch& b,
-                    const std::vector<double>& w, int s, bool train) {
+                    const std::vector<double>& w, int s, bool train, const TrainOptions& o) {
+  const bool use_ce = o.loss == "ce" || o.loss == "ce+kl";
+  const bool use_kl = o.loss == "kl" || o.loss == "ce+kl";
+  const double kl_t = o.kl_temp;
   const int K = tm.config().K;
   const int64_t B = b.B, L = b.L, d = b.d;
   const torch::Device dev = tm.device();
@@ -94,8 +99,28 @@ PassStats run_batch(const TorchMtp& tm, const std::vector<torch::Tensor>& P, con
       if (train) hc.requires_grad_(true);
       torch::Tensor lg = tm.logits(hc);  // [nr, V]
       torch::Tensor tg = tgt_t.narrow(0, r0, nr);
-      torch::Tensor ce = torch::logsumexp(lg, 1) - lg.gather(1, tg.unsqueeze(1)).squeeze(1);
-      torch::Tensor loss = (ce * vm_t.narrow(0, r0, nr)).sum();
+      torch::Tensor per_row = torch::zeros({nr}, lg.options());
+      if (use_ce) per_row = per_row + (torch::logsumexp(lg, 1) - lg.gather(1, tg.unsqueeze(1)).squeeze(1));
+      if (use_kl) {
+        // The target's distribution for the token row i predicts: the capture
+        // at the row's input position (module_input_index) through the frozen
+        // final norm + head.
+        std::vector<int64_t> cap_rows(size_t(nr));
+        for (int64_t i = 0; i < nr; ++i) {
+          const int64_t bi = (r0 + i) / Rk, t = (r0 + i) % Rk;
+          cap_rows[size_t(i)] = bi * L + drafter::module_input_index(k, int(t) + s);
+        }
+        torch::Tensor idx = torch::from_blob(cap_rows.data(), {nr}, torch::kInt64).to(dev);
+        torch::Tensor logp;
+        {
+          torch::NoGradGuard no_grad;
+          torch::Tensor lt = tm.logits(cap.reshape({B * L, d}).index_select(0, idx));
+          logp = torch::log_softmax(lt / kl_t, 1);
+        }
+        torch::Tensor logq = torch::log_softmax(lg / kl_t, 1);
+        per_row = per_row + (logp.exp() * (logp - logq)).sum(1) * (kl_t * kl_t);
+      }
+      torch::Tensor loss = (per_row * vm_t.narrow(0, r0, nr)).sum();
       if (train) {
         (loss * wk).backward();
         gh.narrow(0, r0, nr).copy_(hc.grad());
@@ -197,7 +222,7 @@ StepResult train_step(const StepContext& c, OptimState& st, DataOrder& order, lo
       Batch b = c.data.gather(Split::Train, micro_batch(c, order, step, m));
       r.tokens += b.real_tokens;
       for (const auto& l : leaves) l.mutable_grad().reset();
-      PassStats ps = run_batch(c.tm, leaves, b, c.loss_weights, o.offset_shift, true);
+      PassStats ps = run_batch(c.tm, leaves, b, c.loss_weights, o.offset_shift, true, o);
       r.objective += ps.objective / o.accum;
       for (int k = 0; k < K; ++k) {
         if (ps.rows[size_t(k)] > 0) {
@@ -234,7 +259,7 @@ nlohmann::json evaluate(const StepContext& c, const torch::Tensor& flat) {
     std::vector<size_t> idx;
     for (size_t j = i; j < std::min(n, i + size_t(c.o.batch)); ++j) idx.push_back(j);
     total.add(run_batch(c.tm, P, c.data.gather(Split::Heldout, idx), c.loss_weights,
-                        c.o.offset_shift, false));
+                        c.o.offset_shift, false, c.o));
   }
   nlohmann::json loss = nlohmann::json::array(), acc = loss, joint = loss, cond = loss,
                  rows = loss;

@@ -42,6 +42,15 @@ TrainReport run_training(const TrainOptions& o) {
   if (!(o.ema >= 0 && o.ema < 1)) fail<InputError>("--ema {} (must be in [0, 1); 0 = off)", o.ema);
   if (o.offset_shift < -1 || o.offset_shift > 0) fail<InputError>("offset shift must be -1 or 0");
   if (o.loss_weights.empty()) fail<InputError>("--loss-weights needs at least one value");
+  for (double w : o.loss_weights) {
+    if (!std::isfinite(w) || w < 0) fail<InputError>("--loss-weights must be finite and >= 0, got {}", w);
+  }
+  if (o.loss != "ce" && o.loss != "kl" && o.loss != "ce+kl") {
+    fail<InputError>("--loss must be ce, kl or ce+kl, got '{}'", o.loss);
+  }
+  if (!std::isfinite(o.kl_temp) || !(o.kl_temp > 0)) {
+    fail<InputError>("--kl-temp must be a finite number > 0, got {}", o.kl_temp);
+  }
   const int threads = o.threads > 0 ? o.threads : physical_cores();
   set_threads(threads);
   const torch::Device dev = training_device(o.device);
@@ -93,6 +102,9 @@ TrainReport run_training(const TrainOptions& o) {
       {"min_lr_ratio", o.min_lr_ratio}, {"weight_decay", o.weight_decay}, {"beta1", o.beta1},
       {"beta2", o.beta2}, {"adam_eps", o.adam_eps}, {"clip", o.clip}, {"loss_weights", w},
       {"ema", o.ema}, {"seed", o.seed}, {"offset_shift", o.offset_shift}};
+  // The loss joins the trajectory only when it is not the default, so runs
+  // (and their checkpoints) from before --loss existed still resume.
+  if (o.loss != "ce") traj["loss"] = {{"kind", o.loss}, {"kl_temp", o.kl_temp}};
   dist.check_same(hash64(traj.dump()), "training configuration (flags, shards or target)");
 
   // ---- state: fresh or resumed ----

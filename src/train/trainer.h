@@ -46,6 +46,14 @@ struct TrainOptions {
   double beta1 = 0.9, beta2 = 0.95, adam_eps = 1e-8, clip = 1.0;
   long warmup = -1;        // -1 = min(100, steps / 10)
   std::vector<double> loss_weights = {1.0, 0.8};  // extended by ×0.8 per extra module
+  // Per-module loss: "ce" (cross-entropy against the shards' token labels),
+  // "kl" (KL(target ‖ module) at temperature kl_temp against the target's own
+  // distribution at the same position, computed from the shards' capture
+  // through the frozen final norm + head: no extra storage, T² scaled), or
+  // "ce+kl" (their sum). KL trains the module's whole distribution, which is
+  // what sampling at T > 0 (coupled or rejection) accepts against.
+  std::string loss = "ce";
+  double kl_temp = 1.0;
   double ema = 0.999;      // 0 = off
   int threads = 0;         // 0 = physical cores
   std::string device = "cpu";  // cpu | cuda

@@ -42,6 +42,12 @@ void add_train(CLI::App& root) {
   cmd->add_option("--loss-weights", o->loss_weights,
                   "Per-module loss weights, comma separated (missing ones continue x0.8)")
       ->delimiter(',');
+  cmd->add_option("--loss", o->loss,
+                  "Per-module loss: ce (labels), kl (KL(target || module) at --kl-temp from the "
+                  "shards' capture: the whole distribution, for sampling at T > 0), ce+kl")
+      ->check(CLI::IsMember({"ce", "kl", "ce+kl"}))
+      ->capture_default_str();
+  cmd->add_option("--kl-temp", o->kl_temp, "Temperature of the KL loss (> 0)")->capture_default_str();
   cmd->add_option("--ema", o->ema, "EMA decay of the weights (0 = off)");
   cmd->add_option("--threads", o->threads, "libtorch threads (default: physical cores)")
       ->check(CLI::NonNegativeNumber);
