@@ -18,6 +18,7 @@ void add_drift(CLI::App& root);          // cmd_drift.cc
 void add_bench_decode(CLI::App& root);   // cmd_bench_decode.cc
 void add_bench(CLI::App& root);          // cmd_bench.cc
 void add_demo(CLI::App& root);           // cmd_demo.cc
+void add_widen(CLI::App& root);          // cmd_widen.cc
 // Training (libtorch): without it these fail with "built without libtorch".
 void add_train(CLI::App& root);          // cmd_train.cc
 void add_export(CLI::App& root);         // cmd_export.cc

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   mtp::app::add_bench_decode(app);
   mtp::app::add_bench(app);
   mtp::app::add_demo(app);
+  mtp::app::add_widen(app);
   mtp::app::add_train(app);
   mtp::app::add_export(app);
   mtp::app::add_parity(app);

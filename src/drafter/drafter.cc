@@ -205,7 +205,7 @@ kernels::PackedMatrix sub_head(const kernels::PackedMatrix& head, std::span<cons
 void write_drafter(const std::string& path, const model::ModelConfig& target,
                    const std::string& target_fingerprint, const DrafterConfig& d,
                    const std::map<std::string, std::vector<float>>& tensors,
-                   const nlohmann::json& training, DType stored) {
+                   const nlohmann::json& training, DType stored, bool vectors_f32) {
   if (stored != DType::F32 && stored != DType::BF16) {
     fail<InputError>("drafter tensors are stored as F32 or BF16, not {}", dtype_name(stored));
   }
@@ -226,7 +226,7 @@ void write_drafter(const std::string& path, const model::ModelConfig& target,
       fail<ShapeError>("drafter tensor '{}' has {} values; its shape needs {}", name,
                        it->second.size(), n);
     }
-    if (stored == DType::F32) {
+    if (stored == DType::F32 || (vectors_f32 && shape.size() == 1)) {
       views.push_back(io::make_view(name, DType::F32, shape, it->second));
     } else {
       bf[i].resize(n);
