@@ -169,6 +169,10 @@ TEST(Widen, RandomCheckpointsOfEveryFamilyKeepTheirLogits) {
       if (!gemma) {
         EXPECT_EQ(test::first_bit_difference(a.rows.logits, b.rows.logits), -1);
         EXPECT_EQ(test::first_bit_difference(a.rows.hidden, bh), -1);
+        if (dt == DType::BF16) {  // at its stored precision: bf16 values held in fp32
+          Outputs f = forward_all(dir, WeightType::F32, toks);
+          EXPECT_EQ(test::first_bit_difference(a.rows.logits, f.rows.logits), -1);
+        }
       } else {
         // Gemma's stored w' = (1 + w)/2 - 1 is rounded to fp32 (docs/WIDEN.md):
         // a relative error of ~1e-7 per norm, O(layers · norms) of them.
