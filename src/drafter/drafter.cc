@@ -225,7 +225,8 @@ std::shared_ptr<Encoded> encode_drafter(const model::ModelConfig& target,
                                         const std::string& target_fingerprint,
                                         const DrafterConfig& d,
                                         const std::map<std::string, std::vector<float>>& tensors,
-                                        const nlohmann::json& training, DType stored) {
+                                        const nlohmann::json& training, DType stored,
+                                        bool vectors_f32) {
   if (stored != DType::F32 && stored != DType::BF16) {
     fail<InputError>("drafter tensors are stored as F32 or BF16, not {}", dtype_name(stored));
   }
@@ -246,7 +247,7 @@ std::shared_ptr<Encoded> encode_drafter(const model::ModelConfig& target,
       fail<ShapeError>("drafter tensor '{}' has {} values; its shape needs {}", name,
                        it->second.size(), n);
     }
-    if (stored == DType::F32) {
+    if (stored == DType::F32 || (vectors_f32 && shape.size() == 1)) {
       e->views.push_back(io::make_view(name, DType::F32, shape, it->second));
     } else {
       e->bf[i].resize(n);
@@ -278,8 +279,8 @@ std::shared_ptr<Encoded> encode_drafter(const model::ModelConfig& target,
 void write_drafter(const std::string& path, const model::ModelConfig& target,
                    const std::string& target_fingerprint, const DrafterConfig& d,
                    const std::map<std::string, std::vector<float>>& tensors,
-                   const nlohmann::json& training, DType stored) {
-  auto e = encode_drafter(target, target_fingerprint, d, tensors, training, stored);
+                   const nlohmann::json& training, DType stored, bool vectors_f32) {
+  auto e = encode_drafter(target, target_fingerprint, d, tensors, training, stored, vectors_f32);
   io::write_safetensors(path, e->views, e->meta);
 }
 
@@ -288,7 +289,7 @@ Drafter Drafter::from_tensors(const model::ModelConfig& target,
                               const std::map<std::string, std::vector<float>>& tensors,
                               const nlohmann::json& training, DType stored,
                               kernels::WeightType hold) {
-  auto e = encode_drafter(target, target_fingerprint, d, tensors, training, stored);
+  auto e = encode_drafter(target, target_fingerprint, d, tensors, training, stored, false);
   const std::string label = "(in memory)";
   io::TensorSet ts = io::TensorSet::in_memory(label, e->views, e->meta, e);
   return from_tensor_set(ts, label, target, target_fingerprint, hold);

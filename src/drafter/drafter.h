@@ -122,10 +122,12 @@ kernels::PackedMatrix sub_head(const kernels::PackedMatrix& head, std::span<cons
 // Writes a drafter file. `tensors`: fp32 values by name (every name of
 // drafter_tensor_shapes, nothing else), stored as `stored` (F32 or BF16).
 // `training`: free-form summary stored under __metadata__["training"].
+// `vectors_f32`: norm weights and biases stay F32 whatever `stored` is.
 void write_drafter(const std::string& path, const model::ModelConfig& target,
                    const std::string& target_fingerprint, const DrafterConfig& d,
                    const std::map<std::string, std::vector<float>>& tensors,
-                   const nlohmann::json& training, DType stored = DType::F32);
+                   const nlohmann::json& training, DType stored = DType::F32,
+                   bool vectors_f32 = false);
 
 // Random initial weights (init-drafter, tests): normal(0, 1/sqrt(fan_in)) for
 // matrices, norms at their identity (1, or 0 for Gemma-style 1 + w), biases 0.

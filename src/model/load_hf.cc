@@ -160,7 +160,7 @@ LoadedModel load_hf(const std::string& dir, const LoadOptions& opt) {
   }
   w.keep_alive.push_back(ts.keep_alive());  // the embedding view points into the maps
 
-  for (const char* tok : {"tokenizer.json", "tokenizer.model"}) {
+  for (const char* tok : {"tokenizer.json", "tokenizer.model", "tokenizer.bin"}) {
     fs::path p = fs::path(dir) / tok;
     if (fs::exists(p)) {
       m.tokenizer = p.string();
