@@ -277,6 +277,16 @@ void MatmulBlocks(const detail::MatmulArgs& a, size_t b0, size_t b1) {
 
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
+// Whether hn::MulAdd is one fused operation on this target.
+bool HasFma() {
+#if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_EMU128 || \
+    HWY_TARGET == HWY_SCALAR
+  return false;
+#else
+  return true;
+#endif
+}
+
 }  // namespace mtp::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -284,6 +294,7 @@ HWY_AFTER_NAMESPACE();
 namespace mtp::kernels {
 HWY_EXPORT(MatmulBlocks);
 HWY_EXPORT(TargetName);
+HWY_EXPORT(HasFma);
 
 using detail::kBlockRows;
 using detail::kSuper;
@@ -389,6 +400,7 @@ void PackedMatrix::row_f32(size_t r, float* out) const {
 void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, float* y,
             size_t y_stride, ThreadPool* pool) {
   if (q == 0 || w.rows() == 0) return;
+  detail::ensure_simd_target();
   // Diagnostic only (drift --verify-kernels blas): not batch-invariant.
   if (q > 1 && backend() == Backend::BlasForBatches) {
     return matmul_blas(w, x, x_stride, q, y, y_stride);
@@ -436,7 +448,15 @@ void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, fl
   }
 }
 
-const char* simd_target() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+const char* simd_target() {
+  detail::ensure_simd_target();
+  return HWY_DYNAMIC_DISPATCH(TargetName)();
+}
+
+bool simd_target_has_fma() {
+  detail::ensure_simd_target();
+  return HWY_DYNAMIC_DISPATCH(HasFma)();
+}
 
 }  // namespace mtp::kernels
 #endif  // HWY_ONCE

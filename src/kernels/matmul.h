@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "core/dtype.h"
+#include "kernels/simd.h"  // simd_target(), MTPSPEC_SIMD
 
 namespace mtp {
 class ThreadPool;
@@ -67,8 +68,5 @@ inline void matmul(const PackedMatrix& w, const float* x, size_t q, float* y, Th
 // Scalar reference with the same contract: plain sequential fp32 sum (so its
 // bits differ from the SIMD kernel's; compare with a tolerance).
 void matmul_ref(const PackedMatrix& w, const float* x, size_t q, float* y);
-
-// Name of the SIMD target chosen at runtime (e.g. "AVX3_ZEN4", "AVX2").
-const char* simd_target();
 
 }  // namespace mtp::kernels
