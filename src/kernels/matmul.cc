@@ -36,6 +36,7 @@
 // otherwise each split a cache line, and the tile falls behind DRAM.
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -71,6 +72,9 @@ constexpr size_t kGroupBytes = 256 << 10;  // weight bytes revisited per q-tile 
 // ~1.1x with). 4-16 KiB measured alike; 8 KiB is in the middle.
 constexpr size_t kPrefetchBytes = 8192;
 constexpr size_t kMaxStreamTiles = 4;      // q <= 16: block-major loop order
+// Smallest packed weight bytes × q that matmul() splits over the pool's
+// threads; below it the calling thread does all (see matmul()).
+constexpr size_t kParallelMinWork = size_t(8) << 20;
 
 // Arguments of one matmul call, shared by all targets. x rows are read through
 // xs (full superchunks) and the zero-padded copies in xtail ([q, 32]) for the
@@ -420,6 +424,13 @@ HWY_EXPORT(HasFma);
 using detail::kBlockRows;
 using detail::kSuper;
 
+namespace detail {
+std::atomic<size_t> g_parallel_min_work{kParallelMinWork};
+size_t set_parallel_min_work(size_t bytes_times_q) {
+  return g_parallel_min_work.exchange(bytes_times_q);
+}
+}  // namespace detail
+
 struct PackedMatrixAccess {
   static void set(PackedMatrix& m, size_t rows, size_t cols, WeightType hold, size_t bytes) {
     m.rows_ = rows;
@@ -562,7 +573,13 @@ void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, fl
                              x, x_stride, tail, y, y_stride, q};
   const size_t nb = (w.rows() + kBlockRows - 1) / kBlockRows;
   auto fn = HWY_DYNAMIC_DISPATCH(MatmulBlocks);
-  if (pool && pool->size() > 1) {
+  // Threads only for enough work: waking the pool's workers costs ~10 µs
+  // (measured with bench-kernels: a 64x64 product took 1 µs on one thread,
+  // 11 µs on two), as much as streaming ~100 KiB, and a 512x2048 bf16 product
+  // (2 MiB) was no faster on two threads of the shared 2-core host. Which
+  // thread computes a block never changes its bits.
+  if (pool && pool->size() > 1 &&
+      w.bytes() * q >= detail::g_parallel_min_work.load(std::memory_order_relaxed)) {
     pool->parallel_for(nb, [&](size_t b0, size_t b1, size_t) { fn(a, b0, b1); }, 1);
   } else {
     fn(a, 0, nb);

@@ -55,10 +55,18 @@ std::vector<float> one_by_one(const PackedMatrix& w, const float* x, size_t x_st
 }
 
 // Pins the kernels to a SIMD target for one test (restores automatic after).
+// Products of any size use the pool's threads here (see BatchInvariance).
 class Matmul : public ::testing::TestWithParam<std::string> {
  protected:
-  void SetUp() override { set_simd_target(GetParam()); }
-  void TearDown() override { set_simd_target(""); }
+  void SetUp() override {
+    set_simd_target(GetParam());
+    prev_ = detail::set_parallel_min_work(0);
+  }
+  void TearDown() override {
+    set_simd_target("");
+    detail::set_parallel_min_work(prev_);
+  }
+  size_t prev_ = 0;
 };
 INSTANTIATE_TEST_SUITE_P(Simd, Matmul, ::testing::ValuesIn(available_simd_targets()),
                          [](const auto& info) { return info.param; });
@@ -117,11 +125,20 @@ struct Shape {
   size_t rows, cols;
 };
 
+// Also splits every product over the pool's threads, however small (the
+// default threshold would run these test shapes on one thread).
 class BatchInvariance
     : public ::testing::TestWithParam<std::tuple<std::string, WeightType>> {
  protected:
-  void SetUp() override { set_simd_target(std::get<0>(GetParam())); }
-  void TearDown() override { set_simd_target(""); }
+  void SetUp() override {
+    set_simd_target(std::get<0>(GetParam()));
+    prev_ = detail::set_parallel_min_work(0);
+  }
+  void TearDown() override {
+    set_simd_target("");
+    detail::set_parallel_min_work(prev_);
+  }
+  size_t prev_ = 0;
 };
 
 TEST_P(BatchInvariance, RowsNeverDependOnBatchThreadsOrOrder) {
@@ -229,6 +246,7 @@ TEST_P(Matmul, MatchesReferencesWithinRoundingBound) {
 // shapes with partial blocks and superchunks, on SIMD target `name`.
 std::vector<float> cross_target_outputs(const std::string& name) {
   set_simd_target(name);
+  const size_t prev = detail::set_parallel_min_work(0);
   std::mt19937 rng(11);
   ThreadPool pool2(2);
   std::vector<float> all;
@@ -247,6 +265,7 @@ std::vector<float> cross_target_outputs(const std::string& name) {
     }
   }
   set_simd_target("");
+  detail::set_parallel_min_work(prev);
   return all;
 }
 

@@ -9,6 +9,7 @@
 
 #include "bit_exact.h"
 #include "checkpoint_util.h"
+#include "kernels/matmul.h"
 #include "kernels/simd.h"
 #include "model/loader.h"
 #include "model_util.h"
@@ -23,11 +24,20 @@ model::Model load(const std::string& path, kernels::WeightType wt) {
   return model::Model(model::load_model(path, o));
 }
 
-// Pins the kernels to the parameter's SIMD target for one test.
+// Pins the kernels to the parameter's SIMD target for one test, and lets
+// matmul split even these small models' products over 2 threads (by default
+// it keeps products under 8 MiB on one thread).
 class BitExact : public ::testing::TestWithParam<std::string> {
  protected:
-  void SetUp() override { kernels::set_simd_target(GetParam()); }
-  void TearDown() override { kernels::set_simd_target(""); }
+  void SetUp() override {
+    kernels::set_simd_target(GetParam());
+    prev_ = kernels::detail::set_parallel_min_work(0);
+  }
+  void TearDown() override {
+    kernels::set_simd_target("");
+    kernels::detail::set_parallel_min_work(prev_);
+  }
+  size_t prev_ = 0;
 };
 INSTANTIATE_TEST_SUITE_P(Simd, BitExact, ::testing::ValuesIn(kernels::available_simd_targets()),
                          [](const auto& info) { return info.param; });
