@@ -339,8 +339,8 @@ HWY_INLINE void run_any_tile(const detail::MatmulArgs& a, size_t b, size_t j0, s
 }
 
 // Tiles [t0, t1) against block b, chunk by chunk. `stream`: these passes are
-// the first to read the block, so they prefetch kPrefetchBytes ahead in the
-// weight stream (one chunk's bytes per chunk, shared out among the passes).
+// the first to read the block, so they prefetch ahead in the weight stream
+// (one chunk's bytes per chunk, shared out among the passes).
 // state: [(t1 - t0)·4][kBlockRows][16] floats.
 template <bool kBf16>
 void block_tiles(const detail::MatmulArgs& a, size_t b, size_t t0, size_t t1, bool stream,
@@ -358,9 +358,13 @@ void block_tiles(const detail::MatmulArgs& a, size_t b, size_t t0, size_t t1, bo
                     : std::max<size_t>(1, kChunkXBytes / (x_rows * kSuper * sizeof(float)));
   for (size_t s0 = 0; s0 < a.n_super; s0 += chunk) {
     const size_t s1 = std::min(a.n_super, s0 + chunk);
+    // One pass streams kPrefetchBytes ahead of itself. Several passes share
+    // out the prefetch of the next chunk (the next block when unchunked: the
+    // passes read all over this one), at least kPrefetchBytes ahead.
     const uint8_t* at = a.w + b * block_bytes + s0 * sc_bytes;
-    const ChunkPrefetch pf{at + kPrefetchBytes, (s1 - s0) * sc_bytes, stream ? n_passes : 0,
-                           s1 - s0};
+    const size_t len = (s1 - s0) * sc_bytes;
+    const size_t ahead = n_passes == 1 ? kPrefetchBytes : std::max(len, kPrefetchBytes);
+    const ChunkPrefetch pf{at + ahead, len, stream ? n_passes : 0, s1 - s0};
     for (size_t t = t0, p = 0; t < t1; ++t) {
       float* ts = state + (t - t0) * kTileQ * kBlockRows * kStateLanes;  // tile's rows
       run_any_tile<kBf16>(a, b, t * kTileQ, s0, s1, pf, p, ts);
