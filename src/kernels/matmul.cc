@@ -145,26 +145,34 @@ HWY_INLINE float reduce16(const hn::Vec<DF>* acc) {
 // accumulator (lanes [v0·N, (v0 + kVs)·N)), over a range of superchunks:
 // kR·kQ·kVs accumulators stay in registers, and each weight vector is loaded
 // (bf16: widened) once per pass and used by all kQ rows. The shape is chosen
-// per target so the accumulators, the x vectors and a widened weight pair fit
-// the register file without spilling (kAccBudget accumulators): whole
-// accumulators (kVs = kV) when they fit, else one vector of each:
-//   AVX3 (32 registers, kV = 1): kR = 4 for every kQ <= 4 (<= 16 accumulators);
-//   AVX2 (16 registers, kV = 2): kQ = 1: kR = 4, kVs = 2; kQ = 2: 4, 1;
-//        kQ = 3: 2, 1; kQ = 4: 2, 1 (<= 8 accumulators).
+// per target from a budget of accumulators (whole accumulators, kVs = kV,
+// when they fit, else one vector of each), trading register pressure against
+// independent FMA chains (each accumulator is a chain of 2 dependent FMAs per
+// superchunk, so ~8+ chains are needed to cover the FMA latency):
+//   AVX3 (32 registers, kV = 1): budget 16: kR = 4 for every kQ <= 4;
+//   AVX2 (16 registers, kV = 2): budget 16 for kQ <= 3, 8 for kQ = 4:
+//        kQ = 1: kR = 4; kQ = 2: kR = 4 (x and weights then partly come
+//        from L1 as memory operands); kQ = 3: kR = 2; kQ = 4: kR = 1.
+// Measured in cache (temporary harness, AVX2 bf16 64x4096, time vs q = 1):
+// q = 2 took 1.65x with kR = 4 and 2.3x with kR = 2 (8 accumulators); q = 4
+// 3.8x with kR = 1 and the same with kR = 2 (16 accumulators, spilling).
 // The pass shape changes which accumulators are live together, never the
 // operations of one (o, r): every lane sees the same FMA sequence.
+constexpr size_t acc_budget(size_t kq) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-constexpr size_t kAccBudget = 16;
+  (void)kq;
+  return 16;
 #else
-constexpr size_t kAccBudget = 8;
+  return kq <= 3 ? 16 : 8;
 #endif
+}
 struct PassShape {
   size_t rows, vecs;  // kR, kVs
 };
 constexpr PassShape pass_shape(size_t kq) {
   for (size_t vs : {kV, size_t(1)})
     for (size_t r : {size_t(4), size_t(2), size_t(1)})
-      if (r * kq * vs <= kAccBudget) return {r, vs};
+      if (r * kq * vs <= acc_budget(kq)) return {r, vs};
   return {1, 1};
 }
 
