@@ -74,7 +74,7 @@ constexpr size_t kPrefetchBytes = 8192;
 constexpr size_t kMaxStreamTiles = 4;      // q <= 16: block-major loop order
 // Smallest packed weight bytes × q that matmul() splits over the pool's
 // threads; below it the calling thread does all (see matmul()).
-constexpr size_t kParallelMinWork = size_t(8) << 20;
+constexpr size_t kParallelMinWork = size_t(1) << 20;
 
 // Arguments of one matmul call, shared by all targets. x rows are read through
 // xs (full superchunks) and the zero-padded copies in xtail ([q, 32]) for the
@@ -586,10 +586,12 @@ void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, fl
   const size_t nb = (w.rows() + kBlockRows - 1) / kBlockRows;
   auto fn = HWY_DYNAMIC_DISPATCH(MatmulBlocks);
   // Threads only for enough work: waking the pool's workers costs ~10 µs
-  // (measured with bench-kernels: a 64x64 product took 1 µs on one thread,
-  // 11 µs on two), as much as streaming ~100 KiB, and a 512x2048 bf16 product
-  // (2 MiB) was no faster on two threads of the shared 2-core host. Which
-  // thread computes a block never changes its bits.
+  // (bench-kernels, loaded 2-core host: a 64x64 bf16 product took 1 µs on one
+  // thread, 10-16 µs on two), so splitting pays only when half the one-thread
+  // time exceeds that: >= ~300 KiB streamed from DRAM (~15 GB/s), >= ~1.3 MiB
+  // from cache (~65 GB/s). The threshold sits between; 512x512 and smaller
+  // drafter matrices stay on one thread at q <= 2 (bf16). Which thread
+  // computes a block never changes its bits.
   if (pool && pool->size() > 1 &&
       w.bytes() * q >= detail::g_parallel_min_work.load(std::memory_order_relaxed)) {
     pool->parallel_for(nb, [&](size_t b0, size_t b1, size_t) { fn(a, b0, b1); }, 1);
