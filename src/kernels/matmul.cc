@@ -72,9 +72,9 @@ constexpr size_t kGroupBytes = 256 << 10;  // weight bytes revisited per q-tile 
 // ~1.1x with). 4-16 KiB measured alike; 8 KiB is in the middle.
 constexpr size_t kPrefetchBytes = 8192;
 constexpr size_t kMaxStreamTiles = 4;      // q <= 16: block-major loop order
-// Smallest packed weight bytes × q that matmul() splits over the pool's
-// threads; below it the calling thread does all (see matmul()).
-constexpr size_t kParallelMinWork = size_t(1) << 20;
+// matmul() splits only products with more packed weight bytes × q than this
+// over the pool's threads; the calling thread does the others (see matmul()).
+constexpr size_t kParallelMinWork = size_t(8) << 20;
 
 // Arguments of one matmul call, shared by all targets. x rows are read through
 // xs (full superchunks) and the zero-padded copies in xtail ([q, 32]) for the
@@ -585,15 +585,16 @@ void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, fl
                              x, x_stride, tail, y, y_stride, q};
   const size_t nb = (w.rows() + kBlockRows - 1) / kBlockRows;
   auto fn = HWY_DYNAMIC_DISPATCH(MatmulBlocks);
-  // Threads only for enough work: waking the pool's workers costs ~10 µs
-  // (bench-kernels, loaded 2-core host: a 64x64 bf16 product took 1 µs on one
-  // thread, 10-16 µs on two), so splitting pays only when half the one-thread
-  // time exceeds that: >= ~300 KiB streamed from DRAM (~15 GB/s), >= ~1.3 MiB
-  // from cache (~65 GB/s). The threshold sits between; 512x512 and smaller
-  // drafter matrices stay on one thread at q <= 2 (bf16). Which thread
-  // computes a block never changes its bits.
+  // Threads only for enough work. Measured (bench-kernels, weights from DRAM,
+  // and a temporary in-cache harness; 2-core host shared with other builds):
+  // waking the workers costs 1-16 µs, and below ~8 MiB the second thread
+  // never won: 64x64 bf16 1 µs on one thread vs 10-16 µs on two; 512x2048
+  // bf16 (2 MiB) at q = 1 and 4 was 7-15 % slower on two threads in every
+  // run; 2048x2048 (8 MiB) was even. So products of up to 8 MiB of weight
+  // bytes × q (the drafter's 64x64..512x2048 at q <= 4) stay on the calling
+  // thread. Which thread computes a block never changes its bits.
   if (pool && pool->size() > 1 &&
-      w.bytes() * q >= detail::g_parallel_min_work.load(std::memory_order_relaxed)) {
+      w.bytes() * q > detail::g_parallel_min_work.load(std::memory_order_relaxed)) {
     pool->parallel_for(nb, [&](size_t b0, size_t b1, size_t) { fn(a, b0, b1); }, 1);
   } else {
     fn(a, 0, nb);

@@ -26,7 +26,7 @@ model::Model load(const std::string& path, kernels::WeightType wt) {
 
 // Pins the kernels to the parameter's SIMD target for one test, and lets
 // matmul split even these small models' products over 2 threads (by default
-// it keeps products under 1 MiB on one thread).
+// it keeps products up to 8 MiB on one thread).
 class BitExact : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
