@@ -24,7 +24,7 @@
 //
 // Performance: a pass keeps a register tile of accumulators (output rows ×
 // activation rows × vectors; the shape is chosen per target so that it does
-// not spill: 4×4 on AVX3, at most 8 accumulators on AVX2, see pass_shape), so
+// not spill much: 4×4 on AVX3, 8-16 accumulators on AVX2, see pass_shape), so
 // one weight load and bf16 widening serves every activation row of the tile.
 // For q <= 16 every pass runs on a block back to back (the block stays in
 // L1/L2) while software prefetch keeps DRAM busy; where a tile takes several
@@ -189,11 +189,11 @@ struct Prefetch {
 };
 
 // Column chunks. Where one tile takes several passes over a block (AVX2 and
-// the 16-register targets: row groups and vector halves), each pass re-reads
-// the tile's activation rows; over all cols those are kQ·cols·4 bytes (64 KiB
+// the other 16-register targets: row groups, on SSE4 also vector parts), each
+// pass re-reads the tile's activation rows; over all cols those are kQ·cols·4 bytes (64 KiB
 // at kQ = 4, cols = 4096), more than L1, so every pass would stream x from L2
-// again (measured on AVX2, in cache: q = 4 cost 5.5x q = 1 unchunked, 3.7x
-// chunked). Instead all passes of a block run chunk
+// again (measured on AVX2 with vector-half passes, in cache: q = 4 cost 5.5x
+// q = 1 unchunked, 3.7x chunked). Instead all passes of a block run chunk
 // by chunk (superchunks [s0, s1)), so the chunk's x rows and weights stay in
 // L1, and a pass's accumulators wait in `state` between chunks: a store and a
 // reload of fp32 values, which changes no bits. The weights are then consumed
@@ -412,17 +412,6 @@ void MatmulBlocks(const detail::MatmulArgs& a, size_t b0, size_t b1) {
   else blocks_impl<false>(a, b0, b1);
 }
 
-const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
-
-// Whether hn::MulAdd is one fused operation on this target.
-bool HasFma() {
-#if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_EMU128 || \
-    HWY_TARGET == HWY_SCALAR
-  return false;
-#else
-  return true;
-#endif
-}
 
 }  // namespace mtp::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -430,8 +419,6 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace mtp::kernels {
 HWY_EXPORT(MatmulBlocks);
-HWY_EXPORT(TargetName);
-HWY_EXPORT(HasFma);
 
 using detail::kBlockRows;
 using detail::kSuper;
@@ -601,15 +588,7 @@ void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, fl
   }
 }
 
-const char* simd_target() {
-  detail::ensure_simd_target();
-  return HWY_DYNAMIC_DISPATCH(TargetName)();
-}
 
-bool simd_target_has_fma() {
-  detail::ensure_simd_target();
-  return HWY_DYNAMIC_DISPATCH(HasFma)();
-}
 
 }  // namespace mtp::kernels
 #endif  // HWY_ONCE

@@ -5,11 +5,35 @@
 // makes SupportedTargets() return `mask` instead of what the CPU detects, and
 // ChosenTarget::Update(SupportedTargets()) re-points HWY_DYNAMIC_DISPATCH of
 // every HWY_EXPORT table to the best target in that mask (the HWY_SCALAR /
-// HWY_EMU128 bit maps to the tables' last, fallback entry). The mock replaces detection, so
-// we only ever pass targets the CPU was detected to run: the host's set is
-// read once, before any mock is installed.
-#include "kernels/simd.h"
+// HWY_EMU128 bit maps to the tables' last, fallback entry). The mock replaces
+// detection, so we only ever pass targets the CPU was detected to run: the
+// host's set is read once, before any mock is installed.
+//
+// Compiled once per target (foreach_target) for the two probes below only.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/simd.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
 
+HWY_BEFORE_NAMESPACE();
+namespace mtp::kernels::HWY_NAMESPACE {
+
+const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+
+// Whether hn::MulAdd is one fused operation on this target.
+bool HasFma() {
+#if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_EMU128 || \
+    HWY_TARGET == HWY_SCALAR
+  return false;
+#else
+  return true;
+#endif
+}
+
+}  // namespace mtp::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
 #include <hwy/targets.h>
 
 #include <cstdint>
@@ -17,8 +41,12 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "kernels/simd.h"
 
 namespace mtp::kernels {
+HWY_EXPORT(TargetName);
+HWY_EXPORT(HasFma);
+
 namespace detail {
 std::atomic<bool> g_simd_chosen{false};
 }  // namespace detail
@@ -113,6 +141,16 @@ std::string simd_target_request() {
   return g_request;
 }
 
+const char* simd_target() {
+  detail::ensure_simd_target();
+  return HWY_DYNAMIC_DISPATCH(TargetName)();
+}
+
+bool simd_target_has_fma() {
+  detail::ensure_simd_target();
+  return HWY_DYNAMIC_DISPATCH(HasFma)();
+}
+
 std::string simd_target_description() {
   const std::string req = simd_target_request();
   return std::string(simd_target()) + (req.empty() ? " (automatic)" : " (MTPSPEC_SIMD=" + req + ")");
@@ -128,3 +166,4 @@ void apply_simd_env() {
 }  // namespace detail
 
 }  // namespace mtp::kernels
+#endif  // HWY_ONCE
