@@ -42,6 +42,7 @@ double bytes_per_token(const model::Model& m, int pos) {
 
 void run(BenchDecodeArgs a) {
   if (a.model.empty() == a.random.empty()) fail<InputError>("give exactly one of -m MODEL or --random PRESET");
+  const std::string simd = kernels::simd_target_description();  // applies MTPSPEC_SIMD
   model::LoadOptions lo;
   lo.weights = parse_weight_type(a.weights);
   fmt::print(stderr, "loading {} ...\n", a.model.empty() ? "random " + a.random : a.model);
@@ -55,7 +56,7 @@ void run(BenchDecodeArgs a) {
   const double bytes = bytes_per_token(m, a.pos);
   nlohmann::json rows = nlohmann::json::array();
   fmt::print("model: {} ({} layers, d {}), weights {}, SIMD {}, context position {}\n",
-             m.loaded().path, c.n_layers, c.d_model, a.weights, kernels::simd_target(), a.pos);
+             m.loaded().path, c.n_layers, c.d_model, a.weights, simd, a.pos);
   fmt::print("bytes read per decoded token: {:.1f} MB\n", bytes / 1e6);
   for (int t : a.threads) {
     ThreadPool pool(t);
@@ -82,6 +83,7 @@ void run(BenchDecodeArgs a) {
   if (a.json) {
     fmt::print("{}\n", nlohmann::json{{"model", m.loaded().path}, {"weights", a.weights},
                                       {"pos", a.pos}, {"simd", kernels::simd_target()},
+                                      {"simd_request", kernels::simd_target_request()},
                                       {"rows", rows}}.dump());
   }
 }

@@ -161,6 +161,9 @@ struct Row {
 };
 
 void run_bench(const BenchArgs& a) {
+  // Applies MTPSPEC_SIMD (throws on a bad value) before anything dispatches,
+  // the bandwidth probe included: it runs on the same target as the kernels.
+  const std::string target = kernels::simd_target_description();
   std::vector<kernels::WeightType> dtypes;
   for (const auto& s : a.dtypes) {
     if (s == "fp32") dtypes.push_back(kernels::WeightType::F32);
@@ -193,8 +196,8 @@ void run_bench(const BenchArgs& a) {
     for (size_t k = 0; k < threads.size(); ++k) bw[k] = bws[k].median;
   }
   if (!a.json) {
-    fmt::print("SIMD target {}; LLC {} MiB; matrices cycled over >= {} MiB\n",
-               kernels::simd_target(), llc >> 20, footprint >> 20);
+    fmt::print("SIMD target {}; LLC {} MiB; matrices cycled over >= {} MiB\n", target,
+               llc >> 20, footprint >> 20);
     for (size_t k = 0; k < threads.size(); ++k)
       fmt::print("read bandwidth, {} thread(s): {:.1f} GB/s (best pass {:.1f})\n", threads[k],
                  bws[k].median / 1e9, bws[k].best / 1e9);
@@ -266,6 +269,7 @@ void run_bench(const BenchArgs& a) {
     for (size_t k = 0; k < threads.size(); ++k)
       j["stream_bandwidth"].push_back({{"threads", threads[k]}, {"bytes_per_s", bw[k]}});
     j["simd_target"] = kernels::simd_target();
+    j["simd_request"] = kernels::simd_target_request();  // "" = automatic
     j["llc_bytes"] = llc;
     fmt::print("{}\n", j.dump());
   }

@@ -22,16 +22,21 @@
 // by one template whose per-element operations do not depend on the tile size,
 // and threads split only the output blocks.
 //
-// Performance: a tile keeps up to 4×4 (rows × activations) accumulators in
-// registers, so one weight pass serves 4 activation rows. For q <= 16 every
-// tile runs on a block back to back (the block stays in L1/L2) while software
-// prefetch keeps DRAM busy; for larger q (prefill) the tiles sweep a group of
-// blocks (<= kGroupBytes) that stays in L2. Weights stream once per call.
+// Performance: a pass keeps a register tile of accumulators (output rows ×
+// activation rows × vectors; the shape is chosen per target so that it does
+// not spill much: 4×4 on AVX3, 8-16 accumulators on AVX2, see pass_shape), so
+// one weight load and bf16 widening serves every activation row of the tile.
+// For q <= 16 every pass runs on a block back to back (the block stays in
+// L1/L2) while software prefetch keeps DRAM busy; where a tile takes several
+// passes (AVX2) they run column chunk by column chunk so their x rows stay in
+// L1. For larger q (prefill) the tiles sweep a group of blocks
+// (<= kGroupBytes) that stays in L2. Weights stream once per call.
 // Activation rows are read from 64-byte-aligned storage (matmul() copies rows
 // that are not; see there): at q = 4 the 8 activation loads per superchunk
 // otherwise each split a cache line, and the tile falls behind DRAM.
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -67,6 +72,13 @@ constexpr size_t kGroupBytes = 256 << 10;  // weight bytes revisited per q-tile 
 // ~1.1x with). 4-16 KiB measured alike; 8 KiB is in the middle.
 constexpr size_t kPrefetchBytes = 8192;
 constexpr size_t kMaxStreamTiles = 4;      // q <= 16: block-major loop order
+// matmul() splits only products with more packed weight bytes × q than this
+// over the pool's threads; the calling thread does the others (see matmul()).
+// Below ~1 MiB waking the second thread costs more than it saves (+15 µs on
+// 64x64..512x512 bf16, measured); 1..8 MiB gained nothing on a loaded
+// 2-core host, but the demo target's decode (matrices of 1.2..5 MB) halved at
+// 2 threads on a quiet one, so it stays split. Re-measure on a quiet machine.
+constexpr size_t kParallelMinWork = size_t(1) << 20;
 
 // Arguments of one matmul call, shared by all targets. x rows are read through
 // xs (full superchunks) and the zero-padded copies in xtail ([q, 32]) for the
@@ -132,55 +144,119 @@ HWY_INLINE float reduce16(const hn::Vec<DF>* acc) {
   return reduce_vec(DF(), a[0]);
 }
 
-// Software prefetch schedule of one pass over a block: at superchunk s, the
-// cache lines of [base + s·step, base + (s+1)·step). step 0 = none.
+// Register tiles. A pass computes kR rows (k0..k0+kR-1) of one block, for a
+// tile of kQ activation rows, in kVs of the kV vectors that hold a 16-lane
+// accumulator (lanes [v0·N, (v0 + kVs)·N)), over a range of superchunks:
+// kR·kQ·kVs accumulators stay in registers, and each weight vector is loaded
+// (bf16: widened) once per pass and used by all kQ rows. The shape is chosen
+// per target from a budget of accumulators (whole accumulators, kVs = kV,
+// when they fit, else one vector of each), trading register pressure against
+// independent FMA chains (each accumulator is a chain of 2 dependent FMAs per
+// superchunk, so ~8+ chains are needed to cover the FMA latency):
+//   AVX3 (32 registers, kV = 1): budget 16: kR = 4 for every kQ <= 4;
+//   AVX2 (16 registers, kV = 2): budget 16 for kQ <= 3, 8 for kQ = 4:
+//        kQ = 1: kR = 4; kQ = 2: kR = 4 (x and weights then partly come
+//        from L1 as memory operands); kQ = 3: kR = 2; kQ = 4: kR = 1.
+// Measured in cache (temporary harness, AVX2 bf16 64x4096, time vs q = 1):
+// q = 2 took 1.65x with kR = 4 and 2.3x with kR = 2 (8 accumulators); q = 4
+// 3.8x with kR = 1 and the same with kR = 2 (16 accumulators, spilling).
+// The pass shape changes which accumulators are live together, never the
+// operations of one (o, r): every lane sees the same FMA sequence.
+constexpr size_t acc_budget(size_t kq) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  (void)kq;
+  return 16;
+#else
+  return kq <= 3 ? 16 : 8;
+#endif
+}
+struct PassShape {
+  size_t rows, vecs;  // kR, kVs
+};
+constexpr PassShape pass_shape(size_t kq) {
+  for (size_t vs : {kV, size_t(1)})
+    for (size_t r : {size_t(4), size_t(2), size_t(1)})
+      if (r * kq * vs <= acc_budget(kq)) return {r, vs};
+  return {1, 1};
+}
+
+// Passes one tile of kq activation rows takes over a block (chunk).
+constexpr size_t passes_of(size_t kq) {
+  return kBlockRows / pass_shape(kq).rows * (kV / pass_shape(kq).vecs);
+}
+
+// Software prefetch of one pass: at its i-th superchunk, the cache lines of
+// [base + i·step, base + (i+1)·step). step 0 = none.
 struct Prefetch {
   const uint8_t* base;
   size_t step;
 };
 
-// One block (4 output rows) × one tile of kQ activation rows, over all cols.
-// blk: the block's packed data. xr[j]: activation row j; xt[j]: its padded tail.
-// out[k][j] = Y[j][row k of the block].
-template <size_t kQ, bool kBf16>
-HWY_INLINE void tile(const uint8_t* HWY_RESTRICT blk, const detail::MatmulArgs& a,
-                     const float* const* xr, const float* const* xt, Prefetch pf,
-                     float out[kBlockRows][kQ]) {
+// Column chunks. Where one tile takes several passes over a block (AVX2 and
+// the other 16-register targets: row groups, on SSE4 also vector parts), each
+// pass re-reads the tile's activation rows; over all cols those are kQ·cols·4 bytes (64 KiB
+// at kQ = 4, cols = 4096), more than L1, so every pass would stream x from L2
+// again (measured on AVX2 with vector-half passes, in cache: q = 4 cost 5.5x
+// q = 1 unchunked, 3.7x chunked). Instead all passes of a block run chunk
+// by chunk (superchunks [s0, s1)), so the chunk's x rows and weights stay in
+// L1, and a pass's accumulators wait in `state` between chunks: a store and a
+// reload of fp32 values, which changes no bits. The weights are then consumed
+// in one linear stream (block after block, chunk after chunk).
+constexpr size_t kChunkXBytes = 16 << 10;  // x bytes of one chunk (all its rows)
+constexpr size_t kStateLanes = kLanes;      // floats per (o, r) accumulator in state
+
+// Rows k0..k0+kR-1 of one block × one tile of kQ activation rows, superchunks
+// [s0, s1). blk: the block's packed data; xr[j]: activation row j; xt[j]: its
+// padded tail (superchunk n_full). state: [kQ][kBlockRows][16] floats of the
+// tile (row j, block row k at (j·kBlockRows + k)·16), read unless s0 == 0 and
+// written unless the pass ends the accumulators; when `last` (s1 == n_super)
+// and this pass holds the last vectors, out[k][j] = Y[j][row k0 + k].
+template <size_t kR, size_t kQ, size_t kVs, bool kBf16>
+HWY_INLINE void pass(const uint8_t* HWY_RESTRICT blk, size_t k0, size_t v0,
+                     const detail::MatmulArgs& a,
+                     const float* const* xr, const float* const* xt, size_t s0, size_t s1,
+                     bool last, Prefetch pf, float* HWY_RESTRICT state, float out[kR][kQ]) {
   const DF d;
   const DU du;
   using V = hn::Vec<DF>;
-  V acc[kBlockRows][kQ][kV];
+  auto slot = [&](size_t k, size_t j) { return state + (j * kBlockRows + k0 + k) * kStateLanes; };
+  V acc[kR][kQ][kVs];  // acc[k][j][v]: lanes [(v0 + v)·N, (v0 + v + 1)·N)
 #pragma GCC unroll 16
-  for (size_t k = 0; k < kBlockRows; ++k)
+  for (size_t k = 0; k < kR; ++k)
 #pragma GCC unroll 16
     for (size_t j = 0; j < kQ; ++j)
 #pragma GCC unroll 16
-      for (size_t v = 0; v < kV; ++v) acc[k][j][v] = hn::Zero(d);
+      for (size_t v = 0; v < kVs; ++v)
+        acc[k][j][v] = s0 == 0 ? hn::Zero(d) : hn::Load(d, slot(k, j) + (v0 + v) * kN);
 
-  // One superchunk: 32 cols at offset c of the activation rows in xp.
-  auto step = [&](const uint8_t* HWY_RESTRICT ws, const float* const* xp, size_t c) {
+  // One superchunk: 32 cols at offset c of the activation rows in xp. Forced
+  // inline: an out-of-line call (g++ declines to inline it at two call sites)
+  // would keep the accumulators in memory.
+  auto step = [&](const uint8_t* HWY_RESTRICT ws, const float* const* xp,
+                  size_t c) __attribute__((always_inline)) {
 #pragma GCC unroll 16
-    for (size_t v = 0; v < kV; ++v) {
+    for (size_t v = 0; v < kVs; ++v) {
+      const size_t lane0 = (v0 + v) * kN;
       V xlo[kQ], xhi[kQ];
 #pragma GCC unroll 16
       for (size_t j = 0; j < kQ; ++j) {
-        xlo[j] = hn::LoadU(d, xp[j] + c + v * kN);
-        xhi[j] = hn::LoadU(d, xp[j] + c + kLanes + v * kN);
+        xlo[j] = hn::LoadU(d, xp[j] + c + lane0);
+        xhi[j] = hn::LoadU(d, xp[j] + c + kLanes + lane0);
       }
 #pragma GCC unroll 16
-      for (size_t k = 0; k < kBlockRows; ++k) {
+      for (size_t k = 0; k < kR; ++k) {
         V wlo, whi;
         if constexpr (kBf16) {
-          const auto* p = reinterpret_cast<const uint32_t*>(ws) + k * kLanes + v * kN;
+          const auto* p = reinterpret_cast<const uint32_t*>(ws) + (k0 + k) * kLanes + lane0;
           const auto raw = hn::Load(du, p);
           wlo = hn::BitCast(d, hn::ShiftLeft<16>(raw));
           whi = hn::BitCast(d, hn::And(raw, hn::Set(du, 0xFFFF0000u)));
         } else {
-          const auto* p = reinterpret_cast<const float*>(ws) + k * kSuper + v * kN;
+          const auto* p = reinterpret_cast<const float*>(ws) + (k0 + k) * kSuper + lane0;
           wlo = hn::Load(d, p);
           whi = hn::Load(d, p + kLanes);
         }
-        // Lane order: cols c+v·N+l, then c+16+v·N+l (increasing i per lane).
+        // Lane order: cols c+lane0+l, then c+16+lane0+l (increasing i per lane).
 #pragma GCC unroll 16
         for (size_t j = 0; j < kQ; ++j) acc[k][j][v] = hn::MulAdd(wlo, xlo[j], acc[k][j][v]);
 #pragma GCC unroll 16
@@ -190,23 +266,58 @@ HWY_INLINE void tile(const uint8_t* HWY_RESTRICT blk, const detail::MatmulArgs& 
   };
 
   const size_t sc_bytes = kBlockRows * kSuper * (kBf16 ? 2 : 4);  // one superchunk
-  const uint8_t* ws = blk;
+  const uint8_t* ws = blk + s0 * sc_bytes;
   const uint8_t* pp = pf.base;
-  for (size_t s = 0; s < a.n_full; ++s, ws += sc_bytes, pp += pf.step) {
+  const size_t s_full = std::min(s1, a.n_full);
+  size_t s = s0;
+  for (; s < s_full; ++s, ws += sc_bytes, pp += pf.step) {
     for (size_t l = 0; l < pf.step; l += 64) hwy::Prefetch(pp + l);
     step(ws, xr, s * kSuper);
   }
-  if (a.n_full < a.n_super) step(ws, xt, 0);
+  if (s < s1) step(ws, xt, 0);  // the partial last superchunk
 
+  if (last && kVs == kV) {  // the whole accumulator is here
 #pragma GCC unroll 16
-  for (size_t k = 0; k < kBlockRows; ++k)
+    for (size_t k = 0; k < kR; ++k)
 #pragma GCC unroll 16
-    for (size_t j = 0; j < kQ; ++j) out[k][j] = reduce16(acc[k][j]);
+      for (size_t j = 0; j < kQ; ++j) out[k][j] = reduce16(acc[k][j]);
+    return;
+  }
+#pragma GCC unroll 16
+  for (size_t k = 0; k < kR; ++k)
+#pragma GCC unroll 16
+    for (size_t j = 0; j < kQ; ++j)
+#pragma GCC unroll 16
+      for (size_t v = 0; v < kVs; ++v) hn::Store(acc[k][j][v], d, slot(k, j) + (v0 + v) * kN);
+  if (last && v0 + kVs == kV) {  // the last vector's pass sums the lanes
+    for (size_t k = 0; k < kR; ++k)
+      for (size_t j = 0; j < kQ; ++j) {
+        V all[kV];
+        for (size_t v = 0; v < kV; ++v) all[v] = hn::Load(d, slot(k, j) + v * kN);
+        out[k][j] = reduce16(all);
+      }
+  }
 }
 
-// Rows j0..j0+kQ-1 of X against block b; writes the valid rows of Y.
+// Prefetch plan of the passes of one chunk: `n` passes in all; pass p covers
+// the p-th n-th of [base, base + len), spread over the chunk's `n_sc`
+// superchunks. n == 0: none.
+struct ChunkPrefetch {
+  const uint8_t* base;
+  size_t len, n, n_sc;
+  Prefetch of(size_t p) const {
+    if (n == 0) return {base, 0};
+    return {base + p * len / n, std::max<size_t>(1, len / n / n_sc)};
+  }
+};
+
+// Rows j0..j0+kQ-1 of X against block b, superchunks [s0, s1), all row groups;
+// the last chunk writes the valid rows of Y. Its passes are p0, p0 + 1, ...
+// of the chunk's plan. state: [kQ][kBlockRows][16], the tile's accumulators.
 template <size_t kQ, bool kBf16>
-HWY_INLINE void run_tile(const detail::MatmulArgs& a, size_t b, size_t j0, Prefetch pf) {
+HWY_INLINE void run_tile(const detail::MatmulArgs& a, size_t b, size_t j0, size_t s0, size_t s1,
+                         const ChunkPrefetch& pf, size_t p0, float* state) {
+  constexpr size_t kR = pass_shape(kQ).rows, kVs = pass_shape(kQ).vecs;
   const float* xr[kQ];
   const float* xt[kQ];
   for (size_t j = 0; j < kQ; ++j) {
@@ -214,45 +325,77 @@ HWY_INLINE void run_tile(const detail::MatmulArgs& a, size_t b, size_t j0, Prefe
     xt[j] = a.xtail ? a.xtail + (j0 + j) * kSuper : nullptr;  // read only if cols % 32
   }
   const size_t block_bytes = a.n_super * kBlockRows * kSuper * (kBf16 ? 2 : 4);
-  float out[kBlockRows][kQ];
-  tile<kQ, kBf16>(a.w + b * block_bytes, a, xr, xt, pf, out);
   const size_t o0 = b * kBlockRows, nk = std::min(kBlockRows, a.rows - o0);
-  for (size_t k = 0; k < nk; ++k)
-    for (size_t j = 0; j < kQ; ++j) a.y[(j0 + j) * a.y_stride + o0 + k] = out[k][j];
+  const bool last = s1 == a.n_super;
+  for (size_t k0 = 0, p = p0; k0 < nk; k0 += kR) {  // padding-only row groups skipped
+    float out[kR][kQ];
+    for (size_t v0 = 0; v0 < kV; v0 += kVs, ++p)
+      pass<kR, kQ, kVs, kBf16>(a.w + b * block_bytes, k0, v0, a, xr, xt, s0, s1, last, pf.of(p),
+                               state, out);
+    if (!last) continue;
+    for (size_t k = 0; k < kR && k0 + k < nk; ++k)
+      for (size_t j = 0; j < kQ; ++j) a.y[(j0 + j) * a.y_stride + o0 + k0 + k] = out[k][j];
+  }
 }
 
 // Tile of rows [j0, j0 + min(4, q - j0)).
 template <bool kBf16>
-HWY_INLINE void run_any_tile(const detail::MatmulArgs& a, size_t b, size_t j0, Prefetch pf) {
+HWY_INLINE void run_any_tile(const detail::MatmulArgs& a, size_t b, size_t j0, size_t s0,
+                             size_t s1, const ChunkPrefetch& pf, size_t p0, float* state) {
   switch (std::min(kTileQ, a.q - j0)) {
-    case 4: return run_tile<4, kBf16>(a, b, j0, pf);
-    case 3: return run_tile<3, kBf16>(a, b, j0, pf);
-    case 2: return run_tile<2, kBf16>(a, b, j0, pf);
-    default: return run_tile<1, kBf16>(a, b, j0, pf);
+    case 4: return run_tile<4, kBf16>(a, b, j0, s0, s1, pf, p0, state);
+    case 3: return run_tile<3, kBf16>(a, b, j0, s0, s1, pf, p0, state);
+    case 2: return run_tile<2, kBf16>(a, b, j0, s0, s1, pf, p0, state);
+    default: return run_tile<1, kBf16>(a, b, j0, s0, s1, pf, p0, state);
+  }
+}
+
+// Tiles [t0, t1) against block b, chunk by chunk. `stream`: these passes are
+// the first to read the block, so they prefetch ahead in the weight stream
+// (one chunk's bytes per chunk, shared out among the passes).
+// state: [(t1 - t0)·4][kBlockRows][16] floats.
+template <bool kBf16>
+void block_tiles(const detail::MatmulArgs& a, size_t b, size_t t0, size_t t1, bool stream,
+                 float* state) {
+  const size_t sc_bytes = kBlockRows * kSuper * (kBf16 ? 2 : 4);
+  const size_t block_bytes = a.n_super * sc_bytes;
+  size_t n_passes = 0;
+  for (size_t t = t0; t < t1; ++t) n_passes += passes_of(std::min(kTileQ, a.q - t * kTileQ));
+  const size_t x_rows = std::min(a.q, t1 * kTileQ) - t0 * kTileQ;
+  // Chunks of <= kChunkXBytes of x where a tile takes several passes; else
+  // whole rows (one pass per tile reads its x once per block; measured on
+  // AVX3, chunking there only adds the state traffic).
+  const size_t chunk =
+      passes_of(kTileQ) == 1 || n_passes == 1 ? a.n_super
+                    : std::max<size_t>(1, kChunkXBytes / (x_rows * kSuper * sizeof(float)));
+  for (size_t s0 = 0; s0 < a.n_super; s0 += chunk) {
+    const size_t s1 = std::min(a.n_super, s0 + chunk);
+    // One pass streams kPrefetchBytes ahead of itself. Several passes share
+    // out the prefetch of the next chunk (the next block when unchunked: the
+    // passes read all over this one), at least kPrefetchBytes ahead.
+    const uint8_t* at = a.w + b * block_bytes + s0 * sc_bytes;
+    const size_t len = (s1 - s0) * sc_bytes;
+    const size_t ahead = n_passes == 1 ? kPrefetchBytes : std::max(len, kPrefetchBytes);
+    const ChunkPrefetch pf{at + ahead, len, stream ? n_passes : 0, s1 - s0};
+    for (size_t t = t0, p = 0; t < t1; ++t) {
+      float* ts = state + (t - t0) * kTileQ * kBlockRows * kStateLanes;  // tile's rows
+      run_any_tile<kBf16>(a, b, t * kTileQ, s0, s1, pf, p, ts);
+      p += passes_of(std::min(kTileQ, a.q - t * kTileQ));
+    }
   }
 }
 
 // Output blocks [b0, b1), all q rows. The loop order only changes which
-// (block, tile) runs when, never the arithmetic of an output.
+// (block, chunk, tile, row group) runs when, never the arithmetic of an output.
 template <bool kBf16>
 void blocks_impl(const detail::MatmulArgs& a, size_t b0, size_t b1) {
-  const size_t sc_bytes = kBlockRows * kSuper * (kBf16 ? 2 : 4);
-  const size_t block_bytes = a.n_super * sc_bytes;
+  const size_t block_bytes = a.n_super * kBlockRows * kSuper * (kBf16 ? 2 : 4);
   const size_t n_tiles = (a.q + kTileQ - 1) / kTileQ;
+  HWY_ALIGN float state[detail::kMaxStreamTiles * kTileQ * kBlockRows * kStateLanes];
   if (n_tiles <= detail::kMaxStreamTiles) {
-    // Decode / verify: every tile of a block back to back (the block stays in
-    // L1/L2). One tile streams with a fixed look-ahead; with P tiles, pass p
-    // prefetches the p-th P-th of the next block, so DRAM stays busy while the
-    // passes compute from cache.
-    for (size_t b = b0; b < b1; ++b) {
-      const uint8_t* next = a.w + (b + 1) * block_bytes;
-      for (size_t t = 0; t < n_tiles; ++t) {
-        Prefetch pf{a.w + b * block_bytes + kPrefetchBytes, sc_bytes};
-        if (n_tiles > 1) pf = {next + t * block_bytes / n_tiles, sc_bytes / n_tiles};
-        if (b + 1 == b1 && n_tiles > 1) pf.step = 0;  // next block is another thread's
-        run_any_tile<kBf16>(a, b, t * kTileQ, pf);
-      }
-    }
+    // Decode / verify: all tiles of a block, chunk by chunk (the chunk stays
+    // in L1) while the prefetch keeps DRAM busy.
+    for (size_t b = b0; b < b1; ++b) block_tiles<kBf16>(a, b, 0, n_tiles, true, state);
     return;
   }
   // Prefill: groups of blocks that fit in L2; the first tile streams them in,
@@ -261,10 +404,8 @@ void blocks_impl(const detail::MatmulArgs& a, size_t b0, size_t b1) {
   for (size_t g0 = b0; g0 < b1; g0 += group) {
     const size_t g1 = std::min(b1, g0 + group);
     for (size_t t = 0; t < n_tiles; ++t)
-      for (size_t b = g0; b < g1; ++b) {
-        Prefetch pf{a.w + b * block_bytes + kPrefetchBytes, t == 0 ? sc_bytes : 0};
-        run_any_tile<kBf16>(a, b, t * kTileQ, pf);
-      }
+      for (size_t b = g0; b < g1; ++b)
+        block_tiles<kBf16>(a, b, t, t + 1, t == 0, state);
   }
 }
 static_assert(kTileQ == 4, "run_any_tile handles tiles of 1..4 rows");
@@ -275,7 +416,6 @@ void MatmulBlocks(const detail::MatmulArgs& a, size_t b0, size_t b1) {
   else blocks_impl<false>(a, b0, b1);
 }
 
-const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace mtp::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -283,10 +423,16 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace mtp::kernels {
 HWY_EXPORT(MatmulBlocks);
-HWY_EXPORT(TargetName);
 
 using detail::kBlockRows;
 using detail::kSuper;
+
+namespace detail {
+std::atomic<size_t> g_parallel_min_work{kParallelMinWork};
+size_t set_parallel_min_work(size_t bytes_times_q) {
+  return g_parallel_min_work.exchange(bytes_times_q);
+}
+}  // namespace detail
 
 struct PackedMatrixAccess {
   static void set(PackedMatrix& m, size_t rows, size_t cols, WeightType hold, size_t bytes) {
@@ -389,6 +535,7 @@ void PackedMatrix::row_f32(size_t r, float* out) const {
 void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, float* y,
             size_t y_stride, ThreadPool* pool) {
   if (q == 0 || w.rows() == 0) return;
+  detail::ensure_simd_target();
   // Diagnostic only (drift --verify-kernels blas): not batch-invariant.
   if (q > 1 && backend() == Backend::BlasForBatches) {
     return matmul_blas(w, x, x_stride, q, y, y_stride);
@@ -429,14 +576,23 @@ void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, fl
                              x, x_stride, tail, y, y_stride, q};
   const size_t nb = (w.rows() + kBlockRows - 1) / kBlockRows;
   auto fn = HWY_DYNAMIC_DISPATCH(MatmulBlocks);
-  if (pool && pool->size() > 1) {
+  // Threads only for enough work. Measured (bench-kernels, weights from DRAM,
+  // and a temporary in-cache harness; 2-core host shared with other builds):
+  // waking the workers costs 1-16 µs, and below ~8 MiB the second thread
+  // never won: 64x64 bf16 1 µs on one thread vs 10-16 µs on two; 512x2048
+  // bf16 (2 MiB) at q = 1 and 4 was 7-15 % slower on two threads in every
+  // run; 2048x2048 (8 MiB) was even. So products of up to 8 MiB of weight
+  // bytes × q (the drafter's 64x64..512x2048 at q <= 4) stay on the calling
+  // thread. Which thread computes a block never changes its bits.
+  if (pool && pool->size() > 1 &&
+      w.bytes() * q > detail::g_parallel_min_work.load(std::memory_order_relaxed)) {
     pool->parallel_for(nb, [&](size_t b0, size_t b1, size_t) { fn(a, b0, b1); }, 1);
   } else {
     fn(a, 0, nb);
   }
 }
 
-const char* simd_target() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+
 
 }  // namespace mtp::kernels
 #endif  // HWY_ONCE

@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "core/dtype.h"
+#include "kernels/simd.h"  // simd_target(), MTPSPEC_SIMD
 
 namespace mtp {
 class ThreadPool;
@@ -53,7 +54,9 @@ class PackedMatrix {
 };
 
 // Y[q, rows] = X[q, cols] · Wᵀ. x has row stride x_stride (>= cols) and y has
-// row stride y_stride (>= rows). Batch-invariant (see above). pool may be null.
+// row stride y_stride (>= rows). Batch-invariant (see above). pool may be null;
+// it is used only when w.bytes() · q > 8 MiB (smaller products run on the
+// calling thread: waking a worker costs more than it saves there).
 // x needs no alignment, but rows that do not start on a 64-byte line (or a
 // stride that is not a multiple of 16 floats) are first copied into an aligned
 // per-thread buffer (q·cols floats): aligned callers skip that copy. The copy
@@ -64,11 +67,14 @@ inline void matmul(const PackedMatrix& w, const float* x, size_t q, float* y, Th
   matmul(w, x, w.cols(), q, y, w.rows(), pool);
 }
 
+namespace detail {
+// Sets the bytes · q threshold for using the pool (default 8 MiB); returns the
+// previous one. For tests, which use 0 so small products exercise the split.
+size_t set_parallel_min_work(size_t bytes_times_q);
+}  // namespace detail
+
 // Scalar reference with the same contract: plain sequential fp32 sum (so its
 // bits differ from the SIMD kernel's; compare with a tolerance).
 void matmul_ref(const PackedMatrix& w, const float* x, size_t q, float* y);
-
-// Name of the SIMD target chosen at runtime (e.g. "AVX3_ZEN4", "AVX2").
-const char* simd_target();
 
 }  // namespace mtp::kernels

@@ -30,6 +30,7 @@
 
 #include "kernels/ops.h"
 #include "kernels/ops_ref.h"
+#include "kernels/simd.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mtp::kernels::HWY_NAMESPACE {
@@ -363,21 +364,34 @@ HWY_EXPORT(GeluTanhMul);
 HWY_EXPORT(F32Lanes);
 
 void rmsnorm(const float* x, const float* w, size_t n, float eps, float* out) {
+  detail::ensure_simd_target();
   HWY_DYNAMIC_DISPATCH(RmsNorm)(x, w, n, eps, out);
 }
-void softmax(float* x, size_t n) { HWY_DYNAMIC_DISPATCH(Softmax)(x, n); }
-void softcap(float* y, size_t n, float cap) { HWY_DYNAMIC_DISPATCH(Softcap)(y, n, cap); }
+void softmax(float* x, size_t n) {
+  detail::ensure_simd_target();
+  HWY_DYNAMIC_DISPATCH(Softmax)(x, n);
+}
+void softcap(float* y, size_t n, float cap) {
+  detail::ensure_simd_target();
+  HWY_DYNAMIC_DISPATCH(Softcap)(y, n, cap);
+}
 void attend(const float* q, const float* k, const float* v, size_t stride, size_t n_slots,
             size_t lo, size_t hi, size_t head_dim, float scale, float cap, float* scores,
             float* out) {
+  detail::ensure_simd_target();
   HWY_DYNAMIC_DISPATCH(Attend)(q, k, v, stride, n_slots, lo, hi, head_dim, scale, cap, scores,
                                out);
 }
-size_t simd_f32_lanes() { return HWY_DYNAMIC_DISPATCH(F32Lanes)(); }
+size_t simd_f32_lanes() {
+  detail::ensure_simd_target();
+  return HWY_DYNAMIC_DISPATCH(F32Lanes)();
+}
 void silu_mul(const float* gate, const float* up, size_t n, float* out) {
+  detail::ensure_simd_target();
   HWY_DYNAMIC_DISPATCH(SiluMul)(gate, up, n, out);
 }
 void gelu_tanh_mul(const float* gate, const float* up, size_t n, float* out) {
+  detail::ensure_simd_target();
   HWY_DYNAMIC_DISPATCH(GeluTanhMul)(gate, up, n, out);
 }
 

@@ -29,7 +29,9 @@ void softcap(float* y, size_t n, float cap);
 // then softmax; out[head_dim] = Σ p_j v_j in position order.
 // Fixed order (the result depends on the inputs, head_dim and the SIMD target
 // only — not on the slot layout or on which call computes the row):
-// - out[i] is the chain acc = fma(p_j, v_j[i], acc), j = 0, 1, ..., from +0;
+// - out[i] is the chain acc = fma(p_j, v_j[i], acc), j = 0, 1, ..., from +0
+//   (on targets without FMA, simd_target_has_fma() false: acc = p_j·v_j[i]
+//   rounded, then + acc);
 // - q·k: head_dim >= simd_f32_lanes(): one vector accumulator over full
 //   vectors, summed across lanes, then the remaining dims one fma at a time;
 //   head_dim < simd_f32_lanes() (narrow heads): the chain

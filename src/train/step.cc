@@ -105,7 +105,7 @@ PassStats run_batch(const TorchMtp& tm, const std::vector<torch::Tensor>& P, con
         // The target's distribution for the token row i predicts: the capture
         // at the row's input position (module_input_index) through the frozen
         // final norm + head.
-        std::vector<int64_t> cap_rows(size_t(nr));
+        std::vector<int64_t> cap_rows(static_cast<size_t>(nr));
         for (int64_t i = 0; i < nr; ++i) {
           const int64_t bi = (r0 + i) / Rk, t = (r0 + i) % Rk;
           cap_rows[size_t(i)] = bi * L + drafter::module_input_index(k, int(t) + s);

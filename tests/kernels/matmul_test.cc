@@ -1,19 +1,23 @@
 // Tests of the packed weight kernels: packing round trips, batch invariance
 // (the bits of Y[r][o] never depend on q, on the other rows, on the thread count
-// or on the row order), and accuracy against fp32/double references.
-#include <hwy/targets.h>
-
+// or on the row order), and accuracy against fp32/double references — on every
+// SIMD target the host executes (kernels/simd.h) — plus the cross-target
+// contract: avx3 == avx2 and sse4 == scalar bit for bit.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
+#include "kernels/simd.h"
 #include "test_util.h"
 
 namespace mtp::kernels {
@@ -49,6 +53,23 @@ std::vector<float> one_by_one(const PackedMatrix& w, const float* x, size_t x_st
                                         w.rows(), nullptr);
   return y;
 }
+
+// Pins the kernels to a SIMD target for one test (restores automatic after).
+// Products of any size use the pool's threads here (see BatchInvariance).
+class Matmul : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    set_simd_target(GetParam());
+    prev_ = detail::set_parallel_min_work(0);
+  }
+  void TearDown() override {
+    set_simd_target("");
+    detail::set_parallel_min_work(prev_);
+  }
+  size_t prev_ = 0;
+};
+INSTANTIATE_TEST_SUITE_P(Simd, Matmul, ::testing::ValuesIn(available_simd_targets()),
+                         [](const auto& info) { return info.param; });
 
 TEST(Pack, RoundTripsHeldValues) {
   std::mt19937 rng(1);
@@ -104,10 +125,24 @@ struct Shape {
   size_t rows, cols;
 };
 
-class BatchInvariance : public ::testing::TestWithParam<WeightType> {};
+// Also splits every product over the pool's threads, however small (the
+// default threshold would run these test shapes on one thread).
+class BatchInvariance
+    : public ::testing::TestWithParam<std::tuple<std::string, WeightType>> {
+ protected:
+  void SetUp() override {
+    set_simd_target(std::get<0>(GetParam()));
+    prev_ = detail::set_parallel_min_work(0);
+  }
+  void TearDown() override {
+    set_simd_target("");
+    detail::set_parallel_min_work(prev_);
+  }
+  size_t prev_ = 0;
+};
 
 TEST_P(BatchInvariance, RowsNeverDependOnBatchThreadsOrOrder) {
-  const WeightType hold = GetParam();
+  const WeightType hold = std::get<1>(GetParam());
   std::mt19937 rng(42);
   ThreadPool pool2(2), pool3(3);
   const Shape shapes[] = {{1, 1},   {3, 7},    {4, 16},  {5, 17},  {9, 31},  {13, 32},
@@ -152,11 +187,15 @@ TEST_P(BatchInvariance, RowsNeverDependOnBatchThreadsOrOrder) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Holds, BatchInvariance,
-                         ::testing::Values(WeightType::F32, WeightType::BF16),
-                         [](const auto& info) { return std::string(weight_type_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(
+    SimdHolds, BatchInvariance,
+    ::testing::Combine(::testing::ValuesIn(available_simd_targets()),
+                       ::testing::Values(WeightType::F32, WeightType::BF16)),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "_" + weight_type_name(std::get<1>(info.param));
+    });
 
-TEST(Matmul, Bf16HeldEqualsF32HeldOfSameValues) {
+TEST_P(Matmul, Bf16HeldEqualsF32HeldOfSameValues) {
   // The reduction order is a function of cols only, not of the held type.
   std::mt19937 rng(7);
   for (auto [rows, cols] : {Shape{5, 45}, Shape{12, 128}, Shape{33, 300}}) {
@@ -172,7 +211,7 @@ TEST(Matmul, Bf16HeldEqualsF32HeldOfSameValues) {
   }
 }
 
-TEST(Matmul, MatchesReferencesWithinRoundingBound) {
+TEST_P(Matmul, MatchesReferencesWithinRoundingBound) {
   std::mt19937 rng(3);
   for (WeightType hold : {WeightType::F32, WeightType::BF16}) {
     for (auto [rows, cols] : {Shape{7, 3}, Shape{33, 129}, Shape{64, 1000}, Shape{9, 4133}}) {
@@ -203,35 +242,126 @@ TEST(Matmul, MatchesReferencesWithinRoundingBound) {
   }
 }
 
-TEST(Matmul, SameBitsOnEveryFmaTarget) {
-  // The 16-lane order is shared by AVX2 and AVX3 (see matmul.cc); check every
-  // FMA-capable compiled target this CPU supports gives identical results.
+// Y of every q = 1..16 (and a prefill-sized q), both holds, 1 and 2 threads,
+// shapes with partial blocks and superchunks, on SIMD target `name`.
+std::vector<float> cross_target_outputs(const std::string& name) {
+  set_simd_target(name);
+  const size_t prev = detail::set_parallel_min_work(0);
   std::mt19937 rng(11);
-  const size_t rows = 21, cols = 203, q = 6;
-  auto wf = randn(rows * cols, rng);
-  auto x = randn(q * cols, rng);
-  auto w = PackedMatrix::pack(wf.data(), DType::F32, rows, cols, WeightType::BF16);
-  std::vector<float> base(q * rows), y(q * rows);
-  matmul(w, x.data(), q, base.data(), nullptr);
-  const std::string best = simd_target();
-  int tested = 0;
-  for (int64_t t : {int64_t(HWY_AVX2), int64_t(HWY_AVX3)}) {
-    if (!(hwy::SupportedTargets() & t)) continue;
-    hwy::SetSupportedTargetsForTest(t);
-    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
-    std::string name = simd_target();
-    matmul(w, x.data(), q, y.data(), nullptr);
-    hwy::SetSupportedTargetsForTest(0);
-    hwy::GetChosenTarget().Update(hwy::SupportedTargets());
-    ++tested;
-    SCOPED_TRACE(name + " vs " + best);
-    expect_bitwise(y.data(), rows, base.data(), q, rows, "cross-target");
+  ThreadPool pool2(2);
+  std::vector<float> all;
+  for (auto [rows, cols] : {Shape{21, 203}, Shape{8, 64}, Shape{67, 1000}}) {
+    auto wf = randn(rows * cols, rng);
+    const size_t qmax = 19;
+    auto x = randn(qmax * cols, rng);
+    for (WeightType hold : {WeightType::F32, WeightType::BF16}) {
+      auto w = PackedMatrix::pack(wf.data(), DType::F32, rows, cols, hold);
+      for (size_t q = 1; q <= qmax; ++q)
+        for (ThreadPool* pool : {(ThreadPool*)nullptr, &pool2}) {
+          std::vector<float> y(q * rows);
+          matmul(w, x.data(), q, y.data(), pool);
+          all.insert(all.end(), y.begin(), y.end());
+        }
+    }
   }
-  EXPECT_EQ(simd_target(), best);
-  if (tested < 2) GTEST_SKIP() << "fewer than two FMA targets on this CPU";
+  set_simd_target("");
+  detail::set_parallel_min_work(prev);
+  return all;
 }
 
-TEST(Matmul, BitsDoNotDependOnActivationAlignment) {
+bool available(const char* name) {
+  const auto v = available_simd_targets();
+  return std::find(v.begin(), v.end(), name) != v.end();
+}
+
+// Index of the first differing bit pattern, or -1.
+long first_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (bits(a[i]) != bits(b[i])) return long(i);
+  return -1;
+}
+
+// The 16-lane order is shared by all targets (see matmul.cc): the FMA targets
+// (AVX2, AVX3) give identical bits, and so do the ones without FMA.
+TEST(CrossTarget, Avx2AndAvx3GiveIdenticalBits) {
+  if (!available("avx3") || !available("avx2")) GTEST_SKIP() << "needs avx3 and avx2";
+  EXPECT_EQ(first_difference(cross_target_outputs("avx3"), cross_target_outputs("avx2")), -1);
+}
+
+TEST(CrossTarget, Sse4AndScalarGiveIdenticalBits) {
+  if (!available("sse4")) GTEST_SKIP() << "needs sse4";
+  EXPECT_EQ(first_difference(cross_target_outputs("sse4"), cross_target_outputs("scalar")), -1);
+}
+
+// Fused and separately rounded multiply-adds are different arithmetic: the
+// two groups must not agree by accident (this is what the tests above would
+// miss if the override silently ran one target for every name).
+TEST(CrossTarget, FmaAndNonFmaTargetsDiffer) {
+  if (!available("avx2") || !available("sse4")) GTEST_SKIP() << "needs avx2 and sse4";
+  EXPECT_NE(first_difference(cross_target_outputs("avx2"), cross_target_outputs("sse4")), -1);
+}
+
+TEST(SimdOverride, NamesTheTargetItRuns) {
+  const std::pair<const char*, const char*> want[] = {
+      {"avx3", "AVX3"}, {"avx2", "AVX2"}, {"sse4", "SSE4"}, {"scalar", ""}};
+  for (auto [name, hwy_name] : want) {
+    if (!available(name)) continue;
+    set_simd_target(name);
+    // AVX3_DL is an AVX3 too; scalar is SCALAR or EMU128 (whichever is compiled).
+    const std::string ran = simd_target();
+    if (*hwy_name) EXPECT_EQ(ran.rfind(hwy_name, 0), 0u) << name << " ran " << ran;
+    else EXPECT_TRUE(ran == "SCALAR" || ran == "EMU128") << name << " ran " << ran;
+    EXPECT_EQ(simd_target_request(), name);
+    EXPECT_EQ(simd_target_has_fma(), std::string(name) == "avx3" || std::string(name) == "avx2");
+  }
+  set_simd_target("");
+  EXPECT_EQ(simd_target_request(), "");
+  EXPECT_EQ(available_simd_targets().back(), "scalar");
+}
+
+TEST(SimdOverride, RefusesUnknownNames) {
+  try {
+    set_simd_target("avx9");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("'avx9'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("avx3, avx2, sse4, scalar"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(simd_target_request(), "");  // unchanged
+}
+
+TEST(SimdOverride, RefusesTargetsTheHostCannotRun) {
+  std::string missing;
+  for (const auto& n : simd_target_names())
+    if (!available(n.c_str())) missing = n;
+  if (missing.empty()) GTEST_SKIP() << "this host runs every target";
+  EXPECT_THROW(set_simd_target(missing), ConfigError);
+}
+
+// MTPSPEC_SIMD is read at the first kernel call; a bad value throws at every
+// call (never a silent fallback), a good one pins the target.
+TEST(SimdOverride, ReadsTheEnvironmentOnce) {
+  const std::string before = simd_target();
+  ::setenv("MTPSPEC_SIMD", "bogus", 1);
+  detail::g_simd_chosen.store(false);
+  EXPECT_THROW(simd_target(), InputError);
+  float wv[2] = {2.f, 3.f}, x[2] = {5.f, 7.f}, y[1] = {0.f};
+  auto w = PackedMatrix::pack(wv, DType::F32, 1, 2, WeightType::F32);
+  EXPECT_THROW(matmul(w, x, 1, y, nullptr), InputError);
+  ::setenv("MTPSPEC_SIMD", "sse4", 1);
+  if (available("sse4")) {
+    EXPECT_STREQ(simd_target(), "SSE4");
+    ::setenv("MTPSPEC_SIMD", "avx2", 1);  // read once: no effect now
+    EXPECT_STREQ(simd_target(), "SSE4");
+  }
+  ::unsetenv("MTPSPEC_SIMD");
+  set_simd_target("");
+  EXPECT_EQ(simd_target(), before);
+}
+
+TEST_P(Matmul, BitsDoNotDependOnActivationAlignment) {
   // matmul() copies rows that do not start on a 64-byte line into an aligned
   // buffer (a speed matter only): every offset and stride, aligned or not, and
   // a copy buffer grown or reused across calls, must give the same bits.
@@ -267,7 +397,7 @@ TEST(Matmul, BitsDoNotDependOnActivationAlignment) {
   }
 }
 
-TEST(Matmul, EmptyAndTinyCalls) {
+TEST_P(Matmul, EmptyAndTinyCalls) {
   float wv[2] = {2.f, 3.f}, x[2] = {5.f, 7.f}, y[1] = {0.f};
   auto w = PackedMatrix::pack(wv, DType::F32, 1, 2, WeightType::F32);
   matmul(w, x, 0, y, nullptr);  // q = 0: no-op
@@ -277,6 +407,8 @@ TEST(Matmul, EmptyAndTinyCalls) {
   EXPECT_TRUE(PackedMatrix().empty());
   EXPECT_STRNE(simd_target(), "");
 }
+
+TEST_P(Matmul, TargetIsThePinnedOne) { EXPECT_EQ(simd_target_request(), GetParam()); }
 
 }  // namespace
 }  // namespace mtp::kernels

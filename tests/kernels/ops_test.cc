@@ -2,6 +2,7 @@
 // double-precision references, plus the invariance properties the forward pass
 // relies on: elementwise maps do not depend on an element's position in a call,
 // and attention over a ring buffer equals attention over contiguous storage.
+// Every test runs once per SIMD target the host executes (kernels/simd.h).
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -10,6 +11,7 @@
 
 #include "kernels/ops.h"
 #include "kernels/ops_ref.h"
+#include "kernels/simd.h"
 #include "test_util.h"
 
 namespace mtp::kernels {
@@ -36,9 +38,26 @@ void expect_close(const float* got, const std::vector<double>& want, double rel,
         << what << " [" << i << "] got " << got[i] << " want " << want[i];
 }
 
+// The multiply-add of the current target: fused on FMA targets, else the
+// product rounded and then added (what hn::MulAdd does on sse4 / scalar).
+float madd(float a, float b, float c) {
+  if (simd_target_has_fma()) return std::fma(a, b, c);
+  const float p = a * b;  // ISO C++ mode: g++ does not contract this
+  return p + c;
+}
+
+// Pins the kernels to the parameter's SIMD target for one test.
+class Ops : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { set_simd_target(GetParam()); }
+  void TearDown() override { set_simd_target(""); }
+};
+INSTANTIATE_TEST_SUITE_P(Simd, Ops, ::testing::ValuesIn(available_simd_targets()),
+                         [](const auto& info) { return info.param; });
+
 const size_t kSizes[] = {1, 3, 15, 16, 17, 33, 64, 100, 257, 2048};
 
-TEST(Ops, RmsNormMatchesDouble) {
+TEST_P(Ops, RmsNormMatchesDouble) {
   std::mt19937 rng(1);
   for (size_t n : kSizes) {
     auto x = randn(n, rng, 3.f), w = randn(n, rng);
@@ -57,7 +76,7 @@ TEST(Ops, RmsNormMatchesDouble) {
   }
 }
 
-TEST(Ops, RopeBothPairings) {
+TEST_P(Ops, RopeBothPairings) {
   std::mt19937 rng(2);
   const size_t hd = 64;
   std::vector<float> c(hd / 2), s(hd / 2);
@@ -89,7 +108,7 @@ std::vector<double> softmax_double(const std::vector<float>& x) {
   return e;
 }
 
-TEST(Ops, SoftmaxMatchesDouble) {
+TEST_P(Ops, SoftmaxMatchesDouble) {
   std::mt19937 rng(3);
   for (size_t n : kSizes) {
     auto x = randn(n, rng, 4.f);
@@ -110,7 +129,7 @@ TEST(Ops, SoftmaxMatchesDouble) {
   EXPECT_EQ(big[2], 0.f);
 }
 
-TEST(Ops, ActivationsMatchDouble) {
+TEST_P(Ops, ActivationsMatchDouble) {
   std::mt19937 rng(4);
   for (size_t n : kSizes) {
     auto g = randn(n, rng, 3.f), u = randn(n, rng);
@@ -145,7 +164,7 @@ TEST(Ops, ActivationsMatchDouble) {
   }
 }
 
-TEST(Ops, ElementwiseBitsIndependentOfPositionInCall) {
+TEST_P(Ops, ElementwiseBitsIndependentOfPositionInCall) {
   // The forward pass calls these on [q, n] at once: an element's result must be
   // the same as when its row is processed alone (tails take the vector path).
   std::mt19937 rng(5);
@@ -188,7 +207,7 @@ std::vector<double> attend_double(const float* q, const float* k, const float* v
   return out;
 }
 
-TEST(Ops, AttendMatchesDoubleAndRingBuffer) {
+TEST_P(Ops, AttendMatchesDoubleAndRingBuffer) {
   std::mt19937 rng(6);
   // Narrow heads (below the SIMD width: 4 and 8 transposed in registers, the
   // others scalar chains), full vectors, and full vectors plus a remainder.
@@ -226,8 +245,10 @@ TEST(Ops, AttendMatchesDoubleAndRingBuffer) {
 
 // attend()'s documented order, replayed with scalar fmas: out[i] is the chain
 // over the returned probabilities, and for narrow heads each score is the
-// chain over dims (then the same scale, softcap and softmax kernels).
-TEST(Ops, AttendFollowsItsFixedOrder) {
+// chain over dims (then the same scale, softcap and softmax kernels). The
+// value chain uses the target's multiply-add (fused only on FMA targets); the
+// narrow-head score chain is std::fma on every target.
+TEST_P(Ops, AttendFollowsItsFixedOrder) {
   std::mt19937 rng(7);
   const size_t lanes = simd_f32_lanes();
   for (size_t hd : {1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 64, 72, 128}) {
@@ -247,7 +268,7 @@ TEST(Ops, AttendFollowsItsFixedOrder) {
                out.data());
         for (size_t i = 0; i < hd; ++i) {
           float acc = 0.f;
-          for (size_t j = 0; j < n; ++j) acc = std::fma(p[j], row(v, j)[i], acc);
+          for (size_t j = 0; j < n; ++j) acc = madd(p[j], row(v, j)[i], acc);
           ASSERT_EQ(bits(out[i]), bits(acc)) << "out " << i;
         }
         if (hd >= lanes) continue;  // wide heads: lane sums, target-dependent
@@ -269,7 +290,7 @@ TEST(Ops, AttendFollowsItsFixedOrder) {
 // In a verify call every row's K/V is in the cache before any row attends; in
 // one-token decodes the later slots do not exist yet (here: NaN). Each row's
 // output must have the same bits both ways, for every q.
-TEST(Ops, AttendRowsBitwiseIndependentOfBatch) {
+TEST_P(Ops, AttendRowsBitwiseIndependentOfBatch) {
   std::mt19937 rng(8);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (size_t hd : {4, 8, 12, 16, 24, 64, 128}) {
@@ -310,7 +331,7 @@ TEST(Ops, AttendRowsBitwiseIndependentOfBatch) {
   }
 }
 
-TEST(Ops, ArgmaxTiesAndNaN) {
+TEST_P(Ops, ArgmaxTiesAndNaN) {
   const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
   std::vector<float> a = {1.f, 3.f, 2.f, 3.f};
   EXPECT_EQ(argmax(a.data(), a.size()), 1u);

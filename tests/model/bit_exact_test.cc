@@ -1,6 +1,7 @@
 // Invariant 1 as a property test: a q-token forward gives, row for row, the same
 // bits (logits and capture hidden) as q one-token forwards — for every q, weight
-// precision, thread count, mix of sequences, and after rollbacks and replays.
+// precision, thread count, mix of sequences, and after rollbacks and replays —
+// on every SIMD target the host executes (kernels/simd.h).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -8,6 +9,8 @@
 
 #include "bit_exact.h"
 #include "checkpoint_util.h"
+#include "kernels/matmul.h"
+#include "kernels/simd.h"
 #include "model/loader.h"
 #include "model_util.h"
 #include "test_util.h"
@@ -21,7 +24,25 @@ model::Model load(const std::string& path, kernels::WeightType wt) {
   return model::Model(model::load_model(path, o));
 }
 
-TEST(BitExact, Stories260K) {
+// Pins the kernels to the parameter's SIMD target for one test, and lets
+// matmul split even these small models' products over 2 threads (by default
+// it keeps products up to 8 MiB on one thread).
+class BitExact : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    kernels::set_simd_target(GetParam());
+    prev_ = kernels::detail::set_parallel_min_work(0);
+  }
+  void TearDown() override {
+    kernels::set_simd_target("");
+    kernels::detail::set_parallel_min_work(prev_);
+  }
+  size_t prev_ = 0;
+};
+INSTANTIATE_TEST_SUITE_P(Simd, BitExact, ::testing::ValuesIn(kernels::available_simd_targets()),
+                         [](const auto& info) { return info.param; });
+
+TEST_P(BitExact, Stories260K) {
   MTP_REQUIRE_SHARED(path, "models/stories260K/stories260K.bin");
   for (auto wt : {kernels::WeightType::F32, kernels::WeightType::BF16}) {
     model::Model m = load(path, wt);
@@ -32,7 +53,7 @@ TEST(BitExact, Stories260K) {
   }
 }
 
-TEST(BitExact, RandomLlama2cUnsharedGqa) {
+TEST_P(BitExact, RandomLlama2cUnsharedGqa) {
   std::string dir = temp_dir("bitexact");
   std::string path = dir + "/random.bin";
   // Unshared classifier (negative vocab), GQA 4/2, odd-ish hidden size.
@@ -49,7 +70,7 @@ TEST(BitExact, RandomLlama2cUnsharedGqa) {
 // Every supported architecture, written as a Hugging Face checkpoint by the
 // test: fp32 and bf16 weights, 1 and 2 threads. Gemma's sliding window (6) is
 // much shorter than the sequences, so rollbacks cross it.
-TEST(BitExact, EveryArchitecture) {
+TEST_P(BitExact, EveryArchitecture) {
   for (model::Arch a : {model::Arch::Llama, model::Arch::Qwen2, model::Arch::Qwen3,
                         model::Arch::Gemma2, model::Arch::Gemma3}) {
     test::RandomSpec spec = test::RandomSpec::for_arch(a);
@@ -70,7 +91,7 @@ TEST(BitExact, EveryArchitecture) {
 // The checker must be able to fail: a model whose forward depends on the batch
 // would be caught. We emulate one by comparing outputs of two different
 // sequences, which must differ.
-TEST(BitExact, DetectsDifferences) {
+TEST_P(BitExact, DetectsDifferences) {
   std::string dir = temp_dir("bitexact-neg");
   std::string path = dir + "/random.bin";
   write_random_llama2c(path, 32, 64, 1, 4, 4, 100, 64, 5);
