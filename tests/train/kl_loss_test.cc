@@ -12,6 +12,7 @@
 #include <random>
 
 #include "checkpoint_util.h"
+#include "core/error.h"
 #include "kernels/ops.h"
 #include "model_util.h"
 #include "test_util.h"
