@@ -41,8 +41,11 @@ for t in "${targets[@]}"; do
   mkdir -p "$work" "$art"
   log=build-fuzz/fuzz-logs/$t.log
   rc=0
+  dict=()
+  case "$t" in llama2c_*|sentencepiece) ;; *) dict=(-dict=tests/fuzz/json.dict) ;; esac
   build-fuzz/bin/fuzz_"$t" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 \
-    -print_final_stats=1 -artifact_prefix="$art/" "$work" tests/fuzz/corpus/"$t" >"$log" 2>&1 || rc=$?
+    -print_final_stats=1 "${dict[@]}" -artifact_prefix="$art/" "$work" tests/fuzz/corpus/"$t" \
+    >"$log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
   result=ok

@@ -119,7 +119,7 @@ nlohmann::json read_manifest(const std::string& dir) {
     fail<FormatError>("'{}' is not an mtpspec shards manifest (format {})", path,
                       m["format"].dump());
   }
-  if (m["version"].get<int>() > kShardsVersion) {
+  if (!m["version"].is_number_integer() || m["version"].get<int64_t>() > kShardsVersion) {
     fail<FormatError>("'{}' has version {}; this mtpspec reads up to {}", path,
                       m["version"].dump(), kShardsVersion);
   }

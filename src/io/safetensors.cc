@@ -118,7 +118,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : map_(path) {
   };
   std::vector<Span> spans;
 
-  for (auto& [name, entry] : header.items()) {
+  for (auto& item : header.items()) {
+    // (not a structured binding: clang < 16 cannot capture one in a lambda)
+    const std::string& name = item.key();
+    const json& entry = item.value();
     if (name == "__metadata__") {
       if (!entry.is_object()) fail<FormatError>("'{}': __metadata__ is not a JSON object", path);
       for (auto& [k, v] : entry.items()) {

@@ -16,9 +16,19 @@ using json = nlohmann::json;
 // style models hand us whole paragraphs that would only bloat the cache.
 constexpr size_t kMaxCachedWord = 64;
 
+
 // Largest token id a tokenizer file may use (no vocabulary comes near 16 M):
 // the id -> piece tables are sized by the largest id.
 constexpr int64_t kMaxTokenId = int64_t(1) << 24;
+
+// A token id from the JSON: an integer in [0, kMaxTokenId). nlohmann's
+// get<int>() casts 1e300 or 2^40 without a check (undefined behaviour).
+int32_t token_id_field(const json& v, const std::string& source, const char* what) {
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= kMaxTokenId) {
+    fail<FormatError>("{}: {} must be a token id, got {}", source, what, v.dump());
+  }
+  return int32_t(v.get<int64_t>());
+}
 
 std::string replace_all(std::string s, std::string_view from, std::string_view to) {
   if (from.empty()) return s;
@@ -163,7 +173,11 @@ struct Loader {
                                       d.at("content").get<std::string>());
     } else if (type == "Strip") {
       // Only leading-space stripping of the whole sequence is meaningful per token.
-      if (d.value("start", 0) > 0 && d.value("content", std::string(" ")) == " ")
+      const json start = d.value("start", json(0));
+      if (!start.is_number_integer())
+        fail<FormatError>("{}: Strip decoder \"start\" must be an integer, got {}", source,
+                          start.dump());
+      if (start.get<int64_t>() > 0 && d.value("content", std::string(" ")) == " ")
         parts.strip_leading_space = true;
     } else if (type == "Metaspace") {
       const std::string repl = d.value("replacement", std::string("\xE2\x96\x81"));
@@ -196,14 +210,15 @@ struct Loader {
           if (!specials.contains(name))
             fail<FormatError>("{}: template names unknown special token '{}'", source, name);
           for (const auto& id : specials[name].at("ids"))
-            (after ? parts.suffix : parts.prefix).push_back(id.get<int32_t>());
+            (after ? parts.suffix : parts.prefix)
+                .push_back(token_id_field(id, source, "a template special token id"));
         }
       }
       return;
     }
     if (type == "BertProcessing" || type == "RobertaProcessing") {
-      parts.prefix.push_back(pp.at("cls").at(1).get<int32_t>());
-      parts.suffix.push_back(pp.at("sep").at(1).get<int32_t>());
+      parts.prefix.push_back(token_id_field(pp.at("cls").at(1), source, "cls id"));
+      parts.suffix.push_back(token_id_field(pp.at("sep").at(1), source, "sep id"));
       return;
     }
     fail<ConfigError>("{}: post_processor type '{}' is not supported", source, type);
@@ -397,6 +412,9 @@ std::unique_ptr<Tokenizer> load_gpt2_tokenizer(const std::string& encoder_json,
       fail<FormatError>("'{}': expected a JSON object of token ids", encoder_json);
     vocab.reserve(j.size());
     for (auto it = j.begin(); it != j.end(); ++it) {
+      if (!it.value().is_number_integer())
+        fail<FormatError>("'{}': token '{}' has id {}, not an integer", encoder_json, it.key(),
+                          it.value().dump());
       const int64_t id = it.value().get<int64_t>();
       if (id < 0 || id >= kMaxTokenId)
         fail<FormatError>("'{}': token '{}' has id {}", encoder_json, it.key(), id);

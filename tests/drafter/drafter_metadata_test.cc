@@ -4,10 +4,12 @@
 // the file, never a silently ignored module or an unbounded allocation.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "drafter/drafter.h"
+#include "drafter/shards.h"
 #include "io/safetensors.h"
 #include "model/fingerprint.h"
 #include "model/loader.h"
@@ -141,6 +143,22 @@ TEST(DrafterMetadata, DraftVocabLargerThanTheTargetIsRefused) {
   rewrite(good, p, "target", R"({"fingerprint": 5})");
   expect_error<ConfigError>(
       [&] { Drafter::load(p, t.lm.config, t.fingerprint, kernels::WeightType::F32); }, {p});
+}
+
+// Found by probing the fuzz_shards_manifest target: a non-integer "version"
+// escaped as a nlohmann::type_error instead of a FormatError.
+TEST(ShardsManifest, NonIntegerVersionIsAFormatError) {
+  std::string dir = test::temp_dir("manifest");
+  json m = {{"format", kShardsFormat}, {"version", 1}, {"target_fingerprint", "fp"},
+            {"seq_len", 4}, {"hidden_dtype", "BF16"}, {"d_model", 8}, {"shards", json::array()}};
+  std::ofstream(dir + "/manifest.json") << m.dump();
+  EXPECT_EQ(read_manifest(dir)["seq_len"], 4);
+  for (json v : {json("1"), json(1.5), json(nullptr), json::array()}) {
+    SCOPED_TRACE(v.dump());
+    m["version"] = v;
+    std::ofstream(dir + "/manifest.json", std::ios::trunc) << m.dump();
+    expect_error<FormatError>([&] { read_manifest(dir); }, {dir, "version"});
+  }
 }
 
 }  // namespace

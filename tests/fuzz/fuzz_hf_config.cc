@@ -2,6 +2,7 @@
 // defaults, rope scaling, Gemma layer types, validate()). A config that parses
 // must also describe a decoder whose per-layer tables fit the declared sizes.
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "fuzz_util.h"
 #include "model/hf_config.h"

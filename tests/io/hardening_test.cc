@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/prompts.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
 #include "io/tokenizer_hf.h"
@@ -150,6 +151,27 @@ TEST(TokenizerHardening, HugeOrNonIntegerIdsAreRefusedWithoutAllocating) {
   }
 }
 
+// Found by tests/fuzz/json_probe.py (UBSan): ids and counts read with
+// nlohmann's get<int>() cast 1e300 to int (undefined behaviour, garbage ids).
+TEST(TokenizerHardening, NonIntegerIdsInPostProcessorAndDecoderAreRefused) {
+  json j = json::parse(tokenizer_json({{"a", 0}, {"<s>", 1}}));
+  j["post_processor"] = {{"type", "TemplateProcessing"},
+                         {"single", {{{"SpecialToken", {{"id", "<s>"}}}}, {{"Sequence", {{"id", "A"}}}}}},
+                         {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}}}}}};
+  std::string p = write_file("tokh", "tokenizer.json", j.dump());
+  EXPECT_EQ(load_tokenizer(p)->bos_id(), 1);
+  for (json bad : {json(1e300), json(-1), json(1.5), json(int64_t(1) << 40)}) {
+    SCOPED_TRACE(bad.dump());
+    j["post_processor"]["special_tokens"]["<s>"]["ids"] = {bad};
+    p = write_file("tokh", "tokenizer.json", j.dump());
+    expect_error<FormatError>([&] { load_tokenizer(p); }, {p, "token id"});
+  }
+  j.erase("post_processor");
+  j["decoder"] = {{"type", "Strip"}, {"content", " "}, {"start", 1e300}, {"stop", 0}};
+  p = write_file("tokh", "tokenizer.json", j.dump());
+  expect_error<FormatError>([&] { load_tokenizer(p); }, {p, "start"});
+}
+
 TEST(TokenizerHardening, IdsWithoutAPieceDecodeAsReplacementCharacter) {
   // Ids 0, 1 and 3: id 2 is a gap; 4 and beyond are outside the vocabulary.
   std::string p = write_file("tokh", "tokenizer.json", tokenizer_json({{"a", 0}, {"b", 1}, {"c", 3}}));
@@ -184,6 +206,19 @@ TEST(TokenizerHardening, EveryFormatDecodesUnknownIdsAsReplacementCharacter) {
     ++tested;
   }
   if (tested == 0) GTEST_SKIP() << "no shared tokenizers";
+}
+
+// ---------------------------------------------------------------- prompts
+
+// Found by probing the fuzz_prompts target: a non-string "lang" escaped as a
+// nlohmann::type_error (not an mtp::Error), which the CLI does not map to exit 2.
+TEST(PromptsHardening, NonStringFieldsAreFormatErrors) {
+  std::string p = write_file("prh", "p.jsonl", "{\"prompt\": \"x\", \"lang\": 5}\n");
+  expect_error<FormatError>([&] { read_prompts(p); }, {p + ":1", "lang", "5"});
+  p = write_file("prh", "p.jsonl", "{\"prompt\": \"x\", \"lang\": null}\n{\"prompt\": 3}\n");
+  expect_error<FormatError>([&] { read_prompts(p); }, {p + ":2"});
+  p = write_file("prh", "p.jsonl", "{\"prompt\": \"x\", \"lang\": \"en\"}\n");
+  EXPECT_EQ(read_prompts(p).at(0).lang, "en");
 }
 
 // ---------------------------------------------------------------- coverage
