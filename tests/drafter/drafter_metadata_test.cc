@@ -161,5 +161,40 @@ TEST(ShardsManifest, NonIntegerVersionIsAFormatError) {
   }
 }
 
+// Found by tests/fuzz/json_probe.py (UBSan): safetensors offsets need not be
+// aligned, and read_shard handed out int32/bf16 pointers at odd addresses
+// (misaligned loads in every reader). Now such tensors are copied.
+TEST(ShardsManifest, UnalignedShardTensorsAreReadAligned) {
+  const int S = 2, L = 3, D = 2;
+  std::vector<uint8_t> pad = {7};  // "a_pad" sorts first: everything after is at odd offsets
+  std::vector<uint16_t> hidden(S * L * D);
+  for (size_t i = 0; i < hidden.size(); ++i) hidden[i] = f32_to_bf16(float(i));
+  std::vector<int32_t> length = {3, 2}, tokens = {1, 5, 6, 1, 7, 0};
+  std::vector<uint8_t> mask = {0, 1, 1, 0, 1, 0};
+  std::string p = test::temp_dir("shard-align") + "/shard-00000.safetensors";
+  io::write_safetensors(p, {io::make_view("a_pad", DType::U8, {1}, pad),
+                            io::make_view("hidden", DType::BF16, {S, L, D}, hidden),
+                            io::make_view("length", DType::I32, {S}, length),
+                            io::make_view("loss_mask", DType::U8, {S, L}, mask),
+                            io::make_view("tokens", DType::I32, {S, L}, tokens)});
+  Shard sh = read_shard(p);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(sh.tokens) % alignof(int32_t), 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(sh.length) % alignof(int32_t), 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(sh.hidden) % alignof(uint16_t), 0u);
+  EXPECT_EQ(std::vector<int32_t>(sh.tokens, sh.tokens + S * L), tokens);
+  EXPECT_EQ(std::vector<int32_t>(sh.length, sh.length + S), length);
+  std::vector<float> row(D);
+  sh.hidden_row(1, 2, row.data());
+  EXPECT_EQ(row[0], 10.f);
+  EXPECT_EQ(row[1], 11.f);
+  // A hidden tensor of a non-float dtype is refused.
+  std::vector<int32_t> ihidden(S * L * D);
+  io::write_safetensors(p, {io::make_view("hidden", DType::I32, {S, L, D}, ihidden),
+                            io::make_view("length", DType::I32, {S}, length),
+                            io::make_view("loss_mask", DType::U8, {S, L}, mask),
+                            io::make_view("tokens", DType::I32, {S, L}, tokens)});
+  expect_error<FormatError>([&] { read_shard(p); }, {p, "layout"});
+}
+
 }  // namespace
 }  // namespace mtp::drafter

@@ -71,6 +71,14 @@ def inputs(target):
                 for v in variants(json.loads(meta[key])):
                     yield safetensors_with_meta(raw, key, v)
             continue
+        if name.endswith(".safetensors") or target == "safetensors":
+            # The JSON header, data section unchanged.
+            n = struct.unpack("<Q", raw[:8])[0]
+            for v in variants(json.loads(raw[8:8 + n])):
+                h = json.dumps(v).encode()
+                yield struct.pack("<Q", len(h)) + h + raw[8 + n:]
+            if target != "drafter_metadata":
+                continue
         if target == "prompts":
             for line in raw.decode().splitlines():
                 if line.strip():
@@ -87,8 +95,8 @@ def inputs(target):
 
 def main():
     bindir = sys.argv[1] if len(sys.argv) > 1 else "build-fuzz/bin"
-    targets = sys.argv[2:] or ["hf_config", "tokenizer_json", "shards_manifest", "prompts",
-                               "drafter_metadata"]
+    targets = sys.argv[2:] or ["safetensors", "hf_config", "tokenizer_json", "shards_manifest",
+                               "prompts", "drafter_metadata"]
     status = 0
     for t in targets:
         with tempfile.TemporaryDirectory() as tmp:
