@@ -25,10 +25,7 @@ Session open_session(const ModelArgs& a) {
   }
   s.model = std::make_unique<model::Model>(std::move(lm));
   s.tokenizer = io::load_tokenizer(tok_path);
-  if (s.tokenizer->vocab_size() > s.model->config().vocab) {
-    fail<InputError>("tokenizer '{}' has {} tokens but the model's vocabulary is {}", tok_path,
-                     s.tokenizer->vocab_size(), s.model->config().vocab);
-  }
+  io::check_tokenizer_covers(s.model->config().vocab, *s.tokenizer, tok_path);
   s.pool = std::make_unique<ThreadPool>(resolve_threads(a.threads));
   return s;
 }

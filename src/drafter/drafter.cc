@@ -6,6 +6,7 @@
 #include <ctime>
 #include <mutex>
 #include <random>
+#include <set>
 
 #include "core/error.h"
 #include "model/fingerprint.h"
@@ -26,11 +27,17 @@ std::string utc_now() {
 nlohmann::json parse_meta(const io::Metadata& m, const std::string& key, const std::string& path) {
   auto it = m.find(key);
   if (it == m.end()) fail<FormatError>("drafter '{}': __metadata__ has no '{}'", path, key);
+  nlohmann::json j;
   try {
-    return nlohmann::json::parse(it->second);
+    j = nlohmann::json::parse(it->second);
   } catch (const std::exception& e) {
     fail<FormatError>("drafter '{}': __metadata__['{}'] is not JSON: {}", path, key, e.what());
   }
+  if (!j.is_object()) {
+    fail<FormatError>("drafter '{}': __metadata__['{}'] is not a JSON object: {}", path, key,
+                      it->second.substr(0, 80));
+  }
+  return j;
 }
 // Fills `ids` (sized from the config) from the I32 tensor draft_vocab and
 // checks it: sorted, unique, every id < vocab.
@@ -74,13 +81,27 @@ nlohmann::json DrafterConfig::to_json() const {
 
 DrafterConfig DrafterConfig::from_json(const nlohmann::json& j) {
   DrafterConfig d;
+  // Integers only: nlohmann would truncate K = 2.5 to 2 and wrap 2^40.
+  auto integer = [&](const char* key, int64_t def, int64_t lo, int64_t hi) -> int64_t {
+    if (!j.is_object()) fail<FormatError>("drafter config: not a JSON object");
+    auto it = j.find(key);
+    if (it == j.end()) {
+      if (def < lo) fail<FormatError>("drafter config: missing '{}'", key);
+      return def;
+    }
+    if (!it->is_number_integer() || it->get<int64_t>() < lo || it->get<int64_t>() > hi) {
+      fail<FormatError>("drafter config: {} = {} (must be an integer in {}..{})", key,
+                        it->dump(), lo, hi);
+    }
+    return it->get<int64_t>();
+  };
+  d.K = int(integer("K", 0, 1, 16));
+  d.window = int(integer("window", 0, 0, INT32_MAX));
+  // The ids follow from the tensor; the size is checked against the target's
+  // vocabulary before anything is read.
+  d.draft_vocab.resize(size_t(integer("draft_vocab", 0, 0, 1 << 24)));
   try {
-    d.K = j.at("K").get<int>();
-    d.window = j.value("window", 0);
     d.hidden_dtype = dtype_from_name(j.value("hidden_dtype", std::string("BF16")));
-    const long n = j.value("draft_vocab", 0L);  // the ids follow from the tensor
-    if (n < 0) fail<FormatError>("drafter config: draft_vocab = {} (must be >= 0)", n);
-    d.draft_vocab.resize(size_t(n));
   } catch (const nlohmann::json::exception& e) {
     fail<FormatError>("drafter config: {}", e.what());
   }
@@ -150,16 +171,37 @@ Drafter Drafter::from_tensor_set(const io::TensorSet& ts, const std::string& pat
                       path, version, kFormatVersion);
   }
   nlohmann::json tgt = parse_meta(dr.meta_, "target", path);
-  std::string fp = tgt.value("fingerprint", std::string());
+  auto str = [&](const char* key, const char* def) {
+    auto it = tgt.find(key);
+    return it != tgt.end() && it->is_string() ? it->get<std::string>() : std::string(def);
+  };
+  std::string fp = str("fingerprint", "");
   if (fp != target_fingerprint) {
     fail<ConfigError>("drafter '{}' was trained for target {} ({}); this target is {} ({}). "
                       "Train a drafter for this model (mtpspec precompute/train/export)",
-                      path, fp.empty() ? "<none>" : fp, tgt.value("architecture", "?"),
+                      path, fp.empty() ? "<none>" : fp, str("architecture", "?"),
                       target_fingerprint, model::arch_name(target.arch));
   }
   dr.cfg_ = DrafterConfig::from_json(parse_meta(dr.meta_, "config", path));
+  if (dr.cfg_.draft_vocab.size() > size_t(target.vocab)) {
+    fail<FormatError>("drafter '{}': draft_vocab = {} exceeds the target's vocabulary of {}",
+                      path, dr.cfg_.draft_vocab.size(), target.vocab);
+  }
   dr.block_cfg_ = module_block_config(target, dr.cfg_);
-  model::check_tensor_shapes(ts, drafter_tensor_shapes(target, dr.cfg_), "drafter " + path);
+  const auto shapes = drafter_tensor_shapes(target, dr.cfg_);
+  model::check_tensor_shapes(ts, shapes, "drafter " + path);
+  // Every tensor must be one the config describes: a module mtp.K.* beyond
+  // the metadata's K (or any stray tensor) means config and file disagree.
+  {
+    std::set<std::string> known{std::string(kDraftVocabTensor)};
+    for (auto& [name, shape] : shapes) known.insert(name);
+    for (const std::string& name : ts.names()) {
+      if (known.count(name)) continue;
+      fail<FormatError>("drafter '{}': tensor '{}' is not part of a K = {} drafter (the "
+                        "metadata config says K = {}; the file holds more)", path, name,
+                        dr.cfg_.K, dr.cfg_.K);
+    }
+  }
   read_draft_vocab(ts, path, target.vocab, dr.cfg_.draft_vocab);
   const bool op = target.norm_one_plus;
   for (int k = 0; k < dr.cfg_.K; ++k) {

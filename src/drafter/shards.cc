@@ -89,17 +89,28 @@ Shard read_shard(const std::string& path) {
   if (tok.dtype != DType::I32 || tok.shape.size() != 2 || hid.shape.size() != 3 ||
       msk.dtype != DType::U8 || len.dtype != DType::I32 || hid.shape[0] != tok.shape[0] ||
       hid.shape[1] != tok.shape[1] || msk.shape != tok.shape || len.shape.size() != 1 ||
-      len.shape[0] != tok.shape[0]) {
+      len.shape[0] != tok.shape[0] ||
+      (hid.dtype != DType::BF16 && hid.dtype != DType::F16 && hid.dtype != DType::F32)) {
     fail<FormatError>("shard '{}' does not have the tokens/hidden/loss_mask/length layout", path);
   }
   s.sequences = int(tok.shape[0]);
   s.seq_len = int(tok.shape[1]);
   s.d_model = int(hid.shape[2]);
   s.hidden_dtype = hid.dtype;
-  s.tokens = static_cast<const int32_t*>(tok.data);
-  s.hidden = static_cast<const uint8_t*>(hid.data);
+  // Readers index these as int32/uint16/float arrays: a view at an address
+  // that is not a multiple of its element size is copied (reading it in place
+  // would be a misaligned load, undefined behaviour).
+  auto aligned = [&](const io::TensorView& v) -> const void* {
+    if (reinterpret_cast<uintptr_t>(v.data) % dtype_size(v.dtype) == 0) return v.data;
+    auto copy = std::make_shared<std::vector<uint64_t>>((v.nbytes + 7) / 8);
+    if (v.nbytes) std::memcpy(copy->data(), v.data, v.nbytes);
+    s.aligned_copies.push_back(copy);
+    return copy->data();
+  };
+  s.tokens = static_cast<const int32_t*>(aligned(tok));
+  s.hidden = static_cast<const uint8_t*>(aligned(hid));
   s.loss_mask = static_cast<const uint8_t*>(msk.data);
-  s.length = static_cast<const int32_t*>(len.data);
+  s.length = static_cast<const int32_t*>(aligned(len));
   return s;
 }
 
@@ -119,7 +130,7 @@ nlohmann::json read_manifest(const std::string& dir) {
     fail<FormatError>("'{}' is not an mtpspec shards manifest (format {})", path,
                       m["format"].dump());
   }
-  if (m["version"].get<int>() > kShardsVersion) {
+  if (!m["version"].is_number_integer() || m["version"].get<int64_t>() > kShardsVersion) {
     fail<FormatError>("'{}' has version {}; this mtpspec reads up to {}", path,
                       m["version"].dump(), kShardsVersion);
   }

@@ -13,6 +13,7 @@
 //   length    int32 [S]              number of real tokens per sequence
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,10 @@ class ShardBuilder {
 // A shard read back (views into the map; the TensorSet keeps it alive).
 struct Shard {
   io::TensorSet file;
+  // Copies of tensors whose bytes in the file are not aligned for their
+  // element type (safetensors does not align offsets); the pointers below
+  // then point here.
+  std::vector<std::shared_ptr<const std::vector<uint64_t>>> aligned_copies;
   int sequences = 0, seq_len = 0, d_model = 0;
   DType hidden_dtype = DType::BF16;
   const int32_t* tokens = nullptr;   // [S, seq_len]

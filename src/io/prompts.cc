@@ -24,7 +24,11 @@ std::vector<PromptEntry> read_prompts(const std::string& path) {
     if (!j.is_object() || !j.contains("prompt") || !j["prompt"].is_string()) {
       fail<FormatError>("{}:{}: expected {{\"prompt\": \"...\", \"lang\": \"..\"}}", path, n);
     }
-    PromptEntry e{j["prompt"].get<std::string>(), j.value("lang", std::string())};
+    if (j.contains("lang") && !j["lang"].is_string() && !j["lang"].is_null()) {
+      fail<FormatError>("{}:{}: \"lang\" must be a string, got {}", path, n, j["lang"].dump());
+    }
+    PromptEntry e{j["prompt"].get<std::string>(),
+                  j.contains("lang") && j["lang"].is_string() ? j["lang"].get<std::string>() : ""};
     if (!is_valid_utf8(e.prompt)) fail<InputError>("{}:{}: prompt is not valid UTF-8", path, n);
     out.push_back(std::move(e));
   }

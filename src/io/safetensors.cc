@@ -90,7 +90,19 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : map_(path) {
   }
   json header;
   try {
-    header = json::parse(hbeg, hbeg + n);
+    // nlohmann keeps the last of duplicate keys; the reference implementation
+    // refuses them, and so do we (two entries for one tensor name, or two
+    // __metadata__ keys, would otherwise pick one silently).
+    std::set<std::string> seen;
+    auto no_duplicates = [&](int depth, json::parse_event_t ev, json& parsed) {
+      if (ev == json::parse_event_t::key && depth == 1 &&
+          !seen.insert(parsed.get<std::string>()).second) {
+        fail<FormatError>("'{}' has a corrupt safetensors header: key '{}' appears twice", path,
+                          parsed.get<std::string>());
+      }
+      return true;
+    };
+    header = json::parse(hbeg, hbeg + n, no_duplicates);
   } catch (const json::exception& e) {
     fail<FormatError>("'{}' has a corrupt JSON header: {}", path, e.what());
   }
@@ -106,7 +118,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : map_(path) {
   };
   std::vector<Span> spans;
 
-  for (auto& [name, entry] : header.items()) {
+  for (auto& item : header.items()) {
+    // (not a structured binding: clang < 16 cannot capture one in a lambda)
+    const std::string& name = item.key();
+    const json& entry = item.value();
     if (name == "__metadata__") {
       if (!entry.is_object()) fail<FormatError>("'{}': __metadata__ is not a JSON object", path);
       for (auto& [k, v] : entry.items()) {
@@ -169,18 +184,30 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : map_(path) {
     }
     spans.push_back({b, e, key});  // map nodes are stable: the key pointer stays valid
   }
-  // No two tensors may share bytes (a writer bug or a crafted file).
+  // The tensors must tile the data section exactly, as the reference
+  // implementation requires: no two share bytes (a writer bug or a crafted
+  // file), no bytes between them and none after the last (a file with bytes
+  // nobody describes is damaged or not what its header says).
   std::sort(spans.begin(), spans.end(), [](const Span& x, const Span& y) {
     return std::tie(x.b, x.e) < std::tie(y.b, y.e);
   });
+  uint64_t pos = 0;
   const Span* prev = nullptr;
   for (const Span& s : spans) {
-    if (s.b == s.e) continue;
-    if (prev && s.b < prev->e) {
+    if (s.b < pos) {
       fail<FormatError>("'{}': tensors '{}' and '{}' overlap in the data section", path,
                         *prev->name, *s.name);
     }
-    prev = &s;
+    if (s.b > pos) {
+      fail<FormatError>("'{}': bytes [{}, {}) of the data section belong to no tensor (before "
+                        "'{}')", path, pos, s.b, *s.name);
+    }
+    if (s.e > pos || !prev) prev = &s;
+    pos = std::max(pos, s.e);
+  }
+  if (pos != data_size) {
+    fail<FormatError>("'{}': {} trailing bytes after the last tensor (the header describes {} "
+                      "of the {}-byte data section)", path, data_size - pos, pos, data_size);
   }
 }
 

@@ -27,6 +27,28 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
   return sanitize_utf8(bytes);
 }
 
+void check_tokenizer_covers(int64_t model_vocab, const Tokenizer& tok,
+                            const std::string& tokenizer_path, std::FILE* warn) {
+  const int64_t n = tok.vocab_size();
+  if (n > model_vocab) {
+    fail<ConfigError>("tokenizer '{}' has {} tokens but the model's vocabulary is {}: ids {}..{} "
+                      "have no embedding row (wrong tokenizer for this model?)", tokenizer_path,
+                      n, model_vocab, model_vocab, n - 1);
+  }
+  // n < 0.9 * model_vocab, in integers.
+  if (10 * n < 9 * model_vocab) {
+    fail<ConfigError>("tokenizer '{}' has {} tokens but the model's vocabulary is {}: it covers "
+                      "less than 90 % of it (wrong tokenizer for this model?)", tokenizer_path,
+                      n, model_vocab);
+  }
+  if (n < model_vocab && warn) {
+    fmt::print(warn, "warning: tokenizer '{}' has {} tokens, the model's vocabulary is {}; ids "
+                     "{}..{} have no piece and decode as U+FFFD\n", tokenizer_path, n,
+               model_vocab, n, model_vocab - 1);
+    std::fflush(warn);
+  }
+}
+
 namespace detail {
 
 size_t utf8_len_at(std::string_view s, size_t i) {

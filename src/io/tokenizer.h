@@ -6,6 +6,7 @@
 // recognised; add_special=false (--no-special) only suppresses the added BOS/EOS.
 #pragma once
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <span>
 #include <string>
@@ -27,6 +28,8 @@ class Tokenizer {
   // tokens give their byte, byte-level BPE symbols map back to bytes, '▁' becomes
   // ' ', and the SentencePiece leading space after BOS is dropped. The bytes of a
   // sequence may split UTF-8 characters across tokens; TextStream reassembles.
+  // An id with no piece (outside [0, vocab_size()), or a gap in the
+  // tokenizer's ids) gives kNoPiece, U+FFFD — never another token's text.
   virtual std::string token_bytes(int32_t id, int32_t prev) const = 0;
 
   // Full decode of a sequence (concatenated token_bytes, invalid UTF-8 -> U+FFFD).
@@ -38,6 +41,18 @@ class Tokenizer {
   virtual std::vector<int32_t> eos_ids() const = 0;  // tokenizer's own EOS (may be empty)
   virtual std::string kind() const = 0;        // "llama2c", "sentencepiece", "hf-bpe", ...
 };
+
+// What token_bytes gives for an id without a piece: U+FFFD.
+inline constexpr std::string_view kNoPiece = "\xEF\xBF\xBD";
+
+// The tokenizer must cover the model's vocabulary: one with more tokens than
+// the model (its ids would index past the embedding) or covering less than
+// 90 % of it (the wrong tokenizer for this model) is a ConfigError naming
+// `tokenizer_path` and both sizes. A smaller gap (Qwen pads 151,665 tokens to
+// a 151,936-row embedding) is allowed; the ids without a piece decode as
+// U+FFFD, and one warning line goes to `warn` (nullptr: none).
+void check_tokenizer_covers(int64_t model_vocab, const Tokenizer& tok,
+                            const std::string& tokenizer_path, std::FILE* warn = stderr);
 
 // Opens a tokenizer by path: a directory (tokenizer.json, else tokenizer.model,
 // else tokenizer.bin / tok*.bin), tokenizer.json, a SentencePiece .model, a

@@ -16,6 +16,20 @@ using json = nlohmann::json;
 // style models hand us whole paragraphs that would only bloat the cache.
 constexpr size_t kMaxCachedWord = 64;
 
+
+// Largest token id a tokenizer file may use (no vocabulary comes near 16 M):
+// the id -> piece tables are sized by the largest id.
+constexpr int64_t kMaxTokenId = int64_t(1) << 24;
+
+// A token id from the JSON: an integer in [0, kMaxTokenId). nlohmann's
+// get<int>() casts 1e300 or 2^40 without a check (undefined behaviour).
+int32_t token_id_field(const json& v, const std::string& source, const char* what) {
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= kMaxTokenId) {
+    fail<FormatError>("{}: {} must be a token id, got {}", source, what, v.dump());
+  }
+  return int32_t(v.get<int64_t>());
+}
+
 std::string replace_all(std::string s, std::string_view from, std::string_view to) {
   if (from.empty()) return s;
   for (size_t i = s.find(from); i != std::string::npos; i = s.find(from, i + to.size()))
@@ -38,8 +52,11 @@ HfTokenizer::HfTokenizer(Parts parts) : p_(std::move(parts)) {
   normalized_added_ = std::make_unique<AddedTokenMatcher>(std::move(norm));
 
   const bool byte_level = p_.model->options().byte_level;
-  bytes_.resize(n);
+  // Ids no vocab entry and no added token names decode as U+FFFD.
+  bytes_.assign(n, std::string(kNoPiece));
+  const bool all_present = p_.model_present.size() != p_.model_tokens.size();
   for (size_t id = 0; id < p_.model_tokens.size(); ++id) {
+    if (!all_present && !p_.model_present[id]) continue;
     const std::string& t = p_.model_tokens[id];
     const int b = p_.decode_byte_fallback ? detail::parse_byte_piece(t) : -1;
     if (b >= 0) {
@@ -124,7 +141,7 @@ void HfTokenizer::encode_normalized(std::string text, bool first, Cache& cache,
 }
 
 std::string HfTokenizer::token_bytes(int32_t id, int32_t prev) const {
-  if (id < 0 || id >= vocab_size()) return {};
+  if (id < 0 || id >= vocab_size()) return std::string(kNoPiece);
   const std::string& b = bytes_[size_t(id)];
   if (p_.strip_leading_space && (prev < 0 || prev == p_.bos) && !b.empty() && b[0] == ' ')
     return b.substr(1);
@@ -156,7 +173,11 @@ struct Loader {
                                       d.at("content").get<std::string>());
     } else if (type == "Strip") {
       // Only leading-space stripping of the whole sequence is meaningful per token.
-      if (d.value("start", 0) > 0 && d.value("content", std::string(" ")) == " ")
+      const json start = d.value("start", json(0));
+      if (!start.is_number_integer())
+        fail<FormatError>("{}: Strip decoder \"start\" must be an integer, got {}", source,
+                          start.dump());
+      if (start.get<int64_t>() > 0 && d.value("content", std::string(" ")) == " ")
         parts.strip_leading_space = true;
     } else if (type == "Metaspace") {
       const std::string repl = d.value("replacement", std::string("\xE2\x96\x81"));
@@ -189,14 +210,15 @@ struct Loader {
           if (!specials.contains(name))
             fail<FormatError>("{}: template names unknown special token '{}'", source, name);
           for (const auto& id : specials[name].at("ids"))
-            (after ? parts.suffix : parts.prefix).push_back(id.get<int32_t>());
+            (after ? parts.suffix : parts.prefix)
+                .push_back(token_id_field(id, source, "a template special token id"));
         }
       }
       return;
     }
     if (type == "BertProcessing" || type == "RobertaProcessing") {
-      parts.prefix.push_back(pp.at("cls").at(1).get<int32_t>());
-      parts.suffix.push_back(pp.at("sep").at(1).get<int32_t>());
+      parts.prefix.push_back(token_id_field(pp.at("cls").at(1), source, "cls id"));
+      parts.suffix.push_back(token_id_field(pp.at("sep").at(1), source, "sep id"));
       return;
     }
     fail<ConfigError>("{}: post_processor type '{}' is not supported", source, type);
@@ -251,12 +273,26 @@ HfTokenizer::Parts parse_tokenizer_json(const json& j, const std::string& source
   const json& v = model.at("vocab");
   if (!v.is_object()) fail<FormatError>("{}: model.vocab must be an object", source);
   vocab.reserve(v.size());
+  std::vector<std::string> names;  // id -> vocab key, for duplicate messages
   for (auto it = v.begin(); it != v.end(); ++it) {
+    if (!it.value().is_number_integer())
+      fail<FormatError>("{}: token '{}' has id {}, not an integer", source, it.key(),
+                        it.value().dump());
     const int64_t id = it.value().get<int64_t>();
-    if (id < 0 || id >= (int64_t(1) << 24))
+    if (id < 0 || id >= kMaxTokenId)
       fail<FormatError>("{}: token '{}' has id {}", source, it.key(), id);
     std::string key = to_model(it.key());
-    if (size_t(id) >= parts.model_tokens.size()) parts.model_tokens.resize(size_t(id) + 1);
+    if (size_t(id) >= parts.model_tokens.size()) {
+      parts.model_tokens.resize(size_t(id) + 1);
+      parts.model_present.resize(size_t(id) + 1, 0);
+      names.resize(size_t(id) + 1);
+    }
+    if (parts.model_present[size_t(id)]) {
+      fail<FormatError>("{}: id {} is given to two tokens, '{}' and '{}'", source, id,
+                        names[size_t(id)], it.key());
+    }
+    parts.model_present[size_t(id)] = 1;
+    names[size_t(id)] = it.key();
     parts.model_tokens[size_t(id)] = key;
     vocab.emplace(std::move(key), int32_t(id));
   }
@@ -280,10 +316,17 @@ HfTokenizer::Parts parse_tokenizer_json(const json& j, const std::string& source
 
   for (const auto& a : j.value("added_tokens", json::array())) {
     HfTokenizer::AddedToken t;
-    t.id = a.at("id").get<int32_t>();
+    const json& id = a.at("id");
     t.content = a.at("content").get<std::string>();
-    if (t.id < 0 || t.content.empty())
-      fail<FormatError>("{}: added token '{}' has id {}", source, t.content, t.id);
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= kMaxTokenId ||
+        t.content.empty())
+      fail<FormatError>("{}: added token '{}' has id {}", source, t.content, id.dump());
+    t.id = int32_t(id.get<int64_t>());
+    for (const auto& o : parts.added) {
+      if (o.id == t.id && o.content != t.content)
+        fail<FormatError>("{}: id {} is given to two added tokens, '{}' and '{}'", source, t.id,
+                          o.content, t.content);
+    }
     t.special = a.value("special", false);
     t.normalized = a.value("normalized", !t.special);
     t.lstrip = a.value("lstrip", false);
@@ -369,11 +412,21 @@ std::unique_ptr<Tokenizer> load_gpt2_tokenizer(const std::string& encoder_json,
       fail<FormatError>("'{}': expected a JSON object of token ids", encoder_json);
     vocab.reserve(j.size());
     for (auto it = j.begin(); it != j.end(); ++it) {
+      if (!it.value().is_number_integer())
+        fail<FormatError>("'{}': token '{}' has id {}, not an integer", encoder_json, it.key(),
+                          it.value().dump());
       const int64_t id = it.value().get<int64_t>();
-      if (id < 0 || id >= (int64_t(1) << 24))
+      if (id < 0 || id >= kMaxTokenId)
         fail<FormatError>("'{}': token '{}' has id {}", encoder_json, it.key(), id);
       std::string raw = byte_level_decode(it.key()).value_or(it.key());
-      if (size_t(id) >= parts.model_tokens.size()) parts.model_tokens.resize(size_t(id) + 1);
+      if (size_t(id) >= parts.model_tokens.size()) {
+        parts.model_tokens.resize(size_t(id) + 1);
+        parts.model_present.resize(size_t(id) + 1, 0);
+      }
+      if (parts.model_present[size_t(id)])
+        fail<FormatError>("'{}': id {} is given to two tokens (the second is '{}')",
+                          encoder_json, id, it.key());
+      parts.model_present[size_t(id)] = 1;
       parts.model_tokens[size_t(id)] = raw;
       vocab.emplace(std::move(raw), int32_t(id));
     }

@@ -50,6 +50,7 @@ class HfTokenizer final : public Tokenizer {
     std::unique_ptr<PreTokenizer> pre_tokenizer;
     std::unique_ptr<BpeModel> model;
     std::vector<std::string> model_tokens;  // id -> model-space string ("" where unused)
+    std::vector<uint8_t> model_present;     // id -> 1 where the vocab names it (empty: all)
     std::vector<AddedToken> added;
     // Decoder.
     std::vector<std::pair<std::string, std::string>> replacements;  // literal from -> to

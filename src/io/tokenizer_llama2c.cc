@@ -145,7 +145,7 @@ std::vector<int32_t> Llama2cTokenizer::encode(std::string_view text, bool add_sp
 }
 
 std::string Llama2cTokenizer::token_bytes(int32_t id, int32_t prev) const {
-  if (id < 0 || id >= vocab_size()) return {};
+  if (id < 0 || id >= vocab_size()) return std::string(kNoPiece);
   const std::string& b = bytes_[size_t(id)];
   if (prev == kBos && !b.empty() && b[0] == ' ') return b.substr(1);
   return b;

@@ -427,7 +427,7 @@ std::vector<int32_t> SentencePieceTokenizer::encode(std::string_view text, bool 
 }
 
 std::string SentencePieceTokenizer::token_bytes(int32_t id, int32_t prev) const {
-  if (id < 0 || id >= vocab_size()) return {};
+  if (id < 0 || id >= vocab_size()) return std::string(kNoPiece);
   const std::string& b = bytes_[size_t(id)];
   if (add_dummy_prefix_ && (prev < 0 || prev == bos_) && !b.empty() && b[0] == ' ')
     return b.substr(1);

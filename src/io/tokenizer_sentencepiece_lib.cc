@@ -91,7 +91,7 @@ class LibSentencePieceTokenizer final : public Tokenizer {
   }
 
   std::string token_bytes(int32_t id, int32_t prev) const override {
-    if (id < 0 || id >= vocab_size()) return {};
+    if (id < 0 || id >= vocab_size()) return std::string(kNoPiece);
     const std::string& b = bytes_[size_t(id)];
     if (dummy_prefix_ && (prev < 0 || prev == bos_) && !b.empty() && b[0] == ' ')
       return b.substr(1);

@@ -22,9 +22,9 @@ float ModelConfig::score_scale() const {
   return query_scale > 0.f ? query_scale : 1.0f / std::sqrt(float(head_dim));
 }
 
-void ModelConfig::validate() const {
-  auto pos = [](const char* name, long v) {
-    if (v <= 0) fail<ConfigError>("model config: {} must be positive, got {}", name, v);
+void ModelConfig::validate(const std::string& where) const {
+  auto pos = [&](const char* name, long v) {
+    if (v <= 0) fail<ConfigError>("{}: {} must be positive, got {}", where, name, v);
   };
   pos("hidden_size", d_model);
   pos("num_hidden_layers", n_layers);
@@ -35,18 +35,55 @@ void ModelConfig::validate() const {
   pos("vocab_size", vocab);
   pos("max_position_embeddings", max_position);
   if (n_heads % n_kv_heads != 0) {
-    fail<ConfigError>("model config: num_attention_heads {} is not a multiple of "
-                      "num_key_value_heads {}", n_heads, n_kv_heads);
+    fail<ConfigError>("{}: num_attention_heads {} is not a multiple of num_key_value_heads {}",
+                      where, n_heads, n_kv_heads);
   }
-  if (head_dim % 2 != 0) fail<ConfigError>("model config: head_dim {} must be even", head_dim);
-  if (!layer_sliding.empty() && int(layer_sliding.size()) != n_layers) {
-    fail<ConfigError>("model config: {} sliding-layer flags for {} layers",
-                      layer_sliding.size(), n_layers);
+  if (head_dim % 2 != 0) fail<ConfigError>("{}: head_dim {} must be even", where, head_dim);
+  // q/k/v widths must fit the int arithmetic of the kernels.
+  if (int64_t(n_heads) * head_dim > (int64_t(1) << 30)) {
+    fail<ConfigError>("{}: num_attention_heads {} x head_dim {} is too large", where, n_heads,
+                      head_dim);
+  }
+  if (!layer_sliding.empty() && int64_t(layer_sliding.size()) != n_layers) {
+    fail<ConfigError>("{}: {} sliding-layer flags for {} layers", where, layer_sliding.size(),
+                      n_layers);
+  }
+  if (sliding_window < 0) {
+    fail<ConfigError>("{}: sliding_window must be >= 0, got {}", where, sliding_window);
   }
   for (auto f : layer_sliding) {
-    if (f && sliding_window <= 0) fail<ConfigError>("model config: sliding layer without window");
+    if (f && sliding_window <= 0) fail<ConfigError>("{}: sliding layer without window", where);
   }
-  if (!(norm_eps > 0.f)) fail<ConfigError>("model config: rms_norm_eps must be > 0");
+  // Positive and finite (NaN fails every comparison).
+  auto positive = [&](const char* name, float v) {
+    if (!(v > 0) || !std::isfinite(v)) {
+      fail<ConfigError>("{}: {} must be a positive finite number, got {}", where, name, v);
+    }
+  };
+  auto non_negative = [&](const char* name, float v) {
+    if (!(v >= 0) || !std::isfinite(v)) {
+      fail<ConfigError>("{}: {} must be a finite number >= 0, got {}", where, name, v);
+    }
+  };
+  positive("rms_norm_eps", norm_eps);
+  positive("rope_theta", rope_theta);
+  non_negative("rope_local_base_freq", rope_local_theta);
+  positive("embed_scale", embed_scale);
+  non_negative("query_pre_attn_scalar", query_scale);
+  non_negative("attn_logit_softcapping", attn_softcap);
+  non_negative("final_logit_softcapping", final_softcap);
+  if (rope_scaling.type != RopeScaling::Type::None) {
+    positive("rope_scaling.factor", rope_scaling.factor);
+    if (rope_scaling.type == RopeScaling::Type::Llama3) {
+      positive("rope_scaling.low_freq_factor", rope_scaling.low_freq_factor);
+      positive("rope_scaling.high_freq_factor", rope_scaling.high_freq_factor);
+      pos("rope_scaling.original_max_position_embeddings", rope_scaling.original_max_position);
+      if (!(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor)) {
+        fail<ConfigError>("{}: rope_scaling.high_freq_factor {} must exceed low_freq_factor {}",
+                          where, rope_scaling.high_freq_factor, rope_scaling.low_freq_factor);
+      }
+    }
+  }
 }
 
 nlohmann::json ModelConfig::to_json() const {

@@ -50,8 +50,11 @@ struct ModelConfig {
 
   float score_scale() const;
   bool is_sliding(int layer) const { return !layer_sliding.empty() && layer_sliding[layer]; }
-  // Throws ConfigError naming the first inconsistent field.
-  void validate() const;
+  // Throws ConfigError naming `where` (the file), the first impossible or
+  // inconsistent field and its value: non-positive sizes, a head count that
+  // does not divide the kv-head count, non-positive or non-finite eps/theta,
+  // negative or non-finite scales and caps. Large but real values pass.
+  void validate(const std::string& where = "model config") const;
   // Canonical JSON (sorted keys, every field) — input to the target fingerprint.
   nlohmann::json to_json() const;
 };

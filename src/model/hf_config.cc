@@ -36,6 +36,9 @@ Defaults family_defaults(Arch a) {
   return {};
 }
 
+// No released checkpoint has more than a few hundred layers.
+constexpr int kMaxLayers = 1 << 16;
+
 bool is_gemma(Arch a) { return a == Arch::Gemma2 || a == Arch::Gemma3; }
 
 // Typed access to one JSON object with messages naming `where` and the key.
@@ -194,6 +197,13 @@ ModelConfig parse_hf_config(const json& config, const json* generation_config,
   c.d_model = k.req_int("hidden_size");
   c.ffn = k.req_int("intermediate_size");
   c.n_layers = k.req_int("num_hidden_layers");
+  // Per-layer tables (layer_sliding, the loader's tensor list) are sized by
+  // this before any tensor is seen: refuse what no checkpoint has (the
+  // loader then checks the count against the tensors and the file size).
+  if (c.n_layers <= 0 || c.n_layers > kMaxLayers) {
+    fail<ConfigError>("{}: num_hidden_layers must be in 1..{}, got {}", text_where, kMaxLayers,
+                      c.n_layers);
+  }
   if (arch == Arch::Gemma3) {  // Gemma3TextConfig defaults (4B multimodal relies on them)
     c.n_heads = k.get_int("num_attention_heads", 8);
     c.n_kv_heads = k.get_int("num_key_value_heads", 4);
@@ -203,10 +213,17 @@ ModelConfig parse_hf_config(const json& config, const json* generation_config,
     c.n_kv_heads = k.get_int("num_key_value_heads", arch == Arch::Gemma2 ? 4 : c.n_heads);
     c.vocab = k.req_int("vocab_size");
   }
-  if (c.n_heads <= 0) fail<ConfigError>("{}: num_attention_heads must be positive", text_where);
+  if (c.n_heads <= 0) {
+    fail<ConfigError>("{}: num_attention_heads must be positive, got {}", text_where, c.n_heads);
+  }
   int head_default = c.d_model / c.n_heads;
   if (arch == Arch::Qwen3) head_default = 128;    // Qwen3Config default
   if (is_gemma(arch)) head_default = 256;         // Gemma2/3 config default
+  const bool derived_head = arch != Arch::Qwen3 && !is_gemma(arch);
+  if (!k.has("head_dim") && derived_head && c.d_model % c.n_heads != 0) {
+    fail<ConfigError>("{}: hidden_size {} is not a multiple of num_attention_heads {} (and no "
+                      "head_dim is given)", text_where, c.d_model, c.n_heads);
+  }
   c.head_dim = k.get_int("head_dim", head_default);
   c.max_position = k.get_int("max_position_embeddings", def.max_position);
   c.norm_eps = float(k.get_num("rms_norm_eps", 1e-6));
@@ -354,7 +371,7 @@ ModelConfig parse_hf_config(const json& config, const json* generation_config,
                    collect_ids(config, "bos_token_id", where, bos);
   c.bos_id = bos_given ? (bos.empty() ? -1 : bos.front()) : def.bos;
 
-  c.validate();
+  c.validate(text_where);
   return c;
 }
 

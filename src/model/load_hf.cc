@@ -82,6 +82,32 @@ bool ignorable(const std::string& name) {
          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// Before any per-layer work: the weights the config implies, at 2 bytes per
+// value (the smallest dtype a weight may have), must fit in the files. A
+// num_hidden_layers of 1e9 or a vocab_size of 2^31 is refused here, naming the
+// config, instead of building tables for tensors that cannot exist.
+void check_config_fits_files(const TensorSet& ts, const ModelConfig& c, const Layout& l,
+                             const std::string& config_path) {
+  long double per_layer = 0;
+  for (auto& [name, shape] : layer_tensor_shapes(c, l.prefix + "layers.0.")) {
+    long double n = 1;
+    for (int64_t s : shape) n *= (long double)s;
+    per_layer += n;
+  }
+  const long double embed = (long double)c.vocab * c.d_model;
+  const long double values =
+      embed * (c.tie_embeddings ? 1 : 2) + c.d_model + per_layer * c.n_layers;
+  long double have = 0;
+  for (auto& f : ts.files()) have += (long double)f->file_size();
+  if (2 * values > have) {
+    fail<ConfigError>("{}: num_hidden_layers {}, hidden_size {}, intermediate_size {}, "
+                      "vocab_size {} imply at least {:.0f} bytes of weights, but the "
+                      "checkpoint's safetensors files in '{}' hold {:.0f} bytes",
+                      config_path, c.n_layers, c.d_model, c.ffn, c.vocab, double(2 * values),
+                      ts.source(), double(have));
+  }
+}
+
 void check_tensors(const TensorSet& ts, const ModelConfig& c, const Layout& l,
                    const std::string& config_path) {
   auto expected = expected_tensors(c, l);
@@ -123,6 +149,7 @@ LoadedModel load_hf(const std::string& dir, const LoadOptions& opt) {
 
   TensorSet ts = TensorSet::open_dir(dir);
   const Layout l = find_layout(ts);
+  check_config_fits_files(ts, c, l, config_path);
   check_tensors(ts, c, l, config_path);
 
   ModelWeights& w = m.weights;

@@ -52,6 +52,46 @@ ModelConfig header_config(const MappedFile& file, bool& shared) {
   }
   int32_t h[7];
   std::memcpy(h, file.data(), sizeof h);
+  // Every field must be positive (vocab_size may be negative: its sign only
+  // says the classifier is stored separately) and the heads must divide dim
+  // and each other; then the sizes they imply must be the file's size exactly.
+  const int64_t vocab = h[5] < 0 ? -int64_t(h[5]) : int64_t(h[5]);
+  auto bad = [&](const std::string& why) {
+    fail<FormatError>("'{}' is not a llama2.c checkpoint: {} (header: dim {}, hidden_dim {}, "
+                      "n_layers {}, n_heads {}, n_kv_heads {}, vocab_size {}, seq_len {})",
+                      path, why, h[0], h[1], h[2], h[3], h[4], h[5], h[6]);
+  };
+  static const char* const names[7] = {"dim", "hidden_dim", "n_layers", "n_heads",
+                                       "n_kv_heads", "vocab_size", "seq_len"};
+  for (int i = 0; i < 7; ++i) {
+    if ((i == 5 ? vocab : int64_t(h[i])) <= 0) {
+      bad(fmt::format("{} must be {}, got {}", names[i], i == 5 ? "non-zero" : "positive", h[i]));
+    }
+  }
+  if (h[0] % h[3] != 0) bad(fmt::format("dim {} is not a multiple of n_heads {}", h[0], h[3]));
+  if (h[3] % h[4] != 0) {
+    bad(fmt::format("n_heads {} is not a multiple of n_kv_heads {}", h[3], h[4]));
+  }
+  if (vocab > INT32_MAX) bad("vocab_size out of range");
+  {
+    // run.c's layout, counted in floats (long double: no overflow for any header).
+    const long double d = h[0], f = h[1], L = h[2], hd = h[0] / h[3], kvd = hd * h[4],
+                      V = (long double)vocab, S = h[6];
+    const long double floats = V * d + L * (2 * d + 2 * d * d + 2 * kvd * d + 3 * f * d) + d +
+                               S * hd + (h[5] < 0 ? V * d : 0);
+    const long double want = 7 * sizeof(int32_t) + floats * sizeof(float);
+    if (want > (long double)file.size()) {
+      fail<IoError>("llama2.c checkpoint '{}' is truncated or its header is wrong: the header "
+                    "(dim {}, hidden_dim {}, n_layers {}, n_heads {}, n_kv_heads {}, vocab_size "
+                    "{}, seq_len {}) implies {:.0f} bytes, the file has {}", path, h[0], h[1],
+                    h[2], h[3], h[4], h[5], h[6], double(want), file.size());
+    }
+    if (want < (long double)file.size()) {
+      bad(fmt::format("the header implies {:.0f} bytes but the file has {} ({} bytes follow the "
+                      "last tensor)", double(want), file.size(),
+                      double((long double)file.size() - want)));
+    }
+  }
   ModelConfig c;
   c.arch = Arch::Llama;
   c.source = "llama2c";
@@ -61,14 +101,8 @@ ModelConfig header_config(const MappedFile& file, bool& shared) {
   c.n_heads = h[3];
   c.n_kv_heads = h[4];
   shared = h[5] > 0;
-  c.vocab = shared ? h[5] : -h[5];
+  c.vocab = int(vocab);
   c.max_position = h[6];
-  if (c.d_model <= 0 || c.n_heads <= 0 || c.d_model % c.n_heads != 0 || c.d_model > (1 << 16) ||
-      c.n_layers > 1024 || c.ffn <= 0 || c.ffn > (1 << 20) || c.vocab > (1 << 22)) {
-    fail<FormatError>("'{}' is not a llama2.c checkpoint: implausible header (dim {}, hidden {}, "
-                      "layers {}, heads {}, kv heads {}, vocab {}, seq_len {})",
-                      path, h[0], h[1], h[2], h[3], h[4], h[5], h[6]);
-  }
   c.head_dim = c.d_model / c.n_heads;
   c.norm_eps = 1e-5f;
   c.rope_interleaved = true;
@@ -76,7 +110,7 @@ ModelConfig header_config(const MappedFile& file, bool& shared) {
   c.tie_embeddings = shared;
   c.bos_id = 1;
   c.eos_ids = {2};
-  c.validate();
+  c.validate(path);
   return c;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <optional>
 
 #include "core/error.h"
@@ -26,16 +27,46 @@ std::vector<int32_t> stop_token_ids(const model::ModelConfig& c, const io::Token
   return ids;
 }
 
-int resolve_ctx(const model::ModelConfig& c, int requested) {
+namespace {
+// MemAvailable from /proc/meminfo in bytes; 0 when unknown.
+double available_memory_bytes() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  double kb = 0;
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+  }
+  std::fclose(f);
+  return kb * 1024.0;
+}
+}  // namespace
+
+int resolve_ctx(const model::ModelConfig& c, int requested, int64_t needed) {
   if (requested < 0) fail<InputError>("--ctx must be positive, got {}", requested);
   if (requested > c.max_position) {
     fail<InputError>("--ctx {} exceeds the model's maximum context of {} positions", requested,
                      c.max_position);
   }
-  if (requested > 0) return requested;
-  double per_pos = double(c.n_layers) * c.n_kv_heads * c.head_dim * 2 * sizeof(float);
-  int cap = int(std::max(256.0, kKvBudgetBytes / per_pos));
-  return std::min(c.max_position, cap);
+  // Bytes per position: K and V of every layer, and the captured hidden row.
+  const double per_pos =
+      (double(c.n_layers) * c.n_kv_heads * c.head_dim * 2 + c.d_model) * sizeof(float);
+  const double avail = available_memory_bytes();
+  if (requested > 0) {
+    if (avail > 0 && per_pos * requested > avail) {
+      fail<InputError>("--ctx {} needs {:.2f} GiB for the KV cache; {:.2f} GiB of memory is "
+                       "available", requested, per_pos * requested / (1ull << 30),
+                       avail / (1ull << 30));
+    }
+    return requested;
+  }
+  // Default: what this generation can use (prompt + new tokens + drafts), at
+  // most the model's maximum and a memory budget — never the model's maximum
+  // up front (max_position_embeddings may be 1 M or 2^31 - 1).
+  const double budget = avail > 0 ? std::min(kKvBudgetBytes, avail / 2) : kKvBudgetBytes;
+  int64_t ctx = std::min<int64_t>(c.max_position, int64_t(std::max(256.0, budget / per_pos)));
+  if (needed > 0) ctx = std::min(ctx, needed);
+  return int(ctx);
 }
 
 GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
@@ -47,7 +78,8 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
     fail<InputError>("the prompt is empty and the tokenizer adds no BOS token: nothing to "
                      "condition on");
   }
-  const int ctx = resolve_ctx(c, opt.ctx);
+  const int64_t max_k = spec.drafter ? std::max(spec.draft_k, spec.drafter->config().K) : 0;
+  const int ctx = resolve_ctx(c, opt.ctx, int64_t(prompt_ids.size()) + opt.n_new + max_k + 1);
   if (int(prompt_ids.size()) >= ctx) {
     fail<InputError>("the prompt is {} tokens; the context is {} (--ctx), which leaves no room "
                      "to generate", prompt_ids.size(), ctx);

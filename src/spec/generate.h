@@ -56,9 +56,10 @@ struct GenerateResult {
 // Tokens that end generation for this model/tokenizer pair.
 std::vector<int32_t> stop_token_ids(const model::ModelConfig& c, const io::Tokenizer* tok);
 
-// Context length to use: requested (if > 0, at most the model's maximum), else
-// the model's maximum capped so the KV cache fits a memory budget.
-int resolve_ctx(const model::ModelConfig& c, int requested);
+// Context length to use: requested (if > 0, at most the model's maximum and
+// what memory holds), else `needed` (0: unknown) capped by the model's maximum
+// and a memory budget. The KV cache is allocated for this many positions.
+int resolve_ctx(const model::ModelConfig& c, int requested, int64_t needed = 0);
 
 // tok may be null only in tests (no text). With spec.drafter the speculative
 // loop runs, at every temperature: greedy and coupled sampling give exactly

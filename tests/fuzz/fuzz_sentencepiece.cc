@@ -1,0 +1,20 @@
+// SentencePiece .model (the native protobuf reader; kinds it does not
+// implement fall back to libsentencepiece), then encode and decode.
+#include "fuzz_util.h"
+#include "io/tokenizer.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string p = mtp::fuzz::write_input("x.model", data, size);
+  mtp::fuzz::expect_typed([&] {
+    auto tok = mtp::io::load_tokenizer(p);
+    const int32_t n = tok->vocab_size();
+    for (const char* text : {"Hello world", " a  b\n\xC3\xA9\xE4\xB8\xAD 123", ""}) {
+      mtp::fuzz::expect_typed([&] {
+        std::vector<int32_t> ids = tok->encode(text);
+        (void)tok->decode(ids);
+      });
+    }
+    for (int32_t id : {-1, 0, n - 1, n}) (void)tok->token_bytes(id, -1);
+  });
+  return 0;
+}
