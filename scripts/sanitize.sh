@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The test suite of the core..spec layers under sanitizers, in build folders
+# The test suite of the core..speculative layers under sanitizers, in build folders
 # of their own (not part of scripts/test.sh: the lead decides the CI budget).
 #
 #   scripts/sanitize.sh          ASan + UBSan: build-asan, tests of core,
-#                                kernels, io, model, drafter, spec
+#                                kernels, io, model, drafter, speculative
 #   scripts/sanitize.sh tsan     TSan: build-tsan, the thread pool tests
 #   scripts/sanitize.sh all      both
 #   JOBS=2 scripts/sanitize.sh
@@ -27,7 +27,7 @@ configure() {  # dir flags
 }
 
 run_asan() {
-  local layers=(core kernels io model drafter spec)
+  local layers=(core kernels io model drafter speculative)
   configure build-asan "-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
   local start=$SECONDS
   cmake --build build-asan -j"$jobs" --target "${layers[@]/#/test_}"

@@ -91,13 +91,13 @@ void add_sampling_flags(CLI::App* cmd, SamplingArgs& a, bool with_mode) {
       ->capture_default_str();
 }
 
-spec::SamplerOptions sampler_options(SamplingArgs& a) {
+speculative::SamplerOptions sampler_options(SamplingArgs& a) {
   if (a.seed < -1) fail<InputError>("--seed must be >= 0, or -1 for a random seed; got {}", a.seed);
   if (a.seed == -1) {
     a.seed = int64_t(std::random_device{}() & 0x7fffffffu);
     fmt::print(stderr, "[seed {} (--seed -1); rerun with --seed {} to repeat]\n", a.seed, a.seed);
   }
-  spec::SamplerOptions o;
+  speculative::SamplerOptions o;
   o.temperature = a.temp;
   o.top_k = a.top_k;
   o.top_p = a.top_p;
@@ -107,9 +107,9 @@ spec::SamplerOptions sampler_options(SamplingArgs& a) {
   return o;
 }
 
-spec::SpecSampling spec_sampling_mode(const SamplingArgs& a) {
-  if (a.spec_sampling == "coupled") return spec::SpecSampling::Coupled;
-  if (a.spec_sampling == "rejection") return spec::SpecSampling::Rejection;
+speculative::SpecSampling spec_sampling_mode(const SamplingArgs& a) {
+  if (a.spec_sampling == "coupled") return speculative::SpecSampling::Coupled;
+  if (a.spec_sampling == "rejection") return speculative::SpecSampling::Rejection;
   fail<InputError>("--spec-sampling must be coupled or rejection, got '{}'", a.spec_sampling);
 }
 

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "spec/sampler.h"
+#include "speculative/sampler.h"
 
 namespace CLI {
 class App;
@@ -70,12 +70,12 @@ struct SamplingArgs {
 
 // with_mode: also --spec-sampling (bench takes a list of modes instead).
 void add_sampling_flags(CLI::App* cmd, SamplingArgs& a, bool with_mode = true);
-// THE check of the sampling flags (spec::SamplerOptions::validate: finite,
+// THE check of the sampling flags (speculative::SamplerOptions::validate: finite,
 // temp >= 0, top-k >= 0, top-p in (0, 1], min-p in [0, 1); a seed >= 0 or -1);
 // InputError naming the flag and value. Resolves --seed -1 to a random seed,
 // stored back into a.seed and printed to stderr so the run can be repeated.
-spec::SamplerOptions sampler_options(SamplingArgs& a);
-spec::SpecSampling spec_sampling_mode(const SamplingArgs& a);
+speculative::SamplerOptions sampler_options(SamplingArgs& a);
+speculative::SpecSampling spec_sampling_mode(const SamplingArgs& a);
 // The resolved sampling settings, for --json output.
 nlohmann::json sampling_json(const SamplingArgs& a);
 

@@ -94,7 +94,7 @@ void write_bench_plot(const BenchResult& r, const std::string& path) {
   const double W = 560, H = 360, L = 60, B = 40, T = 20, R = 20;
   const double m = r.cycle_cost > 0 ? r.cycle_cost : 1;
   auto pred = [&](double p) {
-    return spec::expected_tokens_per_cycle(std::vector<double>(r.K, p)) / m;
+    return speculative::expected_tokens_per_cycle(std::vector<double>(r.K, p)) / m;
   };
   const double ymax = std::max({pred(1.0), r.speedup, 1.2}) * 1.1;
   auto X = [&](double p) { return L + p * (W - L - R); };

@@ -1,4 +1,4 @@
-// Printing bench's results (spec/bench.h measures them): the terminal summary,
+// Printing bench's results (speculative/bench.h measures them): the terminal summary,
 // the Markdown report and the SVG plot; and --cycle-cost's table.
 #pragma once
 #include <cstdio>
@@ -8,12 +8,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "spec/bench.h"
+#include "speculative/bench.h"
 
 namespace mtp::app {
 
-using spec::BenchResult;
-using spec::CycleCostResult;
+using speculative::BenchResult;
+using speculative::CycleCostResult;
 
 void print_bench(const BenchResult& r, std::FILE* out);
 void write_bench_report(const BenchResult& r, const std::string& path, const std::string& model,

@@ -4,10 +4,10 @@
 //  - default: live acceptance per module position beside the drafter's
 //    teacher-forced accuracy on a corpus and on the target's own outputs (the
 //    gap is printed); verify multiplier m(q); drafter cost per cycle; predicted
-//    vs measured speedup; break-even acceptance (spec/bench_math.h);
+//    vs measured speedup; break-even acceptance (speculative/bench_math.h);
 //  - --cycle-cost: for K = 1..4 (bounded by the drafter's K, or 1..--draft-k),
 //    the measured cost of one cycle relative to one plain decode step, split
-//    draft / verify / other (spec::cycle_cost).
+//    draft / verify / other (speculative::cycle_cost).
 // The target is a checkpoint (-m, with a drafter file and text prompts) or a
 // random target generated in memory (--random 1b|tiny) with a random K = 4
 // drafter and random token-id prompts; what needs text (corpus accuracy) is
@@ -28,7 +28,7 @@
 #include "core/error.h"
 #include "io/corpus.h"
 #include "io/prompts.h"
-#include "spec/bench.h"
+#include "speculative/bench.h"
 
 namespace mtp::app {
 
@@ -54,8 +54,8 @@ struct BenchTarget {
   std::vector<std::vector<int32_t>> prompts;
 };
 
-spec::BenchInputs inputs(const BenchTarget& t, BenchArgs& a) {
-  spec::BenchInputs in{t.session.model.get(), t.session.tokenizer.get(), t.drafter.get(),
+speculative::BenchInputs inputs(const BenchTarget& t, BenchArgs& a) {
+  speculative::BenchInputs in{t.session.model.get(), t.session.tokenizer.get(), t.drafter.get(),
                        t.prompts, t.session.pool.get()};
   in.sampling = sampler_options(a.sampling);
   in.mode = spec_sampling_mode(a.sampling);
@@ -138,18 +138,18 @@ void run_bench(BenchArgs a) {
   } else {
     corpus = corpus_tail(a.corpus, t.session, long(a.n) * long(t.prompts.size()));
   }
-  std::vector<spec::SpecSampling> modes;
+  std::vector<speculative::SpecSampling> modes;
   for (const std::string& m : a.modes) {
     SamplingArgs one = a.sampling;
     one.spec_sampling = m;
     modes.push_back(spec_sampling_mode(one));
   }
-  const spec::BenchInputs in = inputs(t, a);
-  spec::BenchResult res = spec::measure_bench(in, K, a.n, a.repeat,
+  const speculative::BenchInputs in = inputs(t, a);
+  speculative::BenchResult res = speculative::measure_bench(in, K, a.n, a.repeat,
                                               corpus_note.empty() ? &corpus : nullptr,
                                               corpus_note);
   if (!a.temps.empty()) {
-    res.by_temperature = spec::measure_temperatures(in, K, a.n, a.repeat, a.temps, modes);
+    res.by_temperature = speculative::measure_temperatures(in, K, a.n, a.repeat, a.temps, modes);
   }
   print_bench(res, stderr);
   if (!a.report.empty()) write_bench_report(res, a.report, t.model_name, t.drafter_name);
@@ -165,7 +165,7 @@ void run_cycle_cost(BenchArgs a) {
   const BenchTarget t = open_target(a);
   const int dk = t.drafter->config().K;
   const int k_hi = resolve_draft_k(a.spec, dk, "the drafter's K", std::min(kSweepMaxK, dk));
-  spec::CycleCostResult res = spec::measure_cycle_cost(inputs(t, a), k_hi, a.n, a.repeat);
+  speculative::CycleCostResult res = speculative::measure_cycle_cost(inputs(t, a), k_hi, a.n, a.repeat);
   res.model = t.model_name;
   res.drafter = t.drafter_name;
   print_cycle_cost(res, stderr);

@@ -16,7 +16,7 @@
 #include "kernels/matmul.h"
 #include "model/loader.h"
 #include "model/random_model.h"
-#include "spec/forward_timing.h"
+#include "speculative/forward_timing.h"
 
 namespace mtp::app {
 
@@ -61,7 +61,7 @@ void run(BenchDecodeArgs a) {
   for (int t : a.threads) {
     ThreadPool pool(t);
     const double bw = kernels::stream_bandwidth(pool, std::max<size_t>(4 * kernels::llc_bytes(), 256u << 20), 7);
-    const std::vector<double> times = spec::forward_times(m, a.pos, a.q_max, a.reps, &pool);
+    const std::vector<double> times = speculative::forward_times(m, a.pos, a.q_max, a.reps, &pool);
     const double t1 = times[0];
     const double limit = bw / bytes;  // tok/s if every byte streamed at bandwidth
     fmt::print("threads {}: decode {:.2f} ms = {:.1f} tok/s; bandwidth {:.1f} GB/s -> limit {:.1f} "
@@ -80,8 +80,23 @@ void run(BenchDecodeArgs a) {
                     {"limit_tok_s", limit}, {"fraction_of_limit", 1 / t1 / limit},
                     {"verify_multiplier", mult}});
   }
+  // Sampling at temperature > 0 (one thread): truncation + keyed noise per
+  // kept candidate, relative to this run's 1-thread-or-first decode time.
+  nlohmann::json sampling = nlohmann::json::array();
+  const double t_dec = rows.empty() ? 0 : rows[0]["decode_s"].get<double>();
+  for (const auto& [label, so] : std::vector<std::pair<std::string, speculative::SamplerOptions>>{
+           {"T 1, no truncation", {1.f, 0, 1.f, 0.f, 0}},
+           {"T 0.8, top-k 40", {0.8f, 40, 1.f, 0.f, 0}},
+           {"T 0.8, top-p 0.95", {0.8f, 0, 0.95f, 0.f, 0}},
+           {"T 0.8, min-p 0.05", {0.8f, 0, 1.f, 0.05f, 0}}}) {
+    const double ts = speculative::sampling_seconds(size_t(c.vocab), so, 41);
+    fmt::print("sampling ({}): {:.3f} ms per token = {:.2f}% of a decode\n", label, ts * 1e3,
+               t_dec > 0 ? 100 * ts / t_dec : 0.0);
+    sampling.push_back({{"setting", label}, {"seconds", ts}, {"fraction_of_decode", t_dec > 0 ? ts / t_dec : 0}});
+  }
   if (a.json) {
     fmt::print("{}\n", nlohmann::json{{"model", m.loaded().path}, {"weights", a.weights},
+                                      {"sampling", sampling},
                                       {"pos", a.pos}, {"simd", kernels::simd_target()},
                                       {"simd_request", kernels::simd_target_request()},
                                       {"rows", rows}}.dump());

@@ -31,8 +31,8 @@
 #include "core/progress.h"
 #include "io/safetensors.h"
 #include "model/loader.h"
-#include "spec/bench.h"
-#include "spec/drift.h"
+#include "speculative/bench.h"
+#include "speculative/drift.h"
 
 namespace mtp::app {
 
@@ -169,8 +169,8 @@ class Demo {
     if (!drift.is_object() || !drift.contains("summary")) {
       fail<FormatError>("{}: no \"summary\" in the drift stage's output", drift_json.string());
     }
-    summary(spec::BenchResult::from_json(read_json(bench_json)),
-            spec::DriftSummary::from_json(drift["summary"]), drafter_info(drafter_path),
+    summary(speculative::BenchResult::from_json(read_json(bench_json)),
+            speculative::DriftSummary::from_json(drift["summary"]), drafter_info(drafter_path),
             now() - t0);
   }
 
@@ -282,7 +282,7 @@ class Demo {
     return info;
   }
 
-  void summary(const spec::BenchResult& b, const spec::DriftSummary& drift, const json& drafter,
+  void summary(const speculative::BenchResult& b, const speculative::DriftSummary& drift, const json& drafter,
                double seconds) {
     json out = {{"workdir", w_.string()},
                 {"seconds", seconds},

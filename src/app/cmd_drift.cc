@@ -1,4 +1,4 @@
-// `mtpspec drift`: does speculation change the output? (see spec/drift.h)
+// `mtpspec drift`: does speculation change the output? (see speculative/drift.h)
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "io/prompts.h"
 #include "kernels/matmul_blas.h"
-#include "spec/drift.h"
+#include "speculative/drift.h"
 
 namespace mtp::app {
 
@@ -21,7 +21,7 @@ struct DriftArgs {
   DrafterArgs spec;
   SamplingArgs sampling;
   std::string prompts, verify_kernels = "invariant", fault = "none";
-  spec::DriftOptions o;
+  speculative::DriftOptions o;
   bool json = false;
 };
 
@@ -61,7 +61,7 @@ void run_drift(DriftArgs a) {
   }
   for (const auto& p : prompts) {
     std::vector<int32_t> ids = s.tokenizer->encode(p.prompt, true);
-    spec::DriftResult r = spec::drift_one(*s.model, ids, a.o, s.pool.get());
+    speculative::DriftResult r = speculative::drift_one(*s.model, ids, a.o, s.pool.get());
     flipped += r.first_flip.has_value();
     max_dl = std::max(max_dl, r.max_abs_dlogit);
     out["prompts"].push_back(
@@ -76,7 +76,7 @@ void run_drift(DriftArgs a) {
                  r.max_abs_dlogit);
     }
   }
-  spec::DriftSummary sum;
+  speculative::DriftSummary sum;
   sum.prompts = long(prompts.size());
   sum.flipped = flipped;
   sum.max_abs_dlogit = max_dl;

@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "app/spec_common.h"
-#include "spec/generate.h"
+#include "speculative/generate.h"
 
 namespace mtp::app {
 
@@ -32,13 +32,13 @@ void run_generate(GenerateArgs a) {
   std::string prompt = a.prompt;
   if (!a.prompt_file.empty()) prompt = read_file(a.prompt_file);
   if (!io::is_valid_utf8(prompt)) fail<InputError>("the prompt is not valid UTF-8");
-  spec::GenerateOptions o;
+  speculative::GenerateOptions o;
   o.sampler = sampler_options(a.sampling);
   Session s = open_session(a.model);
   std::unique_ptr<drafter::Drafter> dr;
   if (!a.spec.no_spec) dr = open_drafter(a.model, a.spec.drafter, *s.model);
   std::vector<int32_t> ids = s.tokenizer->encode(prompt, !a.no_special);
-  spec::SpecOptions so;
+  speculative::SpecOptions so;
   so.drafter = dr.get();
   if (dr) so.draft_k = resolve_draft_k(a.spec, dr->config().K, "the drafter's K", dr->config().K);
   so.p_min = a.spec.p_min;
@@ -51,8 +51,8 @@ void run_generate(GenerateArgs a) {
     std::fwrite(t.data(), 1, t.size(), stdout);
     std::fflush(stdout);
   };
-  spec::GenerateResult r =
-      spec::generate(*s.model, s.tokenizer.get(), ids, o, s.pool.get(), print, so);
+  speculative::GenerateResult r =
+      speculative::generate(*s.model, s.tokenizer.get(), ids, o, s.pool.get(), print, so);
   if (!r.notice.empty()) fmt::print(stderr, "notice: {}\n", r.notice);
   const auto& t = r.timings;
   if (a.json) {
@@ -91,7 +91,10 @@ void add_generate(CLI::App& root) {
       ->check(CLI::NonNegativeNumber);
   add_sampling_flags(cmd, a->sampling);
   cmd->add_option("--stop", a->stop, "Stop string (repeatable): the text ends before it");
-  cmd->add_option("--ctx", a->ctx, "Context length (default: the model's, capped by memory)");
+  cmd->add_option("--ctx", a->ctx,
+                  "Context length: the KV cache holds this many positions (default: what this "
+                  "generation needs, prompt + -n + drafts, capped by the model's maximum and "
+                  "memory)");
   cmd->add_flag("--no-special", a->no_special, "Do not add BOS/EOS to the prompt");
   cmd->add_flag("--json", a->json, "Print one JSON object instead of streaming text");
   add_drafter_flags(cmd, a->spec, kAllDrafterFlags);

@@ -1,4 +1,4 @@
-// `mtpspec precompute`: corpus → training shards (see spec/precompute.h).
+// `mtpspec precompute`: corpus → training shards (see speculative/precompute.h).
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
@@ -8,14 +8,14 @@
 #include "app/common.h"
 #include "core/error.h"
 #include "model/fingerprint.h"
-#include "spec/precompute.h"
+#include "speculative/precompute.h"
 
 namespace mtp::app {
 
 namespace {
 struct PrecomputeArgs {
   ModelArgs model;
-  spec::PrecomputeOptions o;
+  speculative::PrecomputeOptions o;
   std::string hidden_dtype = "bf16";
 };
 
@@ -28,7 +28,7 @@ void run_precompute(PrecomputeArgs a, const std::string& cmdline) {
   a.o.tokenizer_path = a.model.tokenizer.empty() ? s.model->loaded().tokenizer : a.model.tokenizer;
   a.o.command_line = cmdline;
   const std::string fp = model::target_fingerprint(s.model->loaded());
-  spec::PrecomputeReport r = spec::precompute(*s.model, *s.tokenizer, fp, a.o, s.pool.get());
+  speculative::PrecomputeReport r = speculative::precompute(*s.model, *s.tokenizer, fp, a.o, s.pool.get());
   fmt::print("precompute: {} shards written ({} already complete), {} sequences, {} tokens in "
              "{:.1f} s ({:.0f} tok/s, {} threads) -> {}\n",
              r.shards, r.shards_skipped, r.sequences, r.tokens, r.seconds, r.tokens_per_s(),

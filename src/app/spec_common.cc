@@ -34,7 +34,7 @@ std::unique_ptr<drafter::Drafter> random_drafter(const model::Model& m, int K, u
       {{"kind", "random-init"}, {"seed", seed}}, DType::BF16, hold));
 }
 
-void print_spec_stats(const spec::SpecStats& s) {
+void print_spec_stats(const speculative::SpecStats& s) {
   std::string acc;
   auto a = s.acceptance();
   for (size_t k = 0; k < a.size(); ++k) {

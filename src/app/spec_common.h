@@ -7,7 +7,7 @@
 
 #include "app/common.h"
 #include "drafter/drafter.h"
-#include "spec/spec_loop.h"
+#include "speculative/spec_loop.h"
 
 namespace mtp::app {
 
@@ -23,6 +23,6 @@ std::unique_ptr<drafter::Drafter> random_drafter(const model::Model& m, int K, u
                                                  kernels::WeightType hold);
 
 // Human-readable stats to stderr.
-void print_spec_stats(const spec::SpecStats& s);
+void print_spec_stats(const speculative::SpecStats& s);
 
 }  // namespace mtp::app

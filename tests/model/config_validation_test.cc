@@ -1,9 +1,8 @@
 // Impossible config values, and configs that disagree with the tensors or the
 // file size, are typed errors naming the file, the field and the value, found
-// before anything is allocated; large but real values load; the KV cache is
-// sized by the context a generation asks for, not the model's maximum.
+// before anything is allocated; large but real values load. (The KV cache
+// sized by need: tests/speculative/context_test.cc.)
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 
 #include <chrono>
 #include <climits>
@@ -19,7 +18,6 @@
 #include "model/hf_config.h"
 #include "model/loader.h"
 #include "model_util.h"
-#include "spec/generate.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -251,40 +249,6 @@ TEST(ConfigValidation, Llama2cHeaderMustMatchTheFileSize) {
           << e.what();
     }
   }
-}
-
-// ---------------------------------------------------------------- context
-
-long max_rss_mb() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_maxrss / 1024;
-}
-
-TEST(ConfigValidation, DefaultContextIsWhatTheGenerationNeeds) {
-  RandomSpec s;
-  s.max_position = INT_MAX;  // 2^31 - 1: must not size the KV cache
-  std::string dir = test::random_hf_checkpoint("cfg-ctx", s);
-  Model m(load_model(dir, {}));
-  const ModelConfig& c = m.config();
-  EXPECT_EQ(spec::resolve_ctx(c, 0, 5 + 5 + 1), 11);
-  EXPECT_EQ(spec::resolve_ctx(c, 64, 11), 64);  // asked explicitly
-  // Without a known need: capped by the memory budget, far below the maximum.
-  EXPECT_LT(spec::resolve_ctx(c, 0), INT_MAX);
-  expect_error<InputError>([&] { spec::resolve_ctx(c, -1); }, {"--ctx", "-1"});
-  ModelConfig small = c;
-  small.max_position = 100;
-  expect_error<InputError>([&] { spec::resolve_ctx(small, 101); }, {"101", "100"});
-  EXPECT_EQ(spec::resolve_ctx(small, 0, 1000), 100);
-
-  // A 5-token generation runs with a small cache.
-  spec::GenerateOptions o;
-  o.n_new = 5;
-  const long before = max_rss_mb();
-  spec::GenerateResult r = spec::generate(m, nullptr, {1, 5, 7, 9, 11}, o, nullptr);
-  EXPECT_GE(r.token_ids.size(), 1u);
-  EXPECT_LE(r.token_ids.size(), 5u);
-  EXPECT_LT(max_rss_mb() - before, 512) << "the KV cache grew with max_position_embeddings";
 }
 
 }  // namespace

@@ -1,0 +1,153 @@
+#include "speculative/generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+
+#include "core/error.h"
+#include "speculative/mtp_proposer.h"
+#include "speculative/target_session.h"
+
+namespace mtp::speculative {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+constexpr double kKvBudgetBytes = 8.0 * (1ull << 30);  // default-context memory cap
+}  // namespace
+
+std::vector<int32_t> stop_token_ids(const model::ModelConfig& c, const io::Tokenizer* tok) {
+  std::vector<int32_t> ids = c.eos_ids;
+  if (tok) {
+    for (int32_t e : tok->eos_ids()) ids.push_back(e);
+  }
+  if (c.source == "llama2c") ids.push_back(c.bos_id >= 0 ? c.bos_id : 1);  // run.c stops on BOS
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+namespace {
+// MemAvailable from /proc/meminfo in bytes; 0 when unknown.
+double available_memory_bytes() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  double kb = 0;
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+  }
+  std::fclose(f);
+  return kb * 1024.0;
+}
+}  // namespace
+
+int resolve_ctx(const model::ModelConfig& c, int requested, int64_t needed) {
+  if (requested < 0) fail<InputError>("--ctx must be positive, got {}", requested);
+  if (requested > c.max_position) {
+    fail<InputError>("--ctx {} exceeds the model's maximum context of {} positions", requested,
+                     c.max_position);
+  }
+  // Bytes per position: K and V of every layer, and the captured hidden row.
+  const double per_pos =
+      (double(c.n_layers) * c.n_kv_heads * c.head_dim * 2 + c.d_model) * sizeof(float);
+  const double avail = available_memory_bytes();
+  if (requested > 0) {
+    if (avail > 0 && per_pos * requested > avail) {
+      fail<InputError>("--ctx {} needs {:.2f} GiB for the KV cache; {:.2f} GiB of memory is "
+                       "available", requested, per_pos * requested / (1ull << 30),
+                       avail / (1ull << 30));
+    }
+    return requested;
+  }
+  // Default: what this generation can use (prompt + new tokens + drafts), at
+  // most the model's maximum and a memory budget — never the model's maximum
+  // up front (max_position_embeddings may be 1 M or 2^31 - 1).
+  const double budget = avail > 0 ? std::min(kKvBudgetBytes, avail / 2) : kKvBudgetBytes;
+  int64_t ctx = std::min<int64_t>(c.max_position, int64_t(std::max(256.0, budget / per_pos)));
+  if (needed > 0) ctx = std::min(ctx, needed);
+  return int(ctx);
+}
+
+GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
+                        const std::vector<int32_t>& prompt_ids, const GenerateOptions& opt,
+                        ThreadPool* pool, const TextCallback& on_text, const SpecOptions& spec) {
+  const model::ModelConfig& c = m.config();
+  if (opt.n_new < 0) fail<InputError>("-n must be >= 0, got {}", opt.n_new);
+  if (prompt_ids.empty()) {
+    fail<InputError>("the prompt is empty and the tokenizer adds no BOS token: nothing to "
+                     "condition on");
+  }
+  const int64_t max_k = spec.drafter ? std::max(spec.draft_k, spec.drafter->config().K) : 0;
+  const int ctx = resolve_ctx(c, opt.ctx, int64_t(prompt_ids.size()) + opt.n_new + max_k + 1);
+  if (int(prompt_ids.size()) >= ctx) {
+    fail<InputError>("the prompt is {} tokens; the context is {} (--ctx), which leaves no room "
+                     "to generate", prompt_ids.size(), ctx);
+  }
+  GenerateResult res;
+  res.prompt_ids = prompt_ids;
+  Sampler sampler(opt.sampler);
+  TokenSink sink(tok, stop_token_ids(c, tok), opt.n_new, opt.stop, on_text, prompt_ids.back());
+  TargetSession target(m, ctx, pool);
+  std::vector<float> logits(c.vocab);
+
+  const bool speculate = spec.drafter != nullptr;
+  const int draft_k = speculate && spec.draft_k > 0 ? spec.draft_k
+                      : speculate                   ? spec.drafter->config().K
+                                                    : 0;
+  if (speculate && (draft_k < 1 || draft_k > spec.drafter->config().K)) {
+    fail<InputError>("draft length {} is outside 1..{} (the drafter's K)", draft_k,
+                     spec.drafter->config().K);
+  }
+  if (speculate) {
+    res.stats = SpecStats{};
+    res.stats->drafted.assign(draft_k, 0);
+    res.stats->accepted.assign(draft_k, 0);
+  }
+
+  // Prompt processing: the target's prefill and, when speculating, the
+  // drafter's modules over the same prompt (timed together as prompt_s).
+  auto t0 = Clock::now();
+  std::optional<MtpProposer> proposer;
+  if (!sink.done()) {
+    target.prefill(prompt_ids, logits.data());
+    if (speculate) {
+      proposer.emplace(*spec.drafter, target, spec.p_min, draft_k, opt.sampler, spec.mode);
+      proposer->prefill(prompt_ids);
+    }
+  }
+  res.timings.n_prompt = int(prompt_ids.size());
+  res.timings.prompt_s = std::chrono::duration<double>(Clock::now() - t0).count();
+
+  std::vector<int32_t> committed = prompt_ids;
+  // The token sampled after a sequence of n tokens has position n (sampler.h).
+  auto next_pos = [&] { return int64_t(committed.size()); };
+  if (!sink.done() && sink.push(sampler.sample(logits.data(), logits.size(), next_pos()))) {
+    committed.push_back(sink.tokens().back());
+    if (speculate) {
+      TargetVerifier verifier(target, opt.sampler, spec.mode);
+      speculative_loop(verifier, *proposer, committed, sink, draft_k, ctx, *res.stats,
+                       spec.record_trace ? &res.trace : nullptr);
+      res.stats->time_module_s = proposer->module_seconds();
+    } else {
+      while (!sink.done()) {
+        if (int(committed.size()) >= ctx) {
+          sink.finish("context");
+          break;
+        }
+        target.forward({&committed.back(), 1}, logits.data());
+        if (!sink.push(sampler.sample(logits.data(), logits.size(), next_pos()))) break;
+        committed.push_back(sink.tokens().back());
+      }
+    }
+  }
+  sink.close();
+  res.token_ids = sink.tokens();
+  res.text = sink.text();
+  res.finish_reason = sink.finish_reason();
+  res.timings.n_gen = int(res.token_ids.size());
+  res.timings.gen_s = sink.generation_seconds();
+  return res;
+}
+
+}  // namespace mtp::speculative

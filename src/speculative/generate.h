@@ -1,0 +1,73 @@
+// Generation, plain or speculative, with docs/SEMANTICS.md's semantics (stop
+// tokens, -n, stop strings, context; see token_sink.h) and timings:
+// generation tok/s = (generated − 1) / (time from the first to the last
+// generated token); prompt processing — the target's prefill and the
+// drafter's pass over the prompt (MtpProposer::prefill) — is timed separately.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "drafter/drafter.h"
+#include "io/tokenizer.h"
+#include "model/forward.h"
+#include "speculative/sampler.h"
+#include "speculative/spec_loop.h"
+#include "speculative/token_sink.h"
+
+namespace mtp::speculative {
+
+struct GenerateOptions {
+  int n_new = 128;
+  SamplerOptions sampler;
+  std::vector<std::string> stop;  // stop strings
+  int ctx = 0;                    // 0 = the model's maximum (capped by memory)
+};
+
+struct SpecOptions {
+  const drafter::Drafter* drafter = nullptr;  // null = plain generation
+  int draft_k = 0;                            // 0 = the drafter's K
+  float p_min = 0.f;                          // --draft-p-min
+  // At temperature > 0: coupled (output == plain sampling's for the seed) or
+  // rejection sampling (same distribution, another sample); see sampler.h.
+  SpecSampling mode = SpecSampling::Coupled;
+  bool record_trace = false;
+};
+
+struct Timings {
+  int n_prompt = 0, n_gen = 0;
+  double prompt_s = 0, gen_s = 0;
+  double prompt_tok_s() const { return prompt_s > 0 ? n_prompt / prompt_s : 0; }
+  double gen_tok_s() const { return n_gen > 1 && gen_s > 0 ? (n_gen - 1) / gen_s : 0; }
+};
+
+struct GenerateResult {
+  std::vector<int32_t> prompt_ids, token_ids;
+  std::string text;  // continuation only
+  std::string finish_reason;
+  Timings timings;
+  std::optional<SpecStats> stats;  // set when speculation ran
+  std::vector<CycleTrace> trace;   // when SpecOptions::record_trace
+  std::string notice;              // e.g. why speculation was switched off
+};
+
+// Tokens that end generation for this model/tokenizer pair.
+std::vector<int32_t> stop_token_ids(const model::ModelConfig& c, const io::Tokenizer* tok);
+
+// Context length to use: requested (if > 0, at most the model's maximum and
+// what memory holds), else `needed` (0: unknown) capped by the model's maximum
+// and a memory budget. The KV cache is allocated for this many positions.
+int resolve_ctx(const model::ModelConfig& c, int requested, int64_t needed = 0);
+
+// tok may be null only in tests (no text). With spec.drafter the speculative
+// loop runs, at every temperature: greedy and coupled sampling give exactly
+// the tokens plain generation gives (for the same seed); rejection sampling
+// the same distribution.
+GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
+                        const std::vector<int32_t>& prompt_ids, const GenerateOptions& opt,
+                        ThreadPool* pool, const TextCallback& on_text = nullptr,
+                        const SpecOptions& spec = {});
+
+}  // namespace mtp::speculative

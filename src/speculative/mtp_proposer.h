@@ -1,0 +1,92 @@
+// Drafts with the MTP modules, keeping their KV caches exactly as training sees
+// them (docs/SEMANTICS.md: "A row is final once all its inputs are committed"):
+//
+// With N committed tokens, module k's final rows are t ≤ N-2-k; they are
+// computed once, from the target's true capture hidden and true tokens, in one
+// batched call per module (k ascending) whenever the committed sequence grows
+// (commit → catch_up). Module 0's last final row, N-2, yields d_0. While
+// drafting, module k (k ≥ 1) computes its k non-final rows N-1-k .. N-2 from the
+// drafts d_0..d_{k-1}; row N-2 yields d_k. Those rows are rolled back from the
+// module's KV right after, so the next catch-up recomputes them from the
+// committed tokens — the drafter never keeps state built from a rejected draft.
+#pragma once
+#include <algorithm>
+#include <span>
+#include <vector>
+
+#include "drafter/mtp_runner.h"
+#include "speculative/spec_loop.h"
+#include "speculative/target_session.h"
+
+namespace mtp::speculative {
+
+class MtpProposer : public Proposer {
+ public:
+  // p_min: stop drafting at a module whose top probability is below it (0 = off).
+  // modules: how many modules (0..K-1) are kept up to date and drafted with —
+  // the draft length of the loop (0 = all K). Modules beyond it are never run:
+  // a K = 4 drafter used with --draft-k 1 costs one module per cycle, not four.
+  // sampling: how module k drafts the token at sequence position N + k — the
+  // argmax at temperature 0; coupled: the same keyed Gumbel-max the target
+  // uses (sampler.h), over the module's own distribution, keyed by the target
+  // token id (also within a draft vocabulary); rejection: a sample of the
+  // module's distribution q (recorded in the tree for the verifier).
+  MtpProposer(const drafter::Drafter& d, TargetSession& target, float p_min, int modules = 0,
+              const SamplerOptions& sampling = {}, SpecSampling mode = SpecSampling::Coupled);
+
+  void propose(std::span<const int32_t> committed, int max_k, DraftTree& tree) override;
+  void commit(std::span<const int32_t> committed) override { catch_up(committed); }
+  // The drafter's share of prompt processing: brings every module up to date
+  // with a prompt the target has just prefilled (all but its last token), so
+  // the first cycle only adds the first generated token's rows. Optional —
+  // propose() catches up by itself — but it lets generate() time this work as
+  // prompt processing, like the target's prefill.
+  // module_seconds() then restarts at 0: it counts generation only.
+  void prefill(std::span<const int32_t> prompt) {
+    catch_up(prompt);
+    std::fill(module_s_.begin(), module_s_.end(), 0.0);
+  }
+
+  // Live draft logits' maxima, per cycle and module, for the live ≡
+  // teacher-forced check (bitwise).
+  struct Draft {
+    int n_committed;
+    int k;
+    int32_t token;
+    float max_logit;
+  };
+  const std::vector<Draft>& history() const { return history_; }
+  // Seconds spent in each module's forwards (catch-up and drafting).
+  const std::vector<double>& module_seconds() const { return module_s_; }
+
+ private:
+  void catch_up(std::span<const int32_t> committed);
+  // Module k's draft from its logits row for the token at sequence position pos.
+  int32_t choose(const float* logits, int64_t pos, DraftTree& tree, float& max_logit);
+
+  TargetSession& target_;
+  drafter::MtpRunner runner_;
+  float p_min_;
+  int modules_;  // modules in use: [0, modules_)
+  size_t d_;
+  std::vector<std::vector<float>> final_out_;  // [k][ctx · d]: h_k of final rows
+  std::vector<std::vector<float>> draft_out_;  // [k][k_rows · d]: h_k of non-final rows
+  std::vector<float> d0_logits_;               // module 0's logits at row d0_row_
+  int d0_row_ = -1;
+  std::vector<float> logits_;
+  std::vector<model::Row> rows_;
+  std::vector<float> h_in_;
+  std::vector<uint8_t> mask_;
+  std::vector<Draft> history_;
+  std::vector<double> module_s_;
+  Sampler sampler_;
+  SpecSampling mode_;
+  std::vector<int32_t> drafts_;
+  // runner_.forward, timed per module.
+  void run_module(int k, const float* h_in, float* h_out, float* logits, const uint8_t* mask);
+};
+
+// Top probability of a logits row (softmax max), for --draft-p-min.
+float top_probability(const float* logits, size_t vocab);
+
+}  // namespace mtp::speculative

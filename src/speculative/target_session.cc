@@ -1,0 +1,126 @@
+#include "speculative/target_session.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "kernels/ops.h"
+
+namespace mtp::speculative {
+
+TargetSession::TargetSession(const model::Model& m, int ctx, ThreadPool* pool)
+    : m_(m), pool_(pool), kv_(m.make_cache(1, ctx)),
+      hidden_(size_t(ctx) * m.config().d_model) {}
+
+void TargetSession::prefill(std::span<const int32_t> tokens, float* last_logits) {
+  const size_t V = m_.config().vocab, q_max = size_t(kv_.q_max());
+  std::vector<float> lg;
+  std::vector<uint8_t> mask;
+  for (size_t b = 0; b < tokens.size(); b += q_max) {
+    size_t e = std::min(tokens.size(), b + q_max);
+    const bool last = e == tokens.size() && last_logits;
+    rows_.clear();
+    for (size_t i = b; i < e; ++i) rows_.push_back({0, int32_t(forwarded() + i - b), tokens[i]});
+    model::ForwardOut out;
+    out.hidden = hidden_.data() + size_t(forwarded()) * m_.config().d_model;
+    if (last) {
+      lg.resize((e - b) * V);
+      mask.assign(e - b, 0);
+      mask.back() = 1;
+      out.logits = lg.data();
+      out.logits_mask = mask.data();
+    }
+    m_.forward(rows_, kv_, out, pool_);
+    if (last) std::copy_n(lg.data() + (e - b - 1) * V, V, last_logits);
+  }
+}
+
+void TargetSession::forward(std::span<const int32_t> tokens, float* logits) {
+  if (tokens.size() > size_t(kv_.q_max())) {
+    fail<InputError>("one forward call takes at most {} tokens, got {}", kv_.q_max(),
+                     tokens.size());
+  }
+  rows_.clear();
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    rows_.push_back({0, int32_t(forwarded() + i), tokens[i]});
+  }
+  float* h = hidden_.data() + size_t(forwarded()) * m_.config().d_model;
+  m_.forward(rows_, kv_, {logits, nullptr, h}, pool_);
+}
+
+void TargetVerifier::verify(std::span<const int32_t> committed, const DraftTree& tree,
+                            std::vector<int32_t>& choices) {
+  MTP_CHECK(tree.is_chain(), "TargetVerifier verifies chains; got a tree of {} nodes", tree.size());
+  MTP_CHECK(mode_ != SpecSampling::Rejection || sampler_.greedy() || tree.dist.size() == tree.size(),
+            "rejection sampling needs each draft's distribution ({} of {})", tree.dist.size(),
+            tree.size());
+  const std::vector<int32_t>& drafts = tree.token;
+  MTP_CHECK(stale_kv_fault_ || s_.forwarded() == int(committed.size()) - 1,
+            "verify: the target has forwarded {} positions, expected {}", s_.forwarded(),
+            committed.size() - 1);
+  tokens_.assign(1, committed.back());
+  tokens_.insert(tokens_.end(), drafts.begin(), drafts.end());
+  const size_t V = s_.model().config().vocab;
+  logits_.resize(tokens_.size() * V);
+  s_.forward(tokens_, logits_.data());
+  if (observer_) observer_(committed.size(), logits_.data(), tokens_.size());
+  choices.resize(tokens_.size());
+  const int64_t n = int64_t(committed.size());
+  for (size_t j = 0; j < tokens_.size(); ++j) {
+    const bool bonus = j == drafts.size();
+    const TokenDist* q = !bonus && j < tree.dist.size() ? &tree.dist[j] : nullptr;
+    choices[j] = choose(logits_.data() + j * V, n + int64_t(j), bonus ? -1 : drafts[j], q);
+  }
+}
+
+int32_t TargetVerifier::choose(const float* row, int64_t pos, int32_t draft, const TokenDist* q) {
+  const size_t V = s_.model().config().vocab;
+  const uint64_t seed = sampler_.options().seed;
+  if (fault_ == Fault::AcceptSecondChoice && draft >= 0) {
+    // Broken on purpose: the draft passes when it is the target's best or
+    // second-best candidate by the same (noisy) score.
+    int32_t best = -1, second = -1;
+    double b1 = -INFINITY, b2 = -INFINITY;
+    if (sampler_.greedy()) {
+      for (size_t i = 0; i < V; ++i) {
+        const double sc = row[i];
+        if (sc > b1) b2 = b1, second = best, b1 = sc, best = int32_t(i);
+        else if (sc > b2) b2 = sc, second = int32_t(i);
+      }
+    } else {
+      sampler_.distribution(row, V, nullptr, p_);
+      for (size_t i = 0; i < p_.ids.size(); ++i) {
+        const double sc = std::log(p_.p[i]) + keyed_gumbel(seed, pos, p_.ids[i], NoiseStream::Choice);
+        if (sc > b1) b2 = b1, second = best, b1 = sc, best = p_.ids[i];
+        else if (sc > b2) b2 = sc, second = p_.ids[i];
+      }
+    }
+    if (draft == best || draft == second) return draft;
+    return best;
+  }
+  if (mode_ != SpecSampling::Rejection || sampler_.greedy() || draft < 0 || !q) {
+    return sampler_.sample(row, V, pos);  // argmax, or the coupled keyed draw
+  }
+  // Rejection sampling: accept d with probability min(1, p(d) / q(d)).
+  sampler_.distribution(row, V, nullptr, p_);
+  const double pd = p_.prob(draft), qd = q->prob(draft);
+  const double u = keyed_uniform(seed, pos, draft, NoiseStream::Accept);
+  if (fault_ == Fault::AcceptWithoutTest || (qd > 0 && u < std::min(1.0, pd / qd))) return draft;
+  if (fault_ == Fault::ResampleFromP) return sample_dist(p_, seed, pos, NoiseStream::Residual);
+  residual_.ids.clear();
+  residual_.p.clear();
+  double sum = 0;
+  for (size_t i = 0; i < p_.ids.size(); ++i) {
+    const double r = p_.p[i] - q->prob(p_.ids[i]);
+    if (r > 0) residual_.ids.push_back(p_.ids[i]), residual_.p.push_back(r), sum += r;
+  }
+  if (!(sum > 0)) return sample_dist(p_, seed, pos, NoiseStream::Residual);  // p == q: unreachable
+  return sample_dist(residual_, seed, pos, NoiseStream::Residual);
+}
+
+void TargetVerifier::commit(std::span<const int32_t> committed, std::span<const int32_t>) {
+  if (stale_kv_fault_) return;               // the injected protocol fault
+  s_.truncate(int(committed.size()) - 1);  // drops every rejected position
+}
+
+}  // namespace mtp::speculative

@@ -1,0 +1,95 @@
+// The target's side of one generation: a one-sequence KV cache plus the capture
+// hidden of every forwarded position (the speculative engine's drafter reads it
+// from here — invariant 2: the same rows the forward returned, nothing else).
+#pragma once
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "model/forward.h"
+#include "speculative/sampler.h"
+#include "speculative/spec_loop.h"
+
+namespace mtp::speculative {
+
+class TargetSession {
+ public:
+  TargetSession(const model::Model& m, int ctx, ThreadPool* pool);
+
+  const model::Model& model() const { return m_; }
+  ThreadPool* pool() const { return pool_; }
+  int ctx() const { return kv_.ctx(); }
+  int forwarded() const { return kv_.length(0); }
+
+  // Forwards tokens at the next positions in calls of at most q_max rows;
+  // writes the last row's logits to last_logits ([vocab]) when not null.
+  void prefill(std::span<const int32_t> tokens, float* last_logits);
+  // Forwards tokens (at most q_max) in ONE call; logits [n, vocab] for every row.
+  void forward(std::span<const int32_t> tokens, float* logits);
+  // Rolls back to n forwarded positions.
+  void truncate(int n) { kv_.truncate(0, n); }
+  // Capture hidden of position pos (< forwarded()), [d].
+  const float* hidden(int pos) const { return hidden_.data() + size_t(pos) * m_.config().d_model; }
+
+ private:
+  const model::Model& m_;
+  ThreadPool* pool_;
+  model::KVCache kv_;
+  std::vector<float> hidden_;  // [ctx, d]
+  std::vector<model::Row> rows_;
+};
+
+// Verification against the target. choices[j] is the target's token at
+// sequence position N + j (N = committed tokens) after committed + drafts
+// d_0..d_{j-1}:
+//  - temperature 0: the argmax (ties to the lowest index);
+//  - coupled sampling: the keyed Gumbel-max of sampler.h at position N + j —
+//    exactly the token plain sampling draws there, so a draft is accepted when
+//    it equals it and the output is plain sampling's;
+//  - rejection sampling: for a draft d_j sampled from q_j (tree.dist), d_j
+//    itself when u < min(1, p_j(d_j) / q_j(d_j)) (u keyed by position and
+//    token), else a sample of norm(max(0, p_j − q_j)); after the last draft a
+//    sample of p (the bonus token).
+// Chains only for now (a tree needs tree attention and per-node KV slots: the
+// draft-tree work).
+class TargetVerifier : public Verifier {
+ public:
+  explicit TargetVerifier(TargetSession& s, const SamplerOptions& sampling = {},
+                          SpecSampling mode = SpecSampling::Coupled)
+      : s_(s), sampler_(sampling), mode_(mode) {}
+  void verify(std::span<const int32_t> committed, const DraftTree& tree,
+              std::vector<int32_t>& choices) override;
+  void commit(std::span<const int32_t> committed, std::span<const int32_t> accepted) override;
+
+  // Sees every verify call's logits: rows [n, vocab], row j chose the token at
+  // sequence index first_index + j. (drift compares them with decode rows.)
+  using Observer = std::function<void(size_t first_index, const float* logits, size_t n)>;
+  void set_observer(Observer o) { observer_ = std::move(o); }
+  // Diagnostic fault for `drift --inject-fault stale-kv`: commit() keeps the
+  // rejected drafts' K/V instead of rolling back, as the earlier system did.
+  // Never set outside the drift harness.
+  void inject_stale_kv_fault() { stale_kv_fault_ = true; }
+
+  // Deliberately broken acceptance rules, for the distribution tests only
+  // (each must make them fail): accept every draft without the p/q test;
+  // on rejection resample from p instead of the residual; accept a draft that
+  // is only the target's second choice.
+  enum class Fault { None, AcceptWithoutTest, ResampleFromP, AcceptSecondChoice };
+  void inject_fault(Fault f) { fault_ = f; }
+
+ private:
+  // The choice at row j for draft `draft` (-1: the bonus row).
+  int32_t choose(const float* row, int64_t pos, int32_t draft, const TokenDist* q);
+
+  TargetSession& s_;
+  Sampler sampler_;
+  SpecSampling mode_;
+  Observer observer_;
+  bool stale_kv_fault_ = false;
+  Fault fault_ = Fault::None;
+  std::vector<int32_t> tokens_;
+  std::vector<float> logits_;
+  TokenDist p_, residual_;
+};
+
+}  // namespace mtp::speculative

@@ -1,0 +1,339 @@
+// Speculative decoding at temperature > 0 (sampler.h):
+//  - coupled sampling: speculative output == plain output, token for token,
+//    for every seed and truncation setting, every family; a sequential-RNG
+//    variant must break it;
+//  - plain, coupled and rejection sampling are exact samples of the target's
+//    distribution (the exact joint distribution of the first 3 tokens of a
+//    vocabulary-8 model, enumerated from its own logits), and deliberately
+//    broken acceptance rules are caught by the same test.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <iostream>
+#include <ostream>
+#include <random>
+
+#include "checkpoint_util.h"
+#include "core/error.h"
+#include "drafter/drafter.h"
+#include "model/fingerprint.h"
+#include "model/loader.h"
+#include "model_util.h"
+#include "speculative/generate.h"
+#include "speculative/mtp_proposer.h"
+#include "speculative/sampler.h"
+#include "speculative/target_session.h"
+#include "test_util.h"
+
+namespace mtp::speculative {
+namespace {
+
+struct Target {
+  std::unique_ptr<model::Model> model;
+  std::string fingerprint;
+};
+
+Target load_target(const std::string& path) {
+  model::LoadedModel lm = model::load_model(path, {});
+  Target t;
+  t.fingerprint = model::target_fingerprint(lm, /*use_cache=*/false);
+  t.model = std::make_unique<model::Model>(std::move(lm));
+  return t;
+}
+
+drafter::Drafter random_drafter(const Target& t, int K, uint64_t seed) {
+  drafter::DrafterConfig dc;
+  dc.K = K;
+  return drafter::Drafter::from_tensors(t.model->config(), t.fingerprint, dc,
+                                        drafter::random_drafter_tensors(t.model->config(), dc, seed),
+                                        {{"kind", "test"}}, DType::F32, kernels::WeightType::F32);
+}
+
+SamplerOptions sampling(float temp, int top_k, float top_p, float min_p, uint64_t seed) {
+  SamplerOptions o;
+  o.temperature = temp;
+  o.top_k = top_k;
+  o.top_p = top_p;
+  o.min_p = min_p;
+  o.seed = seed;
+  return o;
+}
+
+const SamplerOptions kSettings[] = {
+    sampling(0.7f, 0, 1.f, 0.f, 0), sampling(1.f, 5, 1.f, 0.f, 0),
+    sampling(0.9f, 0, 0.8f, 0.f, 0), sampling(1.3f, 0, 1.f, 0.1f, 0),
+    sampling(1.f, 4, 0.9f, 0.05f, 0)};
+
+// Returns how many drafts were accepted, so callers can check speculation ran.
+long expect_coupled_identity(const Target& t, const drafter::Drafter& d, int seeds, int n_new,
+                             bool expect_equal = true, long* differing = nullptr) {
+  std::mt19937 rng(11);
+  long accepted = 0;
+  for (const SamplerOptions& base : kSettings) {
+    for (int s = 0; s < seeds; ++s) {
+      SamplerOptions so = base;
+      so.seed = uint64_t(1000 + s);
+      std::vector<int32_t> prompt = test::random_tokens(rng, 1 + s % 5, t.model->config().vocab);
+      GenerateOptions go;
+      go.n_new = n_new;
+      go.sampler = so;
+      GenerateResult plain = generate(*t.model, nullptr, prompt, go, nullptr);
+      for (int K = 1; K <= d.config().K; ++K) {
+        SpecOptions sp;
+        sp.drafter = &d;
+        sp.draft_k = K;
+        GenerateResult r = generate(*t.model, nullptr, prompt, go, nullptr, nullptr, sp);
+        if (expect_equal) {
+          EXPECT_EQ(r.token_ids, plain.token_ids)
+              << "seed " << so.seed << " T " << so.temperature << " top-k " << so.top_k
+              << " top-p " << so.top_p << " min-p " << so.min_p << " K " << K;
+        } else if (differing) {
+          *differing += r.token_ids != plain.token_ids;
+        }
+        for (long a : r.stats->accepted) accepted += a;
+      }
+    }
+  }
+  return accepted;
+}
+
+TEST(CoupledSampling, SpeculativeEqualsPlainOnEveryFamily) {
+  for (model::Arch a : {model::Arch::Llama, model::Arch::Qwen2, model::Arch::Qwen3,
+                        model::Arch::Gemma2, model::Arch::Gemma3}) {
+    SCOPED_TRACE(model::arch_name(a));
+    test::RandomSpec spec = test::RandomSpec::for_arch(a);
+    spec.vocab = 12;  // random drafts are right often enough to be accepted
+    spec.eos_ids = {};
+    if (a == model::Arch::Gemma2 || a == model::Arch::Gemma3) spec.sliding_window = 7;
+    Target t = load_target(test::random_hf_checkpoint("coupled", spec));
+    drafter::Drafter d = random_drafter(t, 3, 5);
+    EXPECT_GT(expect_coupled_identity(t, d, 4, 24), 0) << "no draft was ever accepted";
+  }
+}
+
+TEST(CoupledSampling, SpeculativeEqualsPlainOnStories260K) {
+  MTP_REQUIRE_SHARED(path, "models/stories260K/stories260K.bin");
+  Target t = load_target(path);
+  drafter::Drafter d = random_drafter(t, 3, 8);
+  expect_coupled_identity(t, d, 3, 40);
+}
+
+// The test above must be able to fail: noise drawn from a sequential RNG
+// (not keyed by position) makes the verifier's draws differ from plain's.
+TEST(CoupledSampling, ASequentialRngBreaksTheIdentity) {
+  test::RandomSpec spec = test::RandomSpec::for_arch(model::Arch::Llama);
+  spec.vocab = 12;
+  spec.eos_ids = {};
+  Target t = load_target(test::random_hf_checkpoint("coupled-seq", spec));
+  drafter::Drafter d = random_drafter(t, 3, 5);
+  std::mt19937 rng(3);
+  long differing = 0;
+  for (int s = 0; s < 8; ++s) {
+    GenerateOptions go;
+    go.n_new = 24;
+    go.sampler = sampling(1.f, 0, 1.f, 0.f, uint64_t(s));
+    go.sampler.sequential_noise_fault = true;
+    std::vector<int32_t> prompt = test::random_tokens(rng, 3, spec.vocab);
+    GenerateResult plain = generate(*t.model, nullptr, prompt, go, nullptr);
+    SpecOptions sp;
+    sp.drafter = &d;
+    GenerateResult r = generate(*t.model, nullptr, prompt, go, nullptr, nullptr, sp);
+    differing += r.token_ids != plain.token_ids;
+  }
+  EXPECT_GT(differing, 0);
+}
+
+TEST(KeyedNoise, ADrawDependsOnlyOnSeedPositionAndToken) {
+  std::vector<float> row = {0.1f, 0.5f, -0.3f, 0.9f, 0.0f, 0.2f};
+  Sampler a(sampling(1.f, 0, 1.f, 0.f, 7)), b(sampling(1.f, 0, 1.f, 0.f, 7));
+  // b draws elsewhere first: a's and b's draw at position 40 are still equal.
+  for (int64_t p = 0; p < 30; ++p) b.sample(row.data(), row.size(), p);
+  EXPECT_EQ(a.sample(row.data(), row.size(), 40), b.sample(row.data(), row.size(), 40));
+  // Different positions give different draws (not all the same token).
+  std::map<int32_t, int> seen;
+  for (int64_t p = 0; p < 200; ++p) ++seen[a.sample(row.data(), row.size(), p)];
+  EXPECT_GE(seen.size(), 4u);
+  EXPECT_EQ(keyed_uniform(1, 2, 3, NoiseStream::Choice), keyed_uniform(1, 2, 3, NoiseStream::Choice));
+  EXPECT_NE(keyed_uniform(1, 2, 3, NoiseStream::Choice), keyed_uniform(1, 2, 3, NoiseStream::Draft));
+  EXPECT_NE(keyed_uniform(1, 2, 3, NoiseStream::Choice), keyed_uniform(1, 3, 3, NoiseStream::Choice));
+}
+
+TEST(Truncation, TheDocumentedOrder) {
+  // probabilities at T = 1 of logits log([0.4, 0.3, 0.2, 0.1]) (+ a constant)
+  std::vector<float> row = {std::log(0.4f), std::log(0.3f), std::log(0.2f), std::log(0.1f)};
+  TokenDist d;
+  Sampler(sampling(1.f, 0, 1.f, 0.f, 0)).distribution(row.data(), 4, nullptr, d);
+  ASSERT_EQ(d.ids, (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_NEAR(d.p[3], 0.1, 1e-6);
+  Sampler(sampling(1.f, 3, 1.f, 0.f, 0)).distribution(row.data(), 4, nullptr, d);
+  ASSERT_EQ(d.ids, (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_NEAR(d.p[0], 0.4 / 0.9, 1e-6);
+  // top-p 0.7 keeps {0.4, 0.3} (mass 0.7 reached), then renormalises.
+  Sampler(sampling(1.f, 0, 0.7f, 0.f, 0)).distribution(row.data(), 4, nullptr, d);
+  ASSERT_EQ(d.ids, (std::vector<int32_t>{0, 1}));
+  EXPECT_NEAR(d.p[1], 0.3 / 0.7, 1e-6);
+  // min-p 0.45: drop p < 0.18 (0.45 x 0.4): keeps 0.4, 0.3, 0.2.
+  Sampler(sampling(1.f, 0, 1.f, 0.45f, 0)).distribution(row.data(), 4, nullptr, d);
+  ASSERT_EQ(d.ids, (std::vector<int32_t>{0, 1, 2}));
+  // Temperature 2 flattens: p ∝ sqrt(p).
+  Sampler(sampling(2.f, 0, 1.f, 0.f, 0)).distribution(row.data(), 4, nullptr, d);
+  const double z = std::sqrt(0.4) + std::sqrt(0.3) + std::sqrt(0.2) + std::sqrt(0.1);
+  EXPECT_NEAR(d.p[0], std::sqrt(0.4) / z, 1e-6);
+  // Temperature 0 is the argmax with ties to the lowest index.
+  std::vector<float> tie = {1.f, 3.f, 3.f, 0.f};
+  EXPECT_EQ(Sampler(SamplerOptions{}).sample(tie.data(), 4, 0), 1);
+  // Bad values are refused naming them.
+  for (SamplerOptions bad : {sampling(-1.f, 0, 1.f, 0.f, 0), sampling(NAN, 0, 1.f, 0.f, 0),
+                             sampling(1.f, -1, 1.f, 0.f, 0), sampling(1.f, 0, 0.f, 0.f, 0),
+                             sampling(1.f, 0, 1.5f, 0.f, 0), sampling(1.f, 0, NAN, 0.f, 0),
+                             sampling(1.f, 0, 1.f, 1.f, 0), sampling(1.f, 0, 1.f, -0.1f, 0),
+                             sampling(INFINITY, 0, 1.f, 0.f, 0)}) {
+    EXPECT_THROW(bad.validate(), InputError);
+  }
+}
+
+// ---- exact distribution of the first 3 generated tokens ----
+
+constexpr int kVocab = 8, kTokens = 3;
+
+// The exact joint distribution of the first kTokens tokens after `prompt`
+// under `so` (kept distributions from the target's own logits).
+std::vector<double> exact_joint(const model::Model& m, const std::vector<int32_t>& prompt,
+                                const SamplerOptions& so) {
+  std::vector<double> joint(size_t(std::pow(kVocab, kTokens)), 0.0);
+  Sampler s(so);
+  TokenDist d1, d2, d3;
+  for (int t1 = 0; t1 < kVocab; ++t1) {
+    for (int t2 = 0; t2 < kVocab; ++t2) {
+      std::vector<int32_t> seq = prompt;
+      seq.push_back(t1);
+      seq.push_back(t2);
+      model::KVCache kv = m.make_cache(1, int(seq.size()) + 1);
+      test::RowOutputs out = test::run_chunks(m, kv, 0, seq, {1}, nullptr);
+      const size_t P = prompt.size();
+      s.distribution(out.logits.data() + (P - 1) * kVocab, kVocab, nullptr, d1);
+      s.distribution(out.logits.data() + P * kVocab, kVocab, nullptr, d2);
+      s.distribution(out.logits.data() + (P + 1) * kVocab, kVocab, nullptr, d3);
+      for (int t3 = 0; t3 < kVocab; ++t3) {
+        joint[size_t((t1 * kVocab + t2) * kVocab + t3)] = d1.prob(t1) * d2.prob(t2) * d3.prob(t3);
+      }
+    }
+  }
+  return joint;
+}
+
+enum class Mode { Plain, Coupled, Rejection };
+
+// N samples of the first kTokens tokens, seeds 0..N-1.
+std::vector<double> empirical(const model::Model& m, const drafter::Drafter& d,
+                              const std::vector<int32_t>& prompt, SamplerOptions so, Mode mode,
+                              int K, int N, TargetVerifier::Fault fault) {
+  std::vector<double> freq(size_t(std::pow(kVocab, kTokens)), 0.0);
+  for (int s = 0; s < N; ++s) {
+    so.seed = uint64_t(s) * 7919 + 13;
+    std::vector<int32_t> out;
+    if (mode == Mode::Plain) {
+      GenerateOptions go;
+      go.n_new = kTokens;
+      go.sampler = so;
+      out = generate(m, nullptr, prompt, go, nullptr).token_ids;
+    } else {
+      // The speculative loop with an injectable verifier fault.
+      TargetSession target(m, int(prompt.size()) + kTokens + K + 2, nullptr);
+      std::vector<float> logits(size_t(m.config().vocab));
+      target.prefill(prompt, logits.data());
+      const SpecSampling sm = mode == Mode::Coupled ? SpecSampling::Coupled : SpecSampling::Rejection;
+      MtpProposer proposer(d, target, 0.f, K, so, sm);
+      proposer.prefill(prompt);
+      TokenSink sink(nullptr, {}, kTokens, {}, nullptr, prompt.back());
+      Sampler first(so);
+      std::vector<int32_t> committed = prompt;
+      if (sink.push(first.sample(logits.data(), logits.size(), int64_t(committed.size())))) {
+        committed.push_back(sink.tokens().back());
+        TargetVerifier verifier(target, so, sm);
+        verifier.inject_fault(fault);
+        SpecStats st;
+        speculative_loop(verifier, proposer, committed, sink, K, target.ctx(), st);
+      }
+      out = sink.tokens();
+    }
+    if (out.size() != size_t(kTokens)) continue;
+    freq[size_t((out[0] * kVocab + out[1]) * kVocab + out[2])] += 1.0 / N;
+  }
+  return freq;
+}
+
+// Total variation distance, and the threshold a correct sampler exceeds with
+// probability <= 1e-6: E[TV] <= ½ Σ sqrt(p_i / N), and TV moves by at most 1/N
+// per sample, so P(TV > E[TV] + ε) <= exp(−2Nε²) (McDiarmid).
+double tv(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += std::abs(a[i] - b[i]);
+  return s / 2;
+}
+double tv_threshold(const std::vector<double>& p, int N) {
+  double s = 0;
+  for (double x : p) s += std::sqrt(x / N);
+  return s / 2 + std::sqrt(std::log(1e6) / (2.0 * N));
+}
+
+// The marginal of the first two tokens (64 cells: more power per sample).
+std::vector<double> first_two(const std::vector<double>& joint) {
+  std::vector<double> m(size_t(kVocab * kVocab), 0.0);
+  for (size_t i = 0; i < joint.size(); ++i) m[i / kVocab] += joint[i];
+  return m;
+}
+
+// Whether the empirical distribution passes against p, on the joint and on
+// the first-two marginal.
+struct Verdict {
+  double tv3, tau3, tv2, tau2;
+  bool pass() const { return tv3 < tau3 && tv2 < tau2; }
+};
+Verdict judge(const std::vector<double>& emp, const std::vector<double>& p, int N) {
+  return {tv(emp, p), tv_threshold(p, N), tv(first_two(emp), first_two(p)),
+          tv_threshold(first_two(p), N)};
+}
+std::ostream& operator<<(std::ostream& o, const Verdict& v) {
+  return o << "TV3 " << v.tv3 << " (threshold " << v.tau3 << "), TV2 " << v.tv2 << " (threshold "
+           << v.tau2 << ")";
+}
+
+TEST(SamplingDistribution, PlainCoupledAndRejectionAreExactSamples) {
+  test::RandomSpec spec = test::RandomSpec::for_arch(model::Arch::Llama);
+  spec.vocab = kVocab;
+  spec.eos_ids = {};
+  Target t = load_target(test::random_hf_checkpoint("dist", spec));
+  drafter::Drafter d = random_drafter(t, 2, 3);
+  const std::vector<int32_t> prompt = {1, 5};
+  const int N = 6000;
+  using F = TargetVerifier::Fault;
+  for (const SamplerOptions& so : {sampling(1.f, 0, 1.f, 0.f, 0), sampling(0.8f, 5, 0.95f, 0.f, 0)}) {
+    SCOPED_TRACE("T " + std::to_string(so.temperature) + " top-k " + std::to_string(so.top_k));
+    const std::vector<double> p = exact_joint(*t.model, prompt, so);
+    auto verdict = [&](Mode m, int K, F f) {
+      Verdict v = judge(empirical(*t.model, d, prompt, so, m, K, N, f), p, N);
+      std::cout << "  mode " << int(m) << " K " << K << " fault " << int(f) << ": " << v << "\n";
+      return v;
+    };
+    Verdict v = verdict(Mode::Plain, 0, F::None);
+    EXPECT_TRUE(v.pass()) << "plain: " << v;
+    for (int K : {1, 2}) {
+      v = verdict(Mode::Coupled, K, F::None);
+      EXPECT_TRUE(v.pass()) << "coupled K " << K << ": " << v;
+      v = verdict(Mode::Rejection, K, F::None);
+      EXPECT_TRUE(v.pass()) << "rejection K " << K << ": " << v;
+    }
+    // Broken variants must be caught by the same thresholds.
+    v = verdict(Mode::Rejection, 2, F::AcceptWithoutTest);
+    EXPECT_FALSE(v.pass()) << "accepting without the p/q test: " << v;
+    v = verdict(Mode::Rejection, 2, F::ResampleFromP);
+    EXPECT_FALSE(v.pass()) << "resampling from p instead of the residual: " << v;
+    v = verdict(Mode::Coupled, 2, F::AcceptSecondChoice);
+    EXPECT_FALSE(v.pass()) << "accepting the target's second choice: " << v;
+  }
+}
+
+}  // namespace
+}  // namespace mtp::speculative

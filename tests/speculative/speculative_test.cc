@@ -1,0 +1,225 @@
+// Speculative greedy generation with MTP drafters on real and random targets:
+// - output identical to plain greedy, token for token (invariant 7, t = 0);
+// - live ≡ teacher-forced: every live draft d_k whose d_0..d_{k-1} were accepted
+//   equals the drafter's teacher-forced prediction at the same row (invariant 6);
+// - drafter files for another target are refused (invariant 4).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "checkpoint_util.h"
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "drafter/drafter.h"
+#include "model/fingerprint.h"
+#include "model/loader.h"
+#include "model_util.h"
+#include "speculative/generate.h"
+#include "drafter/teacher_forced.h"
+#include "test_util.h"
+
+namespace mtp::speculative {
+namespace {
+
+struct Fixture {
+  std::unique_ptr<model::Model> model;
+  std::string fingerprint;
+};
+
+Fixture load(const std::string& path, kernels::WeightType wt = kernels::WeightType::F32) {
+  model::LoadOptions o;
+  o.weights = wt;
+  Fixture f;
+  model::LoadedModel lm = model::load_model(path, o);
+  f.fingerprint = model::target_fingerprint(lm, /*use_cache=*/false);
+  f.model = std::make_unique<model::Model>(std::move(lm));
+  return f;
+}
+
+drafter::Drafter random_drafter(const Fixture& f, int K, int window, uint64_t seed,
+                                std::vector<int32_t> draft_vocab = {},
+                                DType stored = DType::F32) {
+  drafter::DrafterConfig dc;
+  dc.K = K;
+  dc.window = window;
+  dc.draft_vocab = std::move(draft_vocab);
+  std::string path = test::temp_dir("drafter") + "/drafter.safetensors";
+  drafter::write_drafter(path, f.model->config(), f.fingerprint, dc,
+                         drafter::random_drafter_tensors(f.model->config(), dc, seed),
+                         {{"kind", "test"}}, stored);
+  return drafter::Drafter::load(path, f.model->config(), f.fingerprint, kernels::WeightType::F32);
+}
+
+struct Checks {
+  long tf_checked[4] = {0, 0, 0, 0};
+};
+
+// Generates with and without the drafter for several prompts and K = 1..K_max;
+// expects identical outputs and live ≡ teacher-forced drafts.
+void check_spec_equals_plain(const Fixture& f, const drafter::Drafter& d, int n_new,
+                             int n_prompts, unsigned seed, Checks& checks, int threads = 1) {
+  ThreadPool pool(threads);
+  ThreadPool* p = threads > 1 ? &pool : nullptr;
+  std::mt19937 rng(seed);
+  const auto& c = f.model->config();
+  for (int i = 0; i < n_prompts; ++i) {
+    std::vector<int32_t> prompt = test::random_tokens(rng, 1 + int(rng() % 12), c.vocab);
+    prompt[0] = c.bos_id >= 0 ? c.bos_id : prompt[0];
+    GenerateOptions o;
+    o.n_new = n_new;
+    GenerateResult plain = generate(*f.model, nullptr, prompt, o, p);
+    for (int k = 1; k <= d.config().K; ++k) {
+      SCOPED_TRACE(testing::Message() << "prompt " << i << " K=" << k);
+      SpecOptions so;
+      so.drafter = &d;
+      so.draft_k = k;
+      so.record_trace = true;
+      GenerateResult spec = generate(*f.model, nullptr, prompt, o, p, nullptr, so);
+      ASSERT_EQ(spec.token_ids, plain.token_ids);
+      ASSERT_EQ(spec.finish_reason, plain.finish_reason);
+      ASSERT_TRUE(spec.stats.has_value());
+      // Live ≡ teacher-forced over the final sequence.
+      std::vector<int32_t> seq = prompt;
+      seq.insert(seq.end(), spec.token_ids.begin(), spec.token_ids.end());
+      drafter::TeacherForced tf = drafter::teacher_forced(*f.model, d, seq, p);
+      for (const CycleTrace& cyc : spec.trace) {
+        const int N = cyc.n_committed, t = N - 2;
+        for (int j = 0; j < int(cyc.drafts.size()) && j <= cyc.accepted; ++j) {
+          if (N + j - 1 >= int(seq.size())) break;  // generation ended inside the cycle
+          ASSERT_LT(size_t(t), tf.argmax[j].size());
+          ASSERT_EQ(tf.argmax[j][t], cyc.drafts[j])
+              << "live draft d_" << j << " at N=" << N << " differs from teacher forcing";
+          if (j < 4) ++checks.tf_checked[j];
+        }
+      }
+    }
+  }
+}
+
+TEST(Speculative, Stories260KRandomDrafterMatchesPlain) {
+  MTP_REQUIRE_SHARED(path, "models/stories260K/stories260K.bin");
+  Fixture f = load(path);
+  drafter::Drafter d = random_drafter(f, 4, 0, 1);
+  Checks ch;
+  check_spec_equals_plain(f, d, 40, 4, 3, ch);
+  EXPECT_GT(ch.tf_checked[0], 0);
+}
+
+// A 12-token vocabulary makes random drafts right often enough that deep
+// positions (d_1, d_2, d_3) are reached and checked live ≡ teacher-forced.
+TEST(Speculative, SmallVocabReachesDeepPositions) {
+  test::RandomSpec spec = test::RandomSpec::for_arch(model::Arch::Llama);
+  spec.vocab = 8;
+  spec.eos_ids = {};  // nothing stops generation early
+  std::string dir = test::random_hf_checkpoint("spec-small", spec);
+  Fixture f = load(dir);
+  for (int window : {0, 5}) {
+    drafter::Drafter d = random_drafter(f, 4, window, 2 + window);
+    Checks ch;
+    for (int threads : {1, 2}) check_spec_equals_plain(f, d, 60, 6, 5 + threads, ch, threads);
+    EXPECT_GT(ch.tf_checked[1], 5);
+    EXPECT_GT(ch.tf_checked[2], 0);
+  }
+}
+
+// A drafter stored in BF16 (held in BF16 under an fp32 target) that drafts
+// only among some tokens: still lossless, live ≡ teacher-forced, and every
+// draft lies in its draft vocabulary. Gemma 2 brings the logit soft-cap.
+TEST(Speculative, DraftVocabularyBf16DrafterMatchesPlain) {
+  for (model::Arch a : {model::Arch::Llama, model::Arch::Gemma2}) {
+    SCOPED_TRACE(model::arch_name(a));
+    test::RandomSpec spec = test::RandomSpec::for_arch(a);
+    spec.vocab = 10;  // random drafts hit often enough to reach deep positions
+    spec.eos_ids = {};
+    std::string dir = test::random_hf_checkpoint("spec-dv", spec);
+    Fixture f = load(dir);
+    const std::vector<int32_t> ids = {1, 2, 4, 5, 7, 8, 9};
+    drafter::Drafter d = random_drafter(f, 3, 0, 9, ids, DType::BF16);
+    ASSERT_EQ(d.modules()[0].eh_proj.hold(), kernels::WeightType::BF16);
+    Checks ch;
+    check_spec_equals_plain(f, d, 50, 5, 21, ch);
+    EXPECT_GT(ch.tf_checked[1], 0);
+    GenerateOptions o;
+    o.n_new = 50;
+    SpecOptions so;
+    so.drafter = &d;
+    so.record_trace = true;
+    GenerateResult r = generate(*f.model, nullptr, {int32_t(f.model->config().bos_id >= 0 ? f.model->config().bos_id : 1), 3, 6}, o, nullptr, nullptr, so);
+    long drafts = 0;
+    for (const CycleTrace& cyc : r.trace) {
+      for (int32_t t : cyc.drafts) {
+        ++drafts;
+        EXPECT_TRUE(std::binary_search(ids.begin(), ids.end(), t)) << "drafted " << t;
+      }
+    }
+    EXPECT_GT(drafts, 0);
+  }
+}
+
+TEST(Speculative, EveryArchitectureMatchesPlain) {
+  for (model::Arch a : {model::Arch::Llama, model::Arch::Qwen2, model::Arch::Qwen3,
+                        model::Arch::Gemma2, model::Arch::Gemma3}) {
+    SCOPED_TRACE(model::arch_name(a));
+    test::RandomSpec spec = test::RandomSpec::for_arch(a);
+    spec.vocab = 64;
+    if (a == model::Arch::Gemma2 || a == model::Arch::Gemma3) spec.sliding_window = 7;
+    std::string dir = test::random_hf_checkpoint("spec-arch", spec);
+    for (auto wt : {kernels::WeightType::F32, kernels::WeightType::BF16}) {
+      Fixture f = load(dir, wt);
+      drafter::Drafter d = random_drafter(f, 3, a == model::Arch::Gemma2 ? 6 : 0, 4);
+      Checks ch;
+      check_spec_equals_plain(f, d, 30, 3, 11, ch);  // 30 tokens > sliding window 7
+    }
+  }
+}
+
+TEST(Speculative, DrafterForAnotherTargetIsRefused) {
+  std::string dir = test::temp_dir("spec-refuse");
+  test::write_random_llama2c(dir + "/a.bin", 32, 64, 1, 4, 4, 50, 64, 1);
+  test::write_random_llama2c(dir + "/b.bin", 32, 64, 1, 4, 4, 50, 64, 2);  // same shape, other weights
+  Fixture a = load(dir + "/a.bin"), b = load(dir + "/b.bin");
+  ASSERT_NE(a.fingerprint, b.fingerprint);
+  drafter::DrafterConfig dc;
+  std::string path = dir + "/drafter.safetensors";
+  drafter::write_drafter(path, a.model->config(), a.fingerprint, dc,
+                         drafter::random_drafter_tensors(a.model->config(), dc, 1), {});
+  EXPECT_NO_THROW(drafter::Drafter::load(path, a.model->config(), a.fingerprint,
+                                         kernels::WeightType::F32));
+  try {
+    drafter::Drafter::load(path, b.model->config(), b.fingerprint, kernels::WeightType::F32);
+    FAIL() << "a drafter for another target was accepted";
+  } catch (const ConfigError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find(a.fingerprint), std::string::npos) << msg;
+    EXPECT_NE(msg.find(b.fingerprint), std::string::npos) << msg;
+  }
+}
+
+TEST(Speculative, TruncatedOrCorruptDrafterGivesClearErrors) {
+  std::string dir = test::temp_dir("spec-bad");
+  test::write_random_llama2c(dir + "/a.bin", 32, 64, 1, 4, 4, 50, 64, 1);
+  Fixture a = load(dir + "/a.bin");
+  drafter::DrafterConfig dc;
+  std::string path = dir + "/drafter.safetensors";
+  drafter::write_drafter(path, a.model->config(), a.fingerprint, dc,
+                         drafter::random_drafter_tensors(a.model->config(), dc, 1), {});
+  std::string bytes = read_file(path);
+  for (size_t cut : {size_t(4), size_t(20), bytes.size() / 2, bytes.size() - 1}) {
+    std::string p = dir + "/cut.safetensors";
+    write_file_atomic(p, bytes.substr(0, cut));
+    EXPECT_THROW(drafter::Drafter::load(p, a.model->config(), a.fingerprint,
+                                        kernels::WeightType::F32),
+                 Error) << "cut at " << cut;
+  }
+  // A NaN in a module weight.
+  auto t = drafter::random_drafter_tensors(a.model->config(), dc, 1);
+  t["mtp.1.eh_proj.weight"][5] = std::numeric_limits<float>::quiet_NaN();
+  drafter::write_drafter(path, a.model->config(), a.fingerprint, dc, t, {});
+  EXPECT_THROW(drafter::Drafter::load(path, a.model->config(), a.fingerprint,
+                                      kernels::WeightType::F32),
+               FormatError);
+}
+
+}  // namespace
+}  // namespace mtp::speculative
