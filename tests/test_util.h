@@ -2,6 +2,8 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <initializer_list>
+#include <stdexcept>
 #include <string>
 
 namespace mtp::test {
@@ -12,6 +14,25 @@ std::string shared_dir();
 std::string shared_path(const std::string& rel);
 // A fresh temporary directory, removed at process exit.
 std::string temp_dir(const std::string& tag);
+
+// Expects f() to throw T with every `parts` substring in what(); returns
+// what() (empty when it did not throw T, which is a test failure).
+template <class T, class F>
+std::string expect_error(F&& f, std::initializer_list<std::string> parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no exception";
+  } catch (const T& e) {
+    for (auto& p : parts) {
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+          << "'" << p << "' not in: " << e.what();
+    }
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type: " << e.what();
+  }
+  return {};
+}
 
 }  // namespace mtp::test
 

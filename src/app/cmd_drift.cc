@@ -91,8 +91,11 @@ void run_drift(DriftArgs a) {
     fmt::print("{}\n", out.dump());
   } else {
     fmt::print("{} of {} prompts flipped; max |dlogit| between decode and verify rows: {:.3g} "
-               "(verify kernels: {}, fault: {})\n",
-               flipped, prompts.size(), max_dl, a.verify_kernels, a.fault);
+               "(verify kernels: {}, fault: {}){}\n",
+               flipped, prompts.size(), max_dl, a.verify_kernels, a.fault,
+               a.o.mode == speculative::SpecSampling::Rejection && !a.o.sampling.greedy()
+                   ? "; rejection sampling draws another sample, so flips are expected"
+                   : "");
   }
 }
 }  // namespace

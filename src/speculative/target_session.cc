@@ -51,9 +51,8 @@ void TargetSession::forward(std::span<const int32_t> tokens, float* logits) {
 void TargetVerifier::verify(std::span<const int32_t> committed, const DraftTree& tree,
                             std::vector<int32_t>& choices) {
   MTP_CHECK(tree.is_chain(), "TargetVerifier verifies chains; got a tree of {} nodes", tree.size());
-  MTP_CHECK(mode_ != SpecSampling::Rejection || sampler_.greedy() || tree.dist.size() == tree.size(),
-            "rejection sampling needs each draft's distribution ({} of {})", tree.dist.size(),
-            tree.size());
+  MTP_CHECK(tree.dist.empty() || tree.dist.size() == tree.size(),
+            "a draft tree carries {} distributions for {} nodes", tree.dist.size(), tree.size());
   const std::vector<int32_t>& drafts = tree.token;
   MTP_CHECK(stale_kv_fault_ || s_.forwarded() == int(committed.size()) - 1,
             "verify: the target has forwarded {} positions, expected {}", s_.forwarded(),
@@ -98,8 +97,16 @@ int32_t TargetVerifier::choose(const float* row, int64_t pos, int32_t draft, con
     if (draft == best || draft == second) return draft;
     return best;
   }
-  if (mode_ != SpecSampling::Rejection || sampler_.greedy() || draft < 0 || !q) {
+  if (mode_ != SpecSampling::Rejection || sampler_.greedy() || draft < 0) {
     return sampler_.sample(row, V, pos);  // argmax, or the coupled keyed draw
+  }
+  // A proposer that drafts deterministically (the drift oracle, a lookup)
+  // gives no distribution: q is the point mass at its draft.
+  TokenDist point;
+  if (!q) {
+    point.ids = {draft};
+    point.p = {1.0};
+    q = &point;
   }
   // Rejection sampling: accept d with probability min(1, p(d) / q(d)).
   sampler_.distribution(row, V, nullptr, p_);

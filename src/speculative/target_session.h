@@ -46,7 +46,8 @@ class TargetSession {
 //  - coupled sampling: the keyed Gumbel-max of sampler.h at position N + j —
 //    exactly the token plain sampling draws there, so a draft is accepted when
 //    it equals it and the output is plain sampling's;
-//  - rejection sampling: for a draft d_j sampled from q_j (tree.dist), d_j
+//  - rejection sampling: for a draft d_j sampled from q_j (tree.dist; a
+//    proposer without one drafts deterministically: q_j = the point mass), d_j
 //    itself when u < min(1, p_j(d_j) / q_j(d_j)) (u keyed by position and
 //    token), else a sample of norm(max(0, p_j − q_j)); after the last draft a
 //    sample of p (the bonus token).

@@ -49,20 +49,7 @@ void rewrite(const std::string& src, const std::string& dst, const std::string& 
   io::write_safetensors(dst, views, meta);
 }
 
-template <class T, class F>
-void expect_error(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception";
-  } catch (const T& e) {
-    for (auto& p : parts) {
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "'" << p << "' not in: " << e.what();
-    }
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
+using test::expect_error;
 
 TEST(DrafterMetadata, KMustMatchTheModulesPresent) {
   std::string dir = test::temp_dir("drafter-meta");

@@ -21,20 +21,7 @@ using nlohmann::json;
 namespace mtp::io {
 namespace {
 
-template <class T, class F>
-void expect_error(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception";
-  } catch (const T& e) {
-    for (auto& p : parts) {
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "'" << p << "' not in: " << e.what();
-    }
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
+using test::expect_error;
 
 std::string write_file(const std::string& tag, const std::string& name, const std::string& bytes) {
   std::string p = test::temp_dir(tag) + "/" + name;

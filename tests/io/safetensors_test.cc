@@ -33,19 +33,7 @@ std::string raw(const std::string& header, const std::string& data, int64_t len 
   return out + header + data;
 }
 
-// Expects T thrown, with every `parts` substring in what().
-template <class T, class F>
-void expect_error(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception";
-  } catch (const T& e) {
-    for (auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-        << "'" << p << "' not in: " << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
+using test::expect_error;
 
 struct Sample {
   std::vector<float> f32 = {1.5f, -2.f, 3.25f, 0.f, 1e-3f, -7.f};

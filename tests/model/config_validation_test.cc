@@ -28,22 +28,7 @@ namespace {
 
 using test::RandomSpec;
 
-template <class T, class F>
-std::string expect_error(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception";
-  } catch (const T& e) {
-    for (auto& p : parts) {
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "'" << p << "' not in: " << e.what();
-    }
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-  return {};
-}
+using test::expect_error;
 
 ModelConfig parse(const json& patch, RandomSpec s = {}) {
   json j = test::hf_config_json(s);

@@ -26,18 +26,7 @@ using kernels::PackedMatrix;
 using kernels::WeightType;
 using test::RandomSpec;
 
-template <class T, class F>
-void expect_error(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception";
-  } catch (const T& e) {
-    for (auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-        << "'" << p << "' not in: " << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
+using test::expect_error;
 
 LoadedModel load(const std::string& dir, WeightType w = WeightType::F32) {
   return load_hf(dir, LoadOptions{w});

@@ -223,7 +223,19 @@ std::vector<double> exact_joint(const model::Model& m, const std::vector<int32_t
   return joint;
 }
 
-enum class Mode { Plain, Coupled, Rejection };
+enum class Mode { Plain, Coupled, Rejection, RejectionFixedDrafts };
+
+// Drafts the same tokens every cycle, with no distribution: rejection
+// sampling treats them as point masses.
+class FixedProposer : public ChainProposer {
+ public:
+  FixedProposer() : ChainProposer(DraftSource::Kind::Scripted) {}
+  void propose_chain(std::span<const int32_t>, int max_k, std::vector<int32_t>& d) override {
+    d.clear();
+    for (int k = 0; k < max_k; ++k) d.push_back(int32_t(3 + k));
+  }
+  void commit(std::span<const int32_t>) override {}
+};
 
 // N samples of the first kTokens tokens, seeds 0..N-1.
 std::vector<double> empirical(const model::Model& m, const drafter::Drafter& d,
@@ -244,8 +256,10 @@ std::vector<double> empirical(const model::Model& m, const drafter::Drafter& d,
       std::vector<float> logits(size_t(m.config().vocab));
       target.prefill(prompt, logits.data());
       const SpecSampling sm = mode == Mode::Coupled ? SpecSampling::Coupled : SpecSampling::Rejection;
-      MtpProposer proposer(d, target, 0.f, K, so, sm);
-      proposer.prefill(prompt);
+      MtpProposer mtp(d, target, 0.f, K, so, sm);
+      mtp.prefill(prompt);
+      FixedProposer fixed;
+      Proposer& proposer = mode == Mode::RejectionFixedDrafts ? static_cast<Proposer&>(fixed) : mtp;
       TokenSink sink(nullptr, {}, kTokens, {}, nullptr, prompt.back());
       Sampler first(so);
       std::vector<int32_t> committed = prompt;
@@ -324,6 +338,8 @@ TEST(SamplingDistribution, PlainCoupledAndRejectionAreExactSamples) {
       EXPECT_TRUE(v.pass()) << "coupled K " << K << ": " << v;
       v = verdict(Mode::Rejection, K, F::None);
       EXPECT_TRUE(v.pass()) << "rejection K " << K << ": " << v;
+      v = verdict(Mode::RejectionFixedDrafts, K, F::None);
+      EXPECT_TRUE(v.pass()) << "rejection, fixed drafts (point masses), K " << K << ": " << v;
     }
     // Broken variants must be caught by the same thresholds.
     v = verdict(Mode::Rejection, 2, F::AcceptWithoutTest);
