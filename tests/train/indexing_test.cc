@@ -41,35 +41,8 @@ namespace {
 
 constexpr int kVocab = 48, kLen = 32;
 
-struct Corpus {
-  std::string model, shards;
-  std::vector<std::vector<int32_t>> heldout;
-};
-
-const Corpus& corpus() {
-  static Corpus c = [] {
-    Corpus c;
-    test::RandomSpec spec;  // Llama, d 64
-    spec.vocab = kVocab;
-    spec.n_layers = 1;
-    spec.seed = 21;
-    c.model = test::random_hf_checkpoint("indexing_model", spec);
-    std::mt19937 rng(5);
-    std::vector<int32_t> F(kVocab);
-    std::iota(F.begin(), F.end(), 0);
-    std::shuffle(F.begin(), F.end(), rng);
-    auto make = [&] {
-      std::vector<int32_t> s = {int32_t(rng() % kVocab), int32_t(rng() % kVocab)};
-      while (int(s.size()) < kLen) s.push_back(F[size_t(s[s.size() - 2])]);
-      return s;
-    };
-    std::vector<std::vector<int32_t>> train;
-    for (int i = 0; i < 192; ++i) train.push_back(make());
-    for (int i = 0; i < 16; ++i) c.heldout.push_back(make());
-    c.shards = test::temp_dir("indexing_shards");
-    test::write_shards(c.shards, test::load_target(c.model), train, c.heldout, kLen);
-    return c;
-  }();
+const test::RuleCorpus& corpus() {
+  static const test::RuleCorpus c = test::rule_corpus("indexing", kVocab, kLen, 192, 16, 21, 5);
   return c;
 }
 
@@ -80,7 +53,7 @@ struct Accuracy {
 // Trains module 0 with the given row offset, exports it, and scores the
 // engine's teacher-forced predictions on the held-out sequences.
 Accuracy train_and_score(int offset_shift, const std::string& tag) {
-  const Corpus& c = corpus();
+  const test::RuleCorpus& c = corpus();
   const std::string run = test::temp_dir(tag);
   TrainOptions o = test::quick_options(c.shards, c.model, run);
   o.K = 1;

@@ -30,32 +30,8 @@ struct Scores {
 };
 
 Scores train_and_score(const std::string& loss) {
-  static const auto setup = [] {
-    struct S {
-      std::string model, shards;
-      std::vector<std::vector<int32_t>> heldout;
-    } c;
-    test::RandomSpec spec;
-    spec.vocab = kVocab;
-    spec.n_layers = 1;
-    spec.seed = 33;
-    c.model = test::random_hf_checkpoint("kl_model", spec);
-    std::mt19937 rng(9);
-    std::vector<int32_t> F(kVocab);
-    std::iota(F.begin(), F.end(), 0);
-    std::shuffle(F.begin(), F.end(), rng);
-    auto make = [&] {
-      std::vector<int32_t> s = {int32_t(rng() % kVocab), int32_t(rng() % kVocab)};
-      while (int(s.size()) < kLen) s.push_back(F[size_t(s[s.size() - 2])]);
-      return s;
-    };
-    std::vector<std::vector<int32_t>> train;
-    for (int i = 0; i < 160; ++i) train.push_back(make());
-    for (int i = 0; i < 12; ++i) c.heldout.push_back(make());
-    c.shards = test::temp_dir("kl_shards");
-    test::write_shards(c.shards, test::load_target(c.model), train, c.heldout, kLen);
-    return c;
-  }();
+  // The labels follow a rule the random target does not know (train_fixture.h).
+  static const test::RuleCorpus setup = test::rule_corpus("kl", kVocab, kLen, 160, 12, 33, 9);
   const std::string run = test::temp_dir("kl_run_" + loss);
   TrainOptions o = test::quick_options(setup.shards, setup.model, run);
   o.K = 1;

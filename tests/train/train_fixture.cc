@@ -1,14 +1,19 @@
 #include "train_fixture.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <numeric>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint_util.h"
 #include "core/mapped_file.h"
 #include "drafter/shards.h"
 #include "model/fingerprint.h"
 #include "model/loader.h"
 #include "drafter/teacher_forced.h"
+#include "test_util.h"
 
 namespace mtp::test {
 
@@ -71,6 +76,31 @@ void write_shards(const std::string& dir, const Target& t,
                         {"corpus", "synthetic (tests/train)"},
                         {"shards", shards}};
   write_file_atomic((fs::path(dir) / "manifest.json").string(), man.dump(1));
+}
+
+RuleCorpus rule_corpus(const std::string& tag, int vocab, int len, int n_train, int n_heldout,
+                       uint64_t model_seed, uint32_t data_seed) {
+  RuleCorpus c;
+  RandomSpec spec;  // Llama, d 64
+  spec.vocab = vocab;
+  spec.n_layers = 1;
+  spec.seed = model_seed;
+  c.model = random_hf_checkpoint(tag + "_model", spec);
+  std::mt19937 rng(data_seed);
+  std::vector<int32_t> F(static_cast<size_t>(vocab));
+  std::iota(F.begin(), F.end(), 0);
+  std::shuffle(F.begin(), F.end(), rng);
+  auto make = [&] {
+    std::vector<int32_t> s = {int32_t(rng() % uint32_t(vocab)), int32_t(rng() % uint32_t(vocab))};
+    while (int(s.size()) < len) s.push_back(F[size_t(s[s.size() - 2])]);
+    return s;
+  };
+  std::vector<std::vector<int32_t>> train;
+  for (int i = 0; i < n_train; ++i) train.push_back(make());
+  for (int i = 0; i < n_heldout; ++i) c.heldout.push_back(make());
+  c.shards = temp_dir(tag + "_shards");
+  write_shards(c.shards, load_target(c.model), train, c.heldout, len);
+  return c;
 }
 
 train::TrainOptions quick_options(const std::string& shards, const std::string& model,

@@ -2,6 +2,7 @@
 // corpora turned into shards (the target's own capture, as precompute writes
 // them), and quick training options.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +29,17 @@ void write_shards(const std::string& dir, const Target& t,
                   const std::vector<std::vector<int32_t>>& train,
                   const std::vector<std::vector<int32_t>>& heldout, int seq_len,
                   DType hidden = DType::BF16);
+
+// A 1-layer random Llama target and shards of sequences that follow a rule the
+// target does not know: tok[t] = F[tok[t-2]] for a fixed random permutation F
+// of the vocabulary (two random start tokens). Module 0, fed tok[t+1], can
+// learn tok[t+2] = F[tok[t]] exactly — and only at the right offset.
+struct RuleCorpus {
+  std::string model, shards;
+  std::vector<std::vector<int32_t>> heldout;
+};
+RuleCorpus rule_corpus(const std::string& tag, int vocab, int len, int n_train, int n_heldout,
+                       uint64_t model_seed, uint32_t data_seed);
 
 // One thread, no progress output, no intermediate evals unless asked.
 train::TrainOptions quick_options(const std::string& shards, const std::string& model,
