@@ -126,6 +126,12 @@ std::vector<std::vector<int32_t>> corpus_tail(const std::string& path, const Ses
 }
 
 void run_bench(BenchArgs a) {
+  // Every --temps value is checked before any model is loaded or run.
+  for (float temp : a.temps) {
+    SamplingArgs at = a.sampling;
+    at.temp = temp;
+    sampler_options(at);  // InputError naming --temp and the value
+  }
   const BenchTarget t = open_target(a);
   const drafter::Drafter& dr = *t.drafter;
   const int K = resolve_draft_k(a.spec, dr.config().K, "the drafter's K", dr.config().K);

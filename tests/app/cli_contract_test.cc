@@ -153,6 +153,11 @@ TEST(SamplingFlags, BadValuesExitTwoNamingTheValue) {
     EXPECT_EQ(r.status, 2) << flag << "\n" << r.err;
     EXPECT_NE(r.err.find(name), std::string::npos) << flag << "\n" << r.err;
   }
+  // bench --temps: a bad temperature is refused before any run (no model is needed).
+  CliResult b = run_cli("bench -m " + shell_quote(model) + " --prompts x --temps 0,-0.5");
+  EXPECT_EQ(b.status, 2) << b.err;
+  EXPECT_NE(b.err.find("--temp"), std::string::npos) << b.err;
+  EXPECT_NE(b.err.find("-0.5"), std::string::npos) << b.err;
   // --seed -1: a random seed, printed, and in --json.
   CliResult r = run_cli(base + "--temp 0.8 --seed -1 --json");
   ASSERT_EQ(r.status, 0) << r.err;

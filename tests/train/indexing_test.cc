@@ -55,25 +55,14 @@ struct Accuracy {
 Accuracy train_and_score(int offset_shift, const std::string& tag) {
   const test::RuleCorpus& c = corpus();
   const std::string run = test::temp_dir(tag);
-  TrainOptions o = test::quick_options(c.shards, c.model, run);
-  o.K = 1;
-  o.steps = 160;
-  o.batch = 8;
-  o.lr = 3e-3;
-  o.warmup = 10;
-  o.ema = 0;
+  TrainOptions o = test::module0_options(c, run, 160);
   o.offset_shift = offset_shift;
   TrainReport r = run_training(o);
   EXPECT_TRUE(r.parity_passed);
-  ExportOptions eo;
-  eo.run_dir = run;
-  eo.out = run + "/drafter.safetensors";
-  eo.threads = 1;
-  eo.verbose = false;
-  export_drafter(eo);
+  const std::string drafter_path = test::export_run(run);
   test::Target t = test::load_target(c.model);
   drafter::Drafter d =
-      drafter::Drafter::load(eo.out, t.model->config(), t.fingerprint, kernels::WeightType::F32);
+      drafter::Drafter::load(drafter_path, t.model->config(), t.fingerprint, kernels::WeightType::F32);
   long n = 0, right2 = 0, right1 = 0;
   for (const auto& seq : c.heldout) {
     auto pred = test::engine_predictions(t, d, seq)[0];  // [t] guesses tok[t+2]

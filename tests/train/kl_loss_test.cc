@@ -33,23 +33,12 @@ Scores train_and_score(const std::string& loss) {
   // The labels follow a rule the random target does not know (train_fixture.h).
   static const test::RuleCorpus setup = test::rule_corpus("kl", kVocab, kLen, 160, 12, 33, 9);
   const std::string run = test::temp_dir("kl_run_" + loss);
-  TrainOptions o = test::quick_options(setup.shards, setup.model, run);
-  o.K = 1;
-  o.steps = 150;
-  o.batch = 8;
-  o.lr = 3e-3;
-  o.warmup = 10;
-  o.ema = 0;
+  TrainOptions o = test::module0_options(setup, run, 150);
   o.loss = loss;
   run_training(o);
-  ExportOptions eo;
-  eo.run_dir = run;
-  eo.out = run + "/drafter.safetensors";
-  eo.threads = 1;
-  eo.verbose = false;
-  export_drafter(eo);
+  const std::string drafter_path = test::export_run(run);
   test::Target t = test::load_target(setup.model);
-  drafter::Drafter d = drafter::Drafter::load(eo.out, t.model->loaded(), kernels::WeightType::F32);
+  drafter::Drafter d = drafter::Drafter::load(drafter_path, t.model->loaded(), kernels::WeightType::F32);
   long n = 0, agree = 0, right = 0;
   for (const auto& seq : setup.heldout) {
     auto pred = test::engine_predictions(t, d, seq)[0];  // [t] guesses tok[t+2]

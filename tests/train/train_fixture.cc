@@ -14,6 +14,7 @@
 #include "model/loader.h"
 #include "drafter/teacher_forced.h"
 #include "test_util.h"
+#include "train/export.h"
 
 namespace mtp::test {
 
@@ -101,6 +102,27 @@ RuleCorpus rule_corpus(const std::string& tag, int vocab, int len, int n_train, 
   c.shards = temp_dir(tag + "_shards");
   write_shards(c.shards, load_target(c.model), train, c.heldout, len);
   return c;
+}
+
+train::TrainOptions module0_options(const RuleCorpus& c, const std::string& run, long steps) {
+  train::TrainOptions o = quick_options(c.shards, c.model, run);
+  o.K = 1;
+  o.steps = steps;
+  o.batch = 8;
+  o.lr = 3e-3;
+  o.warmup = 10;
+  o.ema = 0;
+  return o;
+}
+
+std::string export_run(const std::string& run) {
+  train::ExportOptions eo;
+  eo.run_dir = run;
+  eo.out = run + "/drafter.safetensors";
+  eo.threads = 1;
+  eo.verbose = false;
+  train::export_drafter(eo);
+  return eo.out;
 }
 
 train::TrainOptions quick_options(const std::string& shards, const std::string& model,

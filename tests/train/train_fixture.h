@@ -41,6 +41,13 @@ struct RuleCorpus {
 RuleCorpus rule_corpus(const std::string& tag, int vocab, int len, int n_train, int n_heldout,
                        uint64_t model_seed, uint32_t data_seed);
 
+// Quick options for training module 0 alone (K = 1) on a RuleCorpus: batch 8,
+// lr 3e-3, 10 warm-up steps, no EMA.
+train::TrainOptions module0_options(const RuleCorpus& c, const std::string& run, long steps);
+// Exports a finished run's drafter (raw weights, parity gate on, one thread,
+// quiet) to run/drafter.safetensors and returns that path.
+std::string export_run(const std::string& run);
+
 // One thread, no progress output, no intermediate evals unless asked.
 train::TrainOptions quick_options(const std::string& shards, const std::string& model,
                                   const std::string& run);
