@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <csignal>
 #include <cstdio>
 #include <exception>
 
@@ -31,6 +32,9 @@ inline constexpr const char* kExitStatusHelp =
     "4 an internal error (a bug: please report the message).\n";
 
 inline int run_cli(CLI::App& app, int argc, char** argv) {
+  // A file-size limit (RLIMIT_FSIZE) must end a write with EFBIG — a clear
+  // error naming the file, and no partial file — not kill the process.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
