@@ -12,8 +12,6 @@ int main(int argc, char** argv) {
       "mtpspec: lossless speculative decoding on the CPU with a multi-token-prediction "
       "drafter trained against your exact model."};
   app.require_subcommand(1);
-  // Every flag's --help shows its default (subcommands inherit this).
-  app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", "mtpspec 0.1.0");
   app.footer(mtp::cli::kExitStatusHelp);
   mtp::app::add_generate(app);
@@ -28,5 +26,6 @@ int main(int argc, char** argv) {
   mtp::app::add_widen(app);
   mtp::app::add_train_forwarders(app);
   mtp::app::add_pretrain(app);
+  mtp::cli::show_defaults(app);
   return mtp::cli::run_cli(app, argc, argv);
 }

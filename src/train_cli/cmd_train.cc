@@ -41,7 +41,7 @@ void add_train(CLI::App& root) {
   cmd->add_option("--min-lr-ratio", o->min_lr_ratio, "Cosine schedule floor, as a fraction of --lr")
       ->check(cli::Range(0, 1));
   cmd->add_option("--warmup", o->warmup, "Linear warm-up steps (default min(100, steps/10))")
-      ->check(cli::Range(-1, 1e12));
+      ->check(cli::Range(-1, HUGE_VAL));
   cmd->add_option("--weight-decay", o->weight_decay, "AdamW decoupled weight decay (matrices only)")
       ->check(cli::NonNegative);
   cmd->add_option("--clip", o->clip, "Gradient-norm clipping threshold (0 = off)")

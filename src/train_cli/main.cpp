@@ -10,12 +10,11 @@
 int main(int argc, char** argv) {
   CLI::App app{"mtpspec-train: drafter training with libtorch (run as `mtpspec train|export|parity`)"};
   app.require_subcommand(1);
-  // Every flag's --help shows its default (subcommands inherit this).
-  app.option_defaults()->always_capture_default();
   app.footer(mtp::cli::kExitStatusHelp);
   mtp::train_cli::add_train(app);
   mtp::train_cli::add_export(app);
   mtp::train_cli::add_parity(app);
   mtp::train_cli::add_pretrain_model(app);
+  mtp::cli::show_defaults(app);
   return mtp::cli::run_cli(app, argc, argv);
 }
