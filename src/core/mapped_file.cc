@@ -56,6 +56,12 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
 }
 
 std::string read_file(const std::string& path) {
+  // An ifstream opens a directory and reads nothing: it would be an empty
+  // file (an empty prompt, an empty config) instead of an error.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    fail<IoError>("cannot read '{}': it is a directory, not a file", path);
+  }
   std::ifstream f(path, std::ios::binary);
   if (!f) fail<IoError>("cannot open '{}': {}", path, std::strerror(errno));
   std::ostringstream ss;

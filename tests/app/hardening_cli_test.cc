@@ -155,6 +155,19 @@ TEST(BadOutputPaths, PrecomputeWithoutShardsDoesNotBlockTheRerun) {
   EXPECT_EQ(again.status, 0) << again.err;
 }
 
+TEST(CausesNamed, ADirectoryWhereAFileIsReadIsRefused) {
+  MTP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  const std::string dir = temp_dir("dir-as-file");
+  for (const std::string& args :
+       {"generate -m " + model + " -f " + dir + " -n 2",
+        "precompute -m " + model + " --corpus " + dir + " -o " + dir + "/shards"}) {
+    CliResult r = run_cli(args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(dir), std::string::npos) << args << "\n" << r.err;
+    EXPECT_EQ(r.err.find("filesystem error"), std::string::npos) << r.err;
+  }
+}
+
 TEST(SelfDistillProgress, CountsTheTokensActuallyMade) {
   MTP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
   const std::string dir = temp_dir("distill-progress");

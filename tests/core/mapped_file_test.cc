@@ -36,5 +36,10 @@ TEST(WriteFileAtomic, AMissingFolderNamesThePath) {
   test::expect_error<IoError>([&] { write_file_atomic(dir + "/no/such/f", "x"); }, {"no/such/f"});
 }
 
+TEST(ReadFile, ADirectoryIsAnErrorNotAnEmptyFile) {
+  const std::string dir = test::temp_dir("read-dir");
+  test::expect_error<IoError>([&] { read_file(dir); }, {"is a directory", dir});
+}
+
 }  // namespace
 }  // namespace mtp
