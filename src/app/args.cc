@@ -1,3 +1,4 @@
+#include "cli/checks.h"
 #include "app/args.h"
 
 #include <CLI/CLI.hpp>
@@ -23,7 +24,7 @@ void add_model_flags(CLI::App* cmd, ModelArgs& a) {
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   cmd->add_option("--threads", a.threads, "Worker threads (default: physical cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::NonNegative);
 }
 
 void add_drafter_flags(CLI::App* cmd, DrafterArgs& a, unsigned which,

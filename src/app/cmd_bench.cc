@@ -21,6 +21,7 @@
 #include <numeric>
 #include <random>
 
+#include "cli/checks.h"
 #include "app/bench_report.h"
 #include "app/commands.h"
 #include "app/common.h"
@@ -199,14 +200,16 @@ void add_bench(CLI::App& root) {
                     "Drafts per cycle, 1..K (default: the drafter's K); with --cycle-cost the "
                     "largest K swept");
   cmd->add_option("--prompts", a->prompts, "Prompts file (JSONL); required with -m");
-  cmd->add_option("-n", a->n, "New tokens per generation")->check(CLI::PositiveNumber);
+  cmd->add_option("-n", a->n, "New tokens per generation")->check(cli::Positive);
   cmd->add_option("--repeat", a->repeat, "Repeats (the speedup's spread is over these)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::Positive);
   cmd->add_option("--max-prompts", a->max_prompts, "Use at most this many prompts")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::NonNegative);
   cmd->add_option("--corpus", a->corpus, "Corpus for the teacher-forced accuracy (text or .jsonl)");
-  cmd->add_option("--report", a->report, "Write a Markdown report here");
-  cmd->add_option("--plot", a->plot, "Write an SVG plot of speedup against acceptance here");
+  cmd->add_option("--report", a->report, "Write a Markdown report here")
+      ->check(cli::OutputFile);
+  cmd->add_option("--plot", a->plot, "Write an SVG plot of speedup against acceptance here")
+      ->check(cli::OutputFile);
   cmd->add_flag("--cycle-cost", a->cycle_cost,
                 "Instead: cost of one cycle for K = 1..4 (bounded by the drafter's K, or 1..--draft-k) "
                 "relative to one plain decode step, split draft / verify / other");

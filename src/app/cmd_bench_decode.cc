@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/checks.h"
 #include "app/commands.h"
 #include "app/common.h"
 #include "core/error.h"
@@ -116,8 +117,8 @@ void add_bench_decode(CLI::App& root) {
   cmd->add_option("--pos", a->pos,
                   "Context position the forwards run at (default: 256, or half the model's "
                   "context when that is shorter)");
-  cmd->add_option("--q-max", a->q_max, "Largest q for the verify multiplier")->check(CLI::Range(1, 16));
-  cmd->add_option("--reps", a->reps, "Timed repetitions per q (median reported)")->check(CLI::PositiveNumber);
+  cmd->add_option("--q-max", a->q_max, "Largest q for the verify multiplier")->check(cli::Range(1, 16));
+  cmd->add_option("--reps", a->reps, "Timed repetitions per q (median reported)")->check(cli::Positive);
   cmd->add_option("--random-seed", a->seed, "Seed of the random target (--random)");
   cmd->add_flag("--json", a->json, "Also print one JSON object");
   cmd->callback([a] { run(*a); });

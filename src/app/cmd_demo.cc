@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/checks.h"
 #include "app/commands.h"
 #include "app/subprocess.h"
 #include "core/error.h"
@@ -356,30 +357,32 @@ void add_demo(CLI::App& root) {
   cmd->add_option("-m,--model", a->model,
                   "Use this target (HF directory or llama2.c .bin) instead of pretraining one");
   cmd->add_option("--workdir", a->workdir, "Folder for every artefact (corpus, model, shards, run, "
-                                           "drafter, bench.json, report.md)");
+                                           "drafter, bench.json, report.md)")
+      ->check(cli::OutputDir);
   cmd->add_option("--corpus", a->corpus,
                   "Corpus files (text or .jsonl; default: Debian's fortunes, converted)");
   cmd->add_option("--prompts", a->prompts, "Prompts file for bench and drift (JSONL; default: "
                                            "24 English openers written for the demo)");
   cmd->add_option("--preset", a->preset,
                   "Pretraining preset of the target (see `mtpspec pretrain --help`)");
-  cmd->add_option("--pretrain-steps", a->pretrain_steps, "Pretraining steps (0 = the preset's)");
+  cmd->add_option("--pretrain-steps", a->pretrain_steps, "Pretraining steps (0 = the preset's)")
+      ->check(cli::NonNegative);
   cmd->add_option("--distill-prompts", a->distill_prompts,
                   "Corpus prompts (2-16 tokens each) the target continues greedily for the "
                   "drafter's training data")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::Positive);
   cmd->add_option("--draft-vocab", a->draft_vocab,
                   "Draft only among this many most frequent tokens of the training data (0 = "
                   "the whole vocabulary; see `mtpspec export --help`)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::NonNegative);
   cmd->add_option("--train-steps", a->train_steps, "Drafter training steps")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--k", a->k, "MTP modules of the drafter")->check(CLI::Range(1, 8));
+      ->check(cli::Positive);
+  cmd->add_option("--k", a->k, "MTP modules of the drafter")->check(cli::Range(1, 8));
   cmd->add_option("-n", a->n, "New tokens per generation in bench and drift")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--repeat", a->repeat, "Bench repeats")->check(CLI::PositiveNumber);
+      ->check(cli::Positive);
+  cmd->add_option("--repeat", a->repeat, "Bench repeats")->check(cli::Positive);
   cmd->add_option("--threads", a->threads, "Threads for every stage (0 = physical cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::NonNegative);
   cmd->add_flag("--json", a->json, "Print the summary as one JSON object");
   cmd->callback([a] { Demo(*a).run(); });
 }

@@ -6,6 +6,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/checks.h"
 #include "app/commands.h"
 #include "app/common.h"
 #include "core/error.h"
@@ -88,7 +89,7 @@ void add_generate(CLI::App& root) {
   cmd->add_option("-f,--prompt-file", a->prompt_file, "Read the prompt from a file")
       ->excludes(p);
   cmd->add_option("-n,--n-predict", a->n, "Number of new tokens to generate")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::NonNegative);
   add_sampling_flags(cmd, a->sampling);
   cmd->add_option("--stop", a->stop, "Stop string (repeatable): the text ends before it");
   cmd->add_option("--ctx", a->ctx,

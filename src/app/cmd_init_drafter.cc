@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "cli/checks.h"
 #include "app/commands.h"
 #include "app/common.h"
 #include "core/error.h"
@@ -44,11 +45,12 @@ void add_init_drafter(CLI::App& root) {
   cmd->add_option("-m,--model", a->model, "Target model (Hugging Face directory or llama2.c .bin)")
       ->required();
   cmd->add_option("--tokenizer", a->tokenizer, "Accepted for symmetry; the drafter needs none");
-  cmd->add_option("-o,--output", a->out, "Drafter file to write (.safetensors)")->required();
-  cmd->add_option("--k", a->k, "Number of MTP modules K")->check(CLI::Range(1, 16));
+  cmd->add_option("-o,--output", a->out, "Drafter file to write (.safetensors)")->required()
+      ->check(cli::OutputFile);
+  cmd->add_option("--k", a->k, "Number of MTP modules K")->check(cli::Range(1, 16));
   cmd->add_option("--seed", a->seed, "Random seed");
   cmd->add_option("--window", a->window, "Module attention window (0 = unlimited)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::NonNegative);
   cmd->add_option("--dtype", a->dtype, "Stored precision of the tensors")
       ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->callback([a] { run_init(*a); });

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "app/commands.h"
+#include "cli/checks.h"
 #include "app/common.h"
 #include "core/error.h"
 #include "model/fingerprint.h"
@@ -45,16 +46,22 @@ void add_precompute(CLI::App& root) {
                   "Corpus files: plain text (documents separated by blank lines) or .jsonl with "
                   "a \"text\" field (repeatable)")
       ->required();
-  cmd->add_option("-o,--output", a->o.out_dir, "Shards folder (created; resumable)")->required();
-  cmd->add_option("--seq-len", a->o.seq_len, "Tokens per sequence");
+  cmd->add_option("-o,--output", a->o.out_dir, "Shards folder (created; resumable)")->required()
+      ->check(cli::OutputDir);
+  cmd->add_option("--seq-len", a->o.seq_len, "Tokens per sequence (0 = min(512, the model's context))")
+      ->check(cli::NonNegative);
   cmd->add_option("--max-tokens", a->o.max_tokens,
                   "Stop after this many tokens (0 = all); with --self-distill, prompt + generation "
-                  "budget per sequence (a generation may end earlier at a stop token)");
-  cmd->add_option("--shard-tokens", a->o.shard_tokens, "Positions per shard file");
+                  "budget per sequence (a generation may end earlier at a stop token)")
+      ->check(cli::NonNegative);
+  cmd->add_option("--shard-tokens", a->o.shard_tokens, "Positions per shard file")
+      ->check(cli::Positive);
   cmd->add_option("--hidden-dtype", a->hidden_dtype, "Storage type of the capture hidden")
       ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
-  cmd->add_option("--heldout", a->o.heldout, "Fraction of documents held out for evaluation");
-  cmd->add_option("--batch", a->o.batch, "Sequences per forward call");
+  cmd->add_option("--heldout", a->o.heldout, "Fraction of documents held out for evaluation")
+      ->check(cli::Range(0, 1));
+  cmd->add_option("--batch", a->o.batch, "Sequences per forward call")
+      ->check(cli::Positive);
   cmd->add_flag("--self-distill", a->o.self_distill,
                 "Let the target continue prompts taken from the corpus and train on its own text");
   cmd->add_option("--prompt-tokens", a->o.prompt_tokens, "Self-distillation: prompt length");

@@ -18,6 +18,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/checks.h"
 #include "app/commands.h"
 #include "app/train_forward.h"
 #include "cli/train_commands.h"
@@ -119,7 +120,7 @@ void prepare_data(const PretrainArgs& a, const model::PretrainPreset& preset, bo
   if (train_docs.empty()) {
     fail<InputError>("all {} documents fell into the held-out split; lower --heldout", docs.size());
   }
-  const int threads = a.o.threads > 0 ? a.o.threads : physical_cores();
+  const int threads = resolve_threads(a.o.threads);
   const int vocab = a.vocab > 0 ? a.vocab : preset.vocab;
   const bool trained = a.tokenizer == "train";
   Files given;  // --tokenizer PATH: its identity is its bytes
@@ -247,7 +248,8 @@ void add_pretrain(CLI::App& root) {
   cmd->add_option("-o,--output", a->o.model_dir,
                   "Model folder to write (also holds pretrain/: tokens, "
                   "checkpoint, metrics.jsonl)")
-      ->required();
+      ->required()
+      ->check(cli::OutputDir);
   cmd->add_option("--preset", a->o.preset, "Model size:" + presets);
   cmd->add_option("--tokenizer", a->tokenizer,
                   "'train' (a SentencePiece BPE tokenizer trained on the corpus) or PATH: a "
@@ -256,44 +258,45 @@ void add_pretrain(CLI::App& root) {
                   "Pieces of the trained tokenizer (default: the preset's; "
                   "fewer when the corpus cannot fill them)");
   cmd->add_option("--steps", a->o.steps, "Optimizer steps (default: the preset's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::NonNegative);
   cmd->add_option("--seq-len", a->o.seq_len,
                   "Tokens per training window, also the model's "
                   "context length (default: the preset's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::NonNegative);
   cmd->add_option("--batch", a->o.batch, "Windows per step (default: the preset's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::NonNegative);
   cmd->add_option("--lr", a->o.lr,
                   "Peak learning rate: AdamW, warm-up then cosine to 10% "
                   "(default: the preset's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::NonNegative);
   cmd->add_option("--device", a->o.device, "Training device (cuda needs a CUDA build of libtorch)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--threads", a->o.threads,
                   "Threads for the tokenizer and libtorch (0 = "
                   "physical cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::NonNegative);
   cmd->add_option("--seed", a->o.seed,
                   "Seed of the tokenizer, the initial weights and the data "
                   "order");
   cmd->add_option("--heldout", a->heldout,
                   "Fraction of documents held out for the evaluation "
-                  "loss (by a hash of their text)");
+                  "loss (by a hash of their text)")
+      ->check(cli::Range(0, 1));
   cmd->add_flag("--resume", a->o.resume,
                 "Continue the checkpoint in the folder bit for bit (same "
                 "corpus and flags; starts afresh when there is none)");
   cmd->add_option("--eval-every", a->o.eval_every,
                   "Held-out evaluation period in steps "
                   "(default: steps/10)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::NonNegative);
   cmd->add_option("--save-every", a->o.save_every,
                   "Checkpoint period in steps (default: "
                   "--eval-every)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::NonNegative);
   cmd->add_option("--stop-after", a->o.stop_after,
                   "Stop (checkpointed) after this step; "
                   "continue later with --resume")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::NonNegative);
   cmd->add_flag("!--no-progress", a->o.progress, "No progress lines");
   cmd->callback([a, cmd] {
     std::string line = "mtpspec pretrain";

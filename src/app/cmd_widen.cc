@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "app/commands.h"
+#include "cli/checks.h"
 #include "core/error.h"
 #include "drafter/widen_drafter.h"
 #include "model/fingerprint.h"
@@ -82,7 +83,8 @@ void add_widen(CLI::App& root) {
       ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_flag("--allow-inexact", a->allow_inexact,
                 "Accept a shape whose width ratio makes the result only within rounding");
-  cmd->add_option("-o,--output", a->out, "Folder to write")->required();
+  cmd->add_option("-o,--output", a->out, "Folder to write")->required()
+      ->check(cli::OutputDir);
   cmd->callback([a] { run_widen(*a); });
 }
 

@@ -12,8 +12,6 @@ kernels::WeightType parse_weight_type(const std::string& s) {
   fail<InputError>("--weights must be fp32 or bf16, got '{}'", s);
 }
 
-int resolve_threads(int requested) { return requested > 0 ? requested : physical_cores(); }
-
 Session open_session(const ModelArgs& a) {
   Session s;
   model::LoadOptions lo;

@@ -26,6 +26,5 @@ Session open_session(const ModelArgs& a);
 Session open_random_session(const std::string& preset, const ModelArgs& a, uint64_t seed);
 
 kernels::WeightType parse_weight_type(const std::string& s);
-int resolve_threads(int requested);
 
 }  // namespace mtp::app

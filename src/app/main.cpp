@@ -26,5 +26,6 @@ int main(int argc, char** argv) {
   mtp::app::add_widen(app);
   mtp::app::add_train_forwarders(app);
   mtp::app::add_pretrain(app);
+  mtp::cli::show_defaults(app);
   return mtp::cli::run_cli(app, argc, argv);
 }

@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <csignal>
 #include <cstdio>
 #include <exception>
 
@@ -30,7 +31,21 @@ inline constexpr const char* kExitStatusHelp =
     "Exit status: 0 success; 2 a user error (bad flag, file or input: the message names it); "
     "4 an internal error (a bug: please report the message).\n";
 
+// Every option that takes a value shows its default in --help ("--batch
+// INT:> 0=8"), in every subcommand: called once by each entry after all
+// commands are declared, so no flag can forget it. Switches (no value) are
+// left alone: "--resume{false}" says nothing a user needs.
+inline void show_defaults(CLI::App& app) {
+  for (CLI::Option* o : app.get_options()) {
+    if (o->get_type_size() != 0 && o->get_default_str().empty()) o->capture_default_str();
+  }
+  for (CLI::App* sub : app.get_subcommands({})) show_defaults(*sub);
+}
+
 inline int run_cli(CLI::App& app, int argc, char** argv) {
+  // A file-size limit (RLIMIT_FSIZE) must end a write with EFBIG — a clear
+  // error naming the file, and no partial file — not kill the process.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -55,6 +56,12 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
 }
 
 std::string read_file(const std::string& path) {
+  // An ifstream opens a directory and reads nothing: it would be an empty
+  // file (an empty prompt, an empty config) instead of an error.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    fail<IoError>("cannot read '{}': it is a directory, not a file", path);
+  }
   std::ifstream f(path, std::ios::binary);
   if (!f) fail<IoError>("cannot open '{}': {}", path, std::strerror(errno));
   std::ostringstream ss;
@@ -63,17 +70,28 @@ std::string read_file(const std::string& path) {
 }
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) fail<IoError>("cannot write '{}': {}", tmp, std::strerror(errno));
-    f.write(bytes.data(), std::streamsize(bytes.size()));
-    f.flush();
-    if (!f) fail<IoError>("write to '{}' failed: {}", tmp, std::strerror(errno));
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (path.empty() || path.back() == '/' || fs::is_directory(path, ec)) {
+    fail<IoError>("cannot write '{}': it is a directory", path);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    fail<IoError>("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno));
+  const std::string tmp = path + ".tmp";
+  // Any failure removes the temporary file: nothing partial is left behind
+  // (and nothing blocks a rerun).
+  auto fail_removing = [&](const std::string& what, int err) {
+    std::remove(tmp.c_str());
+    fail<IoError>("{} '{}': {}", what, path, std::strerror(err));
+  };
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) fail<IoError>("cannot write '{}': {}", tmp, std::strerror(errno));
+  bool ok = bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  int err = ok ? 0 : errno;
+  if (std::fclose(f) != 0 && ok) {
+    ok = false;
+    err = errno;
   }
+  if (!ok) fail_removing("write failed for", err);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail_removing("cannot rename the new", errno);
 }
 
 }  // namespace mtp

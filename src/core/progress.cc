@@ -59,8 +59,17 @@ void Progress::draw(bool final) {
   double pct = total_ > 0 ? 100.0 * done_ / total_ : 0;
   std::string eta = final ? "done in " + format_duration(done_ / (r > 0 ? r : 1))
                           : "ETA " + format_duration(r > 0 ? (total_ - done_) / r : NAN);
-  std::string line = fmt::format("[{}] {:5.1f}% {:.0f}/{:.0f} {} | {:.1f} {}/s | {}{}{}", label_,
-                                 pct, done_, total_, unit_, r, unit_, eta,
+  std::string made;
+  if (produced_ >= 0) {
+    const double el =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    made = fmt::format("{:.0f} {} made, {:.1f} {}/s", produced_, unit_,
+                       el > 0 ? produced_ / el : 0.0, unit_);
+  } else {
+    made = fmt::format("{:.1f} {}/s", r, unit_);
+  }
+  std::string line = fmt::format("[{}] {:5.1f}% {:.0f}/{:.0f} {}{} | {} | {}{}{}", label_, pct,
+                                 done_, total_, unit_, produced_ >= 0 ? " planned" : "", made, eta,
                                  extra_.empty() ? "" : " | ", extra_);
   if (tty_) {
     fmt::print(stderr, "\r\033[K{}{}", line, final ? "\n" : "");

@@ -1,5 +1,6 @@
 #include "core/thread_pool.h"
 
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <string>
@@ -110,6 +111,19 @@ int physical_cores() {
   if (!cores.empty()) return int(cores.size());
   unsigned h = std::thread::hardware_concurrency();
   return h ? int(h) : 1;
+}
+
+int resolve_threads(int requested) {
+  if (requested <= 0) return physical_cores();
+  const unsigned logical = std::thread::hardware_concurrency();
+  static std::atomic<bool> warned{false};
+  if (logical > 0 && unsigned(requested) > logical && !warned.exchange(true)) {
+    std::fprintf(stderr,
+                 "warning: --threads %d is more than this machine's %u logical CPUs; the "
+                 "workers will compete for cores and run much slower than --threads %u\n",
+                 requested, logical, logical);
+  }
+  return requested;
 }
 
 }  // namespace mtp

@@ -52,4 +52,11 @@ class ThreadPool {
 // Number of physical cores (docs/SEMANTICS.md: threads default to this).
 int physical_cores();
 
+// The thread count a run uses for `--threads requested`: requested when > 0,
+// else physical_cores(). Above the machine's logical CPUs it still honours the
+// request (a benchmark may want that) but warns once on stderr: oversubscribed
+// spinning workers run orders of magnitude slower, which a user must not
+// discover from the timings alone. The one rule every entry point uses.
+int resolve_threads(int requested);
+
 }  // namespace mtp

@@ -156,10 +156,12 @@ void run_batch(const model::Model& m, const std::vector<const Job*>& jobs,
 }  // namespace
 
 PrecomputeReport precompute(const model::Model& m, const io::Tokenizer& tok,
-                            const std::string& fingerprint, const PrecomputeOptions& o,
+                            const std::string& fingerprint, const PrecomputeOptions& asked,
                             ThreadPool* pool) {
   auto t_start = std::chrono::steady_clock::now();
   const auto& c = m.config();
+  PrecomputeOptions o = asked;
+  if (o.seq_len == 0) o.seq_len = std::min(kDefaultSeqLen, c.max_position);
   if (o.seq_len < 4 || o.seq_len > c.max_position) {
     fail<InputError>("--seq-len {} must be in [4, {}] (the model's context)", o.seq_len,
                      c.max_position);
@@ -241,13 +243,33 @@ PrecomputeReport precompute(const model::Model& m, const io::Tokenizer& tok,
   const std::string plan_id = model::sha256_hex(identity.dump());
   fs::create_directories(o.out_dir);
   const fs::path plan_path = fs::path(o.out_dir) / "plan.json";
+  // A folder whose plan differs is refused only when it holds work (a shard):
+  // a run that was refused or killed before its first shard must not block the
+  // corrected rerun.
+  bool has_shards = false;
+  for (const auto& e : fs::directory_iterator(o.out_dir)) {
+    has_shards = has_shards || e.path().filename().string().rfind("shard-", 0) == 0;
+  }
+  nlohmann::json old;
   if (fs::exists(plan_path)) {
-    auto old = nlohmann::json::parse(read_file(plan_path.string()), nullptr, false);
-    if (old.is_discarded() || old.value("plan_id", "") != plan_id) {
-      fail<InputError>("'{}' holds shards from a precompute with other arguments, corpus or "
-                       "target; use a new -o folder (or delete it)", o.out_dir);
+    old = nlohmann::json::parse(read_file(plan_path.string()), nullptr, false);
+  }
+  if (has_shards && (old.is_discarded() || !old.is_object() || old.value("plan_id", "") != plan_id)) {
+    std::string differ;
+    if (old.is_object() && old.contains("identity") && old["identity"].is_object()) {
+      for (const auto& [k, v] : identity.items()) {
+        if (!old["identity"].contains(k) || old["identity"][k] != v) {
+          differ += (differ.empty() ? "" : ", ") + k;
+        }
+      }
     }
-  } else {
+    fail<InputError>("'{}' holds shards from a precompute with other {}; use a new -o folder "
+                     "(or delete it)",
+                     o.out_dir,
+                     differ.empty() ? std::string("arguments, corpus or target")
+                                    : "settings (" + differ + ")");
+  }
+  if (!old.is_object() || old.value("plan_id", "") != plan_id) {
     write_file_atomic(plan_path.string(), nlohmann::json{{"plan_id", plan_id}, {"identity", identity}}.dump(1));
   }
 
@@ -285,6 +307,7 @@ PrecomputeReport precompute(const model::Model& m, const io::Tokenizer& tok,
         for (size_t i = b; i < std::min(sp.end, b + size_t(o.batch)); ++i) batch.push_back(&jobs[i]);
         run_batch(m, batch, o, stops, pool, sb);
         for (auto* j : batch) done_tokens += double(j->tokens.size() + size_t(j->gen));
+        prog.set_produced(double(rep.tokens + sb.real_tokens()));
         prog.update(done_tokens);
       }
       sb.write(path.string(), {{"split", sp.split}, {"target_fingerprint", fingerprint}});

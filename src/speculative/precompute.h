@@ -26,10 +26,13 @@
 
 namespace mtp::speculative {
 
+// The default sequence length, clamped to a shorter model context.
+inline constexpr int kDefaultSeqLen = 512;
+
 struct PrecomputeOptions {
   std::vector<std::string> corpus;
   std::string out_dir;
-  int seq_len = 512;
+  int seq_len = 0;                // 0 = min(kDefaultSeqLen, the model's context)
   long max_tokens = 0;            // 0 = the whole corpus; self-distill: prompt + generation
                                   // budget (generation may end earlier at a stop token)
   long shard_tokens = 1L << 20;   // capacity of a shard in positions (S · seq_len)

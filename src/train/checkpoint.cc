@@ -112,12 +112,20 @@ std::optional<Checkpoint> checkpoint_to_resume(const std::string& path, bool res
 }
 
 std::ofstream open_metrics(const std::string& path, long step, bool resumed) {
-  if (resumed && std::filesystem::exists(path)) {
-    std::ifstream in(path);
-    std::string line, kept;
-    while (std::getline(in, line)) {
-      auto j = nlohmann::json::parse(line, nullptr, false);
-      if (!j.is_discarded() && j.value("step", 0L) <= step) kept += line + "\n";
+  if (std::filesystem::exists(path)) {
+    // A fresh run (no checkpoint: a new folder, or one killed before its first
+    // checkpoint) starts an empty file; a resumed one keeps what led to its
+    // checkpoint. A line cut by a kill does not parse and is dropped.
+    std::string kept;
+    if (resumed) {
+      std::ifstream in(path);
+      std::string line;
+      while (std::getline(in, line)) {
+        auto j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_discarded() || !j.is_object()) continue;
+        const long s = j.value("step", 0L);
+        if (s < step || (s == step && j.value("kind", "") != "parity")) kept += line + "\n";
+      }
     }
     write_file_atomic(path, kept);
   }

@@ -55,8 +55,11 @@ std::optional<Checkpoint> checkpoint_to_resume(const std::string& path, bool res
                                                const std::string& kind, const std::string& same);
 
 // A run folder's metrics.jsonl (one JSON record per line, each with a "step"):
-// on resume (resumed = true) rewritten without the records after `step` (the
-// resumed run repeats them), then opened for appending. IoError when unwritable.
+// on resume (resumed = true) rewritten without the records the resumed run
+// repeats — those after `step`, and the "parity" records, which are written
+// after the final checkpoint at its step; a fresh run (resumed = false)
+// empties it (a run killed before its first checkpoint left lines there).
+// Then opened for appending. IoError when unwritable.
 std::ofstream open_metrics(const std::string& path, long step, bool resumed);
 
 }  // namespace mtp::train

@@ -54,7 +54,6 @@ std::string default_shards(const Checkpoint& c, const std::string& given) {
   return !dir.empty() && fs::exists(fs::path(dir) / "manifest.json") ? dir : std::string();
 }
 
-int threads_or_cores(int t) { return t > 0 ? t : physical_cores(); }
 
 }  // namespace
 
@@ -119,8 +118,8 @@ ExportReport export_drafter(const ExportOptions& o) {
                                                           kernels::WeightType::F32);
     ParityOptions po;
     po.shards_dir = default_shards(run.ckpt, o.shards_dir);
-    po.threads = threads_or_cores(o.threads);
-    ThreadPool pool(threads_or_cores(o.threads));
+    po.threads = resolve_threads(o.threads);
+    ThreadPool pool(resolve_threads(o.threads));
     rep.parity = run_parity(*run.target, eng, tensors, po, &pool);
     rep.parity_ran = true;
     if (o.verbose) fmt::print("{}", rep.parity.text());
@@ -156,8 +155,8 @@ ParityReport parity_for_run(const RunParityOptions& o) {
   round_tensors(tensors, stored);
   ParityOptions po;
   po.shards_dir = default_shards(run.ckpt, o.shards_dir);
-  po.threads = threads_or_cores(o.threads);
-  ThreadPool pool(threads_or_cores(o.threads));
+  po.threads = resolve_threads(o.threads);
+  ThreadPool pool(resolve_threads(o.threads));
   return run_parity(*run.target, eng, tensors, po, &pool);
 }
 

@@ -127,7 +127,7 @@ PretrainReport run_pretrain(const PretrainOptions& o) {
   if (seq_len < 2) fail<InputError>("--seq-len {} (must be at least 2)", seq_len);
   if (!(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1))
     fail<InputError>("min lr ratio must be in [0, 1]");
-  const int threads = o.threads > 0 ? o.threads : physical_cores();
+  const int threads = resolve_threads(o.threads);
   set_threads(threads);
   const torch::Device dev = training_device(o.device);
   const long warmup = o.warmup >= 0 ? o.warmup : std::min(100L, total / 10);

@@ -51,7 +51,7 @@ TrainReport run_training(const TrainOptions& o) {
   if (!std::isfinite(o.kl_temp) || !(o.kl_temp > 0)) {
     fail<InputError>("--kl-temp must be a finite number > 0, got {}", o.kl_temp);
   }
-  const int threads = o.threads > 0 ? o.threads : physical_cores();
+  const int threads = resolve_threads(o.threads);
   set_threads(threads);
   const torch::Device dev = training_device(o.device);
   DistOptions dopt;

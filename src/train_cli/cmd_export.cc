@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "cli/checks.h"
 #include "cli/train_commands.h"
 #include "train_cli/commands.h"
 #include "core/error.h"
@@ -19,7 +20,8 @@ void add_export(CLI::App& root) {
   CLI::App* cmd = root.add_subcommand(
       cli::kExport.name, cli::kExport.help);
   cmd->add_option("--run", o->run_dir, "Run folder written by `mtpspec train`")->required();
-  cmd->add_option("-o,--output", o->out, "Drafter file to write (.safetensors)")->required();
+  cmd->add_option("-o,--output", o->out, "Drafter file to write (.safetensors)")->required()
+      ->check(cli::OutputFile);
   cmd->add_flag("--ema", o->ema, "Export the EMA weights instead of the raw ones");
   cmd->add_option("-m,--model", o->model, "Target model (default: the one recorded in the run)");
   cmd->add_option("--shards", o->shards_dir,
@@ -30,9 +32,9 @@ void add_export(CLI::App& root) {
                   "Let the modules draft only among the N tokens most frequent in the run's "
                   "training labels (reads that part of the target's head per draft; output "
                   "unchanged, the target verifies with its full head). 0 = the whole vocabulary")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::NonNegative);
   cmd->add_option("--threads", o->threads, "Threads (default: physical cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::NonNegative);
   cmd->add_flag("--no-parity", *no_parity, "Skip the parity gate");
   cmd->callback([o, dtype, no_parity] {
     o->stored = *dtype == "bf16" ? DType::BF16 : DType::F32;

@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "cli/checks.h"
 #include "cli/train_commands.h"
 #include "train_cli/commands.h"
 #include "core/error.h"
@@ -25,7 +26,7 @@ void add_parity(CLI::App& root) {
                   "Shards for inputs from real positions (default: the run's, when present)");
   cmd->add_flag("--json", *json, "Print the report as JSON");
   cmd->add_option("--threads", o->threads, "Threads (default: physical cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::NonNegative);
   cmd->callback([o, json] {
     train::ParityReport r = train::parity_for_run(*o);
     if (*json) fmt::print("{}\n", r.to_json().dump(1));

@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "cli/checks.h"
 #include "cli/train_commands.h"
 #include "train_cli/commands.h"
 #include "core/error.h"
@@ -25,20 +26,26 @@ void add_train(CLI::App& root) {
       ->required();
   cmd->add_option("-o,--output", o->run_dir,
                   "Run folder: checkpoint.safetensors, metrics.jsonl, run.json")
-      ->required();
-  cmd->add_option("--k", o->K, "Number of MTP modules K")->check(CLI::Range(1, 16));
+      ->required()
+      ->check(cli::OutputDir);
+  cmd->add_option("--k", o->K, "Number of MTP modules K")->check(cli::Range(1, 16));
   auto* steps = cmd->add_option("--steps", o->steps, "Optimizer steps (default: --epochs 1)");
   cmd->add_option("--epochs", o->epochs, "Passes over the training split (when --steps is not given)")
       ->excludes(steps);
   cmd->add_option("--batch", o->batch, "Sequences per micro-batch (per rank)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::Positive);
   cmd->add_option("--accum", o->accum, "Micro-batches accumulated per step (per rank)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--lr", o->lr, "Peak learning rate (AdamW)");
-  cmd->add_option("--min-lr-ratio", o->min_lr_ratio, "Cosine schedule floor, as a fraction of --lr");
-  cmd->add_option("--warmup", o->warmup, "Linear warm-up steps (default min(100, steps/10))");
-  cmd->add_option("--weight-decay", o->weight_decay, "AdamW decoupled weight decay (matrices only)");
-  cmd->add_option("--clip", o->clip, "Gradient-norm clipping threshold (0 = off)");
+      ->check(cli::Positive);
+  cmd->add_option("--lr", o->lr, "Peak learning rate (AdamW)")
+      ->check(cli::Positive);
+  cmd->add_option("--min-lr-ratio", o->min_lr_ratio, "Cosine schedule floor, as a fraction of --lr")
+      ->check(cli::Range(0, 1));
+  cmd->add_option("--warmup", o->warmup, "Linear warm-up steps (default min(100, steps/10))")
+      ->check(cli::Range(-1, HUGE_VAL));
+  cmd->add_option("--weight-decay", o->weight_decay, "AdamW decoupled weight decay (matrices only)")
+      ->check(cli::NonNegative);
+  cmd->add_option("--clip", o->clip, "Gradient-norm clipping threshold (0 = off)")
+      ->check(cli::NonNegative);
   cmd->add_option("--loss-weights", o->loss_weights,
                   "Per-module loss weights, comma separated (missing ones continue x0.8)")
       ->delimiter(',');
@@ -48,29 +55,37 @@ void add_train(CLI::App& root) {
       ->check(CLI::IsMember({"ce", "kl", "ce+kl"}))
       ->capture_default_str();
   cmd->add_option("--kl-temp", o->kl_temp, "Temperature of the KL loss (> 0)")->capture_default_str();
-  cmd->add_option("--ema", o->ema, "EMA decay of the weights (0 = off)");
+  cmd->add_option("--ema", o->ema, "EMA decay of the weights (0 = off)")
+      ->check(cli::Range(0, 1));
   cmd->add_option("--threads", o->threads, "libtorch threads (default: physical cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::NonNegative);
   cmd->add_option("--device", o->device, "Training device (cuda needs a CUDA build of libtorch)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_flag("--resume", o->resume,
                 "Continue the checkpoint in the run folder, bit for bit (same flags and thread "
                 "count; data-parallel ranks must all see rank 0's run folder)");
-  cmd->add_option("--eval-every", o->eval_every, "Held-out evaluation period in steps (default steps/10)");
-  cmd->add_option("--eval-sequences", o->eval_sequences, "Held-out sequences per evaluation (0 = all)");
+  cmd->add_option("--eval-every", o->eval_every, "Held-out evaluation period in steps (default steps/10)")
+      ->check(cli::NonNegative);
+  cmd->add_option("--eval-sequences", o->eval_sequences, "Held-out sequences per evaluation (0 = all)")
+      ->check(cli::NonNegative);
   cmd->add_option("--save-every", o->save_every, "Checkpoint period in steps (default: --eval-every)");
   cmd->add_option("--seed", o->seed, "Seed of the initial weights and the data order");
   cmd->add_option("--window", o->window,
                   "Module attention window (default: the shards' seq-len; 0 = unlimited)");
-  cmd->add_option("--world-size", o->world_size, "Data-parallel processes (default $WORLD_SIZE or 1)");
-  cmd->add_option("--rank", o->rank, "This process's rank (default $RANK or 0)");
+  cmd->add_option("--world-size", o->world_size, "Data-parallel processes (default $WORLD_SIZE or 1)")
+      ->check(cli::NonNegative);
+  cmd->add_option("--rank", o->rank, "This process's rank (default $RANK or 0)")
+      ->check(cli::Range(-1, 1e6));
   cmd->add_option("--dist-file", o->dist_file,
                   "Rendezvous file (c10d FileStore; a fresh path every rank can see)");
   cmd->add_option("--master-addr", o->master_addr, "TCP rendezvous host (default $MASTER_ADDR)");
-  cmd->add_option("--master-port", o->master_port, "TCP rendezvous port (default $MASTER_PORT or 29500)");
-  cmd->add_option("--dist-timeout", o->dist_timeout_s, "Rendezvous/collective timeout, seconds");
+  cmd->add_option("--master-port", o->master_port, "TCP rendezvous port (default $MASTER_PORT or 29500)")
+      ->check(cli::Range(0, 65535));
+  cmd->add_option("--dist-timeout", o->dist_timeout_s, "Rendezvous/collective timeout, seconds")
+      ->check(cli::Positive);
   cmd->add_option("--stop-after", o->stop_after,
-                  "Stop (checkpointed) after this step; continue later with --resume");
+                  "Stop (checkpointed) after this step; continue later with --resume")
+      ->check(cli::NonNegative);
   cmd->add_flag("--no-parity", *no_parity, "Skip the parity gate at the end");
   cmd->add_flag("!--no-progress", o->progress, "No progress line or summary");
   cmd->callback([o, no_parity, cmd] {

@@ -15,5 +15,6 @@ int main(int argc, char** argv) {
   mtp::train_cli::add_export(app);
   mtp::train_cli::add_parity(app);
   mtp::train_cli::add_pretrain_model(app);
+  mtp::cli::show_defaults(app);
   return mtp::cli::run_cli(app, argc, argv);
 }

@@ -1,0 +1,132 @@
+// Numeric flag checks with readable messages, for both executables.
+//
+// CLI11's own NonNegativeNumber / PositiveNumber / Range print their bounds as
+// raw doubles ("not in range 0.000000 to 1797693134862315708145...": 309
+// digits) and let NaN through ranges. These say the range in words, refuse NaN
+// and infinities, and are what every numeric flag uses (one rule, one place;
+// tests/app/cli_contract_test.cc checks the messages). The value is checked as
+// text before CLI11 converts it, so an integer flag given "1.5" still fails
+// CLI11's own conversion afterwards.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+namespace mtp::cli {
+
+namespace detail {
+
+// Parses s as a finite number; "" on success, else the message.
+inline std::string parse_finite(const std::string& s, double& v) {
+  const char* b = s.c_str();
+  char* e = nullptr;
+  v = std::strtod(b, &e);
+  if (s.empty() || e == b || *e != '\0') return fmt::format("must be a number; got '{}'", s);
+  if (!std::isfinite(v)) return fmt::format("must be a finite number; got '{}'", s);
+  return "";
+}
+
+// Bound as a user writes it: 0, 1, 0.5, 1e+06.
+inline std::string bound(double x) { return fmt::format("{}", x); }
+
+}  // namespace detail
+
+// lo <= value <= hi (either bound may be infinite: then it is not mentioned).
+inline CLI::Validator Range(double lo, double hi) {
+  const double inf = std::numeric_limits<double>::infinity();
+  std::string desc;
+  if (lo > -inf && hi < inf) {
+    desc = fmt::format("{} to {}", detail::bound(lo), detail::bound(hi));
+  } else if (lo > -inf) {
+    desc = fmt::format(">= {}", detail::bound(lo));
+  } else {
+    desc = fmt::format("<= {}", detail::bound(hi));
+  }
+  return CLI::Validator(
+      [lo, hi, inf](std::string& s) -> std::string {
+        double v = 0;
+        if (std::string err = detail::parse_finite(s, v); !err.empty()) return err;
+        if (v < lo || v > hi) {
+          if (lo > -inf && hi < inf)
+            return fmt::format("must be between {} and {}; got {}", detail::bound(lo),
+                               detail::bound(hi), s);
+          if (lo > -inf) return fmt::format("must be at least {}; got {}", detail::bound(lo), s);
+          return fmt::format("must be at most {}; got {}", detail::bound(hi), s);
+        }
+        return "";
+      },
+      desc, "RANGE");
+}
+
+// value >= 0.
+inline const CLI::Validator NonNegative = Range(0, std::numeric_limits<double>::infinity());
+
+// value > 0 (for integer flags: at least 1).
+inline const CLI::Validator Positive = CLI::Validator(
+    [](std::string& s) -> std::string {
+      double v = 0;
+      if (std::string err = detail::parse_finite(s, v); !err.empty()) return err;
+      if (!(v > 0)) return fmt::format("must be greater than 0; got {}", s);
+      return "";
+    },
+    "> 0", "POSITIVE");
+
+// Output paths, checked when the flags are parsed — before any work — so a run
+// that cannot write its result never starts (and leaves nothing behind):
+//  - OutputFile: not an existing directory (nor a name ending in '/'), in a
+//    folder that exists and that we may write to;
+//  - OutputDir: not an existing file; created by the command if absent, so
+//    only its nearest existing ancestor must be writable.
+// A full disk or a file-size limit is still found when writing
+// (write_file_atomic: clear error, no partial file).
+namespace detail {
+inline std::string writable_folder(const std::filesystem::path& dir, const std::string& what) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    return fmt::format("the folder '{}' of {} does not exist", dir.string(), what);
+  if (::access(dir.c_str(), W_OK) != 0)
+    return fmt::format("cannot write into '{}' (permission denied)", dir.string());
+  return "";
+}
+}  // namespace detail
+
+inline const CLI::Validator OutputFile = CLI::Validator(
+    [](std::string& s) -> std::string {
+      namespace fs = std::filesystem;
+      std::error_code ec;
+      if (s.empty()) return "needs a file name";
+      if (s.back() == '/' || fs::is_directory(s, ec))
+        return fmt::format("'{}' is a directory; give a file name", s);
+      fs::path parent = fs::path(s).parent_path();
+      if (parent.empty()) parent = ".";
+      return detail::writable_folder(parent, "'" + s + "'");
+    },
+    "FILE", "OUTPUT_FILE");
+
+inline const CLI::Validator OutputDir = CLI::Validator(
+    [](std::string& s) -> std::string {
+      namespace fs = std::filesystem;
+      std::error_code ec;
+      if (s.empty()) return "needs a folder name";
+      if (fs::exists(s, ec) && !fs::is_directory(s, ec))
+        return fmt::format("'{}' exists and is not a folder", s);
+      fs::path p = fs::absolute(fs::path(s), ec);
+      while (!p.empty() && !fs::exists(p, ec)) {
+        if (p == p.parent_path()) break;
+        p = p.parent_path();
+      }
+      if (!fs::is_directory(p, ec)) return fmt::format("'{}' is below a file", s);
+      if (::access(p.c_str(), W_OK) != 0)
+        return fmt::format("cannot create or write '{}': '{}' is not writable", s, p.string());
+      return "";
+    },
+    "DIR", "OUTPUT_DIR");
+
+}  // namespace mtp::cli
