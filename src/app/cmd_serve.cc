@@ -104,7 +104,7 @@ void run_serve(ServeArgs a) {
     sigwait(&sigs, &sig);
     if (sig == SIGTERM || sig == SIGINT) {
       fmt::print(stderr, "mtpspec serve: signal {}: finishing in-flight requests\n", sig);
-      server.stop();
+      server.stop_accepting();
       std::unique_lock<std::mutex> lk(mu);
       if (!cv.wait_for(lk, std::chrono::duration<double>(a.grace), [&] { return listening_done; })) {
         fmt::print(stderr, "mtpspec serve: cancelling what is left after {} s\n", a.grace);

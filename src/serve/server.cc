@@ -9,12 +9,25 @@
 #include <mutex>
 #include <random>
 
+#include <sys/socket.h>
+
 #include "core/error.h"
 #include "serve/api.h"
 #include "serve/page.h"
 #include "serve/response.h"
 
 namespace mtp::serve {
+
+// httplib's stop() also ends every chunked stream (its providers stop once the
+// listening socket is invalid). Shutting the socket down instead makes accept()
+// fail, so listen() stops accepting and waits for the handlers, which run on.
+class HttpServer : public httplib::Server {
+ public:
+  void stop_accepting() {
+    const socket_t s = svr_sock_;
+    if (s != INVALID_SOCKET) ::shutdown(s, SHUT_RDWR);
+  }
+};
 
 namespace {
 
@@ -31,7 +44,7 @@ bool same_secret(const std::string& a, const std::string& b) {
 }  // namespace
 
 Server::Server(Engine& engine, const io::Tokenizer& tok, ServerOptions o)
-    : engine_(engine), tok_(tok), opt_(std::move(o)), http_(std::make_unique<httplib::Server>()) {
+    : engine_(engine), tok_(tok), opt_(std::move(o)), http_(std::make_unique<HttpServer>()) {
   const int n = opt_.http_threads;
   http_->new_task_queue = [n] { return new httplib::ThreadPool(size_t(n)); };
   http_->set_payload_max_length(opt_.max_body);
@@ -57,6 +70,7 @@ int Server::bind() {
 
 void Server::listen() { http_->listen_after_bind(); }
 void Server::stop() { http_->stop(); }
+void Server::stop_accepting() { http_->stop_accepting(); }
 
 Prepared Server::prepare(const std::string& body, Endpoint endpoint) {
   Prepared p;

@@ -15,8 +15,8 @@
 // Robustness: bodies over max_body bytes 413; malformed JSON and wrong types
 // 400 (api.h); a prompt that leaves no room in the context 400; a client that
 // goes away mid-stream cancels its request (the engine frees the slot);
-// read/write timeouts drop slow clients; stop() stops accepting and lets the
-// in-flight requests finish.
+// read/write timeouts drop slow clients; stop_accepting() refuses new
+// connections and lets the in-flight requests finish.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -29,11 +29,10 @@
 #include "serve/metrics.h"
 #include "serve/response.h"
 
-namespace httplib {
-class Server;
-}
 
 namespace mtp::serve {
+
+class HttpServer;  // httplib::Server with a graceful stop (server.cc)
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -53,7 +52,12 @@ class Server {
   int bind();
   // Serves until stop(); returns when every connection handler has finished.
   void listen();
-  void stop();  // thread-safe; also from a signal-watching thread
+  // Graceful: closes the listening socket (new connections are refused) and
+  // lets listen() return once the in-flight requests, streams included, have
+  // finished (idle keep-alive connections close within 2 s). Thread-safe.
+  void stop_accepting();
+  // Immediate: also ends the running streams (their requests are cancelled).
+  void stop();
   const Metrics& metrics() const { return metrics_; }
 
  private:
@@ -64,7 +68,7 @@ class Server {
   const io::Tokenizer& tok_;
   ServerOptions opt_;
   Metrics metrics_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<HttpServer> http_;
   std::atomic<uint64_t> next_id_{0};
 };
 
