@@ -51,6 +51,7 @@ Server::Server(Engine& engine, const io::Tokenizer& tok, ServerOptions o)
   http_->set_read_timeout(opt_.timeout_s, 0);
   http_->set_write_timeout(opt_.timeout_s, 0);
   http_->set_keep_alive_timeout(2);
+  http_->set_tcp_nodelay(true);  // no 40 ms delayed-ACK stall per small response
   routes();
 }
 
