@@ -28,11 +28,18 @@ function response(status, headers, body)
   if n then tokens = tokens + tonumber(n) end
 end
 LUA
-echo "== generate (reference), load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== generate (reference: median of 10 runs), load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for d in none "$DRAFTER"; do
   flag=$([ "$d" = none ] && echo --no-spec || echo "--drafter $d")
-  "$B" generate -m "$M" $flag -p "$PROMPT" -n "$N" --threads "$THREADS" --json |
-    python3 -c "import json,sys; j=json.load(sys.stdin); print('generate drafter=%s: %d tokens, %.0f tok/s' % ('$([ "$d" = none ] && echo no || echo yes)', j['timings']['generated_tokens'], j['timings']['generation_tok_s']))"
+  for _ in $(seq 10); do
+    "$B" generate -m "$M" $flag -p "$PROMPT" -n "$N" --threads "$THREADS" --json
+  done | python3 -c "
+import json, statistics, sys
+runs = [json.loads(l)['timings'] for l in sys.stdin]
+tok = statistics.median(r['generation_tok_s'] for r in runs)
+total = statistics.median(r['prompt_s'] + r['generation_s'] for r in runs)
+print('generate drafter=$([ "$d" = none ] && echo no || echo yes): %d tokens, %.0f tok/s, '
+      'prompt + generation %.2f ms' % (runs[0]['generated_tokens'], tok, total * 1e3))"
 done
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 for d in none "$DRAFTER"; do
