@@ -14,6 +14,8 @@
 #include <fmt/core.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "cli_util.h"
@@ -211,6 +213,31 @@ TEST(ServeIdentity, SigtermFinishesInFlightRequestsAndExitsZero) {
   httplib::Client c3("127.0.0.1", port);
   c3.set_connection_timeout(1, 0);
   EXPECT_FALSE(c3.Get("/health")) << "still accepting after SIGTERM";
+}
+
+}  // namespace
+}  // namespace mtp::serve
+
+namespace mtp::serve {
+namespace {
+
+TEST(ServeCli, LoopbackByDefaultAndStartupErrors) {
+  test::CliResult h = test::run_cli("serve --help");
+  ASSERT_EQ(h.status, 0) << h.err;
+  EXPECT_NE(h.out.find("127.0.0.1"), std::string::npos) << h.out;  // --host's default
+  MTP_REQUIRE_SHARED(path, kModel);
+  MTP_REQUIRE_SHARED(tok, "models/stories260K/tok512.bin");
+  // A tokenizer folder whose chat_template is of no family: start-up refuses (2).
+  const std::string dir = test::temp_dir("serve_cli_template");
+  std::filesystem::remove(dir + "/tok512.bin");
+  std::filesystem::create_symlink(tok, dir + "/tok512.bin");
+  std::ofstream(dir + "/tokenizer_config.json")
+      << R"({"chat_template": "{% for m in messages %}## {{ m.content }}{% endfor %}"})";
+  test::CliResult r = test::run_cli("serve -m " + test::shell_quote(path) + " --tokenizer " +
+                                    test::shell_quote(dir + "/tok512.bin") + " --port 0");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--chat-format"), std::string::npos) << r.err;
+  EXPECT_EQ(test::run_cli("serve -m " + test::shell_quote(path) + " --chat-format jinja").status, 2);
 }
 
 }  // namespace
