@@ -5,13 +5,15 @@
 # requests/s, tokens/s, p50/p99 latency and errors, and `mtpspec generate`'s
 # tok/s for the same request as the 1-stream reference. A benchmark, not a test.
 #   DRAFTER=file.safetensors (default: a random K = 3 drafter; acceptance ≈ 0)
-#   N=64 new tokens, SECS=10 per run, CONNS="1 2 4 8", THREADS=1
+#   MODEL=, WEIGHTS=fp32, N=64 new tokens, SECS=10 per run, CONNS="1 2 4 8",
+#   THREADS=1, REPS=10 generate runs for the reference
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${MTPSPEC:-build/bin/mtpspec}
 M=${MODEL:-../shared/models/stories260K/stories260K.bin}
 OUT=${OUT:-bench/out/serve-load}
-N=${N:-64} SECS=${SECS:-10} CONNS=${CONNS:-"1 2 4 8"} THREADS=${THREADS:-1}
+N=${N:-64} SECS=${SECS:-10} CONNS=${CONNS:-"1 2 4 8"} THREADS=${THREADS:-1} REPS=${REPS:-10}
+WEIGHTS=${WEIGHTS:-fp32}
 PROMPT=${PROMPT:-"Once upon a time"}
 command -v wrk > /dev/null || { echo "wrk not found (apt install wrk)"; exit 2; }
 mkdir -p "$OUT"
@@ -28,11 +30,11 @@ function response(status, headers, body)
   if n then tokens = tokens + tonumber(n) end
 end
 LUA
-echo "== generate (reference: median of 10 runs), load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== generate (reference: median of $REPS runs), load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for d in none "$DRAFTER"; do
   flag=$([ "$d" = none ] && echo --no-spec || echo "--drafter $d")
-  for _ in $(seq 10); do
-    "$B" generate -m "$M" $flag -p "$PROMPT" -n "$N" --threads "$THREADS" --json
+  for _ in $(seq "$REPS"); do
+    "$B" generate -m "$M" $flag -p "$PROMPT" -n "$N" --threads "$THREADS" --weights "$WEIGHTS" --json
   done | python3 -c "
 import json, statistics, sys
 runs = [json.loads(l)['timings'] for l in sys.stdin]
@@ -44,9 +46,9 @@ done
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 for d in none "$DRAFTER"; do
   flag=$([ "$d" = none ] && echo --no-spec || echo "--drafter $d")
-  "$B" serve -m "$M" $flag --port "$port" --threads "$THREADS" --parallel 8 2> "$OUT/server.log" &
+  "$B" serve -m "$M" $flag --port "$port" --threads "$THREADS" --weights "$WEIGHTS" --parallel 8 2> "$OUT/server.log" &
   pid=$!
-  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/health" > /dev/null && break; sleep 0.1; done
+  for _ in $(seq 600); do curl -sf "http://127.0.0.1:$port/health" > /dev/null && break; sleep 0.1; done
   for c in $CONNS; do
     t=$(( c < 2 ? 1 : 2 ))
     wrk -t"$t" -c"$c" -d"${SECS}s" --timeout 10s --latency -s "$OUT/post.lua" \
