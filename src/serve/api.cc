@@ -159,7 +159,9 @@ ApiRequest parse_request(std::string_view body, Endpoint endpoint) {
   r.stream = get_bool(j, "stream", false);
   if (const json* so = field(j, "stream_options")) {
     if (!so->is_object()) bad("stream_options", "must be an object");
-    r.include_usage = get_bool(*so, "include_usage", false);
+    const json* iu = field(*so, "include_usage");
+    if (iu && !iu->is_boolean()) bad("stream_options.include_usage", "must be a boolean");
+    r.include_usage = iu && iu->get<bool>();
   }
   const int64_t kMaxTokens = int64_t(1) << 31;
   r.max_tokens = get_int(j, "max_tokens", 0, 0, kMaxTokens);

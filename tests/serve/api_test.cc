@@ -76,6 +76,7 @@ TEST(Api, WrongTypesAndRangesName400AndTheParam) {
       {R"({"prompt": "a", "stop": 3})", "stop"},
       {R"({"prompt": "a", "stop": ["a", 1]})", "stop"},
       {R"({"prompt": "a", "stream_options": 1})", "stream_options"},
+      {R"({"prompt": "a", "stream_options": {"include_usage": 1}})", "stream_options.include_usage"},
       {R"({"prompt": "a", "model": 1})", "model"},
       {R"({"prompt": "a", "spec_sampling": "greedy"})", "spec_sampling"},
   };
