@@ -6,7 +6,14 @@ pkgs=(build-essential cmake pkg-config git
       libhwy-dev libfmt-dev libsentencepiece-dev nlohmann-json3-dev libcli11-dev
       libssl-dev libicu-dev libopenblas0-pthread libgtest-dev libgmock-dev libbenchmark-dev
       libtorch-dev libgloo-dev   # libtorch: training (train/export/parity/pretrain), always built in CI
-      fortunes)                  # the demo's default corpus (plain text, ~2.6 MB)
+      libcpp-httplib-dev         # `mtpspec serve`'s HTTP server
+      fortunes                   # the demo's default corpus (plain text, ~2.6 MB)
+      python3-jinja2             # tests: the reference rendering of chat templates
+      chromium                   # tests: the page of `mtpspec serve` in a headless browser
+      wrk curl)                  # the server's load benchmark (docs/PERFORMANCE.md); test scripts
+# Node test clients (the openai package, playwright-core; npm installs them at
+# test time): Debian's nodejs/npm unless a node is already installed.
+command -v npm > /dev/null || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -19,6 +19,7 @@ void add_bench_decode(CLI::App& root);   // cmd_bench_decode.cc
 void add_bench(CLI::App& root);          // cmd_bench.cc
 void add_demo(CLI::App& root);           // cmd_demo.cc
 void add_widen(CLI::App& root);          // cmd_widen.cc
+void add_serve(CLI::App& root);          // cmd_serve.cc
 void add_pretrain(CLI::App& root);       // cmd_pretrain.cc (execs mtpspec-train pretrain-model)
 // train, export, parity: forwarders to bin/mtpspec-train (train_forward.h);
 // without libtorch they fail with "built without libtorch".

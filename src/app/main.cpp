@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   mtp::app::add_bench(app);
   mtp::app::add_demo(app);
   mtp::app::add_widen(app);
+  mtp::app::add_serve(app);
   mtp::app::add_train_forwarders(app);
   mtp::app::add_pretrain(app);
   mtp::cli::show_defaults(app);

@@ -88,6 +88,7 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
   res.prompt_ids = prompt_ids;
   Sampler sampler(opt.sampler);
   TokenSink sink(tok, stop_token_ids(c, tok), opt.n_new, opt.stop, on_text, prompt_ids.back());
+  sink.set_token_callback(opt.on_token);
   TargetSession target(m, ctx, pool);
   std::vector<float> logits(c.vocab);
 

@@ -24,6 +24,7 @@ struct GenerateOptions {
   SamplerOptions sampler;
   std::vector<std::string> stop;  // stop strings
   int ctx = 0;                    // 0 = the model's maximum (capped by memory)
+  TokenCallback on_token;         // per-token events (token_sink.h); may cancel
 };
 
 struct SpecOptions {

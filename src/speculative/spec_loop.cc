@@ -144,7 +144,7 @@ void SpecSequence::accept(std::span<const int32_t> choices) {
   for (int i = 0; i <= a && !sink_.done(); ++i) {
     const int32_t t = i < a ? tree_.token[size_t(acc_.nodes[size_t(i)])] : acc_.next;
     const size_t before = sink_.tokens().size();
-    sink_.push(t);
+    sink_.push(t, i < a ? &tree_.source[size_t(acc_.nodes[size_t(i)])] : nullptr);
     if (sink_.tokens().size() == before) break;  // a stop token is not emitted
     committed_.push_back(t);
     ++stats_.emitted;

@@ -65,7 +65,7 @@ void TokenSink::emit(const std::string& s) {
   if (!s.empty() && on_text_) on_text_(s);
 }
 
-bool TokenSink::push(int32_t token) {
+bool TokenSink::push(int32_t token, const DraftSource* drafted) {
   if (done()) return false;
   if (std::binary_search(stop_ids_.begin(), stop_ids_.end(), token)) {
     finish_reason_ = "eos";
@@ -74,12 +74,15 @@ bool TokenSink::push(int32_t token) {
   last_ = std::chrono::steady_clock::now();
   if (tokens_.empty()) first_ = last_;
   tokens_.push_back(token);
+  std::string piece;
   if (tok_) {
-    emit(filter_.push(stream_.push(tok_->token_bytes(token, prev_))));
+    piece = filter_.push(stream_.push(tok_->token_bytes(token, prev_)));
+    emit(piece);
     if (filter_.stopped()) finish_reason_ = "stop";
   }
   prev_ = token;
   if (!done() && int(tokens_.size()) >= n_new_) finish_reason_ = "length";
+  if (on_token_ && !on_token_(token, drafted, piece)) finish("cancelled");
   return !done();
 }
 
@@ -88,8 +91,11 @@ void TokenSink::finish(const char* reason) {
 }
 
 void TokenSink::close() {
-  if (!filter_.stopped()) emit(filter_.push(stream_.flush()));
-  emit(filter_.flush());
+  std::string rest;
+  if (!filter_.stopped()) rest = filter_.push(stream_.flush());
+  rest += filter_.flush();
+  emit(rest);
+  if (on_token_) on_token_(-1, nullptr, rest);
 }
 
 double TokenSink::generation_seconds() const {

@@ -16,10 +16,18 @@
 #include <vector>
 
 #include "io/tokenizer.h"
+#include "speculative/draft_tree.h"
 
 namespace mtp::speculative {
 
 using TextCallback = std::function<void(std::string_view)>;
+// Per-token streaming (the server's events): called once per emitted token
+// with its id, who proposed it (null: the target's own choice; else the
+// draft's source) and the text it released (complete UTF-8, possibly empty
+// while held back); once more at close() with id -1 and the held-back rest.
+// Returning false cancels generation (finish "cancelled").
+using TokenCallback =
+    std::function<bool(int32_t token, const DraftSource* drafted, std::string_view text)>;
 
 // Holds back streamed text until no stop string can start in it.
 class StopStringFilter {
@@ -47,7 +55,9 @@ class TokenSink {
   // Offers the next token. Returns false once generation has ended (the token
   // was a stop token, or it completed n_new / a stop string, or finish() was
   // called); tokens offered after the end are ignored.
-  bool push(int32_t token);
+  // drafted: the source when the token is an accepted draft (for on_token).
+  bool push(int32_t token, const DraftSource* drafted = nullptr);
+  void set_token_callback(TokenCallback f) { on_token_ = std::move(f); }
   // Ends generation for a reason the sink cannot see (e.g. "context").
   void finish(const char* reason);
   bool done() const { return !finish_reason_.empty(); }
@@ -67,6 +77,7 @@ class TokenSink {
   std::vector<int32_t> stop_ids_;  // sorted
   int n_new_;
   TextCallback on_text_;
+  TokenCallback on_token_;
   int32_t prev_;
   StopStringFilter filter_;
   io::TextStream stream_;

@@ -287,3 +287,17 @@ out("prompts", "prompts.jsonl",
     '{"prompt": "Once upon a time", "lang": "en"}\n{"prompt": "\\u00e9t\\u00e9 \\ud83d\\ude00"}\n\n'
     '{"prompt": "x", "lang": "fr", "extra": [1, 2]}\n')
 out("prompts", "one.jsonl", '{"prompt": ""}')
+
+# ---------------------------------------------------------------- http_request
+# Byte 0: endpoint (0 completions, 1 chat); then the JSON body.
+out("http_request", "completion", b"\x00" + json.dumps({
+    "model": "m", "prompt": "Once upon a time", "max_tokens": 16, "temperature": 0.7,
+    "top_p": 0.9, "seed": 3, "stop": ["\n", "."], "stream": True,
+    "stream_options": {"include_usage": True}}).encode())
+out("http_request", "completion_ids", b"\x00" + json.dumps({"prompt": [1, 2, 3], "n": 1}).encode())
+out("http_request", "chat", b"\x01" + json.dumps({
+    "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"},
+                 {"role": "assistant", "content": "<think>\nx\n</think>\n\nok"},
+                 {"role": "user", "content": [{"type": "text", "text": "more"}]}],
+    "max_completion_tokens": 8, "drafter": False, "spec_sampling": "rejection"}).encode())
+out("http_request", "bad", b"\x01{\"messages\": [{\"role\": 1}]")

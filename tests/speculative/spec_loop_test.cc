@@ -423,5 +423,59 @@ TEST(DraftTree, AcceptFollowsTheChosenChildAndNamesTheNextToken) {
   EXPECT_THROW(t.push(1, 7, s), InternalError);
 }
 
+// The sink's per-token events (the server's stream): one per emitted token,
+// in order, marked drafted exactly for the accepted drafts; then the close
+// event (id -1); a callback returning false cancels.
+TEST(SpecLoop, TokenEventsCarryOriginsAndCanCancel) {
+  const int vocab = 50;
+  TargetFn f = [&](std::span<const int32_t> p) { return hash_target(p, vocab); };
+  for (int cancel_at : {0, 7}) {
+    // Two right drafts, then a wrong one, every cycle.
+    ScriptedProposer p([&](std::span<const int32_t> c, int k, std::vector<int32_t>& d) {
+      d = truth(f, c, k);
+      if (d.size() > 2) d[2] = 1 + d[2] % (vocab - 1);
+    });
+    std::vector<int32_t> seq = {5, 6, 7};
+    std::vector<int32_t> ids;
+    int drafted = 0, closes = 0;
+    TokenSink sink(nullptr, {kEos}, 40, {}, nullptr, seq.back());
+    sink.set_token_callback([&](int32_t t, const DraftSource* src, std::string_view) {
+      if (t < 0) {
+        ++closes;
+        return true;
+      }
+      ids.push_back(t);
+      if (src) {
+        ++drafted;
+        EXPECT_EQ(src->kind, DraftSource::Kind::Scripted);
+      }
+      return cancel_at == 0 || int(ids.size()) < cancel_at;
+    });
+    ScriptedVerifier v(f, int(seq.size()));
+    SpecStats stats;
+    stats.drafted.assign(3, 0);
+    stats.accepted.assign(3, 0);
+    ASSERT_TRUE(sink.push(f(seq)));
+    seq.push_back(sink.tokens().back());
+    speculative_loop(v, p, seq, sink, 3, 1000, stats);
+    sink.close();
+    EXPECT_EQ(ids, sink.tokens());
+    EXPECT_EQ(closes, 1);
+    if (cancel_at == 0) {
+      EXPECT_EQ(sink.finish_reason(), "length");
+      EXPECT_EQ(ids, sequential(f, {5, 6, 7}, 40, 1000).tokens);
+      long accepted = 0;
+      for (long a : stats.accepted) accepted += a;
+      EXPECT_GT(accepted, 0);
+      // Every accepted draft was emitted as drafted (the last cycle may stop early).
+      EXPECT_LE(drafted, accepted);
+      EXPECT_GE(drafted, accepted - 2);
+    } else {
+      EXPECT_EQ(sink.finish_reason(), "cancelled");
+      EXPECT_EQ(int(ids.size()), cancel_at);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mtp::speculative

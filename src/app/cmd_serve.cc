@@ -1,0 +1,168 @@
+// `mtpspec serve`: the OpenAI-compatible HTTP server (src/serve/server.h).
+// Parses flags, loads the model, tokenizer, drafter and chat template, and
+// runs the server until SIGTERM/SIGINT: then it stops accepting, lets the
+// in-flight requests finish for --shutdown-grace seconds, cancels what is
+// left, and exits 0.
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "app/commands.h"
+#include "app/common.h"
+#include "app/spec_common.h"
+#include "core/error.h"
+#include "serve/chat_template.h"
+#include "serve/engine.h"
+#include "serve/server.h"
+#include "speculative/generate.h"
+
+namespace fs = std::filesystem;
+
+namespace mtp::app {
+
+namespace {
+
+struct ServeArgs {
+  ModelArgs model;
+  DrafterArgs spec;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int parallel = 4;
+  int ctx = 0;
+  std::string api_key, chat_format;
+  size_t max_body = 1 << 20;
+  int timeout = 30;
+  double grace = 10;
+};
+
+std::string model_id(const std::string& path) {
+  fs::path p(path);
+  while (!p.empty() && p.filename().empty()) p = p.parent_path();  // "dir/" -> "dir"
+  return fs::is_directory(p) ? p.filename().string() : p.stem().string();
+}
+
+void run_serve(ServeArgs a) {
+  // Block the stop signals in every thread (the pools start below inherit the
+  // mask); one thread takes them with sigwait.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);  // a vanished client is a failed write, not a crash
+
+  Session s = open_session(a.model);
+  std::unique_ptr<drafter::Drafter> dr;
+  if (!a.spec.no_spec) dr = open_drafter(a.model, a.spec.drafter, *s.model);
+  int draft_k = 0;
+  if (dr) draft_k = resolve_draft_k(a.spec, dr->config().K, "the drafter's K", dr->config().K);
+
+  const fs::path tdir = a.model.tokenizer.empty()
+                            ? (fs::is_directory(a.model.model) ? fs::path(a.model.model)
+                                                               : fs::path(a.model.model).parent_path())
+                            : (fs::is_directory(a.model.tokenizer)
+                                   ? fs::path(a.model.tokenizer)
+                                   : fs::path(a.model.tokenizer).parent_path());
+  serve::ServerOptions so;
+  so.chat = serve::load_chat_template(tdir.string(), a.chat_format);
+  so.host = a.host;
+  so.port = a.port;
+  so.api_key = a.api_key;
+  so.max_body = a.max_body;
+  so.timeout_s = a.timeout;
+  so.http_threads = std::max(8, 4 * a.parallel + 4);
+
+  serve::EngineInfo info;
+  info.model_id = model_id(a.model.model);
+  info.ctx = speculative::resolve_ctx(s.model->config(), a.ctx);
+  info.parallel = a.parallel;
+  auto engine = serve::make_serial_engine(*s.model, *s.tokenizer, s.pool.get(), dr.get(), draft_k,
+                                          info);
+  serve::Server server(*engine, *s.tokenizer, so);
+  const int port = server.bind();
+  fmt::print(stderr, "mtpspec serve: {} (ctx {}, chat format {}, drafter {}) listening on "
+             "http://{}:{}\n", info.model_id, info.ctx, serve::chat_format_name(so.chat.format),
+             dr ? dr->path() : "none", a.host, port);
+  std::fflush(stderr);
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool listening_done = false;
+  std::thread watcher([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    if (sig == SIGTERM || sig == SIGINT) {
+      fmt::print(stderr, "mtpspec serve: signal {}: finishing in-flight requests\n", sig);
+      server.stop_accepting();
+      std::unique_lock<std::mutex> lk(mu);
+      if (!cv.wait_for(lk, std::chrono::duration<double>(a.grace), [&] { return listening_done; })) {
+        fmt::print(stderr, "mtpspec serve: cancelling what is left after {} s\n", a.grace);
+        engine->shutdown(/*cancel_all=*/true);
+      }
+    }
+  });
+  server.listen();
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    listening_done = true;
+  }
+  cv.notify_all();
+  engine->shutdown(/*cancel_all=*/true);
+  // listen() returns only after stop(): the watcher has its signal already.
+  watcher.join();
+  fmt::print(stderr, "mtpspec serve: stopped\n");
+}
+
+}  // namespace
+
+void add_serve(CLI::App& root) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* cmd = root.add_subcommand(
+      "serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, a live "
+               "page at /)");
+  add_model_flags(cmd, a->model);
+  add_drafter_flags(cmd, a->spec, kAllDrafterFlags);
+  cmd->add_option("--host", a->host, "Address to listen on (0.0.0.0: every interface)")
+      ->capture_default_str();
+  cmd->add_option("--port", a->port, "TCP port (0: any free port, printed)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--parallel", a->parallel,
+                  "Requests admitted at once (this engine runs them one after another)")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd->add_option("--ctx", a->ctx,
+                  "Context per request, prompt + completion (default: the model's maximum, "
+                  "capped by memory)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--api-key", a->api_key,
+                  "Require 'Authorization: Bearer KEY' on every route but /health and /");
+  cmd->add_option("--chat-format", a->chat_format,
+                  "Chat format instead of the model's chat_template: llama3, chatml, gemma, "
+                  "llama2, mistral or plain")
+      ->check(CLI::IsMember({"llama3", "chatml", "gemma", "llama2", "mistral", "plain"}));
+  cmd->add_option("--max-body", a->max_body, "Largest request body in bytes (larger: 413)")
+      ->check(CLI::Range(size_t(64), size_t(1) << 30))
+      ->capture_default_str();
+  cmd->add_option("--timeout", a->timeout, "Socket read/write timeout in seconds (slow clients)")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  cmd->add_option("--shutdown-grace", a->grace,
+                  "Seconds in-flight requests may run on after SIGTERM before they are cancelled")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
+  cmd->callback([a] { run_serve(*a); });
+}
+
+}  // namespace mtp::app

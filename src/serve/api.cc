@@ -1,0 +1,212 @@
+#include "serve/api.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+
+namespace mtp::serve {
+
+nlohmann::json error_body(const ApiError& e) {
+  nlohmann::json err = {{"message", e.what()}, {"type", e.type}, {"param", nullptr},
+                        {"code", nullptr}};
+  if (!e.param.empty()) err["param"] = e.param;
+  if (!e.code.empty()) err["code"] = e.code;
+  return {{"error", err}};
+}
+
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void bad(const std::string& param, const std::string& what) {
+  throw ApiError(400, "'" + param + "' " + what, param);
+}
+
+// The field if present and not null.
+const json* field(const json& o, const char* key) {
+  auto it = o.find(key);
+  if (it == o.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+bool get_bool(const json& o, const char* key, bool def) {
+  const json* v = field(o, key);
+  if (!v) return def;
+  if (!v->is_boolean()) bad(key, "must be a boolean");
+  return v->get<bool>();
+}
+
+double get_number(const json& o, const char* key, double def, double lo, double hi) {
+  const json* v = field(o, key);
+  if (!v) return def;
+  if (!v->is_number()) bad(key, "must be a number");
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi) {
+    bad(key, "must be in [" + json(lo).dump() + ", " + json(hi).dump() + "], got " + v->dump());
+  }
+  return x;
+}
+
+int64_t get_int(const json& o, const char* key, int64_t def, int64_t lo, int64_t hi) {
+  const json* v = field(o, key);
+  if (!v) return def;
+  // 3.0 is accepted as 3 (JSON has one number type); 3.5 is not.
+  if (v->is_number_float()) {
+    const double d = v->get<double>();
+    if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.0e15) {
+      bad(key, "must be an integer");
+    }
+    if (d < double(lo) || d > double(hi)) bad(key, "is out of range: " + v->dump());
+    return int64_t(d);
+  }
+  if (!v->is_number_integer()) bad(key, "must be an integer");
+  if (v->is_number_unsigned()) {
+    const uint64_t u = v->get<uint64_t>();
+    if (u > uint64_t(hi)) bad(key, "is out of range: " + v->dump());
+    return int64_t(u);
+  }
+  const int64_t x = v->get<int64_t>();
+  if (x < lo || x > hi) bad(key, "is out of range: " + v->dump());
+  return x;
+}
+
+std::string text_of_content(const json& c, const std::string& param) {
+  if (c.is_null()) return "";
+  if (c.is_string()) return c.get<std::string>();
+  if (!c.is_array()) bad(param, "must be a string or an array of content parts");
+  std::string out;
+  for (size_t i = 0; i < c.size(); ++i) {
+    const json& part = c[i];
+    const std::string p = param + "[" + std::to_string(i) + "]";
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
+      bad(p, "must be an object with a string 'type'");
+    }
+    if (part["type"] != "text") bad(p + ".type", "'" + part["type"].get<std::string>() +
+                                                   "' is not supported (text only)");
+    if (!part.contains("text") || !part["text"].is_string()) bad(p + ".text", "must be a string");
+    out += part["text"].get<std::string>();
+  }
+  return out;
+}
+
+void parse_prompt(const json& body, ApiRequest& r) {
+  const json* p = field(body, "prompt");
+  if (!p) bad("prompt", "is required");
+  if (p->is_string()) {
+    r.prompt = p->get<std::string>();
+    return;
+  }
+  if (!p->is_array()) bad("prompt", "must be a string, an array of one string or of token ids");
+  const json* a = p;
+  if (p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) a = &(*p)[0];
+  if (a->is_string()) {
+    r.prompt = a->get<std::string>();
+    return;
+  }
+  if (p->size() > 1 && (*p)[0].is_string()) {
+    bad("prompt", "holds several prompts; this server takes one per request");
+  }
+  r.prompt_is_ids = true;
+  for (const json& t : *a) {
+    if (!t.is_number_integer()) bad("prompt", "must be a string, an array of one string or of "
+                                              "token ids");
+    r.prompt_ids.push_back(t.is_number_unsigned() && t.get<uint64_t>() > INT64_MAX
+                               ? INT64_MAX : t.get<int64_t>());
+  }
+}
+
+void parse_messages(const json& body, ApiRequest& r) {
+  const json* m = field(body, "messages");
+  if (!m) bad("messages", "is required");
+  if (!m->is_array() || m->empty()) bad("messages", "must be a non-empty array");
+  for (size_t i = 0; i < m->size(); ++i) {
+    const json& e = (*m)[i];
+    const std::string p = "messages[" + std::to_string(i) + "]";
+    if (!e.is_object()) bad(p, "must be an object");
+    if (!e.contains("role") || !e["role"].is_string()) bad(p + ".role", "must be a string");
+    ChatMessage cm;
+    cm.role = e["role"].get<std::string>();
+    if (cm.role == "developer") cm.role = "system";  // OpenAI's newer name for it
+    if (cm.role != "system" && cm.role != "user" && cm.role != "assistant") {
+      bad(p + ".role", "'" + cm.role + "' is not system, user or assistant");
+    }
+    cm.content = text_of_content(e.contains("content") ? e["content"] : json(), p + ".content");
+    r.messages.push_back(std::move(cm));
+  }
+}
+
+}  // namespace
+
+ApiRequest parse_request(std::string_view body, Endpoint endpoint) {
+  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw ApiError(400, "the request body is not valid JSON");
+  if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  ApiRequest r;
+  r.endpoint = endpoint;
+  if (const json* m = field(j, "model")) {
+    if (!m->is_string()) bad("model", "must be a string");
+    r.model = m->get<std::string>();
+  }
+  if (endpoint == Endpoint::Completions) {
+    parse_prompt(j, r);
+  } else {
+    parse_messages(j, r);
+  }
+  if (get_int(j, "n", 1, std::numeric_limits<int64_t>::min(), INT64_MAX) != 1) {
+    bad("n", "must be 1 (one choice per request)");
+  }
+  r.stream = get_bool(j, "stream", false);
+  if (const json* so = field(j, "stream_options")) {
+    if (!so->is_object()) bad("stream_options", "must be an object");
+    const json* iu = field(*so, "include_usage");
+    if (iu && !iu->is_boolean()) bad("stream_options.include_usage", "must be a boolean");
+    r.include_usage = iu && iu->get<bool>();
+  }
+  const int64_t kMaxTokens = int64_t(1) << 31;
+  r.max_tokens = get_int(j, "max_tokens", 0, 0, kMaxTokens);
+  if (endpoint == Endpoint::Chat && field(j, "max_completion_tokens")) {
+    r.max_tokens = get_int(j, "max_completion_tokens", 0, 0, kMaxTokens);
+  }
+  if (const json* s = field(j, "stop")) {
+    if (s->is_string()) {
+      r.stop.push_back(s->get<std::string>());
+    } else if (s->is_array()) {
+      for (const json& e : *s) {
+        if (!e.is_string()) bad("stop", "must be a string or an array of strings");
+        r.stop.push_back(e.get<std::string>());
+      }
+    } else {
+      bad("stop", "must be a string or an array of strings");
+    }
+    if (r.stop.size() > 16) bad("stop", "holds more than 16 strings");
+  }
+  auto& s = r.sampling;
+  s.temperature = float(get_number(j, "temperature", 1.0, 0.0, 2.0));
+  s.top_p = float(get_number(j, "top_p", 1.0, 0.0, 1.0));
+  if (s.top_p <= 0.f) bad("top_p", "must be in (0, 1]");
+  s.top_k = int(get_int(j, "top_k", 0, 0, std::numeric_limits<int>::max()));
+  s.min_p = float(get_number(j, "min_p", 0.0, 0.0, 0.999999));
+  if (field(j, "seed")) {
+    s.seed = uint64_t(get_int(j, "seed", 0, std::numeric_limits<int64_t>::min(), INT64_MAX));
+    r.seed_given = true;
+  }
+  if (field(j, "drafter")) r.drafter = get_bool(j, "drafter", true);
+  if (const json* m = field(j, "spec_sampling")) {
+    if (*m == "coupled") {
+      r.mode = speculative::SpecSampling::Coupled;
+    } else if (*m == "rejection") {
+      r.mode = speculative::SpecSampling::Rejection;
+    } else {
+      bad("spec_sampling", "must be \"coupled\" or \"rejection\"");
+    }
+  }
+  try {
+    s.validate();
+  } catch (const InputError& e) {
+    throw ApiError(400, e.what());
+  }
+  return r;
+}
+
+}  // namespace mtp::serve

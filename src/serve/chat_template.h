@@ -1,0 +1,71 @@
+// Chat templates: messages -> the prompt text a chat model was trained on.
+//
+// We do not interpret Jinja. A model's chat_template (tokenizer_config.json)
+// is RECOGNISED as one of the families below by its marker tokens, and our
+// own formatter for that family renders it; tests/serve/chat_template_test.cc
+// checks each formatter against an independent Jinja rendering of the real
+// templates. A template of no known family is a ConfigError at start-up
+// unless --chat-format names the family.
+//
+// Families and what they do with the roles (system, user, assistant):
+//   llama3   bos, then <|start_header_id|>ROLE<|end_header_id|>\n\nTEXT<|eot_id|>
+//            per message (TEXT trimmed); prompt <|start_header_id|>assistant...
+//   chatml   <|im_start|>ROLE\nTEXT<|im_end|>\n (Qwen); the template's default
+//            system prompt when the messages have none (Qwen 2.5); Qwen 3's
+//            templates drop an assistant turn's <think>...</think> part.
+//   gemma    bos, <start_of_turn>user|model\n...<end_of_turn>\n; no system role:
+//            the system text + "\n\n" starts the first user turn; roles must
+//            alternate user/assistant.
+//   llama2   per user turn bos[INST] TEXT [/INST], assistant " TEXT eos"; the
+//            system text in <<SYS>>\n...\n<</SYS>>\n\n inside the first user turn.
+//   mistral  bos, [INST] TEXT [/INST], assistant TEXT eos; (the template has no
+//            system role; we prepend the system text + "\n\n" to the first user turn).
+//   plain    the messages' texts joined by "\n" (base models; no markers).
+// The rendered text starts with the BOS text where the family has one; the
+// server tokenizes it without adding another (prompt_ids: no double BOS).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/tokenizer.h"
+
+namespace mtp::serve {
+
+enum class ChatFormat { Llama3, ChatML, Gemma, Llama2, Mistral, Plain };
+
+// "llama3" | "chatml" | "gemma" | "llama2" | "mistral" | "plain"; InputError otherwise.
+ChatFormat parse_chat_format(const std::string& name);
+const char* chat_format_name(ChatFormat f);
+
+struct ChatMessage {
+  std::string role;     // "system" | "user" | "assistant"
+  std::string content;
+};
+
+struct ChatTemplate {
+  ChatFormat format = ChatFormat::Plain;
+  std::string bos, eos;        // the special tokens' text ("" if none)
+  std::string default_system;  // chatml: used when the messages have no system turn
+  bool strip_think = false;    // chatml: drop <think>...</think> of assistant turns
+
+  // InputError for a role the family cannot take or a broken alternation.
+  std::string render(const std::vector<ChatMessage>& messages,
+                     bool add_generation_prompt = true) const;
+  // Text that ends an assistant turn: a stop string for chat completions.
+  std::string end_of_turn() const;
+};
+
+// The family of a Jinja chat template (ConfigError naming `where` if none).
+ChatTemplate recognise_template(const std::string& jinja, const std::string& where);
+
+// The template for a model: tokenizer_config.json in `dir` (its chat_template,
+// bos_token, eos_token), recognised, unless `override_name` is given (then
+// only the special tokens are read). No chat_template and no override: plain.
+ChatTemplate load_chat_template(const std::string& dir, const std::string& override_name);
+
+// The prompt ids for rendered chat text: special-token text recognised, one
+// BOS at the front when the tokenizer adds BOS (never two).
+std::vector<int32_t> encode_chat(const io::Tokenizer& tok, const std::string& text);
+
+}  // namespace mtp::serve

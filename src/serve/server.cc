@@ -1,0 +1,212 @@
+#include "serve/server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <ctime>
+#include <deque>
+#include <mutex>
+#include <random>
+
+#include <sys/socket.h>
+
+#include "core/error.h"
+#include "serve/api.h"
+#include "serve/page.h"
+#include "serve/response.h"
+
+namespace mtp::serve {
+
+// httplib's stop() also ends every chunked stream (its providers stop once the
+// listening socket is invalid). Shutting the socket down instead makes accept()
+// fail, so listen() stops accepting and waits for the handlers, which run on.
+class HttpServer : public httplib::Server {
+ public:
+  void stop_accepting() {
+    const socket_t s = svr_sock_;
+    if (s != INVALID_SOCKET) ::shutdown(s, SHUT_RDWR);
+  }
+};
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// Compares without an early exit (the key's prefix is not observable by timing).
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned char d = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) d |= uint8_t(a[i] ^ (i < b.size() ? b[i] : 0));
+  return d == 0;
+}
+
+}  // namespace
+
+Server::Server(Engine& engine, const io::Tokenizer& tok, ServerOptions o)
+    : engine_(engine), tok_(tok), opt_(std::move(o)), http_(std::make_unique<HttpServer>()) {
+  const int n = opt_.http_threads;
+  http_->new_task_queue = [n] { return new httplib::ThreadPool(size_t(n)); };
+  http_->set_payload_max_length(opt_.max_body);
+  http_->set_read_timeout(opt_.timeout_s, 0);
+  http_->set_write_timeout(opt_.timeout_s, 0);
+  http_->set_keep_alive_timeout(2);
+  http_->set_tcp_nodelay(true);  // no 40 ms delayed-ACK stall per small response
+  routes();
+}
+
+Server::~Server() = default;
+
+int Server::bind() {
+  int port = opt_.port;
+  if (port == 0) {
+    port = http_->bind_to_any_port(opt_.host);
+  } else if (!http_->bind_to_port(opt_.host, port)) {
+    port = -1;
+  }
+  if (port < 0) fail<ConfigError>("cannot listen on {}:{} (in use, or not an address here)",
+                                  opt_.host, opt_.port);
+  return port;
+}
+
+void Server::listen() { http_->listen_after_bind(); }
+void Server::stop() { http_->stop(); }
+void Server::stop_accepting() { http_->stop_accepting(); }
+
+Prepared Server::prepare(const std::string& body, Endpoint endpoint) {
+  Prepared p;
+  p.api = parse_request(body, endpoint);
+  const EngineInfo& info = engine_.info();
+  p.model = info.model_id;  // another model's name is served by ours (documented)
+  p.created = std::time(nullptr);
+  p.id = (endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + std::to_string(++next_id_);
+  Request& r = p.req;
+  try {
+    if (endpoint == Endpoint::Chat) {
+      r.prompt = encode_chat(tok_, opt_.chat.render(p.api.messages));
+      const std::string eot = opt_.chat.end_of_turn();
+      if (!eot.empty()) p.api.stop.push_back(eot);
+    } else if (p.api.prompt_is_ids) {
+      for (int64_t t : p.api.prompt_ids) {
+        if (t < 0 || t >= tok_.vocab_size()) {
+          throw ApiError(400, "'prompt' holds token id " + std::to_string(t) +
+                                  ", outside the vocabulary of " +
+                                  std::to_string(tok_.vocab_size()), "prompt");
+        }
+        r.prompt.push_back(int32_t(t));
+      }
+    } else {
+      r.prompt = tok_.encode(p.api.prompt, /*add_special=*/true);
+    }
+  } catch (const InputError& e) {
+    throw ApiError(400, e.what(), endpoint == Endpoint::Chat ? "messages" : "prompt");
+  }
+  if (r.prompt.empty()) throw ApiError(400, "the prompt is empty (and the model adds no BOS)",
+                                       "prompt");
+  if (int64_t(r.prompt.size()) >= info.ctx) {
+    throw ApiError(400,
+                   "the prompt is " + std::to_string(r.prompt.size()) + " tokens; the context "
+                   "is " + std::to_string(info.ctx) + " tokens per request (--ctx), which "
+                   "leaves no room to generate", endpoint == Endpoint::Chat ? "messages" : "prompt",
+                   "invalid_request_error", "context_length_exceeded");
+  }
+  r.sampling = p.api.sampling;
+  if (!p.api.seed_given && !r.sampling.greedy()) r.sampling.seed = std::random_device{}();
+  r.mode = p.api.mode;
+  r.max_tokens = int(std::min<int64_t>(p.api.max_tokens, info.ctx));  // clipped to the context
+  r.stop = p.api.stop;
+  r.use_drafter = p.api.drafter.value_or(true);
+  return p;
+}
+
+void Server::routes() {
+  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (opt_.api_key.empty() || req.path == "/health" || req.path == "/") {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    if (same_secret(req.get_header_value("Authorization"), "Bearer " + opt_.api_key)) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    metrics_.http_error(401);
+    send_error(res, ApiError(401, "missing or wrong API key: send 'Authorization: Bearer KEY'",
+                             "", "invalid_request_error", "invalid_api_key"));
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // Errors httplib raises itself (413 body too large, 404, 400 bad request line).
+  http_->set_error_handler([this](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    metrics_.http_error(res.status);
+    std::string msg = res.status == 413   ? "the request body is larger than the limit (--max-body)"
+                      : res.status == 404 ? "no such route"
+                                          : "bad request";
+    send_error(res, ApiError(res.status, msg));
+  });
+  http_->set_exception_handler([this](const httplib::Request&, httplib::Response& res,
+                                      std::exception_ptr ep) {
+    std::string msg = "internal error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      msg = e.what();
+    } catch (...) {
+    }
+    metrics_.http_error(500);
+    send_error(res, ApiError(500, msg, "", "server_error"));
+  });
+
+  http_->Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"status":"ok"})", "application/json");
+  });
+  http_->Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(page_html(), "text/html; charset=utf-8");
+  });
+  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_.prometheus(engine_.queue_depth(), engine_.running()),
+                    "text/plain; version=0.0.4");
+  });
+  http_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    const EngineInfo& i = engine_.info();
+    json m = {{"id", i.model_id}, {"object", "model"}, {"created", 0}, {"owned_by", "mtpspec"},
+              {"mtpspec", {{"ctx", i.ctx}, {"parallel", i.parallel},
+                           {"drafter", i.has_drafter}, {"draft_k", i.draft_k},
+                           {"chat_format", chat_format_name(opt_.chat.format)}}}};
+    res.set_content(dump({{"object", "list"}, {"data", json::array({m})}}), "application/json");
+  });
+  auto generate = [this](Endpoint ep) {
+    return [this, ep](const httplib::Request& req, httplib::Response& res) {
+      std::shared_ptr<Prepared> p;
+      try {
+        p = std::make_shared<Prepared>(prepare(req.body, ep));
+      } catch (const ApiError& e) {
+        metrics_.http_error(e.status);
+        send_error(res, e);
+        return;
+      }
+      metrics_.request(ep == Endpoint::Chat ? "chat" : "completions");
+      auto ch = std::make_shared<Channel>();
+      Handle h = 0;
+      try {
+        h = engine_.submit(p->req, [this, ch](const Event& e) {
+          if (e.type == Event::Type::Done) {
+            metrics_.finished(e.finish_reason, e.completion_tokens,
+                              e.stats ? &*e.stats : nullptr);
+          }
+          ch->push(e);
+        });
+      } catch (const InputError& e) {  // shutting down
+        metrics_.http_error(503);
+        send_error(res, ApiError(503, e.what(), "", "server_error"));
+        return;
+      }
+      if (p->api.stream) {
+        stream_response(res, engine_, p, ch, h);
+      } else {
+        respond(res, *p, *ch);
+      }
+    };
+  };
+  http_->Post("/v1/completions", generate(Endpoint::Completions));
+  http_->Post("/v1/chat/completions", generate(Endpoint::Chat));
+}
+
+}  // namespace mtp::serve
