@@ -21,6 +21,7 @@
 #include "app/commands.h"
 #include "app/common.h"
 #include "app/spec_common.h"
+#include "cli/checks.h"
 #include "core/error.h"
 #include "serve/chat_template.h"
 #include "serve/engine.h"
@@ -136,16 +137,16 @@ void add_serve(CLI::App& root) {
   cmd->add_option("--host", a->host, "Address to listen on (0.0.0.0: every interface)")
       ->capture_default_str();
   cmd->add_option("--port", a->port, "TCP port (0: any free port, printed)")
-      ->check(CLI::Range(0, 65535))
+      ->check(cli::Range(0, 65535))
       ->capture_default_str();
   cmd->add_option("--parallel", a->parallel,
                   "Requests admitted at once (this engine runs them one after another)")
-      ->check(CLI::Range(1, 256))
+      ->check(cli::Range(1, 256))
       ->capture_default_str();
   cmd->add_option("--ctx", a->ctx,
                   "Context per request, prompt + completion (default: the model's maximum, "
                   "capped by memory)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::NonNegative);
   cmd->add_option("--api-key", a->api_key,
                   "Require 'Authorization: Bearer KEY' on every route but /health and /");
   cmd->add_option("--chat-format", a->chat_format,
@@ -153,14 +154,14 @@ void add_serve(CLI::App& root) {
                   "llama2, mistral or plain")
       ->check(CLI::IsMember({"llama3", "chatml", "gemma", "llama2", "mistral", "plain"}));
   cmd->add_option("--max-body", a->max_body, "Largest request body in bytes (larger: 413)")
-      ->check(CLI::Range(size_t(64), size_t(1) << 30))
+      ->check(cli::Range(64, 1 << 30))
       ->capture_default_str();
   cmd->add_option("--timeout", a->timeout, "Socket read/write timeout in seconds (slow clients)")
-      ->check(CLI::Range(1, 3600))
+      ->check(cli::Range(1, 3600))
       ->capture_default_str();
   cmd->add_option("--shutdown-grace", a->grace,
                   "Seconds in-flight requests may run on after SIGTERM before they are cancelled")
-      ->check(CLI::Range(0.0, 3600.0))
+      ->check(cli::Range(0.0, 3600.0))
       ->capture_default_str();
   cmd->callback([a] { run_serve(*a); });
 }
