@@ -1,0 +1,288 @@
+// Quantized weight kernels (Highway runtime dispatch): Y[q, rows] = X[q, cols]·Wᵀ
+// for W stored as rows of ggml blocks (Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K).
+//
+// Arithmetic: exactly the contract of quant_dot.h (activations quantized per
+// row to int8, exact integer block sums, a fixed sequence of fp32 operations
+// per output), so every target gives quant_dot_ref's bits and Y[r][o] depends
+// only on X[r], W[o] and cols — never on q, the other rows, the thread count or
+// the split (threads split output rows only).
+//
+// AVX2 and AVX3 use 256-bit integer intrinsics (maddubs/madd) inside the
+// Highway target; the other targets (SSE4, scalar) run quant_dot_ref itself.
+// Layout and loop order: weight rows are stored as in the GGUF file, one
+// after another (one linear stream). For each output row, q is processed in
+// tiles of <= 4 activation rows; a weight block is loaded and unpacked once
+// per tile and used by all its rows (the tile's accumulators stay in
+// registers), so verify rows cost integer work, not memory traffic.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/matmul.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/quant_dot.h"
+
+#pragma GCC optimize("fp-contract=off")
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/matmul_quant.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#ifndef MTP_KERNELS_MATMUL_QUANT_ONCE
+#define MTP_KERNELS_MATMUL_QUANT_ONCE
+#include <immintrin.h>
+namespace mtp::kernels::detail {
+struct QuantArgs {
+  GgmlType t;
+  const uint8_t* w;
+  size_t row_bytes, rows, cols;
+  const QuantAct* a;
+  size_t q;
+  float* y;
+  size_t y_stride;
+};
+constexpr size_t kQuantTile = 4;       // activation rows per register tile
+constexpr size_t kQuantPrefetch = 2048;  // bytes ahead in the weight stream
+}  // namespace mtp::kernels::detail
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace mtp::kernels::HWY_NAMESPACE {
+
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+using detail::kQuantPrefetch;
+
+HWY_INLINE __m256i ld256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+HWY_INLINE float f16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+// t[l] += t[l + 4], += t[l + 2], t[0] + t[1] (quant_dot.h's tree).
+HWY_INLINE float reduce8(__m256 v) {
+  __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+}
+HWY_INLINE int32_t hsum_i32(__m256i v) {
+  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+  return _mm_cvtsi128_si32(t);
+}
+
+// Signed codes of a 32-element block as 32 int8 (kT: 0 Q8_0, 1 Q4_0, 2 Q5_0).
+template <int kT>
+HWY_INLINE __m256i codes32(const uint8_t* b) {
+  if constexpr (kT == 0) return ld256(b + 2);
+  const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + (kT == 2 ? 6 : 2)));
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(qs, m4)),
+                                      _mm_and_si128(_mm_srli_epi16(qs, 4), m4), 1);
+  if constexpr (kT == 1) return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
+  uint32_t qh;
+  std::memcpy(&qh, b + 2, 4);
+  // Byte i gets bit i of qh: broadcast, byte i/8 to position i, test bit i % 8.
+  const __m256i idx = _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202,
+                                         0x0303030303030303);
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  __m256i h = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)), idx);
+  h = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit), _mm256_set1_epi8(0x10));
+  return _mm256_sub_epi8(_mm256_or_si256(v, h), _mm256_set1_epi8(16));
+}
+
+// kQ activation rows against one weight row of a 32-element type.
+template <int kT, size_t kQ>
+HWY_INLINE void tile32(const uint8_t* w, size_t bb, size_t nb, const int8_t* const* xq,
+                       const float* const* xd, bool pf, float* out) {
+  __m256 acc[kQ][2];
+  for (size_t j = 0; j < kQ; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+  const __m256i ones = _mm256_set1_epi16(1);
+  auto block = [&](size_t b, size_t par) __attribute__((always_inline)) {
+    const uint8_t* blk = w + b * bb;
+    const __m256i wv = codes32<kT>(blk);
+    const __m256i aw = _mm256_sign_epi8(wv, wv);
+    const float dw = f16(blk);
+#pragma GCC unroll 4
+    for (size_t j = 0; j < kQ; ++j) {
+      const __m256i xv = ld256(xq[j] + 32 * b);
+      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, wv)), ones);
+      const __m256 s = _mm256_set1_ps(dw * xd[j][b]);
+      acc[j][par] = _mm256_add_ps(acc[j][par], _mm256_mul_ps(_mm256_cvtepi32_ps(p), s));
+    }
+  };
+  size_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    if (pf) _mm_prefetch(reinterpret_cast<const char*>(w + b * bb + kQuantPrefetch), _MM_HINT_T0);
+    block(b, 0);
+    block(b + 1, 1);
+  }
+  if (b < nb) block(b, 0);
+  for (size_t j = 0; j < kQ; ++j) out[j] = reduce8(_mm256_add_ps(acc[j][0], acc[j][1])) - 0.f;
+}
+
+// kQ activation rows against one weight row of a K type (kT: 3 Q4_K, 4 Q5_K, 5 Q6_K).
+template <int kT, size_t kQ>
+HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* const* xq,
+                      const float* const* xd, const int16_t* const* bs, bool pf, float* out) {
+  __m256 acc[kQ];
+  float macc[kQ];
+  for (size_t j = 0; j < kQ; ++j) acc[j] = _mm256_setzero_ps(), macc[j] = 0.f;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (size_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* blk = w + sb * bb;
+    if (pf) {
+      _mm_prefetch(reinterpret_cast<const char*>(blk + kQuantPrefetch), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(blk + kQuantPrefetch + 64), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(blk + kQuantPrefetch + 128), _MM_HINT_T0);
+    }
+    __m256i P[kQ];
+    for (size_t j = 0; j < kQ; ++j) P[j] = _mm256_setzero_si256();
+    auto chunk = [&](__m256i qv, __m256i scv, size_t c) __attribute__((always_inline)) {
+#pragma GCC unroll 4
+      for (size_t j = 0; j < kQ; ++j)
+        P[j] = _mm256_add_epi32(
+            P[j], _mm256_madd_epi16(_mm256_maddubs_epi16(qv, ld256(xq[j] + 256 * sb + 32 * c)), scv));
+    };
+    float s, t;
+    int32_t M[kQ];
+    if constexpr (kT == 5) {
+      const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
+      const __m256i m30 = _mm256_set1_epi8(0x30);
+      for (size_t h = 0; h < 2; ++h) {
+        const __m256i ql0 = ld256(blk + 64 * h), ql1 = ld256(blk + 64 * h + 32);
+        const __m256i qh = ld256(blk + 128 + 32 * h);
+        const __m256i qv[4] = {
+            _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+            _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30))};
+#pragma GCC unroll 4
+        for (size_t k = 0; k < 4; ++k) {
+          const size_t c = 4 * h + k;
+          const __m256i scv = _mm256_inserti128_si256(
+              _mm256_castsi128_si256(_mm_set1_epi16(sc[2 * c])), _mm_set1_epi16(sc[2 * c + 1]), 1);
+          chunk(qv[k], scv, c);
+        }
+      }
+      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+      for (size_t j = 0; j < kQ; ++j)
+        M[j] = 32 * hsum_i32(_mm256_madd_epi16(sc16, ld256(bs[j] + 16 * sb)));
+      s = t = f16(blk + 208);
+    } else {
+      uint8_t sc[8], mn[8];
+      for (size_t j = 0; j < 8; ++j) scale_min_k4(blk + 4, j, &sc[j], &mn[j]);
+      const uint8_t* qs = blk + (kT == 4 ? 48 : 16);
+      __m256i qh = kT == 4 ? ld256(blk + 16) : _mm256_setzero_si256();
+      const __m256i m10 = _mm256_set1_epi8(0x10);
+#pragma GCC unroll 4
+      for (size_t c = 0; c < 4; ++c) {
+        const __m256i qv = ld256(qs + 32 * c);
+        __m256i lo = _mm256_and_si256(qv, m4), hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
+        if constexpr (kT == 4) {  // bit 2c of qh[l] for lo, 2c + 1 for hi, moved to bit 4
+          lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4), m10));
+          hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), m10));
+          qh = _mm256_srli_epi16(qh, 2);
+        }
+        chunk(lo, _mm256_set1_epi16(sc[2 * c]), 2 * c);
+        chunk(hi, _mm256_set1_epi16(sc[2 * c + 1]), 2 * c + 1);
+      }
+      // m_j twice, against the 16 sums of 16: madd gives m_j · bsum32_j.
+      const __m256i mv = _mm256_setr_epi16(mn[0], mn[0], mn[1], mn[1], mn[2], mn[2], mn[3], mn[3],
+                                           mn[4], mn[4], mn[5], mn[5], mn[6], mn[6], mn[7], mn[7]);
+      for (size_t j = 0; j < kQ; ++j) M[j] = hsum_i32(_mm256_madd_epi16(mv, ld256(bs[j] + 16 * sb)));
+      s = f16(blk);
+      t = f16(blk + 2);
+    }
+    for (size_t j = 0; j < kQ; ++j) {
+      const float sj = s * xd[j][sb], tj = t * xd[j][sb];
+      acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(_mm256_cvtepi32_ps(P[j]), _mm256_set1_ps(sj)));
+      macc[j] = macc[j] + static_cast<float>(M[j]) * tj;
+    }
+  }
+  for (size_t j = 0; j < kQ; ++j) out[j] = reduce8(acc[j]) - macc[j];
+}
+
+template <int kT, size_t kQ>
+HWY_INLINE void run_tile(const detail::QuantArgs& a, const uint8_t* w, size_t j0, bool pf, float* out) {
+  const int8_t* xq[kQ];
+  const float* xd[kQ];
+  const int16_t* bs[kQ];
+  for (size_t j = 0; j < kQ; ++j) {
+    xq[j] = a.a->qrow(j0 + j);
+    xd[j] = a.a->drow(j0 + j);
+    bs[j] = kT >= 3 ? a.a->brow(j0 + j) : nullptr;
+  }
+  if constexpr (kT < 3) tile32<kT, kQ>(w, a.row_bytes / (a.cols / 32), a.cols / 32, xq, xd, pf, out);
+  else tilek<kT, kQ>(w, a.row_bytes / (a.cols / 256), a.cols / 256, xq, xd, bs, pf, out);
+}
+
+template <int kT>
+void rows_impl(const detail::QuantArgs& a, size_t o0, size_t o1) {
+  float out[detail::kQuantTile];
+  for (size_t o = o0; o < o1; ++o) {
+    const uint8_t* w = a.w + o * a.row_bytes;
+    for (size_t j0 = 0; j0 < a.q; j0 += detail::kQuantTile) {
+      const size_t n = std::min(detail::kQuantTile, a.q - j0);
+      const bool pf = j0 == 0;  // the first tile streams the row in
+      switch (n) {
+        case 4: run_tile<kT, 4>(a, w, j0, pf, out); break;
+        case 3: run_tile<kT, 3>(a, w, j0, pf, out); break;
+        case 2: run_tile<kT, 2>(a, w, j0, pf, out); break;
+        default: run_tile<kT, 1>(a, w, j0, pf, out); break;
+      }
+      for (size_t j = 0; j < n; ++j) a.y[(j0 + j) * a.y_stride + o] = out[j];
+    }
+  }
+}
+static_assert(detail::kQuantTile == 4, "rows_impl handles tiles of 1..4 rows");
+
+void QuantRows(const detail::QuantArgs& a, size_t o0, size_t o1) {
+  switch (a.t) {
+    case GgmlType::Q8_0: return rows_impl<0>(a, o0, o1);
+    case GgmlType::Q4_0: return rows_impl<1>(a, o0, o1);
+    case GgmlType::Q5_0: return rows_impl<2>(a, o0, o1);
+    case GgmlType::Q4_K: return rows_impl<3>(a, o0, o1);
+    case GgmlType::Q5_K: return rows_impl<4>(a, o0, o1);
+    default: return rows_impl<5>(a, o0, o1);
+  }
+}
+#else
+// Targets without the integer kernels: the reference, output by output.
+void QuantRows(const detail::QuantArgs& a, size_t o0, size_t o1) {
+  for (size_t o = o0; o < o1; ++o)
+    for (size_t r = 0; r < a.q; ++r)
+      a.y[r * a.y_stride + o] = detail::quant_dot_ref(a.t, a.w + o * a.row_bytes, *a.a, r);
+}
+#endif
+
+}  // namespace mtp::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace mtp::kernels {
+HWY_EXPORT(QuantRows);
+
+namespace detail {
+void matmul_quant(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, float* y,
+                  size_t y_stride, ThreadPool* pool) {
+  const GgmlType t = weight_ggml_type(w.hold());
+  thread_local QuantAct act;
+  quantize_act(t, x, x_stride, q, w.cols(), act);
+  const QuantArgs a{t, w.data(), ggml_row_bytes(static_cast<uint32_t>(t), w.cols()), w.rows(),
+                    w.cols(), &act, q, y, y_stride};
+  auto fn = HWY_DYNAMIC_DISPATCH(QuantRows);
+  // As matmul(): threads only for enough work; they split output rows.
+  if (pool && pool->size() > 1 && w.bytes() * q > g_parallel_min_work.load(std::memory_order_relaxed)) {
+    pool->parallel_for(w.rows(), [&](size_t o0, size_t o1, size_t) { fn(a, o0, o1); }, 16);
+  } else {
+    fn(a, 0, w.rows());
+  }
+}
+}  // namespace detail
+}  // namespace mtp::kernels
+#endif  // HWY_ONCE
