@@ -67,11 +67,12 @@ HWY_INLINE float reduce8(__m256 v) {
   t = _mm_add_ps(t, _mm_movehl_ps(t, t));
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
 }
-HWY_INLINE int32_t hsum_i32(__m256i v) {
-  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
-  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
-  return _mm_cvtsi128_si32(t);
+// The 8 mins m_j as int16 pairs (m0, m0, m1, m1, ...): madd against the 16
+// sums of 16 gives m_j · bsum32_j in lane j.
+HWY_INLINE __m256i mins_twice(const uint8_t* mn) {
+  const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)));
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi16(m16, m16)),
+                                 _mm_unpackhi_epi16(m16, m16), 1);
 }
 
 // Signed codes of a 32-element block as 32 int8 (kT: 0 Q8_0, 1 Q4_0, 2 Q5_0).
@@ -129,8 +130,8 @@ template <int kT, size_t kQ>
 HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* const* xq,
                       const float* const* xd, const int16_t* const* bs, bool pf, float* out) {
   __m256 acc[kQ];
-  float macc[kQ];
-  for (size_t j = 0; j < kQ; ++j) acc[j] = _mm256_setzero_ps(), macc[j] = 0.f;
+  __m256 macc[kQ];
+  for (size_t j = 0; j < kQ; ++j) acc[j] = macc[j] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (size_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk = w + sb * bb;
@@ -148,7 +149,7 @@ HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* con
             P[j], _mm256_madd_epi16(_mm256_maddubs_epi16(qv, ld256(xq[j] + 256 * sb + 32 * c)), scv));
     };
     float s, t;
-    int32_t M[kQ];
+    __m256i M[kQ];
     if constexpr (kT == 5) {
       const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
       const __m256i m30 = _mm256_set1_epi8(0x30);
@@ -171,11 +172,11 @@ HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* con
       }
       const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
       for (size_t j = 0; j < kQ; ++j)
-        M[j] = 32 * hsum_i32(_mm256_madd_epi16(sc16, ld256(bs[j] + 16 * sb)));
+        M[j] = _mm256_slli_epi32(_mm256_madd_epi16(sc16, ld256(bs[j] + 16 * sb)), 5);
       s = t = f16(blk + 208);
     } else {
       uint8_t sc[8], mn[8];
-      for (size_t j = 0; j < 8; ++j) scale_min_k4(blk + 4, j, &sc[j], &mn[j]);
+      unpack_scales_k4(blk + 4, sc, mn);
       const uint8_t* qs = blk + (kT == 4 ? 48 : 16);
       __m256i qh = kT == 4 ? ld256(blk + 16) : _mm256_setzero_si256();
       const __m256i m10 = _mm256_set1_epi8(0x10);
@@ -192,20 +193,167 @@ HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* con
         chunk(hi, _mm256_set1_epi16(sc[2 * c + 1]), 2 * c + 1);
       }
       // m_j twice, against the 16 sums of 16: madd gives m_j · bsum32_j.
-      const __m256i mv = _mm256_setr_epi16(mn[0], mn[0], mn[1], mn[1], mn[2], mn[2], mn[3], mn[3],
-                                           mn[4], mn[4], mn[5], mn[5], mn[6], mn[6], mn[7], mn[7]);
-      for (size_t j = 0; j < kQ; ++j) M[j] = hsum_i32(_mm256_madd_epi16(mv, ld256(bs[j] + 16 * sb)));
+      const __m256i mv = mins_twice(mn);
+      for (size_t j = 0; j < kQ; ++j) M[j] = _mm256_madd_epi16(mv, ld256(bs[j] + 16 * sb));
       s = f16(blk);
       t = f16(blk + 2);
     }
     for (size_t j = 0; j < kQ; ++j) {
       const float sj = s * xd[j][sb], tj = t * xd[j][sb];
       acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(_mm256_cvtepi32_ps(P[j]), _mm256_set1_ps(sj)));
-      macc[j] = macc[j] + static_cast<float>(M[j]) * tj;
+      macc[j] = _mm256_add_ps(macc[j], _mm256_mul_ps(_mm256_cvtepi32_ps(M[j]), _mm256_set1_ps(tj)));
     }
   }
-  for (size_t j = 0; j < kQ; ++j) out[j] = reduce8(acc[j]) - macc[j];
+  for (size_t j = 0; j < kQ; ++j) out[j] = reduce8(acc[j]) - reduce8(macc[j]);
 }
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// AVX-512: the same integer lanes and fp32 operations, two 32-element chunks
+// per 512-bit vector. 32-element types: lanes 0..7 hold block b, 8..15 block
+// b + 1 — the contract's even/odd accumulator lanes. K types: the 16 int32
+// lanes of a chunk pair are folded to the contract's 8 (exact integer adds).
+HWY_INLINE __m512i pair512(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+HWY_INLINE __m512 pair512(float lo, float hi) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(lo)), _mm256_set1_ps(hi), 1);
+}
+
+template <int kT, size_t kQ>
+HWY_INLINE void tile32_512(const uint8_t* w, size_t bb, size_t nb, const int8_t* const* xq,
+                           const float* const* xd, bool pf, float* out) {
+  __m512 acc[kQ];
+  for (size_t j = 0; j < kQ; ++j) acc[j] = _mm512_setzero_ps();
+  const __m512i ones = _mm512_set1_epi16(1), zero = _mm512_setzero_si512();
+  size_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const uint8_t* b0 = w + b * bb;
+    if (pf) _mm_prefetch(reinterpret_cast<const char*>(b0 + kQuantPrefetch), _MM_HINT_T0);
+    const __m512i wv = pair512(codes32<kT>(b0), codes32<kT>(b0 + bb));
+    const __m512i aw = _mm512_abs_epi8(wv);
+    const __mmask64 neg = _mm512_movepi8_mask(wv);  // x·sign(w) = x, or 0 − x where w < 0
+    const __m512 dw = pair512(f16(b0), f16(b0 + bb));
+#pragma GCC unroll 4
+    for (size_t j = 0; j < kQ; ++j) {
+      const __m512i xv = _mm512_loadu_si512(xq[j] + 32 * b);
+      const __m512i p =
+          _mm512_madd_epi16(_mm512_maddubs_epi16(aw, _mm512_mask_sub_epi8(xv, neg, zero, xv)), ones);
+      const __m512 s = _mm512_mul_ps(dw, pair512(xd[j][b], xd[j][b + 1]));
+      acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_cvtepi32_ps(p), s));
+    }
+  }
+  if (b < nb) {  // a last, even block: lanes 0..7 only
+    const uint8_t* b0 = w + b * bb;
+    const __m256i wv = codes32<kT>(b0), aw = _mm256_sign_epi8(wv, wv);
+    const float dw = f16(b0);
+    for (size_t j = 0; j < kQ; ++j) {
+      const __m256i xv = ld256(xq[j] + 32 * b);
+      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, wv)),
+                                          _mm256_set1_epi16(1));
+      const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * xd[j][b]));
+      acc[j] = _mm512_mask_add_ps(acc[j], 0x00FF, acc[j], _mm512_castps256_ps512(t));
+    }
+  }
+  for (size_t j = 0; j < kQ; ++j)
+    out[j] = reduce8(_mm256_add_ps(_mm512_castps512_ps256(acc[j]),
+                                   _mm512_extractf32x8_ps(acc[j], 1))) - 0.f;
+}
+
+template <int kT, size_t kQ>
+HWY_INLINE void tilek_512(const uint8_t* w, size_t bb, size_t nsb, const int8_t* const* xq,
+                          const float* const* xd, const int16_t* const* bs, bool pf, float* out) {
+  __m256 acc[kQ];
+  __m256 macc[kQ];
+  for (size_t j = 0; j < kQ; ++j) acc[j] = macc[j] = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  alignas(64) static constexpr int16_t kLaneOver8[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                         2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+  for (size_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* blk = w + sb * bb;
+    if (pf)
+      for (size_t l = 0; l < bb; l += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(blk + kQuantPrefetch + l), _MM_HINT_T0);
+    __m512i P[kQ];
+    for (size_t j = 0; j < kQ; ++j) P[j] = _mm512_setzero_si512();
+    // Elements [64·p, 64·p + 64) of the block: codes qv, int16 scales scv.
+    auto pair = [&](__m512i qv, __m512i scv, size_t p) __attribute__((always_inline)) {
+#pragma GCC unroll 4
+      for (size_t j = 0; j < kQ; ++j)
+        P[j] = _mm512_add_epi32(
+            P[j], _mm512_madd_epi16(
+                      _mm512_maddubs_epi16(qv, _mm512_loadu_si512(xq[j] + 256 * sb + 64 * p)), scv));
+    };
+    float s, t;
+    __m256i M[kQ];
+    if constexpr (kT == 5) {
+      const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
+      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+      const __m512i sc16z = _mm512_castsi256_si512(sc16);
+      const __m512i idx = _mm512_load_si512(kLaneOver8);
+      const __m256i m30 = _mm256_set1_epi8(0x30);
+      for (size_t h = 0; h < 2; ++h) {
+        const __m256i ql0 = ld256(blk + 64 * h), ql1 = ld256(blk + 64 * h + 32);
+        const __m256i qh = ld256(blk + 128 + 32 * h);
+        const __m512i q01 = pair512(
+            _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+            _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
+        const __m512i q23 = pair512(
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
+        // Pair p covers sub-blocks 4p..4p+3, 16 elements (8 int16 lanes) each.
+        const __m512i sc0 = _mm512_permutexvar_epi16(
+            _mm512_add_epi16(idx, _mm512_set1_epi16(static_cast<int16_t>(8 * h))), sc16z);
+        const __m512i sc1 = _mm512_permutexvar_epi16(
+            _mm512_add_epi16(idx, _mm512_set1_epi16(static_cast<int16_t>(8 * h + 4))), sc16z);
+        pair(q01, sc0, 2 * h);
+        pair(q23, sc1, 2 * h + 1);
+      }
+      for (size_t j = 0; j < kQ; ++j)
+        M[j] = _mm256_slli_epi32(_mm256_madd_epi16(sc16, ld256(bs[j] + 16 * sb)), 5);
+      s = t = f16(blk + 208);
+    } else {
+      uint8_t sc[8], mn[8];
+      unpack_scales_k4(blk + 4, sc, mn);
+      const uint8_t* qs = blk + (kT == 4 ? 48 : 16);
+      __m256i qh = kT == 4 ? ld256(blk + 16) : _mm256_setzero_si256();
+      const __m256i m10 = _mm256_set1_epi8(0x10);
+      const __m512i sc16 = _mm512_castsi128_si512(
+          _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
+      const __m512i half = _mm512_srli_epi16(_mm512_load_si512(kLaneOver8), 1);  // 0 x16, 1 x16
+#pragma GCC unroll 4
+      for (size_t c = 0; c < 4; ++c) {
+        const __m256i qv = ld256(qs + 32 * c);
+        __m256i lo = _mm256_and_si256(qv, m4), hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
+        if constexpr (kT == 4) {
+          lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4), m10));
+          hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), m10));
+          qh = _mm256_srli_epi16(qh, 2);
+        }
+        // lanes 0..15: sc_2c, 16..31: sc_2c+1
+        const __m512i idx = _mm512_add_epi16(half, _mm512_set1_epi16(static_cast<int16_t>(2 * c)));
+        pair(pair512(lo, hi), _mm512_permutexvar_epi16(idx, sc16), c);
+      }
+      const __m256i mv = mins_twice(mn);
+      for (size_t j = 0; j < kQ; ++j) M[j] = _mm256_madd_epi16(mv, ld256(bs[j] + 16 * sb));
+      s = f16(blk);
+      t = f16(blk + 2);
+    }
+    for (size_t j = 0; j < kQ; ++j) {
+      const __m256i p8 = _mm256_add_epi32(_mm512_castsi512_si256(P[j]), _mm512_extracti64x4_epi64(P[j], 1));
+      const float sj = s * xd[j][sb], tj = t * xd[j][sb];
+      acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(_mm256_cvtepi32_ps(p8), _mm256_set1_ps(sj)));
+      macc[j] = _mm256_add_ps(macc[j], _mm256_mul_ps(_mm256_cvtepi32_ps(M[j]), _mm256_set1_ps(tj)));
+    }
+  }
+  for (size_t j = 0; j < kQ; ++j) out[j] = reduce8(acc[j]) - reduce8(macc[j]);
+}
+#define MTP_QUANT_TILE32 tile32_512
+#define MTP_QUANT_TILEK tilek_512
+#else
+#define MTP_QUANT_TILE32 tile32
+#define MTP_QUANT_TILEK tilek
+#endif
 
 template <int kT, size_t kQ>
 HWY_INLINE void run_tile(const detail::QuantArgs& a, const uint8_t* w, size_t j0, bool pf, float* out) {
@@ -217,8 +365,10 @@ HWY_INLINE void run_tile(const detail::QuantArgs& a, const uint8_t* w, size_t j0
     xd[j] = a.a->drow(j0 + j);
     bs[j] = kT >= 3 ? a.a->brow(j0 + j) : nullptr;
   }
-  if constexpr (kT < 3) tile32<kT, kQ>(w, a.row_bytes / (a.cols / 32), a.cols / 32, xq, xd, pf, out);
-  else tilek<kT, kQ>(w, a.row_bytes / (a.cols / 256), a.cols / 256, xq, xd, bs, pf, out);
+  if constexpr (kT < 3)
+    MTP_QUANT_TILE32<kT, kQ>(w, a.row_bytes / (a.cols / 32), a.cols / 32, xq, xd, pf, out);
+  else
+    MTP_QUANT_TILEK<kT, kQ>(w, a.row_bytes / (a.cols / 256), a.cols / 256, xq, xd, bs, pf, out);
 }
 
 template <int kT>
@@ -251,6 +401,8 @@ void QuantRows(const detail::QuantArgs& a, size_t o0, size_t o1) {
     default: return rows_impl<5>(a, o0, o1);
   }
 }
+#undef MTP_QUANT_TILE32
+#undef MTP_QUANT_TILEK
 #else
 // Targets without the integer kernels: the reference, output by output.
 void QuantRows(const detail::QuantArgs& a, size_t o0, size_t o1) {

@@ -61,4 +61,22 @@ void quantize_row(GgmlType t, const float* x, size_t n, void* dst);
 // Q4_K/Q5_K's packing of the 8 6-bit scales and mins in 12 bytes: sub-block j.
 void scale_min_k4(const uint8_t* scales, size_t j, uint8_t* sc, uint8_t* m);
 
+// All 8 scales and mins at once (what scale_min_k4 gives for j = 0..7), by
+// whole-word bit operations: bytes 0..3 hold sc 0..3 and, in their top 2
+// bits, the top bits of sc 4..7; bytes 4..7 the same for the mins; bytes
+// 8..11 the low nibbles of sc 4..7 (low) and m 4..7 (high).
+inline void unpack_scales_k4(const uint8_t* s, uint8_t* sc, uint8_t* m) {
+  uint32_t a, b, c;
+  __builtin_memcpy(&a, s, 4);
+  __builtin_memcpy(&b, s + 4, 4);
+  __builtin_memcpy(&c, s + 8, 4);
+  const uint32_t six = 0x3f3f3f3fu, nib = 0x0f0f0f0fu, two = 0x03030303u;
+  const uint32_t sc_lo = a & six, sc_hi = (c & nib) | ((a >> 6) & two) << 4;
+  const uint32_t m_lo = b & six, m_hi = ((c >> 4) & nib) | ((b >> 6) & two) << 4;
+  __builtin_memcpy(sc, &sc_lo, 4);
+  __builtin_memcpy(sc + 4, &sc_hi, 4);
+  __builtin_memcpy(m, &m_lo, 4);
+  __builtin_memcpy(m + 4, &m_hi, 4);
+}
+
 }  // namespace mtp::kernels

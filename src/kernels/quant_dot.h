@@ -12,16 +12,18 @@
 //
 // One weight block b (32 or 256 elements) against the activation block(s) it
 // covers gives 8 exact int32 lanes P[l] (l < 8: elements 4l..4l+3 of each
-// 32-element chunk c of the block), an exact int32 M, and fp32 scales:
+// 32-element chunk c of the block), for K types 8 exact int32 M[l], and
+// fp32 scales:
 //   Q8_0/Q4_0/Q5_0: P[l] = Σ w·xq with w the signed code (qs, q−8, q−16),
-//                  M = 0, s = d_w·dx;   acc[l + 8·(b mod 2)] += float(P[l])·s
-//   Q4_K/Q5_K: P[l] = Σ_c sc_c · Σ q·xq (q unsigned), M = Σ_j m_j · bsum32_j,
-//              s = d·dx, t = dmin·dx;  acc[l] += float(P[l])·s; macc += float(M)·t
+//                  s = d_w·dx;   acc[l + 8·(b mod 2)] += float(P[l])·s
+//   Q4_K/Q5_K: P[l] = Σ_c sc_c · Σ q·xq (q unsigned), M[l] = m_l · bsum32_l,
+//              s = d·dx, t = dmin·dx;  acc[l] += float(P[l])·s;
+//              macc[l] += float(M[l])·t
 //   Q6_K:      P[l] = Σ_c sc_{2c + (l >= 4)} · Σ q·xq (q in 0..63),
-//              M = 32 · Σ_j sc_j · bsum16_j, s = t = d·dx; as Q4_K
+//              M[l] = 32·(sc_2l·bsum16_2l + sc_2l+1·bsum16_2l+1), s = t = d·dx
 // (every · and + one fp32 rounding, no FMA), blocks in increasing order.
-// Then y = tree(acc) − macc, tree = t[l] += t[l + h] for h = 8 (32-element
-// types only), 4, 2, 1. Integer sums are exact and every fp32 operation is
+// Then y = tree(acc) − tree(macc) (32-element types: macc = 0), tree =
+// t[l] += t[l + h] for h = 8 (32-element types only), 4, 2, 1. Integer sums are exact and every fp32 operation is
 // fixed, so y depends only on the weight row, the activation row and cols —
 // and is the same on every SIMD target (tests check the kernels against
 // quant_dot_ref bit for bit).

@@ -64,11 +64,11 @@ float dot32(GgmlType t, const uint8_t* w, const int8_t* xq, const float* xd, siz
 float dotk(GgmlType t, const uint8_t* w, const int8_t* xq, const float* xd, const int16_t* bs,
            size_t cols) {
   const size_t bb = ggml_type_info(static_cast<uint32_t>(t)).block_bytes;
-  float acc[8] = {}, macc = 0;
+  float acc[8] = {}, macc[8] = {};
   for (size_t sb = 0; sb < cols / 256; ++sb, w += bb, xq += 256, bs += 16) {
     int q[256];
     int sc_of[256];  // the integer scale multiplying element e in P
-    int32_t m = 0;
+    int32_t m[8] = {};
     float s, tm;
     if (t == GgmlType::Q6_K) {
       const auto* sc = reinterpret_cast<const int8_t*>(w + 192);
@@ -79,8 +79,7 @@ float dotk(GgmlType t, const uint8_t* w, const int8_t* xq, const float* xd, cons
         q[n] = (k < 2 ? lo & 15 : lo >> 4) | ((w[128 + 32 * h + l] >> (2 * k)) & 3) << 4;
         sc_of[n] = sc[n / 16];
       }
-      for (int j = 0; j < 16; ++j) m += sc[j] * bs[j];
-      m *= 32;
+      for (int l = 0; l < 8; ++l) m[l] = 32 * (sc[2 * l] * bs[2 * l] + sc[2 * l + 1] * bs[2 * l + 1]);
       s = tm = d * xd[sb];
     } else {
       const uint8_t* qh = t == GgmlType::Q5_K ? w + 16 : nullptr;
@@ -91,7 +90,7 @@ float dotk(GgmlType t, const uint8_t* w, const int8_t* xq, const float* xd, cons
         uint8_t sc, mn;
         scale_min_k4(w + 4, static_cast<size_t>(j), &sc, &mn);
         sc_of[e] = sc;
-        if (e % 32 == 0) m += mn * (bs[2 * j] + bs[2 * j + 1]);
+        if (e % 32 == 0) m[j] = mn * (bs[2 * j] + bs[2 * j + 1]);
       }
       s = ld16(w) * xd[sb];
       tm = ld16(w + 2) * xd[sb];
@@ -104,10 +103,10 @@ float dotk(GgmlType t, const uint8_t* w, const int8_t* xq, const float* xd, cons
         p += sc_of[32 * c + 4 * l] * part;
       }
       acc[l] = acc[l] + static_cast<float>(p) * s;
+      macc[l] = macc[l] + static_cast<float>(m[l]) * tm;
     }
-    macc = macc + static_cast<float>(m) * tm;
   }
-  return tree(acc, 8) - macc;
+  return tree(acc, 8) - tree(macc, 8);
 }
 }  // namespace
 

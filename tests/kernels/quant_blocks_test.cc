@@ -81,6 +81,21 @@ TEST(QuantBlocks, ScaleMinK4HandBuilt) {
   }
 }
 
+TEST(QuantBlocks, UnpackScalesK4MatchesScaleMinK4) {
+  std::mt19937 rng(3);
+  for (int rep = 0; rep < 200; ++rep) {
+    uint8_t s[12], sc[8], m[8];
+    for (auto& b : s) b = static_cast<uint8_t>(rng());
+    unpack_scales_k4(s, sc, m);
+    for (size_t j = 0; j < 8; ++j) {
+      uint8_t a, b;
+      scale_min_k4(s, j, &a, &b);
+      ASSERT_EQ(sc[j], a) << rep << " " << j;
+      ASSERT_EQ(m[j], b) << rep << " " << j;
+    }
+  }
+}
+
 TEST(QuantBlocks, Q4_KHandBuilt) {
   std::vector<uint8_t> b(144);
   put16(b.data(), 0x3C00);      // d = 1
