@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -406,9 +407,12 @@ void QuantRows(const detail::QuantArgs& a, size_t o0, size_t o1) {
 #else
 // Targets without the integer kernels: the reference, output by output.
 void QuantRows(const detail::QuantArgs& a, size_t o0, size_t o1) {
-  for (size_t o = o0; o < o1; ++o)
-    for (size_t r = 0; r < a.q; ++r)
-      a.y[r * a.y_stride + o] = detail::quant_dot_ref(a.t, a.w + o * a.row_bytes, *a.a, r);
+  thread_local std::vector<float> out;
+  out.resize(a.q);
+  for (size_t o = o0; o < o1; ++o) {
+    detail::quant_dot_ref_rows(a.t, a.w + o * a.row_bytes, *a.a, 0, a.q, out.data());
+    for (size_t r = 0; r < a.q; ++r) a.y[r * a.y_stride + o] = out[r];
+  }
 }
 #endif
 

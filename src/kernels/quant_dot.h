@@ -58,6 +58,10 @@ void quantize_act(GgmlType t, const float* x, size_t x_stride, size_t rows, size
 // The contract above for weight row `w` (ggml blocks of type t) and
 // activation row r of a.
 float quant_dot_ref(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r);
+// The same for rows [r0, r0 + n) at once (out[0, n)): the weight row is
+// decoded once (what the targets without integer kernels run).
+void quant_dot_ref_rows(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n,
+                        float* out);
 
 // matmul()'s threshold for using the pool (matmul.cc).
 extern std::atomic<size_t> g_parallel_min_work;

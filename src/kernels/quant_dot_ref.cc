@@ -42,71 +42,85 @@ float tree(float* t, size_t n) {
   return t[0];
 }
 
-float dot32(GgmlType t, const uint8_t* w, const int8_t* xq, const float* xd, size_t cols) {
+// Rows [r0, r0 + n) of a against one weight row: each block decoded once.
+void dot32(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n, float* out) {
   const size_t bb = ggml_type_info(static_cast<uint32_t>(t)).block_bytes;
-  float acc[16] = {};
+  thread_local std::vector<float> acc;
+  acc.assign(n * 16, 0.f);
   int c[32];
-  for (size_t b = 0; b < cols / 32; ++b, w += bb) {
+  for (size_t b = 0; b < a.cols / 32; ++b, w += bb) {
     codes32(t, w, c);
-    const float s = ld16(w) * xd[b];
-    for (int l = 0; l < 8; ++l) {
-      int32_t p = 0;
-      for (int i = 4 * l; i < 4 * l + 4; ++i) p += c[i] * xq[32 * b + i];
-      float& a = acc[l + 8 * (b % 2)];
-      a = a + static_cast<float>(p) * s;
+    const float dw = ld16(w);
+    for (size_t r = 0; r < n; ++r) {
+      const int8_t* xq = a.qrow(r0 + r) + 32 * b;
+      const float s = dw * a.drow(r0 + r)[b];
+      for (int l = 0; l < 8; ++l) {
+        int32_t p = 0;
+        for (int i = 4 * l; i < 4 * l + 4; ++i) p += c[i] * xq[i];
+        float& v = acc[r * 16 + static_cast<size_t>(l) + 8 * (b % 2)];
+        v = v + static_cast<float>(p) * s;
+      }
     }
   }
-  return tree(acc, 16) - 0.f;
+  for (size_t r = 0; r < n; ++r) out[r] = tree(&acc[r * 16], 16) - 0.f;
 }
 
-// Unsigned codes q[256] and per-chunk scales of a K block; mins (Q4_K/Q5_K)
-// or the 16 int8 scales (Q6_K).
-float dotk(GgmlType t, const uint8_t* w, const int8_t* xq, const float* xd, const int16_t* bs,
-           size_t cols) {
+// K types: unsigned codes q[256], the integer scale of each element in P,
+// and the per-lane min terms.
+void dotk(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n, float* out) {
   const size_t bb = ggml_type_info(static_cast<uint32_t>(t)).block_bytes;
-  float acc[8] = {}, macc[8] = {};
-  for (size_t sb = 0; sb < cols / 256; ++sb, w += bb, xq += 256, bs += 16) {
+  thread_local std::vector<float> acc, macc;
+  acc.assign(n * 8, 0.f);
+  macc.assign(n * 8, 0.f);
+  for (size_t sb = 0; sb < a.cols / 256; ++sb, w += bb) {
     int q[256];
-    int sc_of[256];  // the integer scale multiplying element e in P
-    int32_t m[8] = {};
-    float s, tm;
+    int sc_of[256];     // the integer scale multiplying element e in P
+    int mult[16];       // M[l] = Σ_{g = 2l, 2l+1} mult[g] · bsum16_g
+    float d, dm;
     if (t == GgmlType::Q6_K) {
       const auto* sc = reinterpret_cast<const int8_t*>(w + 192);
-      float d = ld16(w + 208);
-      for (int n = 0; n < 256; ++n) {
-        const int h = n / 128, k = (n % 128) / 32, l = n % 32;
+      for (int e = 0; e < 256; ++e) {
+        const int h = e / 128, k = (e % 128) / 32, l = e % 32;
         const uint8_t lo = w[64 * h + l + 32 * (k & 1)];
-        q[n] = (k < 2 ? lo & 15 : lo >> 4) | ((w[128 + 32 * h + l] >> (2 * k)) & 3) << 4;
-        sc_of[n] = sc[n / 16];
+        q[e] = (k < 2 ? lo & 15 : lo >> 4) | ((w[128 + 32 * h + l] >> (2 * k)) & 3) << 4;
+        sc_of[e] = sc[e / 16];
       }
-      for (int l = 0; l < 8; ++l) m[l] = 32 * (sc[2 * l] * bs[2 * l] + sc[2 * l + 1] * bs[2 * l + 1]);
-      s = tm = d * xd[sb];
+      for (int g = 0; g < 16; ++g) mult[g] = 32 * sc[g];
+      d = dm = ld16(w + 208);
     } else {
       const uint8_t* qh = t == GgmlType::Q5_K ? w + 16 : nullptr;
       const uint8_t* qs = qh ? w + 48 : w + 16;
+      uint8_t sc[8], mn[8];
+      for (size_t j = 0; j < 8; ++j) scale_min_k4(w + 4, j, &sc[j], &mn[j]);
       for (int e = 0; e < 256; ++e) {
         const int c = e / 64, h = (e % 64) / 32, l = e % 32, j = 2 * c + h;
         q[e] = (h ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 15) | (qh ? (qh[l] >> j & 1) << 4 : 0);
-        uint8_t sc, mn;
-        scale_min_k4(w + 4, static_cast<size_t>(j), &sc, &mn);
-        sc_of[e] = sc;
-        if (e % 32 == 0) m[j] = mn * (bs[2 * j] + bs[2 * j + 1]);
+        sc_of[e] = sc[j];
       }
-      s = ld16(w) * xd[sb];
-      tm = ld16(w + 2) * xd[sb];
+      for (int g = 0; g < 16; ++g) mult[g] = mn[g / 2];
+      d = ld16(w);
+      dm = ld16(w + 2);
     }
-    for (int l = 0; l < 8; ++l) {
-      int32_t p = 0;
-      for (int c = 0; c < 8; ++c) {
-        int32_t part = 0;
-        for (int i = 32 * c + 4 * l; i < 32 * c + 4 * l + 4; ++i) part += q[i] * xq[i];
-        p += sc_of[32 * c + 4 * l] * part;
+    for (size_t r = 0; r < n; ++r) {
+      const int8_t* xq = a.qrow(r0 + r) + 256 * sb;
+      const int16_t* bs = a.brow(r0 + r) + 16 * sb;
+      const float dx = a.drow(r0 + r)[sb], s = d * dx, tm = dm * dx;
+      for (int l = 0; l < 8; ++l) {
+        int32_t p = 0;
+        for (int c = 0; c < 8; ++c) {
+          int32_t part = 0;
+          for (int i = 32 * c + 4 * l; i < 32 * c + 4 * l + 4; ++i) part += q[i] * xq[i];
+          p += sc_of[32 * c + 4 * l] * part;
+        }
+        const int32_t m = mult[2 * l] * bs[2 * l] + mult[2 * l + 1] * bs[2 * l + 1];
+        float& v = acc[r * 8 + static_cast<size_t>(l)];
+        v = v + static_cast<float>(p) * s;
+        float& u = macc[r * 8 + static_cast<size_t>(l)];
+        u = u + static_cast<float>(m) * tm;
       }
-      acc[l] = acc[l] + static_cast<float>(p) * s;
-      macc[l] = macc[l] + static_cast<float>(m[l]) * tm;
     }
   }
-  return tree(acc, 8) - tree(macc, 8);
+  for (size_t r = 0; r < n; ++r) out[r] = tree(&acc[r * 8], 8) - tree(&macc[r * 8], 8);
 }
 }  // namespace
 
@@ -142,9 +156,16 @@ void quantize_act(GgmlType t, const float* x, size_t x_stride, size_t rows, size
   }
 }
 
+void quant_dot_ref_rows(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n,
+                        float* out) {
+  if (a.ab == 32) return dot32(t, w, a, r0, n, out);
+  dotk(t, w, a, r0, n, out);
+}
+
 float quant_dot_ref(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r) {
-  if (a.ab == 32) return dot32(t, w, a.qrow(r), a.drow(r), a.cols);
-  return dotk(t, w, a.qrow(r), a.drow(r), a.brow(r), a.cols);
+  float y;
+  quant_dot_ref_rows(t, w, a, r, 1, &y);
+  return y;
 }
 
 }  // namespace mtp::kernels::detail
