@@ -70,10 +70,11 @@ HWY_INLINE float reduce8(__m256 v) {
 }
 // The 8 mins m_j as int16 pairs (m0, m0, m1, m1, ...): madd against the 16
 // sums of 16 gives m_j · bsum32_j in lane j.
-HWY_INLINE __m256i mins_twice(const uint8_t* mn) {
-  const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)));
-  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi16(m16, m16)),
-                                 _mm_unpackhi_epi16(m16, m16), 1);
+// The 16 weight-side min factors of quant_dot.h as int32 (before the fp32
+// conversion and the product with d or dmin): Q4_K/Q5_K m_{g/2}, Q6_K 32·sc_g.
+HWY_INLINE __m128i min_factors_i8(const uint8_t* mn) {  // m0 m0 m1 m1 ... m7 m7
+  const __m128i m8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn));
+  return _mm_unpacklo_epi8(m8, m8);
 }
 
 // Signed codes of a 32-element block as 32 int8 (kT: 0 Q8_0, 1 Q4_0, 2 Q5_0).
@@ -129,10 +130,10 @@ HWY_INLINE void tile32(const uint8_t* w, size_t bb, size_t nb, const int8_t* con
 // kQ activation rows against one weight row of a K type (kT: 3 Q4_K, 4 Q5_K, 5 Q6_K).
 template <int kT, size_t kQ>
 HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* const* xq,
-                      const float* const* xd, const int16_t* const* bs, bool pf, float* out) {
+                      const float* const* xd, const float* const* bs, bool pf, float* out) {
   __m256 acc[kQ];
-  __m256 macc[kQ];
-  for (size_t j = 0; j < kQ; ++j) acc[j] = macc[j] = _mm256_setzero_ps();
+  __m256 macc[kQ][2];
+  for (size_t j = 0; j < kQ; ++j) acc[j] = macc[j][0] = macc[j][1] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (size_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk = w + sb * bb;
@@ -149,8 +150,8 @@ HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* con
         P[j] = _mm256_add_epi32(
             P[j], _mm256_madd_epi16(_mm256_maddubs_epi16(qv, ld256(xq[j] + 256 * sb + 32 * c)), scv));
     };
-    float s, t;
-    __m256i M[kQ];
+    float s;
+    __m256 wmin[2];
     if constexpr (kT == 5) {
       const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
       const __m256i m30 = _mm256_set1_epi8(0x30);
@@ -171,10 +172,12 @@ HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* con
           chunk(qv[k], scv, c);
         }
       }
-      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
-      for (size_t j = 0; j < kQ; ++j)
-        M[j] = _mm256_slli_epi32(_mm256_madd_epi16(sc16, ld256(bs[j] + 16 * sb)), 5);
-      s = t = f16(blk + 208);
+      s = f16(blk + 208);
+      const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc));
+      const __m256 dv = _mm256_set1_ps(s);
+      wmin[0] = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_slli_epi32(_mm256_cvtepi8_epi32(sc8), 5)));
+      wmin[1] = _mm256_mul_ps(
+          dv, _mm256_cvtepi32_ps(_mm256_slli_epi32(_mm256_cvtepi8_epi32(_mm_srli_si128(sc8, 8)), 5)));
     } else {
       uint8_t sc[8], mn[8];
       unpack_scales_k4(blk + 4, sc, mn);
@@ -194,18 +197,22 @@ HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* con
         chunk(hi, _mm256_set1_epi16(sc[2 * c + 1]), 2 * c + 1);
       }
       // m_j twice, against the 16 sums of 16: madd gives m_j · bsum32_j.
-      const __m256i mv = mins_twice(mn);
-      for (size_t j = 0; j < kQ; ++j) M[j] = _mm256_madd_epi16(mv, ld256(bs[j] + 16 * sb));
       s = f16(blk);
-      t = f16(blk + 2);
+      const __m256 dmv = _mm256_set1_ps(f16(blk + 2));
+      const __m128i mf = min_factors_i8(mn);
+      wmin[0] = _mm256_mul_ps(dmv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mf)));
+      wmin[1] = _mm256_mul_ps(dmv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(mf, 8))));
     }
     for (size_t j = 0; j < kQ; ++j) {
-      const float sj = s * xd[j][sb], tj = t * xd[j][sb];
+      const float sj = s * xd[j][sb];
       acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(_mm256_cvtepi32_ps(P[j]), _mm256_set1_ps(sj)));
-      macc[j] = _mm256_add_ps(macc[j], _mm256_mul_ps(_mm256_cvtepi32_ps(M[j]), _mm256_set1_ps(tj)));
+      const float* bf = bs[j] + 16 * sb;
+      macc[j][0] = _mm256_add_ps(macc[j][0], _mm256_mul_ps(wmin[0], _mm256_loadu_ps(bf)));
+      macc[j][1] = _mm256_add_ps(macc[j][1], _mm256_mul_ps(wmin[1], _mm256_loadu_ps(bf + 8)));
     }
   }
-  for (size_t j = 0; j < kQ; ++j) out[j] = reduce8(acc[j]) - reduce8(macc[j]);
+  for (size_t j = 0; j < kQ; ++j)
+    out[j] = reduce8(acc[j]) - reduce8(_mm256_add_ps(macc[j][0], macc[j][1]));
 }
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
@@ -262,10 +269,10 @@ HWY_INLINE void tile32_512(const uint8_t* w, size_t bb, size_t nb, const int8_t*
 
 template <int kT, size_t kQ>
 HWY_INLINE void tilek_512(const uint8_t* w, size_t bb, size_t nsb, const int8_t* const* xq,
-                          const float* const* xd, const int16_t* const* bs, bool pf, float* out) {
+                          const float* const* xd, const float* const* bs, bool pf, float* out) {
   __m256 acc[kQ];
-  __m256 macc[kQ];
-  for (size_t j = 0; j < kQ; ++j) acc[j] = macc[j] = _mm256_setzero_ps();
+  __m512 maccz[kQ];
+  for (size_t j = 0; j < kQ; ++j) acc[j] = _mm256_setzero_ps(), maccz[j] = _mm512_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   alignas(64) static constexpr int16_t kLaneOver8[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
                                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
@@ -284,8 +291,8 @@ HWY_INLINE void tilek_512(const uint8_t* w, size_t bb, size_t nsb, const int8_t*
             P[j], _mm512_madd_epi16(
                       _mm512_maddubs_epi16(qv, _mm512_loadu_si512(xq[j] + 256 * sb + 64 * p)), scv));
     };
-    float s, t;
-    __m256i M[kQ];
+    float s;
+    __m512 wminz;
     if constexpr (kT == 5) {
       const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
       const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
@@ -310,9 +317,9 @@ HWY_INLINE void tilek_512(const uint8_t* w, size_t bb, size_t nsb, const int8_t*
         pair(q01, sc0, 2 * h);
         pair(q23, sc1, 2 * h + 1);
       }
-      for (size_t j = 0; j < kQ; ++j)
-        M[j] = _mm256_slli_epi32(_mm256_madd_epi16(sc16, ld256(bs[j] + 16 * sb)), 5);
-      s = t = f16(blk + 208);
+      s = f16(blk + 208);
+      wminz = _mm512_mul_ps(_mm512_set1_ps(s), _mm512_cvtepi32_ps(_mm512_slli_epi32(
+          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))), 5)));
     } else {
       uint8_t sc[8], mn[8];
       unpack_scales_k4(blk + 4, sc, mn);
@@ -335,19 +342,20 @@ HWY_INLINE void tilek_512(const uint8_t* w, size_t bb, size_t nsb, const int8_t*
         const __m512i idx = _mm512_add_epi16(half, _mm512_set1_epi16(static_cast<int16_t>(2 * c)));
         pair(pair512(lo, hi), _mm512_permutexvar_epi16(idx, sc16), c);
       }
-      const __m256i mv = mins_twice(mn);
-      for (size_t j = 0; j < kQ; ++j) M[j] = _mm256_madd_epi16(mv, ld256(bs[j] + 16 * sb));
       s = f16(blk);
-      t = f16(blk + 2);
+      wminz = _mm512_mul_ps(_mm512_set1_ps(f16(blk + 2)),
+                            _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(min_factors_i8(mn))));
     }
     for (size_t j = 0; j < kQ; ++j) {
       const __m256i p8 = _mm256_add_epi32(_mm512_castsi512_si256(P[j]), _mm512_extracti64x4_epi64(P[j], 1));
-      const float sj = s * xd[j][sb], tj = t * xd[j][sb];
+      const float sj = s * xd[j][sb];
       acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(_mm256_cvtepi32_ps(p8), _mm256_set1_ps(sj)));
-      macc[j] = _mm256_add_ps(macc[j], _mm256_mul_ps(_mm256_cvtepi32_ps(M[j]), _mm256_set1_ps(tj)));
+      maccz[j] = _mm512_add_ps(maccz[j], _mm512_mul_ps(wminz, _mm512_loadu_ps(bs[j] + 16 * sb)));
     }
   }
-  for (size_t j = 0; j < kQ; ++j) out[j] = reduce8(acc[j]) - reduce8(macc[j]);
+  for (size_t j = 0; j < kQ; ++j)
+    out[j] = reduce8(acc[j]) - reduce8(_mm256_add_ps(_mm512_castps512_ps256(maccz[j]),
+                                                     _mm512_extractf32x8_ps(maccz[j], 1)));
 }
 #define MTP_QUANT_TILE32 tile32_512
 #define MTP_QUANT_TILEK tilek_512
@@ -360,11 +368,11 @@ template <int kT, size_t kQ>
 HWY_INLINE void run_tile(const detail::QuantArgs& a, const uint8_t* w, size_t j0, bool pf, float* out) {
   const int8_t* xq[kQ];
   const float* xd[kQ];
-  const int16_t* bs[kQ];
+  const float* bs[kQ];
   for (size_t j = 0; j < kQ; ++j) {
     xq[j] = a.a->qrow(j0 + j);
     xd[j] = a.a->drow(j0 + j);
-    bs[j] = kT >= 3 ? a.a->brow(j0 + j) : nullptr;
+    bs[j] = kT >= 3 ? a.a->bfrow(j0 + j) : nullptr;
   }
   if constexpr (kT < 3)
     MTP_QUANT_TILE32<kT, kQ>(w, a.row_bytes / (a.cols / 32), a.cols / 32, xq, xd, pf, out);

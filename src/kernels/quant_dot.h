@@ -16,14 +16,15 @@
 // fp32 scales:
 //   Q8_0/Q4_0/Q5_0: P[l] = Σ w·xq with w the signed code (qs, q−8, q−16),
 //                  s = d_w·dx;   acc[l + 8·(b mod 2)] += float(P[l])·s
-//   Q4_K/Q5_K: P[l] = Σ_c sc_c · Σ q·xq (q unsigned), M[l] = m_l · bsum32_l,
-//              s = d·dx, t = dmin·dx;  acc[l] += float(P[l])·s;
-//              macc[l] += float(M[l])·t
-//   Q6_K:      P[l] = Σ_c sc_{2c + (l >= 4)} · Σ q·xq (q in 0..63),
-//              M[l] = 32·(sc_2l·bsum16_2l + sc_2l+1·bsum16_2l+1), s = t = d·dx
+//   Q4_K/Q5_K: P[l] = Σ_c sc_c · Σ q·xq (q unsigned), s = d·dx;
+//              acc[l] += float(P[l])·s; and for each 16-element group g < 16
+//              macc[g] += (dmin·float(m_{g/2})) · (float(bsum16_g)·dx)
+//   Q6_K:      P[l] = Σ_c sc_{2c + (l >= 4)} · Σ q·xq (q in 0..63), s = d·dx;
+//              macc[g] += (d·float(32·sc_g)) · (float(bsum16_g)·dx)
 // (every · and + one fp32 rounding, no FMA), blocks in increasing order.
 // Then y = tree(acc) − tree(macc) (32-element types: macc = 0), tree =
-// t[l] += t[l + h] for h = 8 (32-element types only), 4, 2, 1. Integer sums are exact and every fp32 operation is
+// t[l] += t[l + h] for h = 8 (16 lanes only), 4, 2, 1. (float(bsum16)·dx is
+// row-local, computed once per call in quantize_act.) Integer sums are exact and every fp32 operation is
 // fixed, so y depends only on the weight row, the activation row and cols —
 // and is the same on every SIMD target (tests check the kernels against
 // quant_dot_ref bit for bit).
@@ -46,9 +47,11 @@ struct QuantAct {
   std::vector<int8_t> q;              // [rows, cols], 32-byte aligned rows (cols % 32 == 0)
   std::vector<float> d;               // [rows, cols / ab]
   std::vector<int16_t> bsum;          // [rows, cols / 16] (K types)
+  std::vector<float> bsumf;           // [rows, cols / 16]: float(bsum)·dx (K types)
   const int8_t* qrow(size_t r) const { return q.data() + r * cols; }
   const float* drow(size_t r) const { return d.data() + r * (cols / ab); }
   const int16_t* brow(size_t r) const { return bsum.data() + r * (cols / 16); }
+  const float* bfrow(size_t r) const { return bsumf.data() + r * (cols / 16); }
 };
 
 // Quantizes rows x[r·x_stride, +cols) for weights of type t (a block type).

@@ -71,12 +71,12 @@ void dotk(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n, 
   const size_t bb = ggml_type_info(static_cast<uint32_t>(t)).block_bytes;
   thread_local std::vector<float> acc, macc;
   acc.assign(n * 8, 0.f);
-  macc.assign(n * 8, 0.f);
+  macc.assign(n * 16, 0.f);
   for (size_t sb = 0; sb < a.cols / 256; ++sb, w += bb) {
     int q[256];
     int sc_of[256];     // the integer scale multiplying element e in P
-    int mult[16];       // M[l] = Σ_{g = 2l, 2l+1} mult[g] · bsum16_g
-    float d, dm;
+    float wmin[16];  // the weight side of macc[g]
+    float d;
     if (t == GgmlType::Q6_K) {
       const auto* sc = reinterpret_cast<const int8_t*>(w + 192);
       for (int e = 0; e < 256; ++e) {
@@ -85,8 +85,8 @@ void dotk(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n, 
         q[e] = (k < 2 ? lo & 15 : lo >> 4) | ((w[128 + 32 * h + l] >> (2 * k)) & 3) << 4;
         sc_of[e] = sc[e / 16];
       }
-      for (int g = 0; g < 16; ++g) mult[g] = 32 * sc[g];
-      d = dm = ld16(w + 208);
+      d = ld16(w + 208);
+      for (int g = 0; g < 16; ++g) wmin[g] = d * static_cast<float>(32 * sc[g]);
     } else {
       const uint8_t* qh = t == GgmlType::Q5_K ? w + 16 : nullptr;
       const uint8_t* qs = qh ? w + 48 : w + 16;
@@ -97,14 +97,14 @@ void dotk(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n, 
         q[e] = (h ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 15) | (qh ? (qh[l] >> j & 1) << 4 : 0);
         sc_of[e] = sc[j];
       }
-      for (int g = 0; g < 16; ++g) mult[g] = mn[g / 2];
       d = ld16(w);
-      dm = ld16(w + 2);
+      const float dmin = ld16(w + 2);
+      for (int g = 0; g < 16; ++g) wmin[g] = dmin * static_cast<float>(mn[g / 2]);
     }
     for (size_t r = 0; r < n; ++r) {
       const int8_t* xq = a.qrow(r0 + r) + 256 * sb;
-      const int16_t* bs = a.brow(r0 + r) + 16 * sb;
-      const float dx = a.drow(r0 + r)[sb], s = d * dx, tm = dm * dx;
+      const float* bf = a.bfrow(r0 + r) + 16 * sb;
+      const float s = d * a.drow(r0 + r)[sb];
       for (int l = 0; l < 8; ++l) {
         int32_t p = 0;
         for (int c = 0; c < 8; ++c) {
@@ -112,15 +112,16 @@ void dotk(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n, 
           for (int i = 32 * c + 4 * l; i < 32 * c + 4 * l + 4; ++i) part += q[i] * xq[i];
           p += sc_of[32 * c + 4 * l] * part;
         }
-        const int32_t m = mult[2 * l] * bs[2 * l] + mult[2 * l + 1] * bs[2 * l + 1];
         float& v = acc[r * 8 + static_cast<size_t>(l)];
         v = v + static_cast<float>(p) * s;
-        float& u = macc[r * 8 + static_cast<size_t>(l)];
-        u = u + static_cast<float>(m) * tm;
+      }
+      for (size_t g = 0; g < 16; ++g) {
+        float& u = macc[r * 16 + g];
+        u = u + wmin[g] * bf[g];
       }
     }
   }
-  for (size_t r = 0; r < n; ++r) out[r] = tree(&acc[r * 8], 8) - tree(&macc[r * 8], 8);
+  for (size_t r = 0; r < n; ++r) out[r] = tree(&acc[r * 8], 8) - tree(&macc[r * 16], 16);
 }
 }  // namespace
 
@@ -136,6 +137,7 @@ void quantize_act(GgmlType t, const float* x, size_t x_stride, size_t rows, size
   out.q.resize(rows * cols);
   out.d.resize(rows * cols / ab);
   out.bsum.resize(ab == 256 ? rows * cols / 16 : 0);
+  out.bsumf.resize(out.bsum.size());
   for (size_t r = 0; r < rows; ++r) {
     const float* xr = x + r * x_stride;
     int8_t* q = out.q.data() + r * cols;
@@ -152,6 +154,7 @@ void quantize_act(GgmlType t, const float* x, size_t x_stride, size_t rows, size
         int s = 0;
         for (size_t i = 16 * g; i < 16 * g + 16; ++i) s += q[i];
         out.bsum[r * (cols / 16) + g] = static_cast<int16_t>(s);
+        out.bsumf[r * (cols / 16) + g] = static_cast<float>(s) * out.d[r * (cols / ab) + g / 16];
       }
   }
 }
