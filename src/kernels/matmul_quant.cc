@@ -127,6 +127,40 @@ HWY_INLINE void tile32(const uint8_t* w, size_t bb, size_t nb, const int8_t* con
   for (size_t j = 0; j < kQ; ++j) out[j] = reduce8(_mm256_add_ps(acc[j][0], acc[j][1])) - 0.f;
 }
 
+// Q6_K codes of chunks 4h .. 4h + 3 (elements 128h + 32k + l, k < 4): low 4
+// bits from ql, bits 2k..2k+1 of qh[32h + l] as bits 4..5.
+HWY_INLINE void q6_codes(const uint8_t* blk, size_t h, __m256i qv[4]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  const __m256i ql0 = ld256(blk + 64 * h), ql1 = ld256(blk + 64 * h + 32);
+  const __m256i qh = ld256(blk + 128 + 32 * h);
+  qv[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+  qv[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+  qv[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
+  qv[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+}
+
+// Q4_K/Q5_K codes of sub-blocks 2c (lo) and 2c + 1 (hi). Q5_K (kT 4): the
+// fifth bits, bit 2c and 2c + 1 of qh[l]; qh is shifted by 2 for the next c.
+template <int kT>
+HWY_INLINE void k45_codes(const uint8_t* qs, size_t c, __m256i& qh, __m256i& lo, __m256i& hi) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m10 = _mm256_set1_epi8(0x10);
+  const __m256i qv = ld256(qs + 32 * c);
+  lo = _mm256_and_si256(qv, m4);
+  hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
+  if constexpr (kT == 4) {
+    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4), m10));
+    hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), m10));
+    qh = _mm256_srli_epi16(qh, 2);
+  }
+}
+
+// Software prefetch of one K block, kQuantPrefetch ahead in the weight stream.
+HWY_INLINE void prefetch_block(const uint8_t* blk, size_t bb) {
+  for (size_t l = 0; l < bb; l += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(blk + kQuantPrefetch + l), _MM_HINT_T0);
+}
+
 // kQ activation rows against one weight row of a K type (kT: 3 Q4_K, 4 Q5_K, 5 Q6_K).
 template <int kT, size_t kQ>
 HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* const* xq,
@@ -134,14 +168,9 @@ HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* con
   __m256 acc[kQ];
   __m256 macc[kQ][2];
   for (size_t j = 0; j < kQ; ++j) acc[j] = macc[j][0] = macc[j][1] = _mm256_setzero_ps();
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (size_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk = w + sb * bb;
-    if (pf) {
-      _mm_prefetch(reinterpret_cast<const char*>(blk + kQuantPrefetch), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(blk + kQuantPrefetch + 64), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(blk + kQuantPrefetch + 128), _MM_HINT_T0);
-    }
+    if (pf) prefetch_block(blk, bb);
     __m256i P[kQ];
     for (size_t j = 0; j < kQ; ++j) P[j] = _mm256_setzero_si256();
     auto chunk = [&](__m256i qv, __m256i scv, size_t c) __attribute__((always_inline)) {
@@ -154,16 +183,9 @@ HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* con
     __m256 wmin[2];
     if constexpr (kT == 5) {
       const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
-      const __m256i m30 = _mm256_set1_epi8(0x30);
       for (size_t h = 0; h < 2; ++h) {
-        const __m256i ql0 = ld256(blk + 64 * h), ql1 = ld256(blk + 64 * h + 32);
-        const __m256i qh = ld256(blk + 128 + 32 * h);
-        const __m256i qv[4] = {
-            _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
-            _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30))};
+        __m256i qv[4];
+        q6_codes(blk, h, qv);
 #pragma GCC unroll 4
         for (size_t k = 0; k < 4; ++k) {
           const size_t c = 4 * h + k;
@@ -183,20 +205,13 @@ HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* con
       unpack_scales_k4(blk + 4, sc, mn);
       const uint8_t* qs = blk + (kT == 4 ? 48 : 16);
       __m256i qh = kT == 4 ? ld256(blk + 16) : _mm256_setzero_si256();
-      const __m256i m10 = _mm256_set1_epi8(0x10);
 #pragma GCC unroll 4
       for (size_t c = 0; c < 4; ++c) {
-        const __m256i qv = ld256(qs + 32 * c);
-        __m256i lo = _mm256_and_si256(qv, m4), hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
-        if constexpr (kT == 4) {  // bit 2c of qh[l] for lo, 2c + 1 for hi, moved to bit 4
-          lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4), m10));
-          hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), m10));
-          qh = _mm256_srli_epi16(qh, 2);
-        }
+        __m256i lo, hi;
+        k45_codes<kT>(qs, c, qh, lo, hi);
         chunk(lo, _mm256_set1_epi16(sc[2 * c]), 2 * c);
         chunk(hi, _mm256_set1_epi16(sc[2 * c + 1]), 2 * c + 1);
       }
-      // m_j twice, against the 16 sums of 16: madd gives m_j · bsum32_j.
       s = f16(blk);
       const __m256 dmv = _mm256_set1_ps(f16(blk + 2));
       const __m128i mf = min_factors_i8(mn);
@@ -273,14 +288,11 @@ HWY_INLINE void tilek_512(const uint8_t* w, size_t bb, size_t nsb, const int8_t*
   __m256 acc[kQ];
   __m512 maccz[kQ];
   for (size_t j = 0; j < kQ; ++j) acc[j] = _mm256_setzero_ps(), maccz[j] = _mm512_setzero_ps();
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
   alignas(64) static constexpr int16_t kLaneOver8[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
                                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
   for (size_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk = w + sb * bb;
-    if (pf)
-      for (size_t l = 0; l < bb; l += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(blk + kQuantPrefetch + l), _MM_HINT_T0);
+    if (pf) prefetch_block(blk, bb);
     __m512i P[kQ];
     for (size_t j = 0; j < kQ; ++j) P[j] = _mm512_setzero_si512();
     // Elements [64·p, 64·p + 64) of the block: codes qv, int16 scales scv.
@@ -298,17 +310,10 @@ HWY_INLINE void tilek_512(const uint8_t* w, size_t bb, size_t nsb, const int8_t*
       const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
       const __m512i sc16z = _mm512_castsi256_si512(sc16);
       const __m512i idx = _mm512_load_si512(kLaneOver8);
-      const __m256i m30 = _mm256_set1_epi8(0x30);
       for (size_t h = 0; h < 2; ++h) {
-        const __m256i ql0 = ld256(blk + 64 * h), ql1 = ld256(blk + 64 * h + 32);
-        const __m256i qh = ld256(blk + 128 + 32 * h);
-        const __m512i q01 = pair512(
-            _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
-            _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
-        const __m512i q23 = pair512(
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
+        __m256i qv[4];
+        q6_codes(blk, h, qv);
+        const __m512i q01 = pair512(qv[0], qv[1]), q23 = pair512(qv[2], qv[3]);
         // Pair p covers sub-blocks 4p..4p+3, 16 elements (8 int16 lanes) each.
         const __m512i sc0 = _mm512_permutexvar_epi16(
             _mm512_add_epi16(idx, _mm512_set1_epi16(static_cast<int16_t>(8 * h))), sc16z);
@@ -325,19 +330,13 @@ HWY_INLINE void tilek_512(const uint8_t* w, size_t bb, size_t nsb, const int8_t*
       unpack_scales_k4(blk + 4, sc, mn);
       const uint8_t* qs = blk + (kT == 4 ? 48 : 16);
       __m256i qh = kT == 4 ? ld256(blk + 16) : _mm256_setzero_si256();
-      const __m256i m10 = _mm256_set1_epi8(0x10);
       const __m512i sc16 = _mm512_castsi128_si512(
           _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
       const __m512i half = _mm512_srli_epi16(_mm512_load_si512(kLaneOver8), 1);  // 0 x16, 1 x16
 #pragma GCC unroll 4
       for (size_t c = 0; c < 4; ++c) {
-        const __m256i qv = ld256(qs + 32 * c);
-        __m256i lo = _mm256_and_si256(qv, m4), hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
-        if constexpr (kT == 4) {
-          lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4), m10));
-          hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), m10));
-          qh = _mm256_srli_epi16(qh, 2);
-        }
+        __m256i lo, hi;
+        k45_codes<kT>(qs, c, qh, lo, hi);
         // lanes 0..15: sc_2c, 16..31: sc_2c+1
         const __m512i idx = _mm512_add_epi16(half, _mm512_set1_epi16(static_cast<int16_t>(2 * c)));
         pair(pair512(lo, hi), _mm512_permutexvar_epi16(idx, sc16), c);

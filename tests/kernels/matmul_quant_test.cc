@@ -25,18 +25,8 @@ namespace {
 constexpr WeightType kQuantTypes[] = {WeightType::Q8_0, WeightType::Q4_0, WeightType::Q5_0,
                                       WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
 
-std::vector<float> randn(size_t n, std::mt19937& rng, float scale = 1.f) {
-  std::normal_distribution<float> nd(0.f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng);
-  return v;
-}
-
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
+using test::randn;
+uint32_t bits(float f) { return test::float_bits(f); }
 
 class QuantMatmul : public ::testing::TestWithParam<std::tuple<std::string, WeightType>> {
  protected:
