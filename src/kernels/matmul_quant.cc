@@ -77,7 +77,9 @@ HWY_INLINE __m128i min_factors_i8(const uint8_t* mn) {  // m0 m0 m1 m1 ... m7 m7
   return _mm_unpacklo_epi8(m8, m8);
 }
 
-// Signed codes of a 32-element block as 32 int8 (kT: 0 Q8_0, 1 Q4_0, 2 Q5_0).
+// The codes of a 32-element block as 32 bytes (kT: 0 Q8_0, 1 Q4_0, 2 Q5_0):
+// Q8_0 the signed qs; Q4_0 and Q5_0 the unsigned q (the offset 8 or 16 is
+// taken off through QuantAct::xoff, see lanes32).
 template <int kT>
 HWY_INLINE __m256i codes32(const uint8_t* b) {
   if constexpr (kT == 0) return ld256(b + 2);
@@ -85,7 +87,7 @@ HWY_INLINE __m256i codes32(const uint8_t* b) {
   const __m128i m4 = _mm_set1_epi8(0x0F);
   __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(qs, m4)),
                                       _mm_and_si128(_mm_srli_epi16(qs, 4), m4), 1);
-  if constexpr (kT == 1) return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
+  if constexpr (kT == 1) return v;
   uint32_t qh;
   std::memcpy(&qh, b + 2, 4);
   // Byte i gets bit i of qh: broadcast, byte i/8 to position i, test bit i % 8.
@@ -94,25 +96,33 @@ HWY_INLINE __m256i codes32(const uint8_t* b) {
   const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
   __m256i h = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)), idx);
   h = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit), _mm256_set1_epi8(0x10));
-  return _mm256_sub_epi8(_mm256_or_si256(v, h), _mm256_set1_epi8(16));
+  return _mm256_or_si256(v, h);
+}
+
+// The contract's integer lanes P[l] = Σ (signed code)·xq of one block for one
+// row: Q8_0 by the sign trick (|w| · ±x, exact: pairs <= 2·128·127), Q4_0 and
+// Q5_0 as Σ q·xq − offset·Σ xq (xo: the row's QuantAct::xoff of this block).
+template <int kT>
+HWY_INLINE __m256i lanes32(__m256i wv, __m256i aw, const int8_t* x, const int32_t* xo) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  if constexpr (kT == 0) return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(ld256(x), wv)), ones);
+  return _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wv, ld256(x)), ones), ld256(xo));
 }
 
 // kQ activation rows against one weight row of a 32-element type.
 template <int kT, size_t kQ>
 HWY_INLINE void tile32(const uint8_t* w, size_t bb, size_t nb, const int8_t* const* xq,
-                       const float* const* xd, bool pf, float* out) {
+                       const float* const* xd, const int32_t* const* xo, bool pf, float* out) {
   __m256 acc[kQ][2];
   for (size_t j = 0; j < kQ; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-  const __m256i ones = _mm256_set1_epi16(1);
   auto block = [&](size_t b, size_t par) __attribute__((always_inline)) {
     const uint8_t* blk = w + b * bb;
     const __m256i wv = codes32<kT>(blk);
-    const __m256i aw = _mm256_sign_epi8(wv, wv);
+    const __m256i aw = kT == 0 ? _mm256_sign_epi8(wv, wv) : wv;
     const float dw = f16(blk);
 #pragma GCC unroll 4
     for (size_t j = 0; j < kQ; ++j) {
-      const __m256i xv = ld256(xq[j] + 32 * b);
-      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, wv)), ones);
+      const __m256i p = lanes32<kT>(wv, aw, xq[j] + 32 * b, kT ? xo[j] + 8 * b : nullptr);
       const __m256 s = _mm256_set1_ps(dw * xd[j][b]);
       acc[j][par] = _mm256_add_ps(acc[j][par], _mm256_mul_ps(_mm256_cvtepi32_ps(p), s));
     }
@@ -244,7 +254,7 @@ HWY_INLINE __m512 pair512(float lo, float hi) {
 
 template <int kT, size_t kQ>
 HWY_INLINE void tile32_512(const uint8_t* w, size_t bb, size_t nb, const int8_t* const* xq,
-                           const float* const* xd, bool pf, float* out) {
+                           const float* const* xd, const int32_t* const* xo, bool pf, float* out) {
   __m512 acc[kQ];
   for (size_t j = 0; j < kQ; ++j) acc[j] = _mm512_setzero_ps();
   const __m512i ones = _mm512_set1_epi16(1), zero = _mm512_setzero_si512();
@@ -253,26 +263,28 @@ HWY_INLINE void tile32_512(const uint8_t* w, size_t bb, size_t nb, const int8_t*
     const uint8_t* b0 = w + b * bb;
     if (pf) _mm_prefetch(reinterpret_cast<const char*>(b0 + kQuantPrefetch), _MM_HINT_T0);
     const __m512i wv = pair512(codes32<kT>(b0), codes32<kT>(b0 + bb));
-    const __m512i aw = _mm512_abs_epi8(wv);
-    const __mmask64 neg = _mm512_movepi8_mask(wv);  // x·sign(w) = x, or 0 − x where w < 0
+    const __m512i aw = kT == 0 ? _mm512_abs_epi8(wv) : wv;
+    const __mmask64 neg = _mm512_movepi8_mask(wv);  // Q8_0: x·sign(w) = x, or 0 − x where w < 0
     const __m512 dw = pair512(f16(b0), f16(b0 + bb));
 #pragma GCC unroll 4
     for (size_t j = 0; j < kQ; ++j) {
       const __m512i xv = _mm512_loadu_si512(xq[j] + 32 * b);
-      const __m512i p =
-          _mm512_madd_epi16(_mm512_maddubs_epi16(aw, _mm512_mask_sub_epi8(xv, neg, zero, xv)), ones);
+      __m512i p;
+      if constexpr (kT == 0)
+        p = _mm512_madd_epi16(_mm512_maddubs_epi16(aw, _mm512_mask_sub_epi8(xv, neg, zero, xv)), ones);
+      else  // Q4_0/Q5_0: unsigned codes, minus offset · Σ xq (see lanes32)
+        p = _mm512_sub_epi32(_mm512_madd_epi16(_mm512_maddubs_epi16(wv, xv), ones),
+                             _mm512_loadu_si512(xo[j] + 8 * b));
       const __m512 s = _mm512_mul_ps(dw, pair512(xd[j][b], xd[j][b + 1]));
       acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_cvtepi32_ps(p), s));
     }
   }
   if (b < nb) {  // a last, even block: lanes 0..7 only
     const uint8_t* b0 = w + b * bb;
-    const __m256i wv = codes32<kT>(b0), aw = _mm256_sign_epi8(wv, wv);
+    const __m256i wv = codes32<kT>(b0), aw = kT == 0 ? _mm256_sign_epi8(wv, wv) : wv;
     const float dw = f16(b0);
     for (size_t j = 0; j < kQ; ++j) {
-      const __m256i xv = ld256(xq[j] + 32 * b);
-      const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, wv)),
-                                          _mm256_set1_epi16(1));
+      const __m256i p = lanes32<kT>(wv, aw, xq[j] + 32 * b, kT ? xo[j] + 8 * b : nullptr);
       const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * xd[j][b]));
       acc[j] = _mm512_mask_add_ps(acc[j], 0x00FF, acc[j], _mm512_castps256_ps512(t));
     }
@@ -366,15 +378,17 @@ HWY_INLINE void tilek_512(const uint8_t* w, size_t bb, size_t nsb, const int8_t*
 template <int kT, size_t kQ>
 HWY_INLINE void run_tile(const detail::QuantArgs& a, const uint8_t* w, size_t j0, bool pf, float* out) {
   const int8_t* xq[kQ];
+  const int32_t* xo[kQ];
   const float* xd[kQ];
   const float* bs[kQ];
   for (size_t j = 0; j < kQ; ++j) {
     xq[j] = a.a->qrow(j0 + j);
+    xo[j] = kT == 1 || kT == 2 ? a.a->orow(j0 + j) : nullptr;
     xd[j] = a.a->drow(j0 + j);
     bs[j] = kT >= 3 ? a.a->bfrow(j0 + j) : nullptr;
   }
   if constexpr (kT < 3)
-    MTP_QUANT_TILE32<kT, kQ>(w, a.row_bytes / (a.cols / 32), a.cols / 32, xq, xd, pf, out);
+    MTP_QUANT_TILE32<kT, kQ>(w, a.row_bytes / (a.cols / 32), a.cols / 32, xq, xd, xo, pf, out);
   else
     MTP_QUANT_TILEK<kT, kQ>(w, a.row_bytes / (a.cols / 256), a.cols / 256, xq, xd, bs, pf, out);
 }

@@ -48,10 +48,14 @@ struct QuantAct {
   std::vector<float> d;               // [rows, cols / ab]
   std::vector<int16_t> bsum;          // [rows, cols / 16] (K types)
   std::vector<float> bsumf;           // [rows, cols / 16]: float(bsum)·dx (K types)
+  // [rows, cols / 4]: offset · Σ of each 4 xq, offset 8 (Q4_0) or 16 (Q5_0),
+  // so the kernels can multiply the unsigned codes q and subtract it (exact).
+  std::vector<int32_t> xoff;
   const int8_t* qrow(size_t r) const { return q.data() + r * cols; }
   const float* drow(size_t r) const { return d.data() + r * (cols / ab); }
   const int16_t* brow(size_t r) const { return bsum.data() + r * (cols / 16); }
   const float* bfrow(size_t r) const { return bsumf.data() + r * (cols / 16); }
+  const int32_t* orow(size_t r) const { return xoff.data() + r * (cols / 4); }
 };
 
 // Quantizes rows x[r·x_stride, +cols) for weights of type t (a block type).

@@ -138,6 +138,8 @@ void quantize_act(GgmlType t, const float* x, size_t x_stride, size_t rows, size
   out.d.resize(rows * cols / ab);
   out.bsum.resize(ab == 256 ? rows * cols / 16 : 0);
   out.bsumf.resize(out.bsum.size());
+  const int off = t == GgmlType::Q4_0 ? 8 : t == GgmlType::Q5_0 ? 16 : 0;
+  out.xoff.resize(off ? rows * cols / 4 : 0);
   for (size_t r = 0; r < rows; ++r) {
     const float* xr = x + r * x_stride;
     int8_t* q = out.q.data() + r * cols;
@@ -149,6 +151,9 @@ void quantize_act(GgmlType t, const float* x, size_t x_stride, size_t rows, size
       for (size_t i = b * ab; i < (b + 1) * ab; ++i)
         q[i] = static_cast<int8_t>(std::min(127.f, std::max(-127.f, std::nearbyint(xr[i] * inv))));
     }
+    if (off)
+      for (size_t g = 0; g < cols / 4; ++g)
+        out.xoff[r * (cols / 4) + g] = off * (q[4 * g] + q[4 * g + 1] + q[4 * g + 2] + q[4 * g + 3]);
     if (ab == 256)
       for (size_t g = 0; g < cols / 16; ++g) {
         int s = 0;
