@@ -7,8 +7,11 @@
 // only on X[r], W[o] and cols — never on q, the other rows, the thread count or
 // the split (threads split output rows only).
 //
-// AVX2 and AVX3 use 256-bit integer intrinsics (maddubs/madd) inside the
-// Highway target; the other targets (SSE4, scalar) run quant_dot_ref itself.
+// AVX2 and AVX3 use integer intrinsics (maddubs/madd; 256-bit on AVX2,
+// 512-bit chunk pairs on AVX3) inside the Highway target; the other targets
+// (SSE4, scalar) run the reference itself (quant_dot_ref_rows). Measured on
+// the Zen 4 host, AVX3 and AVX2 run these kernels at the same speed (its
+// 512-bit integer ops are double-pumped): docs/PERFORMANCE.md.
 // Layout and loop order: weight rows are stored as in the GGUF file, one
 // after another (one linear stream). For each output row, q is processed in
 // tiles of <= 4 activation rows; a weight block is loaded and unpacked once

@@ -12,8 +12,7 @@
 //
 // One weight block b (32 or 256 elements) against the activation block(s) it
 // covers gives 8 exact int32 lanes P[l] (l < 8: elements 4l..4l+3 of each
-// 32-element chunk c of the block), for K types 8 exact int32 M[l], and
-// fp32 scales:
+// 32-element chunk c of the block) and fp32 scales:
 //   Q8_0/Q4_0/Q5_0: P[l] = Σ w·xq with w the signed code (qs, q−8, q−16),
 //                  s = d_w·dx;   acc[l + 8·(b mod 2)] += float(P[l])·s
 //   Q4_K/Q5_K: P[l] = Σ_c sc_c · Σ q·xq (q unsigned), s = d·dx;
@@ -24,8 +23,9 @@
 // (every · and + one fp32 rounding, no FMA), blocks in increasing order.
 // Then y = tree(acc) − tree(macc) (32-element types: macc = 0), tree =
 // t[l] += t[l + h] for h = 8 (16 lanes only), 4, 2, 1. (float(bsum16)·dx is
-// row-local, computed once per call in quantize_act.) Integer sums are exact and every fp32 operation is
-// fixed, so y depends only on the weight row, the activation row and cols —
+// row-local, computed once per call in quantize_act.) Integer sums are exact
+// and every fp32 operation is fixed, so y depends only on the weight row, the
+// activation row and cols —
 // and is the same on every SIMD target (tests check the kernels against
 // quant_dot_ref bit for bit).
 #pragma once
