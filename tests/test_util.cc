@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <vector>
@@ -47,6 +48,19 @@ std::string temp_dir(const std::string& tag) {
       return p.string();
     }
   }
+}
+
+std::vector<float> randn(size_t n, std::mt19937& rng, float scale) {
+  std::normal_distribution<float> nd(0.f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
 }
 
 }  // namespace mtp::test

@@ -4,7 +4,10 @@
 
 #include <initializer_list>
 #include <stdexcept>
+#include <cstdint>
+#include <random>
 #include <string>
+#include <vector>
 
 namespace mtp::test {
 
@@ -33,6 +36,13 @@ std::string expect_error(F&& f, std::initializer_list<std::string> parts) {
   }
   return {};
 }
+
+// n values drawn from N(0, scale²) with rng (kernel tests' random weights
+// and activations).
+std::vector<float> randn(size_t n, std::mt19937& rng, float scale = 1.f);
+
+// The bits of f (bitwise comparisons print them apart from ±0 and NaN).
+uint32_t float_bits(float f);
 
 }  // namespace mtp::test
 

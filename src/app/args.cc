@@ -20,8 +20,11 @@ void add_model_flags(CLI::App* cmd, ModelArgs& a) {
       ->required();
   cmd->add_option("--tokenizer", a.tokenizer,
                   "Tokenizer file or directory (default: the one beside the model)");
-  cmd->add_option("--weights", a.weights, "Precision the weight matrices are held in")
-      ->check(CLI::IsMember({"fp32", "bf16"}))
+  cmd->add_option("--weights", a.weights,
+                  "Precision the weight matrices are held in: fp32, bf16, or requantized at "
+                  "load with mtpspec's quantizer to a ggml block type q8_0, q4_0, q5_0, q4_k, "
+                  "q5_k, q6_k (docs/FORMATS.md)")
+      ->check(CLI::IsMember(kWeightTypeNames))
       ->capture_default_str();
   cmd->add_option("--threads", a.threads, "Worker threads (default: physical cores)")
       ->check(cli::NonNegative);

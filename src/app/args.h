@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -17,7 +18,12 @@ class App;
 
 namespace mtp::app {
 
+// --weights values (kernels::weight_type_name spellings), in --help order.
+inline const std::vector<std::string> kWeightTypeNames{"fp32", "bf16", "q8_0", "q4_0",
+                                                       "q5_0", "q4_k", "q5_k", "q6_k"};
+
 // The target model: -m/--model, --tokenizer, --weights, --threads.
+
 struct ModelArgs {
   std::string model;      // -m
   std::string tokenizer;  // --tokenizer ("" = the one beside the model)

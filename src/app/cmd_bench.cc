@@ -96,7 +96,7 @@ BenchTarget open_target(const BenchArgs& a) {
   fmt::print(stderr, "[bench] generating random target '{}' (seed {}) and a random K={} drafter ...\n",
              a.random, a.seed, K);
   t.session = open_random_session(a.random, a.model, a.seed);
-  t.drafter = random_drafter(*t.session.model, K, a.seed + 1, parse_weight_type(a.model.weights));
+  t.drafter = random_drafter(*t.session.model, K, a.seed + 1, drafter_weight_type(a.model.weights));
   t.model_name = t.session.model->loaded().path;
   t.drafter_name = fmt::format("random:K={}:seed={}", K, a.seed + 1);
   std::mt19937_64 rng(a.seed);

@@ -111,8 +111,10 @@ void add_bench_decode(CLI::App& root) {
       "bench-decode", "Decode speed vs the memory-bandwidth limit, and the verify multiplier m(q)");
   cmd->add_option("-m,--model", a->model, "Target checkpoint (directory or llama2.c .bin)");
   cmd->add_option("--random", a->random, "Or a random target generated in memory: 1b | tiny");
-  cmd->add_option("--weights", a->weights, "Precision the matrices are held in")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+  cmd->add_option("--weights", a->weights,
+                  "Precision the matrices are held in: fp32, bf16, q8_0, q4_0, q5_0, q4_k, "
+                  "q5_k, q6_k (quantized in memory; the limit counts quantized bytes)")
+      ->check(CLI::IsMember(kWeightTypeNames));
   cmd->add_option("--threads", a->threads, "Thread counts to measure (repeatable)");
   cmd->add_option("--pos", a->pos,
                   "Context position the forwards run at (default: 256, or half the model's "

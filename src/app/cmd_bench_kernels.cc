@@ -166,9 +166,7 @@ void run_bench(const BenchArgs& a) {
   const std::string target = kernels::simd_target_description();
   std::vector<kernels::WeightType> dtypes;
   for (const auto& s : a.dtypes) {
-    if (s == "fp32") dtypes.push_back(kernels::WeightType::F32);
-    else if (s == "bf16") dtypes.push_back(kernels::WeightType::BF16);
-    else fail<InputError>("bench-kernels: unknown dtype '{}' (want fp32 or bf16)", s);
+    dtypes.push_back(kernels::parse_weight_type(s));
   }
   std::vector<std::pair<size_t, size_t>> shapes;
   for (const auto& s : a.shapes) {
@@ -289,7 +287,8 @@ void add_bench_kernels(CLI::App& root) {
       ->capture_default_str();
   cmd->add_option("--q-max", a->q_max, "Time q = 1..N activation rows per call")
       ->capture_default_str();
-  cmd->add_option("--dtype", a->dtypes, "Held weight types: fp32, bf16 (comma-separated)")
+  cmd->add_option("--dtype", a->dtypes, "Held weight types: fp32, bf16, q8_0, q4_0, q5_0, q4_k, q5_k, q6_k "
+                  "(comma-separated; GB/s counts the held bytes)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--shapes", a->shapes, "Weight shapes OUTxIN (comma-separated)")

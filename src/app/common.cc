@@ -6,10 +6,11 @@
 
 namespace mtp::app {
 
-kernels::WeightType parse_weight_type(const std::string& s) {
-  if (s == "fp32") return kernels::WeightType::F32;
-  if (s == "bf16") return kernels::WeightType::BF16;
-  fail<InputError>("--weights must be fp32 or bf16, got '{}'", s);
+kernels::WeightType parse_weight_type(const std::string& s) { return kernels::parse_weight_type(s); }
+
+kernels::WeightType drafter_weight_type(const std::string& s) {
+  const kernels::WeightType t = parse_weight_type(s);
+  return kernels::weight_type_quantized(t) ? kernels::WeightType::BF16 : t;
 }
 
 Session open_session(const ModelArgs& a) {

@@ -26,5 +26,9 @@ Session open_session(const ModelArgs& a);
 Session open_random_session(const std::string& preset, const ModelArgs& a, uint64_t seed);
 
 kernels::WeightType parse_weight_type(const std::string& s);
+// The hold of the drafter's matrices for --weights s: the same, except that a
+// quantized target (q8_0 ... q6_k) keeps a bf16 drafter (drafters are trained
+// and parity-checked against bf16/fp32 weights).
+kernels::WeightType drafter_weight_type(const std::string& s);
 
 }  // namespace mtp::app

@@ -21,7 +21,7 @@ std::unique_ptr<drafter::Drafter> open_drafter(const ModelArgs& a, const std::st
     path = beside.string();
   }
   return std::make_unique<drafter::Drafter>(
-      drafter::Drafter::load(path, m.loaded(), parse_weight_type(a.weights)));
+      drafter::Drafter::load(path, m.loaded(), drafter_weight_type(a.weights)));
 }
 
 std::unique_ptr<drafter::Drafter> random_drafter(const model::Model& m, int K, uint64_t seed,

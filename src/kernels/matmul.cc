@@ -46,6 +46,9 @@
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_blas.h"
+#include "kernels/packed_access.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/quant_dot.h"
 
 // Keep every multiply and add as written (g++ contracts a*b+c into FMA by default
 // in C++ wherever the target has FMA): explicit MulAdd is the only FMA here, so
@@ -416,7 +419,6 @@ void MatmulBlocks(const detail::MatmulArgs& a, size_t b0, size_t b1) {
   else blocks_impl<false>(a, b0, b1);
 }
 
-
 }  // namespace mtp::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -433,21 +435,6 @@ size_t set_parallel_min_work(size_t bytes_times_q) {
   return g_parallel_min_work.exchange(bytes_times_q);
 }
 }  // namespace detail
-
-struct PackedMatrixAccess {
-  static void set(PackedMatrix& m, size_t rows, size_t cols, WeightType hold, size_t bytes) {
-    m.rows_ = rows;
-    m.cols_ = cols;
-    m.hold_ = hold;
-    m.bytes_ = bytes;
-    const size_t alloc = std::max<size_t>(64, (bytes + 63) / 64 * 64);
-    auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, alloc));
-    if (!p) throw std::bad_alloc();
-    std::memset(p, 0, alloc);  // zero padding rows / cols
-    m.data_ = std::shared_ptr<uint8_t[]>(p, std::free);
-  }
-  static uint8_t* mut(PackedMatrix& m) { return m.data_.get(); }
-};
 
 namespace {
 size_t n_super_of(size_t cols) { return (cols + kSuper - 1) / kSuper; }
@@ -488,6 +475,7 @@ PackedMatrix PackedMatrix::pack(const void* src, DType st, size_t rows, size_t c
                                 WeightType hold) {
   if (st != DType::F32 && st != DType::BF16 && st != DType::F16)
     fail<ShapeError>("cannot pack a {} matrix (want F32, BF16 or F16)", dtype_name(st));
+  if (weight_type_quantized(hold)) return detail::pack_quantized(src, st, rows, cols, hold);
   PackedMatrix m;
   const bool bf16 = hold == WeightType::BF16;
   const size_t ns = n_super_of(cols), nb = (rows + kBlockRows - 1) / kBlockRows;
@@ -522,6 +510,11 @@ PackedMatrix PackedMatrix::pack(const void* src, DType st, size_t rows, size_t c
 }
 
 void PackedMatrix::row_f32(size_t r, float* out) const {
+  if (weight_type_quantized(hold_)) {
+    const GgmlType t = weight_ggml_type(hold_);
+    return dequantize_row(t, data_.get() + r * ggml_row_bytes(static_cast<uint32_t>(t), cols_),
+                          cols_, out);
+  }
   const size_t ns = n_super_of(cols_);
   if (hold_ == WeightType::F32) {
     const auto* d = reinterpret_cast<const float*>(data_.get());
@@ -536,6 +529,12 @@ void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, fl
             size_t y_stride, ThreadPool* pool) {
   if (q == 0 || w.rows() == 0) return;
   detail::ensure_simd_target();
+  if (weight_type_quantized(w.hold())) {
+    if (x_stride < w.cols() || y_stride < w.rows())
+      fail<ShapeError>("matmul: x_stride {} < cols {} or y_stride {} < rows {}", x_stride,
+                       w.cols(), y_stride, w.rows());
+    return detail::matmul_quant(w, x, x_stride, q, y, y_stride, pool);
+  }
   // Diagnostic only (drift --verify-kernels blas): not batch-invariant.
   if (q > 1 && backend() == Backend::BlasForBatches) {
     return matmul_blas(w, x, x_stride, q, y, y_stride);
@@ -591,8 +590,6 @@ void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, fl
     fn(a, 0, nb);
   }
 }
-
-
 
 }  // namespace mtp::kernels
 #endif  // HWY_ONCE

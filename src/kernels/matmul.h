@@ -7,13 +7,17 @@
 // makes the batched verify forward bit-identical to q one-token forwards.
 //
 // Weights are repacked at load into the kernels' layout (PackedMatrix); they are
-// held as fp32 or bf16, and all arithmetic is fp32.
+// held as fp32 or bf16 (all arithmetic fp32), or as rows of ggml blocks
+// (Q8_0 ... Q6_K, kernels/quant_blocks.h), multiplied by int8-quantized
+// activations (kernels/quant_dot.h states that arithmetic).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "core/dtype.h"
+#include "core/ggml_type.h"
 #include "kernels/simd.h"  // simd_target(), MTPSPEC_SIMD
 
 namespace mtp {
@@ -22,8 +26,17 @@ class ThreadPool;
 
 namespace mtp::kernels {
 
-enum class WeightType : uint8_t { F32, BF16 };
-const char* weight_type_name(WeightType t);  // "fp32" | "bf16"
+enum class WeightType : uint8_t { F32, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K };
+// "fp32" | "bf16" | "q8_0" | "q4_0" | "q5_0" | "q4_k" | "q5_k" | "q6_k" (the
+// --weights spellings).
+const char* weight_type_name(WeightType t);
+// The inverse of weight_type_name; throws InputError naming the allowed set.
+WeightType parse_weight_type(const std::string& name);
+bool weight_type_quantized(WeightType t);  // one of the six ggml block types
+// The ggml type of a hold (F32 for fp32, BF16 for bf16).
+GgmlType weight_ggml_type(WeightType t);
+// Bytes per element of a hold (block bytes / block elements: 4.5/8 for Q4_K).
+double weight_type_bytes_per_elem(WeightType t);
 
 // A [rows, cols] weight matrix in the kernels' packed layout.
 class PackedMatrix {
@@ -31,8 +44,20 @@ class PackedMatrix {
   PackedMatrix() = default;
   // src: row-major [rows, cols] elements of type src_type (F32, BF16 or F16).
   // Converted to `hold` (fp16 -> bf16 rounds to nearest even) and repacked.
+  // A quantized hold quantizes each row with quantize_row (quant_blocks.h).
+  // Where cols is not a multiple of the hold's block, the matrix is held in
+  // a fallback (as llama-quantize does): Q4_K and Q5_K -> Q5_0, Q6_K -> Q8_0
+  // (cols % 256 != 0), and any quantized hold -> bf16 (cols % 32 != 0);
+  // hold() says what was chosen.
   static PackedMatrix pack(const void* src, DType src_type, size_t rows, size_t cols,
                            WeightType hold);
+  // blocks: `rows` rows of raw ggml data of type `type` as stored in a GGUF
+  // file (ggml_row_bytes(type, cols) bytes each, rows back to back). Any
+  // supported type (quant_blocks.h: F32, F16, BF16, Q8_0 ... Q6_K): block
+  // types are held as they are (bit-exact copies), F32 and F16 as fp32, BF16
+  // as bf16. Throws ShapeError for another type or a cols that is not a
+  // whole number of blocks.
+  static PackedMatrix pack_blocks(const void* blocks, GgmlType type, size_t rows, size_t cols);
 
   size_t rows() const { return rows_; }
   size_t cols() const { return cols_; }

@@ -5,11 +5,58 @@
 // tolerance. Packing and the SIMD kernel live in matmul.cc.
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/matmul.h"
 
 namespace mtp::kernels {
 
-const char* weight_type_name(WeightType t) { return t == WeightType::F32 ? "fp32" : "bf16"; }
+namespace {
+constexpr WeightType kAllTypes[] = {WeightType::F32,  WeightType::BF16, WeightType::Q8_0,
+                                    WeightType::Q4_0, WeightType::Q5_0, WeightType::Q4_K,
+                                    WeightType::Q5_K, WeightType::Q6_K};
+}
+
+const char* weight_type_name(WeightType t) {
+  switch (t) {
+    case WeightType::F32: return "fp32";
+    case WeightType::BF16: return "bf16";
+    case WeightType::Q8_0: return "q8_0";
+    case WeightType::Q4_0: return "q4_0";
+    case WeightType::Q5_0: return "q5_0";
+    case WeightType::Q4_K: return "q4_k";
+    case WeightType::Q5_K: return "q5_k";
+    case WeightType::Q6_K: return "q6_k";
+  }
+  return "?";
+}
+
+WeightType parse_weight_type(const std::string& name) {
+  for (WeightType t : kAllTypes)
+    if (name == weight_type_name(t)) return t;
+  fail<InputError>("--weights must be one of fp32, bf16, q8_0, q4_0, q5_0, q4_k, q5_k, q6_k; got '{}'",
+                   name);
+}
+
+bool weight_type_quantized(WeightType t) { return t != WeightType::F32 && t != WeightType::BF16; }
+
+GgmlType weight_ggml_type(WeightType t) {
+  switch (t) {
+    case WeightType::F32: return GgmlType::F32;
+    case WeightType::BF16: return GgmlType::BF16;
+    case WeightType::Q8_0: return GgmlType::Q8_0;
+    case WeightType::Q4_0: return GgmlType::Q4_0;
+    case WeightType::Q5_0: return GgmlType::Q5_0;
+    case WeightType::Q4_K: return GgmlType::Q4_K;
+    case WeightType::Q5_K: return GgmlType::Q5_K;
+    case WeightType::Q6_K: return GgmlType::Q6_K;
+  }
+  return GgmlType::F32;
+}
+
+double weight_type_bytes_per_elem(WeightType t) {
+  const GgmlTypeInfo i = ggml_type_info(static_cast<uint32_t>(weight_ggml_type(t)));
+  return static_cast<double>(i.block_bytes) / static_cast<double>(i.block_elems);
+}
 
 // x: [q, cols] (row stride cols), y: [q, rows] (row stride rows).
 void matmul_ref(const PackedMatrix& w, const float* x, size_t q, float* y) {

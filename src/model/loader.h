@@ -10,7 +10,10 @@
 namespace mtp::model {
 
 struct LoadOptions {
-  kernels::WeightType weights = kernels::WeightType::F32;  // --weights fp32|bf16
+  // --weights: fp32 | bf16, or a ggml block type (q8_0 ... q6_k) the matrices
+  // are requantized to at load (PackedMatrix::pack); norms stay fp32 and the
+  // embedding table is used as stored.
+  kernels::WeightType weights = kernels::WeightType::F32;
 };
 
 struct LoadedModel {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/quant_blocks.h"
 
 namespace mtp::model {
 
@@ -11,11 +12,21 @@ void EmbeddingTable::lookup(int32_t id, float scale, float* out) const {
   if (id < 0 || size_t(id) >= rows) {
     fail<InputError>("token id {} is outside the vocabulary [0, {})", id, rows);
   }
-  const auto* base = static_cast<const uint8_t*>(data) + size_t(id) * cols * dtype_size(dtype);
-  to_f32(base, dtype, cols, out);
+  if (blocks != GgmlType::F32) {
+    const size_t rb = ggml_row_bytes(static_cast<uint32_t>(blocks), cols);
+    kernels::dequantize_row(blocks, static_cast<const uint8_t*>(data) + size_t(id) * rb, cols, out);
+  } else {
+    const auto* base = static_cast<const uint8_t*>(data) + size_t(id) * cols * dtype_size(dtype);
+    to_f32(base, dtype, cols, out);
+  }
   if (scale != 1.0f) {
     for (size_t i = 0; i < cols; ++i) out[i] *= scale;
   }
+}
+
+kernels::PackedMatrix EmbeddingTable::pack(kernels::WeightType hold) const {
+  if (blocks != GgmlType::F32) return kernels::PackedMatrix::pack_blocks(data, blocks, rows, cols);
+  return kernels::PackedMatrix::pack(data, dtype, rows, cols, hold);
 }
 
 std::vector<float> norm_weight(const void* src, DType t, size_t n, bool one_plus) {

@@ -12,19 +12,26 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/ggml_type.h"
 #include "kernels/matmul.h"
 #include "model/config.h"
 
 namespace mtp::model {
 
-// A [vocab, d] table viewed in place (fp32, bf16 or fp16 storage).
+// A [vocab, d] table viewed in place: fp32, bf16 or fp16 storage (`dtype`),
+// or, when `blocks` is a ggml block type (Q8_0 ... Q6_K, as GGUF token_embd
+// often is), rows of those blocks (ggml_row_bytes(blocks, cols) bytes each).
 struct EmbeddingTable {
   const void* data = nullptr;
   DType dtype = DType::F32;
   size_t rows = 0, cols = 0;
-  // Row `id` converted to fp32 and multiplied by scale (in fp32). Throws
-  // InputError for ids outside [0, rows).
+  GgmlType blocks = GgmlType::F32;  // F32: plain storage of `dtype`
+  // Row `id` converted (dequantized) to fp32 and multiplied by scale (in
+  // fp32). Throws InputError for ids outside [0, rows).
   void lookup(int32_t id, float scale, float* out) const;
+  // The whole table as a packed matrix held as `hold` (a tied head): raw
+  // blocks are held as stored (PackedMatrix::pack_blocks), whatever `hold`.
+  kernels::PackedMatrix pack(kernels::WeightType hold) const;
 };
 
 struct LayerWeights {

@@ -17,18 +17,8 @@
 namespace mtp::kernels {
 namespace {
 
-std::vector<float> randn(size_t n, std::mt19937& rng, float scale = 1.f) {
-  std::normal_distribution<float> nd(0.f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng);
-  return v;
-}
-
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
+using test::randn;
+uint32_t bits(float f) { return test::float_bits(f); }
 
 // |got - want| <= rel·|want| + abs, elementwise.
 void expect_close(const float* got, const std::vector<double>& want, double rel, double abs,

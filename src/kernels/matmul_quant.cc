@@ -1,0 +1,468 @@
+// Quantized weight kernels (Highway runtime dispatch): Y[q, rows] = X[q, cols]·Wᵀ
+// for W stored as rows of ggml blocks (Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K).
+//
+// Arithmetic: exactly the contract of quant_dot.h (activations quantized per
+// row to int8, exact integer block sums, a fixed sequence of fp32 operations
+// per output), so every target gives quant_dot_ref's bits and Y[r][o] depends
+// only on X[r], W[o] and cols — never on q, the other rows, the thread count or
+// the split (threads split output rows only).
+//
+// AVX2 and AVX3 use integer intrinsics (maddubs/madd; 256-bit on AVX2,
+// 512-bit chunk pairs on AVX3) inside the Highway target; the other targets
+// (SSE4, scalar) run the reference itself (quant_dot_ref_rows). Measured on
+// the Zen 4 host, AVX3 and AVX2 run these kernels at the same speed (its
+// 512-bit integer ops are double-pumped): docs/PERFORMANCE.md.
+// Layout and loop order: weight rows are stored as in the GGUF file, one
+// after another (one linear stream). For each output row, q is processed in
+// tiles of <= 4 activation rows; a weight block is loaded and unpacked once
+// per tile and used by all its rows (the tile's accumulators stay in
+// registers), so verify rows cost integer work, not memory traffic.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/matmul.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/quant_dot.h"
+
+#pragma GCC optimize("fp-contract=off")
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/matmul_quant.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#ifndef MTP_KERNELS_MATMUL_QUANT_ONCE
+#define MTP_KERNELS_MATMUL_QUANT_ONCE
+#include <immintrin.h>
+namespace mtp::kernels::detail {
+struct QuantArgs {
+  GgmlType t;
+  const uint8_t* w;
+  size_t row_bytes, rows, cols;
+  const QuantAct* a;
+  size_t q;
+  float* y;
+  size_t y_stride;
+};
+constexpr size_t kQuantTile = 4;       // activation rows per register tile
+constexpr size_t kQuantPrefetch = 2048;  // bytes ahead in the weight stream
+}  // namespace mtp::kernels::detail
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace mtp::kernels::HWY_NAMESPACE {
+
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+using detail::kQuantPrefetch;
+
+HWY_INLINE __m256i ld256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+HWY_INLINE float f16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+// t[l] += t[l + 4], += t[l + 2], t[0] + t[1] (quant_dot.h's tree).
+HWY_INLINE float reduce8(__m256 v) {
+  __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+}
+// The 8 mins m_j as int16 pairs (m0, m0, m1, m1, ...): madd against the 16
+// sums of 16 gives m_j · bsum32_j in lane j.
+// The 16 weight-side min factors of quant_dot.h as int32 (before the fp32
+// conversion and the product with d or dmin): Q4_K/Q5_K m_{g/2}, Q6_K 32·sc_g.
+HWY_INLINE __m128i min_factors_i8(const uint8_t* mn) {  // m0 m0 m1 m1 ... m7 m7
+  const __m128i m8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn));
+  return _mm_unpacklo_epi8(m8, m8);
+}
+
+// The codes of a 32-element block as 32 bytes (kT: 0 Q8_0, 1 Q4_0, 2 Q5_0):
+// Q8_0 the signed qs; Q4_0 and Q5_0 the unsigned q (the offset 8 or 16 is
+// taken off through QuantAct::xoff, see lanes32).
+template <int kT>
+HWY_INLINE __m256i codes32(const uint8_t* b) {
+  if constexpr (kT == 0) return ld256(b + 2);
+  const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + (kT == 2 ? 6 : 2)));
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(qs, m4)),
+                                      _mm_and_si128(_mm_srli_epi16(qs, 4), m4), 1);
+  if constexpr (kT == 1) return v;
+  uint32_t qh;
+  std::memcpy(&qh, b + 2, 4);
+  // Byte i gets bit i of qh: broadcast, byte i/8 to position i, test bit i % 8.
+  const __m256i idx = _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202,
+                                         0x0303030303030303);
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  __m256i h = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)), idx);
+  h = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit), _mm256_set1_epi8(0x10));
+  return _mm256_or_si256(v, h);
+}
+
+// The contract's integer lanes P[l] = Σ (signed code)·xq of one block for one
+// row: Q8_0 by the sign trick (|w| · ±x, exact: pairs <= 2·128·127), Q4_0 and
+// Q5_0 as Σ q·xq − offset·Σ xq (xo: the row's QuantAct::xoff of this block).
+template <int kT>
+HWY_INLINE __m256i lanes32(__m256i wv, __m256i aw, const int8_t* x, const int32_t* xo) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  if constexpr (kT == 0) return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(ld256(x), wv)), ones);
+  return _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wv, ld256(x)), ones), ld256(xo));
+}
+
+// kQ activation rows against one weight row of a 32-element type.
+template <int kT, size_t kQ>
+HWY_INLINE void tile32(const uint8_t* w, size_t bb, size_t nb, const int8_t* const* xq,
+                       const float* const* xd, const int32_t* const* xo, bool pf, float* out) {
+  __m256 acc[kQ][2];
+  for (size_t j = 0; j < kQ; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+  auto block = [&](size_t b, size_t par) __attribute__((always_inline)) {
+    const uint8_t* blk = w + b * bb;
+    const __m256i wv = codes32<kT>(blk);
+    const __m256i aw = kT == 0 ? _mm256_sign_epi8(wv, wv) : wv;
+    const float dw = f16(blk);
+#pragma GCC unroll 4
+    for (size_t j = 0; j < kQ; ++j) {
+      const __m256i p = lanes32<kT>(wv, aw, xq[j] + 32 * b, kT ? xo[j] + 8 * b : nullptr);
+      const __m256 s = _mm256_set1_ps(dw * xd[j][b]);
+      acc[j][par] = _mm256_add_ps(acc[j][par], _mm256_mul_ps(_mm256_cvtepi32_ps(p), s));
+    }
+  };
+  size_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    if (pf) _mm_prefetch(reinterpret_cast<const char*>(w + b * bb + kQuantPrefetch), _MM_HINT_T0);
+    block(b, 0);
+    block(b + 1, 1);
+  }
+  if (b < nb) block(b, 0);
+  for (size_t j = 0; j < kQ; ++j) out[j] = reduce8(_mm256_add_ps(acc[j][0], acc[j][1])) - 0.f;
+}
+
+// Q6_K codes of chunks 4h .. 4h + 3 (elements 128h + 32k + l, k < 4): low 4
+// bits from ql, bits 2k..2k+1 of qh[32h + l] as bits 4..5.
+HWY_INLINE void q6_codes(const uint8_t* blk, size_t h, __m256i qv[4]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  const __m256i ql0 = ld256(blk + 64 * h), ql1 = ld256(blk + 64 * h + 32);
+  const __m256i qh = ld256(blk + 128 + 32 * h);
+  qv[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+  qv[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+  qv[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
+  qv[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+}
+
+// Q4_K/Q5_K codes of sub-blocks 2c (lo) and 2c + 1 (hi). Q5_K (kT 4): the
+// fifth bits, bit 2c and 2c + 1 of qh[l]; qh is shifted by 2 for the next c.
+template <int kT>
+HWY_INLINE void k45_codes(const uint8_t* qs, size_t c, __m256i& qh, __m256i& lo, __m256i& hi) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m10 = _mm256_set1_epi8(0x10);
+  const __m256i qv = ld256(qs + 32 * c);
+  lo = _mm256_and_si256(qv, m4);
+  hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
+  if constexpr (kT == 4) {
+    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4), m10));
+    hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), m10));
+    qh = _mm256_srli_epi16(qh, 2);
+  }
+}
+
+// Software prefetch of one K block, kQuantPrefetch ahead in the weight stream.
+HWY_INLINE void prefetch_block(const uint8_t* blk, size_t bb) {
+  for (size_t l = 0; l < bb; l += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(blk + kQuantPrefetch + l), _MM_HINT_T0);
+}
+
+// kQ activation rows against one weight row of a K type (kT: 3 Q4_K, 4 Q5_K, 5 Q6_K).
+template <int kT, size_t kQ>
+HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* const* xq,
+                      const float* const* xd, const float* const* bs, bool pf, float* out) {
+  __m256 acc[kQ];
+  __m256 macc[kQ][2];
+  for (size_t j = 0; j < kQ; ++j) acc[j] = macc[j][0] = macc[j][1] = _mm256_setzero_ps();
+  for (size_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* blk = w + sb * bb;
+    if (pf) prefetch_block(blk, bb);
+    __m256i P[kQ];
+    for (size_t j = 0; j < kQ; ++j) P[j] = _mm256_setzero_si256();
+    auto chunk = [&](__m256i qv, __m256i scv, size_t c) __attribute__((always_inline)) {
+#pragma GCC unroll 4
+      for (size_t j = 0; j < kQ; ++j)
+        P[j] = _mm256_add_epi32(
+            P[j], _mm256_madd_epi16(_mm256_maddubs_epi16(qv, ld256(xq[j] + 256 * sb + 32 * c)), scv));
+    };
+    float s;
+    __m256 wmin[2];
+    if constexpr (kT == 5) {
+      const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
+      for (size_t h = 0; h < 2; ++h) {
+        __m256i qv[4];
+        q6_codes(blk, h, qv);
+#pragma GCC unroll 4
+        for (size_t k = 0; k < 4; ++k) {
+          const size_t c = 4 * h + k;
+          const __m256i scv = _mm256_inserti128_si256(
+              _mm256_castsi128_si256(_mm_set1_epi16(sc[2 * c])), _mm_set1_epi16(sc[2 * c + 1]), 1);
+          chunk(qv[k], scv, c);
+        }
+      }
+      s = f16(blk + 208);
+      const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc));
+      const __m256 dv = _mm256_set1_ps(s);
+      wmin[0] = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_slli_epi32(_mm256_cvtepi8_epi32(sc8), 5)));
+      wmin[1] = _mm256_mul_ps(
+          dv, _mm256_cvtepi32_ps(_mm256_slli_epi32(_mm256_cvtepi8_epi32(_mm_srli_si128(sc8, 8)), 5)));
+    } else {
+      uint8_t sc[8], mn[8];
+      unpack_scales_k4(blk + 4, sc, mn);
+      const uint8_t* qs = blk + (kT == 4 ? 48 : 16);
+      __m256i qh = kT == 4 ? ld256(blk + 16) : _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (size_t c = 0; c < 4; ++c) {
+        __m256i lo, hi;
+        k45_codes<kT>(qs, c, qh, lo, hi);
+        chunk(lo, _mm256_set1_epi16(sc[2 * c]), 2 * c);
+        chunk(hi, _mm256_set1_epi16(sc[2 * c + 1]), 2 * c + 1);
+      }
+      s = f16(blk);
+      const __m256 dmv = _mm256_set1_ps(f16(blk + 2));
+      const __m128i mf = min_factors_i8(mn);
+      wmin[0] = _mm256_mul_ps(dmv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mf)));
+      wmin[1] = _mm256_mul_ps(dmv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(mf, 8))));
+    }
+    for (size_t j = 0; j < kQ; ++j) {
+      const float sj = s * xd[j][sb];
+      acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(_mm256_cvtepi32_ps(P[j]), _mm256_set1_ps(sj)));
+      const float* bf = bs[j] + 16 * sb;
+      macc[j][0] = _mm256_add_ps(macc[j][0], _mm256_mul_ps(wmin[0], _mm256_loadu_ps(bf)));
+      macc[j][1] = _mm256_add_ps(macc[j][1], _mm256_mul_ps(wmin[1], _mm256_loadu_ps(bf + 8)));
+    }
+  }
+  for (size_t j = 0; j < kQ; ++j)
+    out[j] = reduce8(acc[j]) - reduce8(_mm256_add_ps(macc[j][0], macc[j][1]));
+}
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// AVX-512: the same integer lanes and fp32 operations, two 32-element chunks
+// per 512-bit vector. 32-element types: lanes 0..7 hold block b, 8..15 block
+// b + 1 — the contract's even/odd accumulator lanes. K types: the 16 int32
+// lanes of a chunk pair are folded to the contract's 8 (exact integer adds).
+HWY_INLINE __m512i pair512(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+HWY_INLINE __m512 pair512(float lo, float hi) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(lo)), _mm256_set1_ps(hi), 1);
+}
+
+template <int kT, size_t kQ>
+HWY_INLINE void tile32_512(const uint8_t* w, size_t bb, size_t nb, const int8_t* const* xq,
+                           const float* const* xd, const int32_t* const* xo, bool pf, float* out) {
+  __m512 acc[kQ];
+  for (size_t j = 0; j < kQ; ++j) acc[j] = _mm512_setzero_ps();
+  const __m512i ones = _mm512_set1_epi16(1), zero = _mm512_setzero_si512();
+  size_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const uint8_t* b0 = w + b * bb;
+    if (pf) _mm_prefetch(reinterpret_cast<const char*>(b0 + kQuantPrefetch), _MM_HINT_T0);
+    const __m512i wv = pair512(codes32<kT>(b0), codes32<kT>(b0 + bb));
+    const __m512i aw = kT == 0 ? _mm512_abs_epi8(wv) : wv;
+    const __mmask64 neg = _mm512_movepi8_mask(wv);  // Q8_0: x·sign(w) = x, or 0 − x where w < 0
+    const __m512 dw = pair512(f16(b0), f16(b0 + bb));
+#pragma GCC unroll 4
+    for (size_t j = 0; j < kQ; ++j) {
+      const __m512i xv = _mm512_loadu_si512(xq[j] + 32 * b);
+      __m512i p;
+      if constexpr (kT == 0)
+        p = _mm512_madd_epi16(_mm512_maddubs_epi16(aw, _mm512_mask_sub_epi8(xv, neg, zero, xv)), ones);
+      else  // Q4_0/Q5_0: unsigned codes, minus offset · Σ xq (see lanes32)
+        p = _mm512_sub_epi32(_mm512_madd_epi16(_mm512_maddubs_epi16(wv, xv), ones),
+                             _mm512_loadu_si512(xo[j] + 8 * b));
+      const __m512 s = _mm512_mul_ps(dw, pair512(xd[j][b], xd[j][b + 1]));
+      acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_cvtepi32_ps(p), s));
+    }
+  }
+  if (b < nb) {  // a last, even block: lanes 0..7 only
+    const uint8_t* b0 = w + b * bb;
+    const __m256i wv = codes32<kT>(b0), aw = kT == 0 ? _mm256_sign_epi8(wv, wv) : wv;
+    const float dw = f16(b0);
+    for (size_t j = 0; j < kQ; ++j) {
+      const __m256i p = lanes32<kT>(wv, aw, xq[j] + 32 * b, kT ? xo[j] + 8 * b : nullptr);
+      const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * xd[j][b]));
+      acc[j] = _mm512_mask_add_ps(acc[j], 0x00FF, acc[j], _mm512_castps256_ps512(t));
+    }
+  }
+  for (size_t j = 0; j < kQ; ++j)
+    out[j] = reduce8(_mm256_add_ps(_mm512_castps512_ps256(acc[j]),
+                                   _mm512_extractf32x8_ps(acc[j], 1))) - 0.f;
+}
+
+template <int kT, size_t kQ>
+HWY_INLINE void tilek_512(const uint8_t* w, size_t bb, size_t nsb, const int8_t* const* xq,
+                          const float* const* xd, const float* const* bs, bool pf, float* out) {
+  __m256 acc[kQ];
+  __m512 maccz[kQ];
+  for (size_t j = 0; j < kQ; ++j) acc[j] = _mm256_setzero_ps(), maccz[j] = _mm512_setzero_ps();
+  alignas(64) static constexpr int16_t kLaneOver8[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                         2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+  for (size_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* blk = w + sb * bb;
+    if (pf) prefetch_block(blk, bb);
+    __m512i P[kQ];
+    for (size_t j = 0; j < kQ; ++j) P[j] = _mm512_setzero_si512();
+    // Elements [64·p, 64·p + 64) of the block: codes qv, int16 scales scv.
+    auto pair = [&](__m512i qv, __m512i scv, size_t p) __attribute__((always_inline)) {
+#pragma GCC unroll 4
+      for (size_t j = 0; j < kQ; ++j)
+        P[j] = _mm512_add_epi32(
+            P[j], _mm512_madd_epi16(
+                      _mm512_maddubs_epi16(qv, _mm512_loadu_si512(xq[j] + 256 * sb + 64 * p)), scv));
+    };
+    float s;
+    __m512 wminz;
+    if constexpr (kT == 5) {
+      const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
+      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+      const __m512i sc16z = _mm512_castsi256_si512(sc16);
+      const __m512i idx = _mm512_load_si512(kLaneOver8);
+      for (size_t h = 0; h < 2; ++h) {
+        __m256i qv[4];
+        q6_codes(blk, h, qv);
+        const __m512i q01 = pair512(qv[0], qv[1]), q23 = pair512(qv[2], qv[3]);
+        // Pair p covers sub-blocks 4p..4p+3, 16 elements (8 int16 lanes) each.
+        const __m512i sc0 = _mm512_permutexvar_epi16(
+            _mm512_add_epi16(idx, _mm512_set1_epi16(static_cast<int16_t>(8 * h))), sc16z);
+        const __m512i sc1 = _mm512_permutexvar_epi16(
+            _mm512_add_epi16(idx, _mm512_set1_epi16(static_cast<int16_t>(8 * h + 4))), sc16z);
+        pair(q01, sc0, 2 * h);
+        pair(q23, sc1, 2 * h + 1);
+      }
+      s = f16(blk + 208);
+      wminz = _mm512_mul_ps(_mm512_set1_ps(s), _mm512_cvtepi32_ps(_mm512_slli_epi32(
+          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))), 5)));
+    } else {
+      uint8_t sc[8], mn[8];
+      unpack_scales_k4(blk + 4, sc, mn);
+      const uint8_t* qs = blk + (kT == 4 ? 48 : 16);
+      __m256i qh = kT == 4 ? ld256(blk + 16) : _mm256_setzero_si256();
+      const __m512i sc16 = _mm512_castsi128_si512(
+          _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
+      const __m512i half = _mm512_srli_epi16(_mm512_load_si512(kLaneOver8), 1);  // 0 x16, 1 x16
+#pragma GCC unroll 4
+      for (size_t c = 0; c < 4; ++c) {
+        __m256i lo, hi;
+        k45_codes<kT>(qs, c, qh, lo, hi);
+        // lanes 0..15: sc_2c, 16..31: sc_2c+1
+        const __m512i idx = _mm512_add_epi16(half, _mm512_set1_epi16(static_cast<int16_t>(2 * c)));
+        pair(pair512(lo, hi), _mm512_permutexvar_epi16(idx, sc16), c);
+      }
+      s = f16(blk);
+      wminz = _mm512_mul_ps(_mm512_set1_ps(f16(blk + 2)),
+                            _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(min_factors_i8(mn))));
+    }
+    for (size_t j = 0; j < kQ; ++j) {
+      const __m256i p8 = _mm256_add_epi32(_mm512_castsi512_si256(P[j]), _mm512_extracti64x4_epi64(P[j], 1));
+      const float sj = s * xd[j][sb];
+      acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(_mm256_cvtepi32_ps(p8), _mm256_set1_ps(sj)));
+      maccz[j] = _mm512_add_ps(maccz[j], _mm512_mul_ps(wminz, _mm512_loadu_ps(bs[j] + 16 * sb)));
+    }
+  }
+  for (size_t j = 0; j < kQ; ++j)
+    out[j] = reduce8(acc[j]) - reduce8(_mm256_add_ps(_mm512_castps512_ps256(maccz[j]),
+                                                     _mm512_extractf32x8_ps(maccz[j], 1)));
+}
+#define MTP_QUANT_TILE32 tile32_512
+#define MTP_QUANT_TILEK tilek_512
+#else
+#define MTP_QUANT_TILE32 tile32
+#define MTP_QUANT_TILEK tilek
+#endif
+
+template <int kT, size_t kQ>
+HWY_INLINE void run_tile(const detail::QuantArgs& a, const uint8_t* w, size_t j0, bool pf, float* out) {
+  const int8_t* xq[kQ];
+  const int32_t* xo[kQ];
+  const float* xd[kQ];
+  const float* bs[kQ];
+  for (size_t j = 0; j < kQ; ++j) {
+    xq[j] = a.a->qrow(j0 + j);
+    xo[j] = kT == 1 || kT == 2 ? a.a->orow(j0 + j) : nullptr;
+    xd[j] = a.a->drow(j0 + j);
+    bs[j] = kT >= 3 ? a.a->bfrow(j0 + j) : nullptr;
+  }
+  if constexpr (kT < 3)
+    MTP_QUANT_TILE32<kT, kQ>(w, a.row_bytes / (a.cols / 32), a.cols / 32, xq, xd, xo, pf, out);
+  else
+    MTP_QUANT_TILEK<kT, kQ>(w, a.row_bytes / (a.cols / 256), a.cols / 256, xq, xd, bs, pf, out);
+}
+
+template <int kT>
+void rows_impl(const detail::QuantArgs& a, size_t o0, size_t o1) {
+  float out[detail::kQuantTile];
+  for (size_t o = o0; o < o1; ++o) {
+    const uint8_t* w = a.w + o * a.row_bytes;
+    for (size_t j0 = 0; j0 < a.q; j0 += detail::kQuantTile) {
+      const size_t n = std::min(detail::kQuantTile, a.q - j0);
+      const bool pf = j0 == 0;  // the first tile streams the row in
+      switch (n) {
+        case 4: run_tile<kT, 4>(a, w, j0, pf, out); break;
+        case 3: run_tile<kT, 3>(a, w, j0, pf, out); break;
+        case 2: run_tile<kT, 2>(a, w, j0, pf, out); break;
+        default: run_tile<kT, 1>(a, w, j0, pf, out); break;
+      }
+      for (size_t j = 0; j < n; ++j) a.y[(j0 + j) * a.y_stride + o] = out[j];
+    }
+  }
+}
+static_assert(detail::kQuantTile == 4, "rows_impl handles tiles of 1..4 rows");
+
+void QuantRows(const detail::QuantArgs& a, size_t o0, size_t o1) {
+  switch (a.t) {
+    case GgmlType::Q8_0: return rows_impl<0>(a, o0, o1);
+    case GgmlType::Q4_0: return rows_impl<1>(a, o0, o1);
+    case GgmlType::Q5_0: return rows_impl<2>(a, o0, o1);
+    case GgmlType::Q4_K: return rows_impl<3>(a, o0, o1);
+    case GgmlType::Q5_K: return rows_impl<4>(a, o0, o1);
+    default: return rows_impl<5>(a, o0, o1);
+  }
+}
+#undef MTP_QUANT_TILE32
+#undef MTP_QUANT_TILEK
+#else
+// Targets without the integer kernels: the reference, output by output.
+void QuantRows(const detail::QuantArgs& a, size_t o0, size_t o1) {
+  thread_local std::vector<float> out;
+  out.resize(a.q);
+  for (size_t o = o0; o < o1; ++o) {
+    detail::quant_dot_ref_rows(a.t, a.w + o * a.row_bytes, *a.a, 0, a.q, out.data());
+    for (size_t r = 0; r < a.q; ++r) a.y[r * a.y_stride + o] = out[r];
+  }
+}
+#endif
+
+}  // namespace mtp::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace mtp::kernels {
+HWY_EXPORT(QuantRows);
+
+namespace detail {
+void matmul_quant(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, float* y,
+                  size_t y_stride, ThreadPool* pool) {
+  const GgmlType t = weight_ggml_type(w.hold());
+  thread_local QuantAct act;
+  quantize_act(t, x, x_stride, q, w.cols(), act);
+  const QuantArgs a{t, w.data(), ggml_row_bytes(static_cast<uint32_t>(t), w.cols()), w.rows(),
+                    w.cols(), &act, q, y, y_stride};
+  auto fn = HWY_DYNAMIC_DISPATCH(QuantRows);
+  // As matmul(): threads only for enough work; they split output rows.
+  if (pool && pool->size() > 1 && w.bytes() * q > g_parallel_min_work.load(std::memory_order_relaxed)) {
+    pool->parallel_for(w.rows(), [&](size_t o0, size_t o1, size_t) { fn(a, o0, o1); }, 16);
+  } else {
+    fn(a, 0, w.rows());
+  }
+}
+}  // namespace detail
+}  // namespace mtp::kernels
+#endif  // HWY_ONCE

@@ -1,0 +1,73 @@
+// PackedMatrix holds of ggml blocks: requantizing fp32/bf16/f16 sources with
+// our quantizer, and taking raw blocks from a GGUF file (matmul.h).
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/packed_access.h"
+#include "kernels/quant_blocks.h"
+
+namespace mtp::kernels {
+namespace {
+
+WeightType hold_of(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q8_0: return WeightType::Q8_0;
+    case GgmlType::Q4_0: return WeightType::Q4_0;
+    case GgmlType::Q5_0: return WeightType::Q5_0;
+    case GgmlType::Q4_K: return WeightType::Q4_K;
+    case GgmlType::Q5_K: return WeightType::Q5_K;
+    case GgmlType::Q6_K: return WeightType::Q6_K;
+    case GgmlType::BF16: return WeightType::BF16;
+    default: return WeightType::F32;
+  }
+}
+
+// The hold a [*, cols] matrix gets for a requested quantized hold (see pack).
+WeightType effective_hold(WeightType hold, size_t cols) {
+  const GgmlType t = weight_ggml_type(hold);
+  if (cols % ggml_type_info(static_cast<uint32_t>(t)).block_elems == 0) return hold;
+  if (cols % 32 != 0) return WeightType::BF16;
+  return hold == WeightType::Q6_K ? WeightType::Q8_0 : WeightType::Q5_0;
+}
+}  // namespace
+
+namespace detail {
+PackedMatrix pack_quantized(const void* src, DType st, size_t rows, size_t cols, WeightType hold) {
+  const WeightType eff = effective_hold(hold, cols);
+  if (!weight_type_quantized(eff)) return PackedMatrix::pack(src, st, rows, cols, eff);
+  const auto t = static_cast<uint32_t>(weight_ggml_type(eff));
+  const size_t rb = ggml_row_bytes(t, cols);
+  PackedMatrix m;
+  PackedMatrixAccess::set(m, rows, cols, eff, rows * rb);
+  uint8_t* dst = PackedMatrixAccess::mut(m);
+  std::vector<float> tmp(cols);
+  const size_t es = dtype_size(st);
+  for (size_t r = 0; r < rows; ++r) {
+    to_f32(static_cast<const uint8_t*>(src) + r * cols * es, st, cols, tmp.data());
+    quantize_row(weight_ggml_type(eff), tmp.data(), cols, dst + r * rb);
+  }
+  return m;
+}
+}  // namespace detail
+
+PackedMatrix PackedMatrix::pack_blocks(const void* blocks, GgmlType type, size_t rows, size_t cols) {
+  if (!ggml_type_supported(type))
+    fail<ShapeError>("cannot hold a matrix of ggml type {} (supported: F32, F16, BF16, Q8_0, "
+                     "Q4_0, Q5_0, Q4_K, Q5_K, Q6_K)",
+                     ggml_type_name(static_cast<uint32_t>(type)));
+  const GgmlTypeInfo info = ggml_type_info(static_cast<uint32_t>(type));
+  if (cols % info.block_elems != 0)
+    fail<ShapeError>("a {} matrix of {} columns is not a whole number of {}-element blocks per row",
+                     info.name, cols, info.block_elems);
+  if (type == GgmlType::F32) return pack(blocks, DType::F32, rows, cols, WeightType::F32);
+  if (type == GgmlType::F16) return pack(blocks, DType::F16, rows, cols, WeightType::F32);
+  if (type == GgmlType::BF16) return pack(blocks, DType::BF16, rows, cols, WeightType::BF16);
+  const size_t rb = ggml_row_bytes(static_cast<uint32_t>(type), cols);
+  PackedMatrix m;
+  PackedMatrixAccess::set(m, rows, cols, hold_of(type), rows * rb);
+  if (rows * rb) std::memcpy(PackedMatrixAccess::mut(m), blocks, rows * rb);
+  return m;
+}
+
+}  // namespace mtp::kernels

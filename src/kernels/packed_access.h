@@ -1,0 +1,38 @@
+// Internal to kernels: construction of PackedMatrix storage (matmul.cc,
+// pack_quant.cc).
+#pragma once
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include "kernels/matmul.h"
+
+namespace mtp::kernels {
+
+struct PackedMatrixAccess {
+  // Sets the shape and allocates `bytes` of zeroed, 64-byte-aligned storage.
+  static void set(PackedMatrix& m, size_t rows, size_t cols, WeightType hold, size_t bytes) {
+    m.rows_ = rows;
+    m.cols_ = cols;
+    m.hold_ = hold;
+    m.bytes_ = bytes;
+    const size_t alloc = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+    auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, alloc));
+    if (!p) throw std::bad_alloc();
+    std::memset(p, 0, alloc);  // zero padding rows / cols
+    m.data_ = std::shared_ptr<uint8_t[]>(p, std::free);
+  }
+  static uint8_t* mut(PackedMatrix& m) { return m.data_.get(); }
+};
+
+namespace detail {
+// PackedMatrix::pack for a quantized hold (pack_quant.cc).
+PackedMatrix pack_quantized(const void* src, DType st, size_t rows, size_t cols, WeightType hold);
+// matmul() for a quantized hold (matmul_quant.cc); strides already checked.
+void matmul_quant(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, float* y,
+                  size_t y_stride, ThreadPool* pool);
+}  // namespace detail
+
+}  // namespace mtp::kernels

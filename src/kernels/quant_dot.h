@@ -1,0 +1,76 @@
+// Dot products of ggml-quantized weight rows with int8-quantized activation
+// rows: the arithmetic contract of the quantized kernels (matmul_quant.cc) and
+// its scalar reference. Internal to kernels; tests include it.
+//
+// Activations (row-local, so batch-invariant): each row of x is cut into
+// blocks of A elements, A = 32 for Q8_0/Q4_0/Q5_0 and 256 for the K types
+// (Q4_K, Q5_K, Q6_K), with scale dx = amax/127 (fp32) and codes
+// xq = nearbyint(x · (127/amax)) in [-127, 127] (all 0 when amax = 0); the K
+// types also keep the sums of xq over each 16 elements (bsum). Error per
+// element <= dx/2, so |y − y_fp32| <= Σ_blocks dx/2 · Σ|w| (plus fp32
+// rounding), where y_fp32 = Σ dequantized w · x.
+//
+// One weight block b (32 or 256 elements) against the activation block(s) it
+// covers gives 8 exact int32 lanes P[l] (l < 8: elements 4l..4l+3 of each
+// 32-element chunk c of the block) and fp32 scales:
+//   Q8_0/Q4_0/Q5_0: P[l] = Σ w·xq with w the signed code (qs, q−8, q−16),
+//                  s = d_w·dx;   acc[l + 8·(b mod 2)] += float(P[l])·s
+//   Q4_K/Q5_K: P[l] = Σ_c sc_c · Σ q·xq (q unsigned), s = d·dx;
+//              acc[l] += float(P[l])·s; and for each 16-element group g < 16
+//              macc[g] += (dmin·float(m_{g/2})) · (float(bsum16_g)·dx)
+//   Q6_K:      P[l] = Σ_c sc_{2c + (l >= 4)} · Σ q·xq (q in 0..63), s = d·dx;
+//              macc[g] += (d·float(32·sc_g)) · (float(bsum16_g)·dx)
+// (every · and + one fp32 rounding, no FMA), blocks in increasing order.
+// Then y = tree(acc) − tree(macc) (32-element types: macc = 0), tree =
+// t[l] += t[l + h] for h = 8 (16 lanes only), 4, 2, 1. (float(bsum16)·dx is
+// row-local, computed once per call in quantize_act.) Integer sums are exact
+// and every fp32 operation is fixed, so y depends only on the weight row, the
+// activation row and cols —
+// and is the same on every SIMD target (tests check the kernels against
+// quant_dot_ref bit for bit).
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/ggml_type.h"
+
+namespace mtp::kernels::detail {
+
+// Elements per activation block for weights of type t (32 or 256).
+size_t act_block(GgmlType t);
+
+// Quantized activation rows ([rows, cols], row stride cols).
+struct QuantAct {
+  size_t rows = 0, cols = 0, ab = 0;  // ab: act_block
+  std::vector<int8_t> q;              // [rows, cols], 32-byte aligned rows (cols % 32 == 0)
+  std::vector<float> d;               // [rows, cols / ab]
+  std::vector<int16_t> bsum;          // [rows, cols / 16] (K types)
+  std::vector<float> bsumf;           // [rows, cols / 16]: float(bsum)·dx (K types)
+  // [rows, cols / 4]: offset · Σ of each 4 xq, offset 8 (Q4_0) or 16 (Q5_0),
+  // so the kernels can multiply the unsigned codes q and subtract it (exact).
+  std::vector<int32_t> xoff;
+  const int8_t* qrow(size_t r) const { return q.data() + r * cols; }
+  const float* drow(size_t r) const { return d.data() + r * (cols / ab); }
+  const int16_t* brow(size_t r) const { return bsum.data() + r * (cols / 16); }
+  const float* bfrow(size_t r) const { return bsumf.data() + r * (cols / 16); }
+  const int32_t* orow(size_t r) const { return xoff.data() + r * (cols / 4); }
+};
+
+// Quantizes rows x[r·x_stride, +cols) for weights of type t (a block type).
+void quantize_act(GgmlType t, const float* x, size_t x_stride, size_t rows, size_t cols,
+                  QuantAct& out);
+
+// The contract above for weight row `w` (ggml blocks of type t) and
+// activation row r of a.
+float quant_dot_ref(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r);
+// The same for rows [r0, r0 + n) at once (out[0, n)): the weight row is
+// decoded once (what the targets without integer kernels run).
+void quant_dot_ref_rows(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n,
+                        float* out);
+
+// matmul()'s threshold for using the pool (matmul.cc).
+extern std::atomic<size_t> g_parallel_min_work;
+
+}  // namespace mtp::kernels::detail

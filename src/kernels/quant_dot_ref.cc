@@ -1,0 +1,179 @@
+// Activation quantization and the scalar reference of the quantized dot
+// product (quant_dot.h states the contract this implements literally).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/quant_dot.h"
+
+#pragma GCC optimize("fp-contract=off")
+
+namespace mtp::kernels::detail {
+namespace {
+
+float ld16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
+// Signed codes of a 32-element block (value = d · code).
+void codes32(GgmlType t, const uint8_t* b, int* c) {
+  if (t == GgmlType::Q8_0) {
+    for (int i = 0; i < 32; ++i) c[i] = static_cast<int8_t>(b[2 + i]);
+    return;
+  }
+  uint32_t qh = 0;
+  const uint8_t* qs = b + 2;
+  if (t == GgmlType::Q5_0) std::memcpy(&qh, b + 2, 4), qs = b + 6;
+  const int off = t == GgmlType::Q5_0 ? 16 : 8;
+  for (int i = 0; i < 16; ++i) {
+    c[i] = ((qs[i] & 15) | static_cast<int>((qh >> i & 1) << 4)) - off;
+    c[i + 16] = ((qs[i] >> 4) | static_cast<int>((qh >> (i + 16) & 1) << 4)) - off;
+  }
+}
+
+float tree(float* t, size_t n) {
+  for (size_t h = n / 2; h >= 1; h /= 2)
+    for (size_t l = 0; l < h; ++l) t[l] = t[l] + t[l + h];
+  return t[0];
+}
+
+// Rows [r0, r0 + n) of a against one weight row: each block decoded once.
+void dot32(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n, float* out) {
+  const size_t bb = ggml_type_info(static_cast<uint32_t>(t)).block_bytes;
+  thread_local std::vector<float> acc;
+  acc.assign(n * 16, 0.f);
+  int c[32];
+  for (size_t b = 0; b < a.cols / 32; ++b, w += bb) {
+    codes32(t, w, c);
+    const float dw = ld16(w);
+    for (size_t r = 0; r < n; ++r) {
+      const int8_t* xq = a.qrow(r0 + r) + 32 * b;
+      const float s = dw * a.drow(r0 + r)[b];
+      for (int l = 0; l < 8; ++l) {
+        int32_t p = 0;
+        for (int i = 4 * l; i < 4 * l + 4; ++i) p += c[i] * xq[i];
+        float& v = acc[r * 16 + static_cast<size_t>(l) + 8 * (b % 2)];
+        v = v + static_cast<float>(p) * s;
+      }
+    }
+  }
+  for (size_t r = 0; r < n; ++r) out[r] = tree(&acc[r * 16], 16) - 0.f;
+}
+
+// K types: unsigned codes q[256], the integer scale of each element in P,
+// and the per-lane min terms.
+void dotk(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n, float* out) {
+  const size_t bb = ggml_type_info(static_cast<uint32_t>(t)).block_bytes;
+  thread_local std::vector<float> acc, macc;
+  acc.assign(n * 8, 0.f);
+  macc.assign(n * 16, 0.f);
+  for (size_t sb = 0; sb < a.cols / 256; ++sb, w += bb) {
+    int q[256];
+    int sc_of[256];     // the integer scale multiplying element e in P
+    float wmin[16];  // the weight side of macc[g]
+    float d;
+    if (t == GgmlType::Q6_K) {
+      const auto* sc = reinterpret_cast<const int8_t*>(w + 192);
+      for (int e = 0; e < 256; ++e) {
+        const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+        const uint8_t lo = w[64 * h + l + 32 * (k & 1)];
+        q[e] = (k < 2 ? lo & 15 : lo >> 4) | ((w[128 + 32 * h + l] >> (2 * k)) & 3) << 4;
+        sc_of[e] = sc[e / 16];
+      }
+      d = ld16(w + 208);
+      for (int g = 0; g < 16; ++g) wmin[g] = d * static_cast<float>(32 * sc[g]);
+    } else {
+      const uint8_t* qh = t == GgmlType::Q5_K ? w + 16 : nullptr;
+      const uint8_t* qs = qh ? w + 48 : w + 16;
+      uint8_t sc[8], mn[8];
+      for (size_t j = 0; j < 8; ++j) scale_min_k4(w + 4, j, &sc[j], &mn[j]);
+      for (int e = 0; e < 256; ++e) {
+        const int c = e / 64, h = (e % 64) / 32, l = e % 32, j = 2 * c + h;
+        q[e] = (h ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 15) | (qh ? (qh[l] >> j & 1) << 4 : 0);
+        sc_of[e] = sc[j];
+      }
+      d = ld16(w);
+      const float dmin = ld16(w + 2);
+      for (int g = 0; g < 16; ++g) wmin[g] = dmin * static_cast<float>(mn[g / 2]);
+    }
+    for (size_t r = 0; r < n; ++r) {
+      const int8_t* xq = a.qrow(r0 + r) + 256 * sb;
+      const float* bf = a.bfrow(r0 + r) + 16 * sb;
+      const float s = d * a.drow(r0 + r)[sb];
+      for (int l = 0; l < 8; ++l) {
+        int32_t p = 0;
+        for (int c = 0; c < 8; ++c) {
+          int32_t part = 0;
+          for (int i = 32 * c + 4 * l; i < 32 * c + 4 * l + 4; ++i) part += q[i] * xq[i];
+          p += sc_of[32 * c + 4 * l] * part;
+        }
+        float& v = acc[r * 8 + static_cast<size_t>(l)];
+        v = v + static_cast<float>(p) * s;
+      }
+      for (size_t g = 0; g < 16; ++g) {
+        float& u = macc[r * 16 + g];
+        u = u + wmin[g] * bf[g];
+      }
+    }
+  }
+  for (size_t r = 0; r < n; ++r) out[r] = tree(&acc[r * 8], 8) - tree(&macc[r * 16], 16);
+}
+}  // namespace
+
+size_t act_block(GgmlType t) {
+  return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K ? 256 : 32;
+}
+
+void quantize_act(GgmlType t, const float* x, size_t x_stride, size_t rows, size_t cols,
+                  QuantAct& out) {
+  const size_t ab = act_block(t);
+  MTP_CHECK(cols % ab == 0, "quantize_act: cols {} not a multiple of {}", cols, ab);
+  out.rows = rows, out.cols = cols, out.ab = ab;
+  out.q.resize(rows * cols);
+  out.d.resize(rows * cols / ab);
+  out.bsum.resize(ab == 256 ? rows * cols / 16 : 0);
+  out.bsumf.resize(out.bsum.size());
+  const int off = t == GgmlType::Q4_0 ? 8 : t == GgmlType::Q5_0 ? 16 : 0;
+  out.xoff.resize(off ? rows * cols / 4 : 0);
+  for (size_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * x_stride;
+    int8_t* q = out.q.data() + r * cols;
+    for (size_t b = 0; b < cols / ab; ++b) {
+      float amax = 0;
+      for (size_t i = b * ab; i < (b + 1) * ab; ++i) amax = std::max(amax, std::fabs(xr[i]));
+      const float inv = amax > 0 ? 127.f / amax : 0.f;
+      out.d[r * (cols / ab) + b] = amax / 127.f;
+      for (size_t i = b * ab; i < (b + 1) * ab; ++i)
+        q[i] = static_cast<int8_t>(std::min(127.f, std::max(-127.f, std::nearbyint(xr[i] * inv))));
+    }
+    if (off)
+      for (size_t g = 0; g < cols / 4; ++g)
+        out.xoff[r * (cols / 4) + g] = off * (q[4 * g] + q[4 * g + 1] + q[4 * g + 2] + q[4 * g + 3]);
+    if (ab == 256)
+      for (size_t g = 0; g < cols / 16; ++g) {
+        int s = 0;
+        for (size_t i = 16 * g; i < 16 * g + 16; ++i) s += q[i];
+        out.bsum[r * (cols / 16) + g] = static_cast<int16_t>(s);
+        out.bsumf[r * (cols / 16) + g] = static_cast<float>(s) * out.d[r * (cols / ab) + g / 16];
+      }
+  }
+}
+
+void quant_dot_ref_rows(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n,
+                        float* out) {
+  if (a.ab == 32) return dot32(t, w, a, r0, n, out);
+  dotk(t, w, a, r0, n, out);
+}
+
+float quant_dot_ref(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r) {
+  float y;
+  quant_dot_ref_rows(t, w, a, r, 1, &y);
+  return y;
+}
+
+}  // namespace mtp::kernels::detail

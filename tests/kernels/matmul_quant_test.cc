@@ -1,0 +1,178 @@
+// Quantized weight kernels (kernels/matmul_quant.cc): on every SIMD target the
+// host runs, the kernel gives quant_dot_ref's bits (the contract of
+// quant_dot.h), is batch-invariant (q = 1..16, 1 and 2 threads), and is within
+// the activation-quantization bound of the fp32 product of the dequantized
+// weights; pack_blocks keeps GGUF blocks bit for bit.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/matmul.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/quant_dot.h"
+#include "kernels/simd.h"
+#include "test_util.h"
+
+namespace mtp::kernels {
+namespace {
+
+constexpr WeightType kQuantTypes[] = {WeightType::Q8_0, WeightType::Q4_0, WeightType::Q5_0,
+                                      WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
+
+using test::randn;
+uint32_t bits(float f) { return test::float_bits(f); }
+
+class QuantMatmul : public ::testing::TestWithParam<std::tuple<std::string, WeightType>> {
+ protected:
+  void SetUp() override {
+    set_simd_target(std::get<0>(GetParam()));
+    prev_ = detail::set_parallel_min_work(0);  // split every product over the threads
+  }
+  void TearDown() override {
+    set_simd_target("");
+    detail::set_parallel_min_work(prev_);
+  }
+  WeightType type() const { return std::get<1>(GetParam()); }
+  size_t cols() const {  // several blocks, an odd count of 32-blocks
+    return detail::act_block(weight_ggml_type(type())) == 256 ? 768 : 224;
+  }
+  size_t prev_ = 0;
+};
+INSTANTIATE_TEST_SUITE_P(
+    Simd, QuantMatmul,
+    ::testing::Combine(::testing::ValuesIn(available_simd_targets()),
+                       ::testing::ValuesIn(kQuantTypes)),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "_" + weight_type_name(std::get<1>(info.param));
+    });
+
+TEST_P(QuantMatmul, EqualsReferenceBitForBit) {
+  std::mt19937 rng(11);
+  const size_t rows = 37, c = cols(), q = 16;
+  auto wf = randn(rows * c, rng);
+  auto x = randn(q * c, rng);
+  x[5] = 30.f;  // an activation outlier
+  const PackedMatrix w = PackedMatrix::pack(wf.data(), DType::F32, rows, c, type());
+  ASSERT_EQ(w.hold(), type());
+  std::vector<float> y(q * rows);
+  matmul(w, x.data(), q, y.data(), nullptr);
+  detail::QuantAct act;
+  detail::quantize_act(weight_ggml_type(type()), x.data(), c, q, c, act);
+  const size_t rb = ggml_row_bytes(static_cast<uint32_t>(weight_ggml_type(type())), c);
+  for (size_t r = 0; r < q; ++r)
+    for (size_t o = 0; o < rows; ++o) {
+      const float want = detail::quant_dot_ref(weight_ggml_type(type()), w.data() + o * rb, act, r);
+      ASSERT_EQ(bits(y[r * rows + o]), bits(want)) << "row " << r << " out " << o;
+    }
+}
+
+TEST_P(QuantMatmul, BatchInvariant) {
+  std::mt19937 rng(12);
+  const size_t rows = 29, c = cols();
+  auto wf = randn(rows * c, rng, 0.1f);
+  auto x = randn(16 * c, rng);
+  const PackedMatrix w = PackedMatrix::pack(wf.data(), DType::F32, rows, c, type());
+  std::vector<float> one(16 * rows);
+  for (size_t r = 0; r < 16; ++r) matmul(w, x.data() + r * c, 1, one.data() + r * rows, nullptr);
+  ThreadPool pool2(2);
+  for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2})
+    for (size_t q = 1; q <= 16; ++q)
+      for (size_t r0 : {size_t(0), 16 - q}) {  // which rows share the call
+        std::vector<float> y(q * (rows + 3));
+        matmul(w, x.data() + r0 * c, c, q, y.data(), rows + 3, pool);
+        for (size_t r = 0; r < q; ++r)
+          for (size_t o = 0; o < rows; ++o)
+            ASSERT_EQ(bits(y[r * (rows + 3) + o]), bits(one[(r0 + r) * rows + o]))
+                << "q " << q << " r0 " << r0 << " row " << r << " out " << o
+                << (pool ? " 2 threads" : " 1 thread");
+      }
+}
+
+// |y − Σ w·x| <= Σ_blocks dx/2 · Σ|w| (activation rounding) + fp32 rounding
+// of both sums ((cols + 64)·2^-23 · Σ|w·x|), w the dequantized weights.
+TEST_P(QuantMatmul, WithinActivationBoundOfFp32) {
+  std::mt19937 rng(13);
+  const size_t rows = 17, c = cols(), q = 3;
+  auto wf = randn(rows * c, rng);
+  auto x = randn(q * c, rng);
+  const PackedMatrix w = PackedMatrix::pack(wf.data(), DType::F32, rows, c, type());
+  std::vector<float> y(q * rows), ref(q * rows), wr(c);
+  matmul(w, x.data(), q, y.data(), nullptr);
+  matmul_ref(w, x.data(), q, ref.data());
+  const size_t ab = detail::act_block(weight_ggml_type(type()));
+  for (size_t o = 0; o < rows; ++o) {
+    w.row_f32(o, wr.data());
+    for (size_t r = 0; r < q; ++r) {
+      double act = 0, mag = 0;
+      for (size_t b = 0; b < c / ab; ++b) {
+        double amax = 0, wsum = 0;
+        for (size_t i = b * ab; i < (b + 1) * ab; ++i) {
+          amax = std::max(amax, std::fabs(double(x[r * c + i])));
+          wsum += std::fabs(wr[i]);
+          mag += std::fabs(double(wr[i]) * x[r * c + i]);
+        }
+        act += amax / 127 / 2 * wsum;
+      }
+      const double tol = act + double(c + 64) * 0x1p-23 * mag;
+      EXPECT_LE(std::fabs(double(y[r * rows + o]) - ref[r * rows + o]), tol) << o << "," << r;
+    }
+  }
+}
+
+TEST(QuantPack, PackBlocksKeepsBitsAndRowF32Dequantizes) {
+  std::mt19937 rng(14);
+  for (WeightType wt : kQuantTypes) {
+    const GgmlType t = weight_ggml_type(wt);
+    const size_t rows = 5, c = 512, rb = ggml_row_bytes(static_cast<uint32_t>(t), c);
+    auto wf = randn(rows * c, rng);
+    std::vector<uint8_t> blocks(rows * rb);
+    for (size_t r = 0; r < rows; ++r) quantize_row(t, wf.data() + r * c, c, blocks.data() + r * rb);
+    const PackedMatrix m = PackedMatrix::pack_blocks(blocks.data(), t, rows, c);
+    EXPECT_EQ(m.hold(), wt);
+    EXPECT_EQ(m.bytes(), rows * rb);
+    EXPECT_EQ(std::memcmp(m.data(), blocks.data(), rows * rb), 0);
+    std::vector<float> got(c), want(c);
+    for (size_t r = 0; r < rows; ++r) {
+      m.row_f32(r, got.data());
+      dequantize_row(t, blocks.data() + r * rb, c, want.data());
+      for (size_t i = 0; i < c; ++i) ASSERT_EQ(bits(got[i]), bits(want[i]));
+    }
+    // The same matrix through pack() with this hold quantizes identically.
+    const PackedMatrix p = PackedMatrix::pack(wf.data(), DType::F32, rows, c, wt);
+    EXPECT_EQ(std::memcmp(p.data(), blocks.data(), rows * rb), 0);
+  }
+}
+
+TEST(QuantPack, FallbackHoldsForShortRows) {
+  std::mt19937 rng(15);
+  auto wf = randn(4 * 96, rng);
+  EXPECT_EQ(PackedMatrix::pack(wf.data(), DType::F32, 4, 96, WeightType::Q4_K).hold(), WeightType::Q5_0);
+  EXPECT_EQ(PackedMatrix::pack(wf.data(), DType::F32, 4, 96, WeightType::Q6_K).hold(), WeightType::Q8_0);
+  EXPECT_EQ(PackedMatrix::pack(wf.data(), DType::F32, 4, 96, WeightType::Q8_0).hold(), WeightType::Q8_0);
+  EXPECT_EQ(PackedMatrix::pack(wf.data(), DType::F32, 8, 48, WeightType::Q4_0).hold(), WeightType::BF16);
+  std::vector<uint8_t> b(1024);
+  EXPECT_THROW(PackedMatrix::pack_blocks(b.data(), GgmlType::Q4_K, 1, 96), ShapeError);
+  EXPECT_THROW(PackedMatrix::pack_blocks(b.data(), GgmlType::Q2_K, 1, 256), ShapeError);
+  // F16 blocks are held exactly (fp32), F32 and BF16 as they are.
+  const uint16_t h[2] = {0x3C01, 0xC000};
+  float row[2];
+  PackedMatrix::pack_blocks(h, GgmlType::F16, 1, 2).row_f32(0, row);
+  EXPECT_EQ(row[0], 1.f + 0x1p-10f);
+  EXPECT_EQ(row[1], -2.f);
+}
+
+TEST(QuantPack, WeightTypeNamesRoundTrip) {
+  for (WeightType t : kQuantTypes) EXPECT_EQ(parse_weight_type(weight_type_name(t)), t);
+  EXPECT_EQ(parse_weight_type("bf16"), WeightType::BF16);
+  EXPECT_THROW(parse_weight_type("q3_k"), InputError);
+  EXPECT_DOUBLE_EQ(weight_type_bytes_per_elem(WeightType::Q4_K), 144.0 / 256);
+}
+
+}  // namespace
+}  // namespace mtp::kernels
