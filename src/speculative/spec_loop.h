@@ -75,10 +75,16 @@ class ChainProposer : public Proposer {
 // Counters by depth: drafted[k] counts cycles whose tree reached depth k + 1
 // (for a chain: drafts at position k that were verified), accepted[k] those
 // whose accepted path did.
+// Per source (SpecStats::sources) also: tokens proposed (verified or not),
+// cycles it was chosen (of them probes, gate.h) and seconds spent drafting.
 struct DepthCounts {
   std::vector<long> drafted, accepted;
+  long proposed = 0, chosen = 0, probes = 0;
+  double time_s = 0;
   void resize(size_t n);
   std::vector<double> acceptance() const;  // accepted[k] / drafted[k]
+  long verified() const;                   // Σ drafted
+  long accepted_total() const;             // Σ accepted
 };
 
 struct SpecStats {
