@@ -150,7 +150,7 @@ void SpecSequence::accept(std::span<const int32_t> choices) {
     }
   }
   if (trace_) {
-    trace_->push_back({int(committed_.size()), tree_.token, tree_.parent, acc_.nodes, a});
+    trace_->push_back({int(committed_.size()), tree_.token, tree_.parent, acc_.nodes, a, tree_.source});
   }
   // Emit the accepted path, then the target's own token; stop at the first
   // token that ends generation.

@@ -113,6 +113,7 @@ struct CycleTrace {
   std::vector<int32_t> parents;   // the tree's parents
   std::vector<int32_t> accepted_nodes;
   int accepted = 0;               // a = accepted_nodes.size()
+  std::vector<DraftSource> source;  // the tree's sources
 };
 
 // One sequence's speculative generation, a cycle at a time. Stats and trace
