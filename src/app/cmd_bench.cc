@@ -134,6 +134,9 @@ std::vector<std::vector<int32_t>> corpus_tail(const std::string& path, const Ses
 }
 
 void run_bench(BenchArgs a) {
+  if (!a.lookup.lookup.empty() || !a.lookup.corpus.empty()) {
+    fail<InputError>("bench compares lookup sources with --sources mtp,prompt,history,union");
+  }
   // Every --temps value is checked before any model is loaded or run.
   for (float temp : a.temps) {
     SamplingArgs at = a.sampling;
