@@ -100,6 +100,19 @@ void SourceGate::observe(int source, int len, int accepted) {
   }
 }
 
+void SourceGate::observe_shadow(int source, int len, int matched, int known) {
+  if (source < 0 || len <= 0 || known <= 0) return;
+  Source& s = src_[size_t(source)];
+  const int acc = std::min({matched, known, len});
+  const bool rejected = matched < known && matched < len;
+  for (int j = 0; j < acc + (rejected ? 1 : 0); ++j) {
+    const size_t p = size_t(std::min(j, max_k_ - 1));
+    s.seen[p] = s.seen[p] * o_.decay + 1;
+    s.acc[p] = s.acc[p] * o_.decay + (j < acc ? 1 : 0);
+  }
+  s.idle = 0;
+}
+
 void SourceGate::observe_verify(int q, double seconds) {
   if (!o_.learn_costs || q < 1 || seconds <= 0) return;
   while (int(cost_.verify_s.size()) < q) cost_.verify_s.push_back(cost_.at(int(cost_.verify_s.size()) + 1));

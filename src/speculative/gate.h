@@ -18,6 +18,9 @@
 // interval is verified once with its full proposal (a probe), the interval
 // doubling (up to probe_max) while probes do not win and resetting when the
 // source wins on merit — so a useless source costs only its probes.
+// Sources whose proposals cost nothing (lookups) are also judged every cycle
+// against the tokens the target emitted (observe_shadow), so their estimates
+// stay live while another source is verified.
 //
 // Extension point (trees): value() and expected_tokens() are per (source, L);
 // a tree verifier would rank several sources' chains by value, merge them
@@ -65,6 +68,13 @@ class SourceGate {
   Choice choose(std::span<const int> available);
   // The verify of `len` drafts of `source` accepted `accepted` of them.
   void observe(int source, int len, int accepted);
+  // A proposal that was NOT verified, judged against what the target then
+  // emitted: `known` tokens of truth (the accepted drafts + the target's own),
+  // `matched` = the proposal's prefix equal to them. Positions < min(matched,
+  // known) count as accepted; position `matched` as rejected when matched <
+  // known and < len; deeper positions are unknown. Live evidence at no cost —
+  // it also stands in for a probe (the source's idle clock restarts).
+  void observe_shadow(int source, int len, int matched, int known);
   // Live timings: a verify of q rows; source s drafting a chain of len.
   void observe_verify(int q, double seconds);
   void observe_draft(int source, int len, double seconds);

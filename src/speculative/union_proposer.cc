@@ -77,15 +77,27 @@ void UnionProposer::propose(std::span<const int32_t> committed, int max_k, Draft
     }
   }
   choices_.push_back(last_.source);
+  pending_ = true;
   proposed_at_ = Clock::now();
 }
 
 void UnionProposer::commit(std::span<const int32_t> committed) {
+  if (!pending_) return;  // no proposal this cycle (the context left no room to draft)
+  pending_ = false;
   // Verify + accept took the time since propose returned: a (len + 1)-row cycle.
   gate_.observe_verify(last_len_ + 1, since(proposed_at_));
   const int accepted = std::clamp(int(committed.size()) - last_n_ - 1, 0, last_len_);
   gate_.observe(last_.source, last_len_, accepted);
   gate_.tick(last_);
+  // The lookups not verified, judged against what the target emitted.
+  const std::span<const int32_t> truth = committed.subspan(size_t(std::min(last_n_, int(committed.size()))));
+  for (size_t i = 0; i < lookups_.size(); ++i) {
+    const auto& p = proposals_[i];
+    if (int(i) == last_.source || p.empty()) continue;
+    const size_t n = std::min(p.size(), truth.size());
+    const int matched = int(std::mismatch(p.begin(), p.begin() + long(n), truth.begin()).first - p.begin());
+    gate_.observe_shadow(int(i), int(p.size()), matched, int(truth.size()));
+  }
 }
 
 }  // namespace mtp::speculative

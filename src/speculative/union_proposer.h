@@ -41,7 +41,8 @@ class UnionProposer : public Proposer {
                 CostModel cost, GateOptions gate, SpecStats* stats);
 
   void propose(std::span<const int32_t> committed, int max_k, DraftTree& tree) override;
-  // Records what the last verify accepted; the MTP catch-up waits (see above).
+  // Records what the last verify accepted (and judges the lookups not verified
+  // against the emitted tokens: gate.h); the MTP catch-up waits (see above).
   void commit(std::span<const int32_t> committed) override;
 
   const SourceGate& gate() const { return gate_; }
@@ -60,6 +61,7 @@ class UnionProposer : public Proposer {
   std::vector<int> available_, choices_;
   SourceGate::Choice last_;
   int last_n_ = 0, last_len_ = 0;
+  bool pending_ = false;  // a proposal awaits its commit
   int last_mtp_cycle_ = 0;  // cycle index after the MTP source last drafted
   Clock::time_point proposed_at_;
 };

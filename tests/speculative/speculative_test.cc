@@ -201,14 +201,17 @@ long check_union_equals_plain(const Fixture& f, const drafter::Drafter* d, int n
     std::vector<int32_t> prompt = test::random_tokens(rng, 2 + int(rng() % 12), c.vocab);
     prompt[0] = c.bos_id >= 0 ? c.bos_id : prompt[0];
     for (float temp : {0.f, 0.8f}) {
+     for (int ctx : {0, int(prompt.size()) + n_new / 2}) {  // a short context clips the drafts
       GenerateOptions o;
       o.n_new = n_new;
+      o.ctx = ctx;
       o.sampler.temperature = temp;
       o.sampler.seed = seed + uint64_t(i);
       GenerateResult plain = generate(*f.model, nullptr, prompt, o, nullptr);
       for (const Config& cf : configs) {
         if (cf.mtp && !d) continue;
-        SCOPED_TRACE(testing::Message() << "prompt " << i << " T=" << temp << " " << cf.name);
+        SCOPED_TRACE(testing::Message() << "prompt " << i << " T=" << temp << " ctx=" << ctx
+                                        << " " << cf.name);
         SpecOptions so;
         so.drafter = cf.mtp ? d : nullptr;
         so.lookup_prompt = cf.prompt;
@@ -239,6 +242,7 @@ long check_union_equals_plain(const Fixture& f, const drafter::Drafter* d, int n
         }
       }
       store.add(plain.token_ids);  // later prompts see earlier outputs
+     }
     }
   }
   return lazy;
