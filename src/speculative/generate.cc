@@ -126,8 +126,7 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
       proposer->prefill(prompt_ids);
     }
     if (speculate && spec.uses_union() && !cost) {
-      const int pos = std::clamp(int(prompt_ids.size()), 1, c.max_position - loop_k - 2);
-      cost = CostModel::from_times(forward_times(m, pos, loop_k + 1, 1, pool));
+      cost = CostModel::from_times(session_forward_times(target, loop_k + 1));
     }
   }
   res.timings.n_prompt = int(prompt_ids.size());

@@ -47,7 +47,7 @@ struct SpecOptions {
   bool gate = false;                      // skip sources below break-even (--no-gate: off)
   GateOptions gate_options;               // .enabled is set from `gate`
   // Seconds of a q-row verify, q = 1..; absent: timed at the start
-  // (forward_times, one round after two warm-ups), counted as prompt processing.
+  // (session_forward_times: ~3 decode steps), counted as prompt processing.
   std::optional<CostModel> cost;
   bool uses_union() const { return lookup_prompt || history || gate; }
   bool speculates() const { return drafter || lookup_prompt || history; }
