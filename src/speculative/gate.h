@@ -45,7 +45,7 @@ struct CostModel {
 
 struct GateOptions {
   bool enabled = true;        // false: never skip (always the best source with a proposal)
-  double decay = 0.75;        // rolling weight per observation of a position
+  double decay = 0.9;         // rolling weight per observation of a position (~10 cycles)
   double prior_accept = 0.5;  // α of a position never observed
   double prior_weight = 1.0;
   int probe_every = 16;       // cycles without a verify before a probe

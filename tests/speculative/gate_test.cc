@@ -111,9 +111,11 @@ TEST(Gate, SourceThatTurnsUselessStopsBeingVerified) {
   for (size_t c = switch_cycle; c < r.trace.size(); ++c) {
     if (r.choices[c] != 0) continue;
     // A probe comes after an idle interval; merit picks come in a run.
-    if (c > switch_cycle + 12) ++probes_after; else last_verified_on_merit = int(c);
+    // Merit: the first-position estimate falls as decay^j (0.9^j) and crosses
+    // break-even (α ≈ 0.05 at m(2) = 1.05) after ~29 misses.
+    if (c > switch_cycle + 32) ++probes_after; else last_verified_on_merit = int(c);
   }
-  EXPECT_LE(last_verified_on_merit - int(switch_cycle), 12);
+  EXPECT_LE(last_verified_on_merit - int(switch_cycle), 32);
   const size_t after = r.trace.size() - switch_cycle;
   EXPECT_LE(probes_after, int(after / 16) + 1) << "probes too frequent";
   // Throughput recovers: after the switch nearly every cycle is a 1-row step.
