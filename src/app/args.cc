@@ -5,6 +5,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -70,6 +71,35 @@ int resolve_draft_k(const DrafterArgs& a, int k_max, const std::string& k_max_wh
     fail<InputError>("--draft-k {} is outside 1..{} ({})", a.draft_k, k_max, k_max_what);
   }
   return a.draft_k;
+}
+
+bool LookupArgs::has(const std::string& s) const {
+  return std::find(lookup.begin(), lookup.end(), s) != lookup.end();
+}
+
+void add_lookup_flags(CLI::App* cmd, LookupArgs& a) {
+  cmd->add_option("--lookup", a.lookup,
+                  "Lookup draft sources beside (or without) the drafter, comma separated: prompt "
+                  "(continuations of earlier occurrences in the prompt and output), history "
+                  "(the most frequent continuation in earlier outputs and --lookup-corpus)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"prompt", "history"}));
+  cmd->add_option("--lookup-ngram-max", a.ngram_max,
+                  "Longest suffix (tokens) the lookups match, tried longest first")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--lookup-max-draft", a.max_draft, "Longest chain a lookup proposes")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd->add_option("--lookup-corpus", a.corpus,
+                  "Text (or .jsonl) the history source uses as its datastore");
+  cmd->add_option("--history-mb", a.history_mb,
+                  "Memory bound of the history datastore, MiB (oldest documents evicted first)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_flag("--no-gate", a.no_gate,
+                "Verify a source's proposal every cycle, even below break-even (default: the "
+                "live-gain gate skips it and re-probes it periodically)");
 }
 
 void add_sampling_flags(CLI::App* cmd, SamplingArgs& a, bool with_mode) {

@@ -64,6 +64,20 @@ void add_drafter_flags(CLI::App* cmd, DrafterArgs& a, unsigned which,
 // command. Returns --draft-k, or `k_default` when it was not given.
 int resolve_draft_k(const DrafterArgs& a, int k_max, const std::string& k_max_what, int k_default);
 
+// Lookup sources and the union (speculative/union_proposer.h): --lookup,
+// --lookup-ngram-max, --lookup-max-draft, --lookup-corpus, --history-mb,
+// --no-gate.
+struct LookupArgs {
+  std::vector<std::string> lookup;  // subset of {prompt, history}
+  int ngram_max = 4;
+  int max_draft = 8;
+  std::string corpus;      // --lookup-corpus (text or .jsonl): the history's datastore
+  double history_mb = 64;  // --history-mb
+  bool no_gate = false;    // --no-gate
+  bool has(const std::string& s) const;
+};
+void add_lookup_flags(CLI::App* cmd, LookupArgs& a);
+
 // Sampling: --temp, --top-k, --top-p, --min-p, --seed, --spec-sampling.
 struct SamplingArgs {
   float temp = 0.f;

@@ -147,4 +147,29 @@ void print_cycle_cost(const CycleCostResult& r, std::FILE* out) {
   fmt::print(out, "loop overhead (other) under 5 % of a cycle at every K: {}\n", under ? "yes" : "NO");
 }
 
+void print_sources(const speculative::SourcesResult& r, std::FILE* out) {
+  std::string m;
+  for (size_t q = 0; q < r.verify_s.size(); ++q) {
+    m += fmt::format("{}{:.2f}", q ? " " : "", r.verify_s[q] / r.verify_s[0]);
+  }
+  fmt::print(out, "verify cost m(q), q = 1..{}: {} (one decode {:.3f} ms, {} threads)\n",
+             r.verify_s.size(), m, 1e3 * r.verify_s[0], r.threads);
+  for (const auto& k : r.kinds) {
+    fmt::print(out, "\n### {} ({} prompts): plain {:.1f} tok/s\n\n", k.kind, k.prompts,
+               k.plain_tok_s());
+    fmt::print(out, "| source | tokens/cycle | tok/s | speedup | flips | chosen (probes) per source |\n");
+    fmt::print(out, "|---|---|---|---|---|---|\n");
+    for (size_t i = 0; i < k.runs.size(); ++i) {
+      const auto& run = k.runs[i];
+      std::string chosen;
+      for (const auto& [name, c] : run.stats.sources) {
+        chosen += fmt::format("{}{} {} ({})", chosen.empty() ? "" : ", ", name, c.chosen, c.probes);
+      }
+      fmt::print(out, "| {} | {:.2f} | {:.1f} | {:.2f} | {} | {} |\n", run.source,
+                 run.stats.tokens_per_cycle(), run.seconds > 0 ? run.tokens / run.seconds : 0,
+                 k.speedup(i), run.flips, chosen);
+    }
+  }
+}
+
 }  // namespace mtp::app

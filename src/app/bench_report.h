@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "speculative/bench.h"
+#include "speculative/bench_sources.h"
 
 namespace mtp::app {
 
@@ -24,5 +25,10 @@ void write_bench_plot(const BenchResult& r, const std::string& path);
 
 // A Markdown table and whether "other" stays under 5 % of a cycle at every K.
 void print_cycle_cost(const CycleCostResult& r, std::FILE* out);
+
+// bench --sources: per kind, a Markdown table of plain and each source
+// (tokens per cycle, tok/s, speedup, outputs differing), then per source the
+// times chosen / probes / acceptance by position.
+void print_sources(const speculative::SourcesResult& r, std::FILE* out);
 
 }  // namespace mtp::app

@@ -30,6 +30,7 @@
 #include "io/corpus.h"
 #include "io/prompts.h"
 #include "speculative/bench.h"
+#include "speculative/bench_sources.h"
 
 namespace mtp::app {
 
@@ -37,6 +38,8 @@ namespace {
 struct BenchArgs {
   ModelArgs model;
   DrafterArgs spec;
+  LookupArgs lookup;
+  std::vector<std::string> sources;  // --sources
   SamplingArgs sampling;
   std::vector<float> temps;                       // --temps
   std::vector<std::string> modes = {"coupled"};  // --spec-sampling (a list here)
@@ -53,6 +56,7 @@ struct BenchTarget {
   std::unique_ptr<drafter::Drafter> drafter;
   std::string model_name, drafter_name;
   std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::string> kinds;  // [prompt]: "kind" of the prompts file ("" = none)
 };
 
 speculative::BenchInputs inputs(const BenchTarget& t, BenchArgs& a) {
@@ -80,7 +84,10 @@ BenchTarget open_target(const BenchArgs& a) {
     t.drafter_name = t.drafter->path();
     auto prompts = io::read_prompts(a.prompts);
     if (a.max_prompts > 0 && int(prompts.size()) > a.max_prompts) prompts.resize(a.max_prompts);
-    for (const auto& p : prompts) t.prompts.push_back(t.session.tokenizer->encode(p.prompt, true));
+    for (const auto& p : prompts) {
+      t.prompts.push_back(t.session.tokenizer->encode(p.prompt, true));
+      t.kinds.push_back(p.kind);
+    }
     return t;
   }
   const std::pair<const char*, const std::string*> files[] = {
@@ -105,6 +112,7 @@ BenchTarget open_target(const BenchArgs& a) {
   for (auto& p : t.prompts) {
     for (int i = 0; i < kRandomPromptLen; ++i) p.push_back(int32_t(rng() % uint64_t(vocab)));
   }
+  t.kinds.assign(t.prompts.size(), "");
   return t;
 }
 
@@ -127,6 +135,9 @@ std::vector<std::vector<int32_t>> corpus_tail(const std::string& path, const Ses
 }
 
 void run_bench(BenchArgs a) {
+  if (!a.lookup.lookup.empty() || !a.lookup.corpus.empty()) {
+    fail<InputError>("bench compares lookup sources with --sources mtp,prompt,history,union");
+  }
   // Every --temps value is checked before any model is loaded or run.
   for (float temp : a.temps) {
     SamplingArgs at = a.sampling;
@@ -162,6 +173,42 @@ void run_bench(BenchArgs a) {
   if (!a.report.empty()) write_bench_report(res, a.report, t.model_name, t.drafter_name);
   if (!a.plot.empty()) write_bench_plot(res, a.plot);
   if (a.json) fmt::print("{}\n", res.to_json().dump());
+}
+
+void run_sources(BenchArgs a) {
+  if (a.cycle_cost || !a.temps.empty() || !a.report.empty() || !a.plot.empty() || !a.corpus.empty()) {
+    fail<InputError>("--sources runs its own comparison: not with --cycle-cost, --temps, --report, "
+                     "--plot or --corpus");
+  }
+  if (!a.lookup.lookup.empty()) {
+    fail<InputError>("with --sources, --lookup is implied (prompt, history and union name the lookups)");
+  }
+  const BenchTarget t = open_target(a);
+  speculative::SourceBenchOptions o;
+  o.sources = a.sources;
+  o.kinds = t.kinds;
+  o.lookup.ngram_max = a.lookup.ngram_max;
+  o.lookup.max_draft = a.lookup.max_draft;
+  o.history_mb = a.lookup.history_mb;
+  o.gate = !a.lookup.no_gate;
+  if (!a.lookup.corpus.empty()) {
+    LookupArgs la = a.lookup;
+    la.lookup = {"history"};
+    o.corpus = lookup_corpus(la, t.session.tokenizer.get());
+  }
+  const int dk = t.drafter->config().K;
+  o.draft_k = resolve_draft_k(a.spec, dk, "the drafter's K", dk);
+  const speculative::SourcesResult res = speculative::run_sources(inputs(t, a), o, a.n, a.repeat);
+  print_sources(res, stderr);
+  if (a.json) {
+    nlohmann::json j = res.to_json();
+    j["model"] = t.model_name;
+    j["drafter"] = t.drafter_name;
+    j["n"] = a.n;
+    j["repeat"] = a.repeat;
+    j["sampling"] = sampling_json(a.sampling);
+    fmt::print("{}\n", j.dump());
+  }
 }
 
 void run_cycle_cost(BenchArgs a) {
@@ -223,9 +270,17 @@ void add_bench(CLI::App& root) {
                   "coupled (output == plain for the seed), rejection (min(1, p/q))")
       ->delimiter(',')
       ->check(CLI::IsMember({"coupled", "rejection"}));
+  cmd->add_option("--sources", a->sources,
+                  "Instead: each draft source alone and the union vs plain, per prompt \"kind\" "
+                  "(comma separated): mtp (gated), mtp-nogate (every cycle), prompt, history "
+                  "(other prompts' outputs and --lookup-corpus, never the prompt's own runs), union")
+      ->delimiter(',')
+      ->check(CLI::IsMember(speculative::bench_source_names()));
+  add_lookup_flags(cmd, a->lookup);
   cmd->add_flag("--json", a->json, "Print one JSON object");
   cmd->callback([a] {
     a->sampling.spec_sampling = a->modes.empty() ? "coupled" : a->modes.front();
+    if (!a->sources.empty()) return run_sources(*a);
     a->cycle_cost ? run_cycle_cost(*a) : run_bench(*a);
   });
 }

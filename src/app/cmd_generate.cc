@@ -27,6 +27,7 @@ struct GenerateArgs {
   int ctx = 0;
   bool json = false, no_special = false;
   DrafterArgs spec;
+  LookupArgs lookup;
 };
 
 void run_generate(GenerateArgs a) {
@@ -44,6 +45,11 @@ void run_generate(GenerateArgs a) {
   if (dr) so.draft_k = resolve_draft_k(a.spec, dr->config().K, "the drafter's K", dr->config().K);
   so.p_min = a.spec.p_min;
   so.mode = spec_sampling_mode(a.sampling);
+  std::unique_ptr<speculative::HistoryStore> history;
+  if (!a.spec.no_spec) {
+    history = open_history(a.lookup, s.tokenizer.get());
+    apply_lookup_args(a.lookup, history.get(), so);
+  }
   o.n_new = a.n;
   o.stop = a.stop;
   o.ctx = a.ctx;
@@ -99,6 +105,7 @@ void add_generate(CLI::App& root) {
   cmd->add_flag("--no-special", a->no_special, "Do not add BOS/EOS to the prompt");
   cmd->add_flag("--json", a->json, "Print one JSON object instead of streaming text");
   add_drafter_flags(cmd, a->spec, kAllDrafterFlags);
+  add_lookup_flags(cmd, a->lookup);
   cmd->callback([a] { run_generate(*a); });
 }
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "io/corpus.h"
 #include "model/fingerprint.h"
 
 namespace fs = std::filesystem;
@@ -34,6 +35,40 @@ std::unique_ptr<drafter::Drafter> random_drafter(const model::Model& m, int K, u
       {{"kind", "random-init"}, {"seed", seed}}, DType::BF16, hold));
 }
 
+std::vector<std::vector<int32_t>> lookup_corpus(const LookupArgs& a, const io::Tokenizer* tok) {
+  std::vector<std::vector<int32_t>> out;
+  if (a.corpus.empty()) return out;
+  if (!tok) fail<InputError>("--lookup-corpus needs a tokenizer (a random target has none)");
+  std::vector<std::string> docs;
+  io::read_corpus(a.corpus, docs);
+  for (const std::string& d : docs) out.push_back(tok->encode(d, false));
+  return out;
+}
+
+std::unique_ptr<speculative::HistoryStore> open_history(const LookupArgs& a,
+                                                        const io::Tokenizer* tok) {
+  if (!a.has("history")) {
+    if (!a.corpus.empty()) {
+      fail<InputError>("--lookup-corpus is the history's datastore: add --lookup history");
+    }
+    return nullptr;
+  }
+  auto h = std::make_unique<speculative::HistoryStore>(a.ngram_max,
+                                                       size_t(a.history_mb * double(1 << 20)));
+  for (const auto& d : lookup_corpus(a, tok)) h->add(d);
+  return h;
+}
+
+void apply_lookup_args(const LookupArgs& a, const speculative::HistoryStore* history,
+                       speculative::SpecOptions& so) {
+  so.lookup_prompt = a.has("prompt");
+  so.history = history;
+  so.lookup.ngram_max = a.ngram_max;
+  so.lookup.max_draft = a.max_draft;
+  so.lookup.validate();
+  so.gate = !a.no_gate;
+}
+
 void print_spec_stats(const speculative::SpecStats& s) {
   std::string acc;
   auto a = s.acceptance();
@@ -47,6 +82,16 @@ void print_spec_stats(const speculative::SpecStats& s) {
              s.cycles, s.tokens_per_cycle(), acc, total > 0 ? 100 * s.time_draft_s / total : 0,
              total > 0 ? 100 * s.time_verify_s / total : 0,
              total > 0 ? 100 * s.time_other_s / total : 0);
+  for (const auto& [name, c] : s.sources) {
+    std::string pos;
+    auto ca = c.acceptance();
+    for (size_t k = 0; k < ca.size(); ++k) pos += fmt::format("{}{:.2f}", k ? " " : "", ca[k]);
+    fmt::print(stderr,
+               "[  {}: chosen {} cycles ({} probes), proposed {}, verified {}, accepted {} | "
+               "acceptance by position: {} | {:.3f} s drafting]\n",
+               name, c.chosen, c.probes, c.proposed, c.verified(), c.accepted_total(), pos,
+               c.time_s);
+  }
 }
 
 }  // namespace mtp::app

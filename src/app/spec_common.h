@@ -7,6 +7,8 @@
 
 #include "app/common.h"
 #include "drafter/drafter.h"
+#include "speculative/generate.h"
+#include "speculative/history.h"
 #include "speculative/spec_loop.h"
 
 namespace mtp::app {
@@ -22,7 +24,17 @@ std::unique_ptr<drafter::Drafter> open_drafter(const ModelArgs& a, const std::st
 std::unique_ptr<drafter::Drafter> random_drafter(const model::Model& m, int K, uint64_t seed,
                                                  kernels::WeightType hold);
 
-// Human-readable stats to stderr.
+// --lookup-corpus's documents as token ids (empty without the flag; a
+// corpus needs a tokenizer: InputError naming the flag otherwise).
+std::vector<std::vector<int32_t>> lookup_corpus(const LookupArgs& a, const io::Tokenizer* tok);
+// The history datastore of --lookup history (null without it): the corpus.
+std::unique_ptr<speculative::HistoryStore> open_history(const LookupArgs& a,
+                                                        const io::Tokenizer* tok);
+// The lookup flags into SpecOptions (history: the store, may be null).
+void apply_lookup_args(const LookupArgs& a, const speculative::HistoryStore* history,
+                       speculative::SpecOptions& so);
+
+// Human-readable stats to stderr (and one line per draft source).
 void print_spec_stats(const speculative::SpecStats& s);
 
 }  // namespace mtp::app

@@ -24,11 +24,14 @@ std::vector<PromptEntry> read_prompts(const std::string& path) {
     if (!j.is_object() || !j.contains("prompt") || !j["prompt"].is_string()) {
       fail<FormatError>("{}:{}: expected {{\"prompt\": \"...\", \"lang\": \"..\"}}", path, n);
     }
-    if (j.contains("lang") && !j["lang"].is_string() && !j["lang"].is_null()) {
-      fail<FormatError>("{}:{}: \"lang\" must be a string, got {}", path, n, j["lang"].dump());
-    }
-    PromptEntry e{j["prompt"].get<std::string>(),
-                  j.contains("lang") && j["lang"].is_string() ? j["lang"].get<std::string>() : ""};
+    auto optional_string = [&](const char* key) -> std::string {
+      if (!j.contains(key) || j[key].is_null()) return "";
+      if (!j[key].is_string()) {
+        fail<FormatError>("{}:{}: \"{}\" must be a string, got {}", path, n, key, j[key].dump());
+      }
+      return j[key].get<std::string>();
+    };
+    PromptEntry e{j["prompt"].get<std::string>(), optional_string("lang"), optional_string("kind")};
     if (!is_valid_utf8(e.prompt)) fail<InputError>("{}:{}: prompt is not valid UTF-8", path, n);
     out.push_back(std::move(e));
   }

@@ -44,6 +44,29 @@ std::vector<double> forward_times(const model::Model& m, int pos, int q_max, int
   return med;
 }
 
+std::vector<double> session_forward_times(TargetSession& s, int q_max) {
+  const int n = s.forwarded();
+  q_max = std::max(1, std::min(q_max, s.ctx() - n));
+  const int32_t tok = 0;
+  std::vector<int32_t> tokens(size_t(q_max), tok);
+  std::vector<float> logits(size_t(q_max) * size_t(s.model().config().vocab));
+  auto time_q = [&](int q) {
+    const auto t0 = std::chrono::steady_clock::now();
+    s.forward(std::span<const int32_t>(tokens.data(), size_t(q)), logits.data());
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    s.truncate(n);
+    return sec;
+  };
+  const double t1 = time_q(1);
+  std::vector<double> out(size_t(q_max), t1);
+  if (q_max == 1) return out;
+  const double t2 = std::max(t1, time_q(2));
+  const double tq = q_max > 2 ? std::max(t2, time_q(q_max)) : t2;
+  out[1] = t2;
+  for (int q = 3; q <= q_max; ++q) out[size_t(q - 1)] = t2 + (tq - t2) * (q - 2) / double(q_max - 2);
+  return out;
+}
+
 double sampling_seconds(size_t vocab, const SamplerOptions& o, int reps) {
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.f, 3.f);

@@ -7,6 +7,7 @@
 
 #include "model/forward.h"
 #include "speculative/sampler.h"
+#include "speculative/target_session.h"
 
 namespace mtp::speculative {
 
@@ -14,6 +15,13 @@ namespace mtp::speculative {
 // pos .. pos + q - 1, q = 1..q_max, after `pos` positions of random context.
 std::vector<double> forward_times(const model::Model& m, int pos, int q_max, int reps,
                                   ThreadPool* pool);
+
+// A quick curve for the union's gate (gate.h): seconds of a q-row forward at
+// the session's next positions for q = 1..q_max (capped by its context),
+// timed once each at q = 1, 2 and q_max and linear in between — about three
+// decode steps of work — then rolled back (the rows written past forwarded()
+// are rewritten by the next forward before anything reads them).
+std::vector<double> session_forward_times(TargetSession& s, int q_max);
 
 // Median seconds of one Sampler::sample (sampler.h: truncation and the keyed
 // Gumbel noise for every kept candidate) on a logits row of `vocab` random

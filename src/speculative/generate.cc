@@ -6,7 +6,9 @@
 #include <optional>
 
 #include "core/error.h"
+#include "speculative/forward_timing.h"
 #include "speculative/mtp_proposer.h"
+#include "speculative/union_proposer.h"
 #include "speculative/target_session.h"
 
 namespace mtp::speculative {
@@ -69,6 +71,12 @@ int resolve_ctx(const model::ModelConfig& c, int requested, int64_t needed) {
   return int(ctx);
 }
 
+int SpecOptions::max_draft() const {
+  int k = drafter ? (draft_k > 0 ? draft_k : drafter->config().K) : 0;
+  if (lookup_prompt || history) k = std::max(k, lookup.max_draft);
+  return k;
+}
+
 GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
                         const std::vector<int32_t>& prompt_ids, const GenerateOptions& opt,
                         ThreadPool* pool, const TextCallback& on_text, const SpecOptions& spec) {
@@ -78,7 +86,9 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
     fail<InputError>("the prompt is empty and the tokenizer adds no BOS token: nothing to "
                      "condition on");
   }
-  const int64_t max_k = spec.drafter ? std::max(spec.draft_k, spec.drafter->config().K) : 0;
+  if (spec.lookup_prompt || spec.history) spec.lookup.validate();
+  const int64_t max_k = std::max(spec.drafter ? std::max(spec.draft_k, spec.drafter->config().K) : 0,
+                                 spec.max_draft());
   const int ctx = resolve_ctx(c, opt.ctx, int64_t(prompt_ids.size()) + opt.n_new + max_k + 1);
   if (int(prompt_ids.size()) >= ctx) {
     fail<InputError>("the prompt is {} tokens; the context is {} (--ctx), which leaves no room "
@@ -92,29 +102,32 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
   TargetSession target(m, ctx, pool);
   std::vector<float> logits(c.vocab);
 
-  const bool speculate = spec.drafter != nullptr;
-  const int draft_k = speculate && spec.draft_k > 0 ? spec.draft_k
-                      : speculate                   ? spec.drafter->config().K
-                                                    : 0;
-  if (speculate && (draft_k < 1 || draft_k > spec.drafter->config().K)) {
+  const bool speculate = spec.speculates();
+  const int draft_k = !spec.drafter ? 0 : spec.draft_k > 0 ? spec.draft_k : spec.drafter->config().K;
+  const int loop_k = spec.max_draft();
+  if (spec.drafter && (draft_k < 1 || draft_k > spec.drafter->config().K)) {
     fail<InputError>("draft length {} is outside 1..{} (the drafter's K)", draft_k,
                      spec.drafter->config().K);
   }
   if (speculate) {
     res.stats = SpecStats{};
-    res.stats->drafted.assign(draft_k, 0);
-    res.stats->accepted.assign(draft_k, 0);
+    res.stats->drafted.assign(loop_k, 0);
+    res.stats->accepted.assign(loop_k, 0);
   }
 
   // Prompt processing: the target's prefill and, when speculating, the
   // drafter's modules over the same prompt (timed together as prompt_s).
   auto t0 = Clock::now();
   std::optional<MtpProposer> proposer;
+  std::optional<CostModel> cost = spec.cost;
   if (!sink.done()) {
     target.prefill(prompt_ids, logits.data());
-    if (speculate) {
+    if (spec.drafter) {
       proposer.emplace(*spec.drafter, target, spec.p_min, draft_k, opt.sampler, spec.mode);
       proposer->prefill(prompt_ids);
+    }
+    if (speculate && spec.uses_union() && !cost) {
+      cost = CostModel::from_times(session_forward_times(target, loop_k + 1));
     }
   }
   res.timings.n_prompt = int(prompt_ids.size());
@@ -127,9 +140,22 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
     committed.push_back(sink.tokens().back());
     if (speculate) {
       TargetVerifier verifier(target, opt.sampler, spec.mode);
-      speculative_loop(verifier, *proposer, committed, sink, draft_k, ctx, *res.stats,
-                       spec.record_trace ? &res.trace : nullptr);
-      res.stats->time_module_s = proposer->module_seconds();
+      std::vector<CycleTrace>* trace = spec.record_trace ? &res.trace : nullptr;
+      if (spec.uses_union()) {
+        std::optional<PromptLookup> prompt;
+        std::optional<HistorySource> history;
+        std::vector<ChainSource*> lookups;
+        if (spec.lookup_prompt) lookups.push_back(&prompt.emplace(spec.lookup));
+        if (spec.history) lookups.push_back(&history.emplace(*spec.history, spec.lookup.max_draft));
+        GateOptions g = spec.gate_options;
+        g.enabled = spec.gate;
+        UnionProposer u(std::move(lookups), proposer ? &*proposer : nullptr, draft_k, loop_k,
+                        *cost, g, &*res.stats);
+        speculative_loop(verifier, u, committed, sink, loop_k, ctx, *res.stats, trace);
+      } else {
+        speculative_loop(verifier, *proposer, committed, sink, draft_k, ctx, *res.stats, trace);
+      }
+      if (proposer) res.stats->time_module_s = proposer->module_seconds();
     } else {
       while (!sink.done()) {
         if (int(committed.size()) >= ctx) {

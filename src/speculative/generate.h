@@ -13,6 +13,9 @@
 #include "drafter/drafter.h"
 #include "io/tokenizer.h"
 #include "model/forward.h"
+#include "speculative/gate.h"
+#include "speculative/history.h"
+#include "speculative/lookup.h"
 #include "speculative/sampler.h"
 #include "speculative/spec_loop.h"
 #include "speculative/token_sink.h"
@@ -35,6 +38,22 @@ struct SpecOptions {
   // rejection sampling (same distribution, another sample); see sampler.h.
   SpecSampling mode = SpecSampling::Coupled;
   bool record_trace = false;
+  // The union (union_proposer.h): lookup sources beside or instead of the
+  // drafter, one chain per cycle chosen by live gain per second. It runs when
+  // a lookup source is on or `gate` is set (then also for the drafter alone:
+  // a drafter below break-even costs only its probes).
+  bool lookup_prompt = false;             // --lookup prompt
+  const HistoryStore* history = nullptr;  // --lookup history (read only here)
+  LookupOptions lookup;                   // --lookup-ngram-max, --lookup-max-draft
+  bool gate = false;                      // skip sources below break-even (--no-gate: off)
+  GateOptions gate_options;               // .enabled is set from `gate`
+  // Seconds of a q-row verify, q = 1..; absent: timed at the start
+  // (session_forward_times: ~3 decode steps), counted as prompt processing.
+  std::optional<CostModel> cost;
+  bool uses_union() const { return lookup_prompt || history || gate; }
+  bool speculates() const { return drafter || lookup_prompt || history; }
+  // The longest chain a cycle may verify: the drafter's length and the lookups'.
+  int max_draft() const;
 };
 
 struct Timings {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <numeric>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -33,6 +34,10 @@ void DepthCounts::resize(size_t n) {
 }
 
 std::vector<double> DepthCounts::acceptance() const { return ratios(accepted, drafted); }
+long DepthCounts::verified() const { return std::accumulate(drafted.begin(), drafted.end(), 0L); }
+long DepthCounts::accepted_total() const {
+  return std::accumulate(accepted.begin(), accepted.end(), 0L);
+}
 
 std::vector<double> SpecStats::acceptance() const { return ratios(accepted, drafted); }
 
@@ -61,13 +66,21 @@ void SpecStats::add(const SpecStats& x) {
     DepthCounts& into = sources[name];
     add_into(into.drafted, c.drafted);
     add_into(into.accepted, c.accepted);
+    into.proposed += c.proposed;
+    into.chosen += c.chosen;
+    into.probes += c.probes;
+    into.time_s += c.time_s;
   }
 }
 
 nlohmann::json SpecStats::to_json() const {
   nlohmann::json src = nlohmann::json::object();
   for (const auto& [name, c] : sources) {
-    src[name] = {{"drafted", c.drafted}, {"accepted", c.accepted}, {"acceptance", c.acceptance()}};
+    src[name] = {{"drafted", c.drafted},   {"accepted", c.accepted},
+                 {"acceptance", c.acceptance()}, {"proposed", c.proposed},
+                 {"verified", c.verified()}, {"accepted_tokens", c.accepted_total()},
+                 {"chosen", c.chosen},     {"probes", c.probes},
+                 {"time_s", c.time_s}};
   }
   return {{"cycles", cycles},
           {"drafted", drafted},
@@ -137,7 +150,7 @@ void SpecSequence::accept(std::span<const int32_t> choices) {
     }
   }
   if (trace_) {
-    trace_->push_back({int(committed_.size()), tree_.token, tree_.parent, acc_.nodes, a});
+    trace_->push_back({int(committed_.size()), tree_.token, tree_.parent, acc_.nodes, a, tree_.source});
   }
   // Emit the accepted path, then the target's own token; stop at the first
   // token that ends generation.

@@ -75,10 +75,16 @@ class ChainProposer : public Proposer {
 // Counters by depth: drafted[k] counts cycles whose tree reached depth k + 1
 // (for a chain: drafts at position k that were verified), accepted[k] those
 // whose accepted path did.
+// Per source (SpecStats::sources) also: tokens proposed (verified or not),
+// cycles it was chosen (of them probes, gate.h) and seconds spent drafting.
 struct DepthCounts {
   std::vector<long> drafted, accepted;
+  long proposed = 0, chosen = 0, probes = 0;
+  double time_s = 0;
   void resize(size_t n);
   std::vector<double> acceptance() const;  // accepted[k] / drafted[k]
+  long verified() const;                   // Σ drafted
+  long accepted_total() const;             // Σ accepted
 };
 
 struct SpecStats {
@@ -107,6 +113,7 @@ struct CycleTrace {
   std::vector<int32_t> parents;   // the tree's parents
   std::vector<int32_t> accepted_nodes;
   int accepted = 0;               // a = accepted_nodes.size()
+  std::vector<DraftSource> source;  // the tree's sources
 };
 
 // One sequence's speculative generation, a cycle at a time. Stats and trace

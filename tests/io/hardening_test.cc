@@ -206,6 +206,11 @@ TEST(PromptsHardening, NonStringFieldsAreFormatErrors) {
   expect_error<FormatError>([&] { read_prompts(p); }, {p + ":2"});
   p = write_file("prh", "p.jsonl", "{\"prompt\": \"x\", \"lang\": \"en\"}\n");
   EXPECT_EQ(read_prompts(p).at(0).lang, "en");
+  p = write_file("prh", "p.jsonl", "{\"prompt\": \"x\", \"kind\": [1]}\n");
+  expect_error<FormatError>([&] { read_prompts(p); }, {p + ":1", "kind", "[1]"});
+  p = write_file("prh", "p.jsonl", "{\"prompt\": \"x\", \"kind\": \"quote\"}\n{\"prompt\": \"y\"}\n");
+  EXPECT_EQ(read_prompts(p).at(0).kind, "quote");
+  EXPECT_EQ(read_prompts(p).at(1).kind, "");
 }
 
 // ---------------------------------------------------------------- coverage

@@ -16,6 +16,7 @@
 #include "model/loader.h"
 #include "model_util.h"
 #include "speculative/generate.h"
+#include "speculative/history.h"
 #include "drafter/teacher_forced.h"
 #include "test_util.h"
 
@@ -172,6 +173,98 @@ TEST(Speculative, EveryArchitectureMatchesPlain) {
       check_spec_equals_plain(f, d, 30, 3, 11, ch);  // 30 tokens > sliding window 7
     }
   }
+}
+
+// The union (union_proposer.h) with each source alone and all together,
+// gated and not: output == plain generation (greedy, and coupled sampling at
+// T > 0 with a seed); at T = 0 every live MTP draft inside the union equals
+// teacher forcing, also in cycles after the MTP source was skipped (its rows
+// caught up lazily). Returns the MTP cycles that followed a skipped cycle.
+long check_union_equals_plain(const Fixture& f, const drafter::Drafter* d, int n_new,
+                              int n_prompts, unsigned seed) {
+  std::mt19937 rng(seed);
+  const auto& c = f.model->config();
+  long lazy = 0;
+  // A datastore from unrelated random text and one plain output per prompt set.
+  HistoryStore store(3, size_t(1) << 20);
+  for (int i = 0; i < 4; ++i) store.add(test::random_tokens(rng, 40, c.vocab));
+  struct Config {
+    const char* name;
+    bool prompt, history, mtp, gate;
+  };
+  const Config configs[] = {{"prompt", true, false, false, true},
+                            {"history", false, true, false, true},
+                            {"mtp-gated", false, false, true, true},
+                            {"union", true, true, true, true},
+                            {"union-ungated", true, true, true, false}};
+  for (int i = 0; i < n_prompts; ++i) {
+    std::vector<int32_t> prompt = test::random_tokens(rng, 2 + int(rng() % 12), c.vocab);
+    prompt[0] = c.bos_id >= 0 ? c.bos_id : prompt[0];
+    for (float temp : {0.f, 0.8f}) {
+     for (int ctx : {0, int(prompt.size()) + n_new / 2}) {  // a short context clips the drafts
+      GenerateOptions o;
+      o.n_new = n_new;
+      o.ctx = ctx;
+      o.sampler.temperature = temp;
+      o.sampler.seed = seed + uint64_t(i);
+      GenerateResult plain = generate(*f.model, nullptr, prompt, o, nullptr);
+      for (const Config& cf : configs) {
+        if (cf.mtp && !d) continue;
+        SCOPED_TRACE(testing::Message() << "prompt " << i << " T=" << temp << " ctx=" << ctx
+                                        << " " << cf.name);
+        SpecOptions so;
+        so.drafter = cf.mtp ? d : nullptr;
+        so.lookup_prompt = cf.prompt;
+        so.history = cf.history ? &store : nullptr;
+        so.lookup.max_draft = 5;
+        so.gate = cf.gate;
+        so.gate_options.probe_every = 3;  // probe often: exercise the lazy catch-up
+        so.record_trace = true;
+        GenerateResult spec = generate(*f.model, nullptr, prompt, o, nullptr, nullptr, so);
+        EXPECT_EQ(spec.token_ids, plain.token_ids);
+        EXPECT_EQ(spec.finish_reason, plain.finish_reason);
+        if (temp != 0.f || !cf.mtp) continue;
+        std::vector<int32_t> seq = prompt;
+        seq.insert(seq.end(), spec.token_ids.begin(), spec.token_ids.end());
+        drafter::TeacherForced tf = drafter::teacher_forced(*f.model, *d, seq, nullptr);
+        bool prev_mtp = true;
+        for (const CycleTrace& cyc : spec.trace) {
+          const bool is_mtp = !cyc.source.empty() && cyc.source[0].kind == DraftSource::Kind::Mtp;
+          if (is_mtp && !prev_mtp) ++lazy;
+          prev_mtp = is_mtp;
+          if (!is_mtp) continue;
+          const int N = cyc.n_committed, t = N - 2;
+          for (int j = 0; j < int(cyc.drafts.size()) && j <= cyc.accepted; ++j) {
+            if (N + j - 1 >= int(seq.size())) break;
+            EXPECT_EQ(tf.argmax[j][t], cyc.drafts[j])
+                << "live draft d_" << j << " at N=" << N << " differs from teacher forcing";
+          }
+        }
+      }
+      store.add(plain.token_ids);  // later prompts see earlier outputs
+     }
+    }
+  }
+  return lazy;
+}
+
+TEST(Speculative, UnionMatchesPlainOnRandomModels) {
+  for (int vocab : {8, 64}) {
+    test::RandomSpec spec = test::RandomSpec::for_arch(model::Arch::Llama);
+    spec.vocab = vocab;
+    spec.eos_ids = {};
+    std::string dir = test::random_hf_checkpoint("spec-union", spec);
+    Fixture f = load(dir);
+    drafter::Drafter d = random_drafter(f, 3, 0, 7);
+    EXPECT_GT(check_union_equals_plain(f, &d, 60, 4, 31), 0) << "vocab " << vocab;
+  }
+}
+
+TEST(Speculative, UnionMatchesPlainOnStories260K) {
+  MTP_REQUIRE_SHARED(path, "models/stories260K/stories260K.bin");
+  Fixture f = load(path);
+  drafter::Drafter d = random_drafter(f, 3, 0, 3);
+  check_union_equals_plain(f, &d, 60, 3, 41);
 }
 
 TEST(Speculative, DrafterForAnotherTargetIsRefused) {

@@ -1,0 +1,145 @@
+#include "speculative/gate.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace mtp::speculative {
+
+double CostModel::at(int q) const {
+  MTP_CHECK(!verify_s.empty() && q >= 1, "cost model for q = {} with {} points", q,
+            verify_s.size());
+  const int n = int(verify_s.size());
+  if (q <= n) return verify_s[size_t(q - 1)];
+  const double slope = n >= 2 ? std::max(0.0, verify_s[size_t(n - 1)] - verify_s[size_t(n - 2)])
+                              : verify_s[0];
+  return verify_s[size_t(n - 1)] + slope * (q - n);
+}
+
+SourceGate::SourceGate(int n_sources, int max_k, CostModel cost, GateOptions o)
+    : max_k_(max_k), cost_(std::move(cost)), o_(o) {
+  MTP_CHECK(max_k >= 1 && n_sources >= 0, "gate for {} sources, max_k {}", n_sources, max_k);
+  cost_.at(1);
+  src_.resize(size_t(n_sources));
+  for (Source& s : src_) {
+    s.acc.assign(size_t(max_k), o_.prior_accept * o_.prior_weight);
+    s.seen.assign(size_t(max_k), o_.prior_weight);
+    s.draft_s.assign(size_t(max_k) + 1, -1.0);
+    s.interval = o_.probe_every;
+  }
+}
+
+double SourceGate::acceptance(int source, int pos) const {
+  const Source& s = src_[size_t(source)];
+  const size_t p = size_t(std::min(pos, max_k_ - 1));
+  return s.seen[p] > 0 ? s.acc[p] / s.seen[p] : 0.0;
+}
+
+double SourceGate::expected_tokens(int source, int len) const {
+  double e = 1, reach = 1;
+  for (int i = 0; i < len; ++i) {
+    reach *= acceptance(source, i);
+    e += reach;
+  }
+  return e;
+}
+
+double SourceGate::draft_seconds(const Source& s, int len) const {
+  if (len <= 0) return 0;
+  if (s.draft_s[size_t(len)] >= 0) return s.draft_s[size_t(len)];
+  // Never seen at this length: scale the nearest length seen (0 if none).
+  for (int d = 1; d <= max_k_; ++d) {
+    for (int l : {len - d, len + d}) {
+      if (l >= 1 && l <= max_k_ && s.draft_s[size_t(l)] >= 0) return s.draft_s[size_t(l)] * len / l;
+    }
+  }
+  return 0;
+}
+
+double SourceGate::cycle_seconds(int source, int len) const {
+  return cost_.at(len + 1) + draft_seconds(src_[size_t(source)], len);
+}
+
+SourceGate::Choice SourceGate::choose(std::span<const int> available) {
+  MTP_CHECK(available.size() == src_.size(), "gate: {} availabilities for {} sources",
+            available.size(), src_.size());
+  Choice best;
+  best.value = o_.enabled ? plain_value() : 0;
+  for (size_t s = 0; s < src_.size(); ++s) {
+    const int a = std::min(available[s], max_k_);
+    for (int len = 1; len <= a; ++len) {
+      const double v = value(int(s), len);
+      if (v > best.value) best = {int(s), len, false, v};
+    }
+  }
+  if (!o_.enabled) return best;
+  // A probe: the source idle longest past its interval, with its full chain.
+  int probe = -1;
+  for (size_t s = 0; s < src_.size(); ++s) {
+    const Source& x = src_[s];
+    if (int(s) == best.source || available[s] <= 0 || x.idle < x.interval) continue;
+    if (probe < 0 || x.idle - x.interval > src_[size_t(probe)].idle - src_[size_t(probe)].interval) {
+      probe = int(s);
+    }
+  }
+  if (probe >= 0) {
+    const int len = std::min(available[size_t(probe)], max_k_);
+    return {probe, len, true, value(probe, len)};
+  }
+  return best;
+}
+
+void SourceGate::observe(int source, int len, int accepted) {
+  if (source < 0 || len <= 0) return;
+  Source& s = src_[size_t(source)];
+  // Positions 0..accepted were reached; the first `accepted` were accepted.
+  for (int j = 0; j <= std::min(accepted, len - 1); ++j) {
+    const size_t p = size_t(std::min(j, max_k_ - 1));
+    s.seen[p] = s.seen[p] * o_.decay + 1;
+    s.acc[p] = s.acc[p] * o_.decay + (j < accepted ? 1 : 0);
+  }
+}
+
+void SourceGate::observe_shadow(int source, int len, int matched, int known) {
+  if (source < 0 || len <= 0 || known <= 0) return;
+  Source& s = src_[size_t(source)];
+  const int acc = std::min({matched, known, len});
+  const bool rejected = matched < known && matched < len;
+  for (int j = 0; j < acc + (rejected ? 1 : 0); ++j) {
+    const size_t p = size_t(std::min(j, max_k_ - 1));
+    s.seen[p] = s.seen[p] * o_.decay + 1;
+    s.acc[p] = s.acc[p] * o_.decay + (j < acc ? 1 : 0);
+  }
+  s.idle = 0;
+}
+
+void SourceGate::observe_verify(int q, double seconds) {
+  if (!o_.learn_costs || q < 1 || seconds <= 0) return;
+  while (int(cost_.verify_s.size()) < q) cost_.verify_s.push_back(cost_.at(int(cost_.verify_s.size()) + 1));
+  double& c = cost_.verify_s[size_t(q - 1)];
+  c = (1 - o_.cost_ema) * c + o_.cost_ema * seconds;
+}
+
+void SourceGate::observe_draft(int source, int len, double seconds) {
+  if (!o_.learn_costs || len < 1 || len > max_k_) return;
+  double& d = src_[size_t(source)].draft_s[size_t(len)];
+  d = d < 0 ? seconds : (1 - o_.cost_ema) * d + o_.cost_ema * seconds;
+}
+
+void SourceGate::tick(const Choice& c) {
+  for (size_t s = 0; s < src_.size(); ++s) {
+    Source& x = src_[s];
+    if (int(s) != c.source) {
+      ++x.idle;
+      continue;
+    }
+    x.idle = 0;
+    if (!c.probe) {
+      x.interval = o_.probe_every;  // won on merit
+    } else {
+      x.interval = std::min(o_.probe_max, x.interval * 2);
+    }
+  }
+}
+
+}  // namespace mtp::speculative

@@ -1,0 +1,105 @@
+// The union's decision rule: which source's chain to verify this cycle, and
+// how long, from LIVE numbers only (the earlier system's union trusted offline
+// acceptance and ran 35–52 % slower than plain).
+//
+// Per source s and draft position j the gate keeps a rolling acceptance
+// α_s[j] = P(draft j accepted | drafts 0..j-1 accepted): decayed counts
+// (weight `decay` per observation of that position), starting from a prior of
+// `prior_accept` with weight `prior_weight` that decays like an observation.
+// A chain of L drafts from s is then expected to yield
+//     E_s(L) = 1 + Σ_{i<L} Π_{j≤i} α_s[j]  tokens (the +1: the target's own)
+// for a cycle costing verify_s(L + 1) + draft_s(L) seconds, where verify_s(q)
+// starts from the measured m(q) curve × one decode step (CostModel, e.g.
+// forward_timing.h) and follows the live verify times of q-row cycles, and
+// draft_s is the source's live drafting time (lookups ≈ 0, MTP modules not).
+// Plain decoding is the option "no drafts": 1 token for verify_s(1).
+// The choice maximises E / cost over sources and L. A source whose best is
+// below plain (break-even) is skipped; every source not verified for its probe
+// interval is verified once with its full proposal (a probe), the interval
+// doubling (up to probe_max) while probes do not win and resetting when the
+// source wins on merit — so a useless source costs only its probes.
+// Sources whose proposals cost nothing (lookups) are also judged every cycle
+// against the tokens the target emitted (observe_shadow), so their estimates
+// stay live while another source is verified.
+//
+// Extension point (trees): value() and expected_tokens() are per (source, L);
+// a tree verifier would rank several sources' chains by value, merge them
+// into one DraftTree (a trie; shared prefixes verified once, a token proposed
+// by two sources attributed to the first that proposed that path) under a
+// node budget priced by verify_s(nodes + 1), and observe() each source on the
+// deepest node of its own chain that was accepted.
+#pragma once
+#include <span>
+#include <vector>
+
+namespace mtp::speculative {
+
+// Seconds of a q-row verify forward for q = 1..m.size() (m[q-1]), extrapolated
+// linearly beyond.
+struct CostModel {
+  std::vector<double> verify_s;
+  double at(int q) const;
+  // From forward_times() (seconds per q).
+  static CostModel from_times(const std::vector<double>& seconds) { return {seconds}; }
+};
+
+struct GateOptions {
+  bool enabled = true;        // false: never skip (always the best source with a proposal)
+  double decay = 0.9;         // rolling weight per observation of a position (~10 cycles)
+  double prior_accept = 0.5;  // α of a position never observed
+  double prior_weight = 1.0;
+  int probe_every = 16;       // cycles without a verify before a probe
+  int probe_max = 128;        // the interval's cap while probes keep losing
+  bool learn_costs = true;    // follow live verify/draft times (tests: fixed costs)
+  double cost_ema = 0.1;      // weight of a new timing
+};
+
+class SourceGate {
+ public:
+  SourceGate(int n_sources, int max_k, CostModel cost, GateOptions o = {});
+
+  struct Choice {
+    int source = -1;  // -1: plain decode step
+    int len = 0;
+    bool probe = false;
+    double value = 0;  // expected tokens per second
+  };
+  // available[s] = the longest chain source s can propose now (0 = none).
+  Choice choose(std::span<const int> available);
+  // The verify of `len` drafts of `source` accepted `accepted` of them.
+  void observe(int source, int len, int accepted);
+  // A proposal that was NOT verified, judged against what the target then
+  // emitted: `known` tokens of truth (the accepted drafts + the target's own),
+  // `matched` = the proposal's prefix equal to them. Positions < min(matched,
+  // known) count as accepted; position `matched` as rejected when matched <
+  // known and < len; deeper positions are unknown. Live evidence at no cost —
+  // it also stands in for a probe (the source's idle clock restarts).
+  void observe_shadow(int source, int len, int matched, int known);
+  // Live timings: a verify of q rows; source s drafting a chain of len.
+  void observe_verify(int q, double seconds);
+  void observe_draft(int source, int len, double seconds);
+  // A cycle passed (every cycle, after observe): the probe clocks.
+  void tick(const Choice& c);
+
+  double acceptance(int source, int pos) const;
+  double expected_tokens(int source, int len) const;  // E_s(len)
+  double cycle_seconds(int source, int len) const;    // verify + draft
+  double value(int source, int len) const { return expected_tokens(source, len) / cycle_seconds(source, len); }
+  double plain_value() const { return 1.0 / cost_.at(1); }
+  const GateOptions& options() const { return o_; }
+
+ private:
+  struct Source {
+    std::vector<double> acc, seen;  // [pos] decayed accepted / observed
+    std::vector<double> draft_s;    // [len] live drafting seconds (< 0: never seen)
+    int idle = 0;                   // cycles since last verified
+    int interval = 0;               // current probe interval
+  };
+  double draft_seconds(const Source& s, int len) const;
+  int max_k_;
+  CostModel cost_;
+  GateOptions o_;
+  std::vector<Source> src_;
+};
+
+}  // namespace mtp::speculative

@@ -1,0 +1,69 @@
+// Draft sources that look the continuation up instead of computing it, and the
+// interface every chain source of the union (union_proposer.h) implements.
+//
+// PromptLookup (prompt-lookup decoding): the longest suffix of the committed
+// tokens, n = ngram_max .. 1 tokens, longest first, that occurred earlier in
+// the committed sequence (prompt or generated text) proposes the up to
+// max_draft tokens that followed its most recent earlier occurrence.
+// "Earlier" = an occurrence ending at e <= N-2 (N committed tokens), so the
+// continuation tok[e+1 ..] is never empty; it may run into the suffix itself.
+// Update: O(ngram_max) per committed token — the n-grams ending at N-2 are
+// entered into one hash table per n (n-gram hash -> its last end position)
+// when token N-1 arrives; a proposal is ngram_max lookups. No rescans.
+// A 64-bit hash collision is caught by comparing the n tokens (it then only
+// loses that proposal; a source only proposes, the verifier decides).
+#pragma once
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "speculative/draft_tree.h"
+
+namespace mtp::speculative {
+
+// A source of chain proposals for the union. Proposing must not change what
+// the target outputs (the verifier decides every token); it may keep state.
+class ChainSource {
+ public:
+  virtual ~ChainSource() = default;
+  virtual DraftSource::Kind kind() const = 0;
+  // Up to max_k tokens continuing `committed` into `out` (cleared first; empty
+  // = no proposal). Within one generation `committed` only grows by appending.
+  virtual void propose(std::span<const int32_t> committed, int max_k,
+                       std::vector<int32_t>& out) = 0;
+};
+
+struct LookupOptions {
+  int ngram_max = 4;  // --lookup-ngram-max: longest suffix tried (>= 1)
+  int max_draft = 8;  // --lookup-max-draft: longest proposal (>= 1)
+  void validate() const;  // InputError naming the flag
+};
+
+// Hash of tokens[0..n) (FNV-1a over the 32-bit ids, then a 64-bit mix).
+uint64_t ngram_hash(const int32_t* tokens, int n);
+
+class PromptLookup : public ChainSource {
+ public:
+  explicit PromptLookup(const LookupOptions& o = {});
+  DraftSource::Kind kind() const override { return DraftSource::Kind::PromptLookup; }
+  // Brings the tables up to `committed` (only the new tokens; a sequence
+  // shorter than the one seen restarts from scratch), then looks up.
+  void propose(std::span<const int32_t> committed, int max_k, std::vector<int32_t>& out) override;
+  // The tables' update alone (propose calls it).
+  void sync(std::span<const int32_t> committed);
+  size_t seen() const { return tokens_.size(); }
+
+ private:
+  void add_token(int32_t t);
+  LookupOptions o_;
+  std::vector<int32_t> tokens_;
+  std::vector<std::unordered_map<uint64_t, int32_t>> last_end_;  // [n-1]: hash -> end position
+};
+
+// The brute-force definition PromptLookup implements (for tests): scans every
+// earlier end position, longest n first, the most recent occurrence wins.
+std::vector<int32_t> prompt_lookup_reference(std::span<const int32_t> committed,
+                                             const LookupOptions& o, int max_k);
+
+}  // namespace mtp::speculative

@@ -1,0 +1,69 @@
+// The union of draft sources: each cycle, ONE chain — the proposal of the
+// source the gate (gate.h) values highest per second from live numbers, cut
+// to the length it chose — or no draft at all (a plain decode step).
+//
+// Sources: chain sources (lookup.h: prompt lookup, history.h: the datastore),
+// proposing for ~free every cycle, and optionally the MTP drafter, whose
+// proposal costs module forwards and so is only computed when chosen. The
+// MTP modules' final rows are caught up lazily: not after every cycle but
+// right before the MTP source drafts again, in batched calls over all rows
+// committed since (MtpProposer::commit → catch_up, from the target's capture
+// rows and the committed tokens only), so live ≡ teacher-forced holds
+// whatever was skipped; that catch-up is timed and charged to the MTP source
+// (spread over the cycles it covers). With the MTP drafter as the only source
+// the same gate skips a drafter below break-even, paying only its probes.
+//
+// Exactness: sources only propose; the verifier decides every token, so the
+// output equals plain generation's whatever is chosen (greedy and coupled
+// sampling; rejection sampling treats lookups as point masses).
+// Attribution: the verified chain has one source, so a token two sources
+// proposed is credited to the one whose chain was verified (the tree union
+// would credit the first source on that path: see gate.h).
+// Stats: SpecStats::sources[name] gets proposed (tokens proposed, chosen or
+// not), chosen, probes and time_s (drafting, lookups and catch-up included);
+// SpecSequence adds drafted / accepted by position for the verified nodes.
+#pragma once
+#include <chrono>
+#include <span>
+#include <vector>
+
+#include "speculative/gate.h"
+#include "speculative/lookup.h"
+#include "speculative/mtp_proposer.h"
+
+namespace mtp::speculative {
+
+class UnionProposer : public Proposer {
+ public:
+  // mtp may be null (lookups only); mtp_k = its draft length (modules in use).
+  // Sources are indexed lookups first, then MTP. stats may be null.
+  UnionProposer(std::vector<ChainSource*> lookups, MtpProposer* mtp, int mtp_k, int max_k,
+                CostModel cost, GateOptions gate, SpecStats* stats);
+
+  void propose(std::span<const int32_t> committed, int max_k, DraftTree& tree) override;
+  // Records what the last verify accepted (and judges the lookups not verified
+  // against the emitted tokens: gate.h); the MTP catch-up waits (see above).
+  void commit(std::span<const int32_t> committed) override;
+
+  const SourceGate& gate() const { return gate_; }
+  // The sequence of choices (source index, -1 plain), for tests.
+  const std::vector<int>& choices() const { return choices_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  DepthCounts* counts(DraftSource::Kind k);
+  std::vector<ChainSource*> lookups_;
+  MtpProposer* mtp_;
+  int mtp_k_;
+  SourceGate gate_;
+  SpecStats* stats_;
+  std::vector<std::vector<int32_t>> proposals_;
+  std::vector<int> available_, choices_;
+  SourceGate::Choice last_;
+  int last_n_ = 0, last_len_ = 0;
+  bool pending_ = false;  // a proposal awaits its commit
+  int last_mtp_cycle_ = 0;  // cycle index after the MTP source last drafted
+  Clock::time_point proposed_at_;
+};
+
+}  // namespace mtp::speculative

@@ -1,0 +1,82 @@
+// `mtpspec generate --lookup` and `mtpspec bench --sources`: per-source stats
+// in --json ("stats.sources.<name>" with drafted / accepted per position,
+// proposed, verified, chosen, time), output equal to --no-spec, per-kind rows,
+// and the flag errors (exit 2).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "test_util.h"
+
+namespace mtp::test {
+namespace {
+
+TEST(UnionCli, GenerateReportsEverySourceAndMatchesPlain) {
+  MTP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  const std::string dir = temp_dir("union-cli");
+  const std::string drafter = dir + "/d.safetensors", corpus = dir + "/c.txt";
+  ASSERT_EQ(run_cli("init-drafter -m " + shell_quote(model) + " -o " + shell_quote(drafter) +
+                    " --k 2").status, 0);
+  {
+    std::FILE* f = std::fopen(corpus.c_str(), "w");
+    std::fputs("Lily went to the park. She saw a big dog. The dog was happy.\n", f);
+    std::fclose(f);
+  }
+  const std::string base = "generate -m " + shell_quote(model) +
+                           " -p 'Lily went to the park. She saw a big dog. Lily went to the' -n 40 --json";
+  CliResult plain = run_cli(base + " --no-spec");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  CliResult u = run_cli(base + " --drafter " + shell_quote(drafter) +
+                        " --lookup prompt,history --lookup-corpus " + shell_quote(corpus));
+  ASSERT_EQ(u.status, 0) << u.err;
+  const auto jp = nlohmann::json::parse(plain.out), ju = nlohmann::json::parse(u.out);
+  EXPECT_EQ(ju["token_ids"], jp["token_ids"]);
+  const auto& src = ju["stats"]["sources"];
+  for (const char* name : {"prompt", "history"}) {
+    ASSERT_TRUE(src.contains(name)) << ju["stats"].dump();
+    for (const char* k : {"drafted", "accepted", "acceptance", "proposed", "verified",
+                          "accepted_tokens", "chosen", "probes", "time_s"}) {
+      EXPECT_TRUE(src[name].contains(k)) << name << "." << k;
+    }
+    EXPECT_GT(src[name]["proposed"].get<long>(), 0) << name;
+  }
+  // Bad flag values: exit 2 naming the flag.
+  CliResult bad = run_cli(base + " --lookup nope");
+  EXPECT_EQ(bad.status, 2);
+  bad = run_cli(base + " --lookup prompt --lookup-max-draft 0");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("--lookup-max-draft"), std::string::npos) << bad.err;
+  bad = run_cli(base + " --lookup-corpus " + shell_quote(corpus));
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("--lookup history"), std::string::npos) << bad.err;
+}
+
+TEST(UnionCli, BenchSourcesPerKind) {
+  MTP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  const std::string dir = temp_dir("union-cli-bench");
+  const std::string drafter = dir + "/d.safetensors";
+  ASSERT_EQ(run_cli("init-drafter -m " + shell_quote(model) + " -o " + shell_quote(drafter) +
+                    " --k 2").status, 0);
+  const std::string prompts = std::string(MTPSPEC_SOURCE_DIR) + "/bench/union-prompts.jsonl";
+  CliResult r = run_cli("bench -m " + shell_quote(model) + " --drafter " + shell_quote(drafter) +
+                        " --prompts " + shell_quote(prompts) +
+                        " -n 8 --repeat 1 --threads 1 --sources mtp,prompt,history,union --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* kind : {"free", "quote", "structured", "all"}) {
+    ASSERT_TRUE(j["kinds"].contains(kind)) << kind;
+    for (const char* s : {"mtp", "prompt", "history", "union"}) {
+      const auto& x = j["kinds"][kind]["sources"][s];
+      EXPECT_EQ(x["flips"], 0) << kind << " " << s;
+      EXPECT_TRUE(x["stats"].contains("sources"));
+    }
+  }
+  EXPECT_EQ(j["kinds"]["all"]["prompts"], 24);
+  CliResult bad = run_cli("bench -m " + shell_quote(model) + " --drafter " + shell_quote(drafter) +
+                          " --prompts " + shell_quote(prompts) + " --lookup prompt");
+  EXPECT_EQ(bad.status, 2);
+}
+
+}  // namespace
+}  // namespace mtp::test

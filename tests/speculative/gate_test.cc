@@ -1,0 +1,195 @@
+// The union's gate on scripted sources and a scripted target (a fixed token
+// stream): a source that turns useless half-way stops being verified within a
+// bounded number of cycles and tokens per verified row recover; a source that
+// is always right is preferred; probes stay rare; the output is the target's.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+
+#include "speculative/union_proposer.h"
+
+namespace mtp::speculative {
+namespace {
+
+// The target's token after a sequence of n tokens is stream[n].
+class StreamVerifier : public Verifier {
+ public:
+  explicit StreamVerifier(const std::vector<int32_t>& s) : s_(s) {}
+  void verify(std::span<const int32_t> committed, const DraftTree& tree,
+              std::vector<int32_t>& choices) override {
+    EXPECT_TRUE(tree.is_chain());
+    choices.clear();
+    for (size_t j = 0; j <= tree.size(); ++j) choices.push_back(s_[committed.size() + j]);
+    rows += long(tree.size()) + 1;
+  }
+  void commit(std::span<const int32_t>, std::span<const int32_t>) override {}
+  long rows = 0;
+
+ private:
+  const std::vector<int32_t>& s_;
+};
+
+// Proposes `len` tokens: the stream's own (right) while good(N), else wrong ones.
+class ScriptedSource : public ChainSource {
+ public:
+  ScriptedSource(const std::vector<int32_t>& s, int len, std::function<bool(size_t)> good)
+      : s_(s), len_(len), good_(std::move(good)) {}
+  DraftSource::Kind kind() const override { return kind_; }
+  void propose(std::span<const int32_t> c, int max_k, std::vector<int32_t>& out) override {
+    out.clear();
+    const bool g = good_(c.size());
+    for (int j = 0; j < std::min(len_, max_k); ++j) {
+      const int32_t t = s_[c.size() + size_t(j)];
+      out.push_back(g ? t : t + 1000);  // never the target's token
+    }
+  }
+  DraftSource::Kind kind_ = DraftSource::Kind::Scripted;
+
+ private:
+  const std::vector<int32_t>& s_;
+  int len_;
+  std::function<bool(size_t)> good_;
+};
+
+struct UnionRun {
+  std::vector<int32_t> tokens;
+  std::vector<int> choices;
+  std::vector<CycleTrace> trace;
+  SpecStats stats;
+  long rows = 0;
+};
+
+// Cost of a q-row verify: 1 + 0.05 (q - 1) decode steps (memory-bound-like).
+CostModel linear_cost(int q_max) {
+  CostModel c;
+  for (int q = 1; q <= q_max; ++q) c.verify_s.push_back(1 + 0.05 * (q - 1));
+  return c;
+}
+
+UnionRun run(const std::vector<int32_t>& stream, std::vector<ChainSource*> sources, int n_new,
+        int max_k, bool gate = true) {
+  UnionRun r;
+  std::vector<int32_t> committed(stream.begin(), stream.begin() + 4);
+  TokenSink sink(nullptr, {}, n_new, {}, nullptr, committed.back());
+  StreamVerifier v(stream);
+  GateOptions g;
+  g.enabled = gate;
+  g.learn_costs = false;  // timings of scripted sources are noise: fixed costs
+  UnionProposer u(std::move(sources), nullptr, 0, max_k, linear_cost(max_k + 1), g, &r.stats);
+  r.stats.drafted.assign(size_t(max_k), 0);
+  r.stats.accepted.assign(size_t(max_k), 0);
+  speculative_loop(v, u, committed, sink, max_k, 100000, r.stats, &r.trace);
+  r.tokens = sink.tokens();
+  r.choices = u.choices();
+  r.rows = v.rows;
+  return r;
+}
+
+std::vector<int32_t> random_stream(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> s(n);
+  for (auto& t : s) t = int32_t(1 + rng() % 50);
+  return s;
+}
+
+TEST(Gate, SourceThatTurnsUselessStopsBeingVerified) {
+  const auto stream = random_stream(4000, 1);
+  const size_t half = 1000;  // right while fewer than `half` tokens are committed
+  ScriptedSource s(stream, 6, [&](size_t n) { return n < half; });
+  UnionRun r = run(stream, {&s}, 2000, 6);
+  ASSERT_EQ(r.tokens, std::vector<int32_t>(stream.begin() + 4, stream.begin() + 4 + 2000));
+  // Before the switch it is verified every cycle; after it, within a bounded
+  // number of cycles only probes remain.
+  size_t switch_cycle = 0;
+  while (switch_cycle < r.trace.size() && size_t(r.trace[switch_cycle].n_committed) < half) {
+    EXPECT_EQ(r.choices[switch_cycle], 0) << "cycle " << switch_cycle;
+    ++switch_cycle;
+  }
+  ASSERT_LT(switch_cycle + 200, r.trace.size());
+  int last_verified_on_merit = -1, probes_after = 0;
+  for (size_t c = switch_cycle; c < r.trace.size(); ++c) {
+    if (r.choices[c] != 0) continue;
+    // A probe comes after an idle interval; merit picks come in a run.
+    // Merit: the first-position estimate falls as decay^j (0.9^j) and crosses
+    // break-even (α ≈ 0.05 at m(2) = 1.05) after ~29 misses.
+    if (c > switch_cycle + 32) ++probes_after; else last_verified_on_merit = int(c);
+  }
+  EXPECT_LE(last_verified_on_merit - int(switch_cycle), 32);
+  const size_t after = r.trace.size() - switch_cycle;
+  EXPECT_LE(probes_after, int(after / 16) + 1) << "probes too frequent";
+  // Throughput recovers: after the switch nearly every cycle is a 1-row step.
+  long rows_after = 0;
+  for (size_t c = switch_cycle; c < r.trace.size(); ++c) rows_after += long(r.trace[c].drafts.size()) + 1;
+  EXPECT_LT(double(rows_after) / double(after), 1.3);
+  // Per-source stats: chosen / probes / proposed are counted.
+  const DepthCounts& st = r.stats.sources.at("scripted");
+  EXPECT_EQ(st.chosen, long(std::count(r.choices.begin(), r.choices.end(), 0)));
+  EXPECT_GE(st.proposed, st.verified());
+}
+
+TEST(Gate, SourceThatRecoversIsChosenAgain) {
+  const auto stream = random_stream(4000, 4);
+  // Useless while 400 <= N < 900, right otherwise.
+  ScriptedSource s(stream, 6, [](size_t n) { return n < 400 || n >= 900; });
+  UnionRun r = run(stream, {&s}, 2000, 6);
+  ASSERT_EQ(r.tokens, std::vector<int32_t>(stream.begin() + 4, stream.begin() + 4 + 2000));
+  size_t back = 0;  // the first cycle at N >= 900
+  while (back < r.trace.size() && r.trace[back].n_committed < 900) ++back;
+  ASSERT_LT(back + 50, r.trace.size());
+  // While useless it was (nearly) never verified; once right again it is
+  // verified within a few cycles and then every cycle.
+  long verified_useless = 0;
+  for (size_t c = 0; c < back; ++c) verified_useless += r.trace[c].n_committed >= 420 && r.choices[c] == 0;
+  EXPECT_LE(verified_useless, 40);
+  size_t first = back;
+  while (first < r.trace.size() && r.choices[first] != 0) ++first;
+  EXPECT_LE(first - back, 8u);
+  for (size_t c = first + 1; c < r.trace.size(); ++c) ASSERT_EQ(r.choices[c], 0) << "cycle " << c;
+}
+
+TEST(Gate, AlwaysRightSourceIsPreferred) {
+  const auto stream = random_stream(3000, 2);
+  std::mt19937 rng(5);
+  ScriptedSource half(stream, 8, [&](size_t) { return rng() % 2 == 0; });
+  ScriptedSource right(stream, 8, [](size_t) { return true; });
+  half.kind_ = DraftSource::Kind::History;
+  right.kind_ = DraftSource::Kind::PromptLookup;
+  for (bool right_first : {false, true}) {
+    std::vector<ChainSource*> src = right_first ? std::vector<ChainSource*>{&right, &half}
+                                                : std::vector<ChainSource*>{&half, &right};
+    UnionRun r = run(stream, src, 1500, 8);
+    ASSERT_EQ(r.tokens, std::vector<int32_t>(stream.begin() + 4, stream.begin() + 4 + 1500));
+    const long chosen_right = r.stats.sources.at("prompt").chosen;
+    EXPECT_GT(double(chosen_right) / double(r.stats.cycles), 0.9);
+    EXPECT_GT(r.stats.tokens_per_cycle(), 8.0);
+  }
+}
+
+TEST(Gate, UngatedUnionAlwaysVerifiesAProposal) {
+  const auto stream = random_stream(1000, 3);
+  ScriptedSource wrong(stream, 3, [](size_t) { return false; });
+  UnionRun gated = run(stream, {&wrong}, 300, 3, true);
+  UnionRun ungated = run(stream, {&wrong}, 300, 3, false);
+  EXPECT_EQ(gated.tokens, ungated.tokens);
+  EXPECT_EQ(ungated.stats.sources.at("scripted").chosen, ungated.stats.cycles);
+  EXPECT_LT(gated.stats.sources.at("scripted").chosen, gated.stats.cycles / 8);
+}
+
+TEST(Gate, ExpectedTokensFollowTheRollingAcceptance) {
+  GateOptions o;
+  o.learn_costs = false;
+  SourceGate g(1, 4, linear_cost(5), o);
+  EXPECT_DOUBLE_EQ(g.acceptance(0, 0), o.prior_accept);
+  for (int i = 0; i < 50; ++i) g.observe(0, 4, 4);  // every draft accepted
+  EXPECT_GT(g.acceptance(0, 3), 0.99);
+  EXPECT_NEAR(g.expected_tokens(0, 4), 5.0, 0.05);
+  for (int i = 0; i < 50; ++i) g.observe(0, 4, 0);  // the first draft rejected
+  EXPECT_LT(g.acceptance(0, 0), 0.01);
+  EXPECT_GT(g.acceptance(0, 1), 0.99);  // not observed since: unchanged
+  const int avail[] = {4};
+  EXPECT_EQ(g.choose(avail).source, -1);  // below break-even: plain
+}
+
+}  // namespace
+}  // namespace mtp::speculative
