@@ -1,0 +1,239 @@
+// GGUF targets (model/loader.h load_gguf): the same random model of each
+// family written as a Hugging Face checkpoint and converted to GGUF the way
+// llama.cpp's converter does it (tests/gguf_util.h: Q/K permuted, Gemma norms
+// + 1, llama3 scaling as rope_freqs.weight) gives bitwise-equal logits — so
+// the loader's inverse of every convention is what is checked — and every
+// inconsistent file is refused naming the tensor or key.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <random>
+
+#include "checkpoint_util.h"
+#include "core/error.h"
+#include "core/ggml_type.h"
+#include "core/mapped_file.h"
+#include "gguf_util.h"
+#include "io/gguf.h"
+#include "model/fingerprint.h"
+#include "model/forward.h"
+#include "model/loader.h"
+#include "model_util.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+
+namespace mtp::model {
+namespace {
+
+using kernels::WeightType;
+using test::expect_error;
+using test::GgufConvert;
+using test::RandomSpec;
+
+// Logits of `tokens` run through a fresh KV cache in chunks of 1, 3 and 5.
+std::vector<float> logits(const LoadedModel& lm, const std::vector<int32_t>& tokens) {
+  Model m(lm);
+  KVCache kv(m.config(), 1, 64);
+  ThreadPool pool(2);
+  return test::run_chunks(m, kv, 0, tokens, {1, 3, 5}, &pool).logits;
+}
+
+RandomSpec spec_for(Arch a, DType dt) {
+  RandomSpec s = RandomSpec::for_arch(a);
+  s.dtype = dt;
+  s.seed = 7;
+  if (a == Arch::Llama) {
+    // Llama 3.1-style scaling, which the GGUF carries as rope_freqs.weight.
+    s.rope_theta = 500000.f;
+    s.config_patch = {{"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0},
+                                        {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                                        {"original_max_position_embeddings", 8192}}}};
+  }
+  return s;
+}
+
+uint32_t ggml_of(DType dt) {
+  return dt == DType::F32 ? 0u : dt == DType::F16 ? 1u : uint32_t(GgmlType::BF16);
+}
+
+struct Case {
+  Arch arch;
+  DType dtype;  // stored dtype of the HF copy = GGUF matrix type
+};
+void PrintTo(const Case& c, std::ostream* os) { *os << arch_name(c.arch) << "/" << dtype_name(c.dtype); }
+
+class GgufEqualsHf : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GgufEqualsHf, BitwiseEqualLogits) {
+  const Case cs = GetParam();
+  const RandomSpec s = spec_for(cs.arch, cs.dtype);
+  const std::string dir = test::random_hf_checkpoint("gguf-hf", s);
+  const std::string gguf = dir + "/../" + std::string(arch_name(cs.arch)) + ".gguf";
+  GgufConvert opt;
+  opt.matrix_type = ggml_of(cs.dtype);
+  test::convert_hf_to_gguf(dir, gguf, opt);
+
+  for (WeightType hold : {WeightType::F32, WeightType::BF16}) {
+    const LoadedModel hf = load_hf(dir, {hold});
+    const LoadedModel gg = load_model(gguf, {hold});  // dispatch on the magic
+    EXPECT_EQ(gg.config.source, "gguf");
+    EXPECT_EQ(gg.tokenizer, gguf);
+    // Every field the forward reads agrees with the HF config.
+    ModelConfig a = hf.config, b = gg.config;
+    a.source = b.source = "";
+    a.eos_ids = b.eos_ids = {};
+    a.bos_id = b.bos_id = -1;
+    EXPECT_EQ(a.to_json().dump(), b.to_json().dump());
+    std::mt19937 rng(3);
+    const auto tokens = test::random_tokens(rng, 24, hf.config.vocab);
+    const auto x = logits(hf, tokens), y = logits(gg, tokens);
+    ASSERT_EQ(x.size(), y.size());
+    EXPECT_EQ(test::first_bit_difference(x, y), -1) << "hold " << kernels::weight_type_name(hold);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Families, GgufEqualsHf,
+    ::testing::Values(Case{Arch::Llama, DType::F32}, Case{Arch::Qwen2, DType::F32},
+                      Case{Arch::Qwen3, DType::F32}, Case{Arch::Gemma2, DType::F32},
+                      Case{Arch::Gemma3, DType::F32}, Case{Arch::Llama, DType::F16},
+                      Case{Arch::Llama, DType::BF16}, Case{Arch::Gemma3, DType::BF16},
+                      Case{Arch::Qwen2, DType::F16}),
+    [](const auto& info) {
+      return std::string(arch_name(info.param.arch)) + "_" + std::string(dtype_name(info.param.dtype));
+    });
+
+// Writes the Llama test model as GGUF with `edit` applied; returns its path.
+std::string edited(const std::string& tag,
+                   std::function<void(io::GgufMetadata&, std::vector<io::GgufWriteTensor>&)> edit,
+                   Arch arch = Arch::Llama) {
+  static std::map<Arch, std::string> dirs;
+  if (!dirs.count(arch)) dirs[arch] = test::random_hf_checkpoint("gguf-err", spec_for(arch, DType::F32));
+  GgufConvert opt;
+  opt.edit = std::move(edit);
+  const std::string p = test::temp_dir("gguf-err") + "/" + tag + ".gguf";
+  test::convert_hf_to_gguf(dirs[arch], p, opt);
+  return p;
+}
+
+io::GgufWriteTensor& find(std::vector<io::GgufWriteTensor>& ts, const std::string& name) {
+  for (auto& t : ts) {
+    if (t.name == name) return t;
+  }
+  throw std::runtime_error("no tensor " + name);
+}
+void set(io::GgufMetadata& kv, const std::string& key, io::GgufValue v) {
+  for (auto& [k, x] : kv) {
+    if (k == key) {
+      x = std::move(v);
+      return;
+    }
+  }
+  kv.push_back({key, std::move(v)});
+}
+void erase_key(io::GgufMetadata& kv, const std::string& key) {
+  std::erase_if(kv, [&](auto& e) { return e.first == key; });
+}
+
+TEST(LoadGguf, AlignmentVersionAndAnyFileName) {
+  const std::string dir = test::random_hf_checkpoint("gguf-misc", spec_for(Arch::Qwen3, DType::F32));
+  const std::string p = test::temp_dir("gguf-misc") + "/weights.bin";  // not named .gguf
+  GgufConvert opt;
+  opt.alignment = 64;
+  opt.version = 2;
+  test::convert_hf_to_gguf(dir, p, opt);
+  EXPECT_EQ(read_model_config(p).source, "gguf");
+  std::mt19937 rng(5);
+  const auto tokens = test::random_tokens(rng, 9, 320);
+  EXPECT_EQ(test::first_bit_difference(logits(load_hf(dir, {}), tokens),
+                                       logits(load_model(p, {}), tokens)), -1);
+}
+
+TEST(LoadGguf, InconsistentFilesNameTheTensorOrKey) {
+  expect_error<ConfigError>([&] { load_model(edited("arch", [](auto& kv, auto&) {
+                              set(kv, "general.architecture", io::GgufValue::str("mamba")); }), {}); },
+                            {"general.architecture", "mamba", "not supported"});
+  expect_error<ConfigError>([&] { load_model(edited("nokey", [](auto& kv, auto&) {
+                              erase_key(kv, "llama.block_count"); }), {}); },
+                            {"llama.block_count", "missing"});
+  expect_error<ShapeError>([&] { load_model(edited("shape", [](auto&, auto& ts) {
+                             auto& t = find(ts, "blk.1.ffn_up.weight");
+                             t.dims = {t.dims[0] / 2, t.dims[1] * 2}; }), {}); },
+                           {"blk.1.ffn_up.weight", "shape [192, 32]", "[96, 64]"});
+  expect_error<FormatError>([&] { load_model(edited("missing", [](auto&, auto& ts) {
+                              std::erase_if(ts, [](auto& t) { return t.name == "blk.0.attn_k.weight"; }); }), {}); },
+                            {"blk.0.attn_k.weight", "not found"});
+  expect_error<FormatError>([&] { load_model(edited("extra", [](auto&, auto& ts) {
+                              ts.push_back({"blk.0.attn_q.bias", {64}, 0, std::string(256, '\0')}); }), {}); },
+                            {"blk.0.attn_q.bias", "would be ignored"});
+  expect_error<ShapeError>([&] { load_model(edited("vocab", [](auto& kv, auto&) {
+                             set(kv, "llama.vocab_size", io::GgufValue::u32(999)); }), {}); },
+                           {"llama.vocab_size", "999", "320"});
+  expect_error<ConfigError>([&] { load_model(edited("yarn", [](auto& kv, auto&) {
+                              set(kv, "llama.rope.scaling.type", io::GgufValue::str("yarn")); }), {}); },
+                            {"rope.scaling.type", "yarn"});
+  expect_error<ConfigError>([&] { load_model(edited("freqs", [](auto&, auto& ts) {
+                              auto& t = find(ts, "rope_freqs.weight");
+                              float v = 3.3f;
+                              std::memcpy(&t.bytes[4 * 5], &v, 4); }), {}); },
+                            {"rope_freqs.weight", "not llama3"});
+  // NaN in a matrix.
+  expect_error<FormatError>([&] { load_model(edited("nan", [](auto&, auto& ts) {
+                              auto& t = find(ts, "blk.0.ffn_down.weight");
+                              float v = std::nanf("");
+                              std::memcpy(&t.bytes[40], &v, 4); }), {}); },
+                            {"blk.0.ffn_down.weight", "non-finite"});
+}
+
+TEST(LoadGguf, QuantizedAndUnknownTypesAreRefusedNamingTheTensor) {
+  // A Q8_0 matrix (valid blocks): refused until the quantized kernels are connected.
+  const std::string q = edited("q8", [](auto&, auto& ts) {
+    auto& t = find(ts, "blk.1.attn_output.weight");
+    t.type = uint32_t(GgmlType::Q8_0);
+    t.bytes.assign(size_t(t.dims[1]) * size_t(t.dims[0]) / 32 * 34, '\0');
+  });
+  expect_error<ConfigError>([&] { load_model(q, {}); }, {"blk.1.attn_output.weight", "Q8_0"});
+  const std::string norm = edited("q8norm", [](auto&, auto& ts) {
+    auto& t = find(ts, "output_norm.weight");
+    t.type = uint32_t(GgmlType::Q8_0);
+    t.bytes.assign(size_t(t.dims[0]) / 32 * 34, '\0');
+  });
+  expect_error<ConfigError>([&] { load_model(norm, {}); }, {"output_norm.weight", "Q8_0", "norm"});
+  const std::string unk = edited("unk", [](auto&, auto& ts) { find(ts, "blk.0.ffn_gate.weight").type = 17; });
+  expect_error<FormatError>([&] { load_model(unk, {}); },
+                            {"tensor blk.0.ffn_gate.weight has ggml type 17, which mtpspec does not support"});
+}
+
+TEST(LoadGguf, TruncatedOrForeignFilesAreClearErrors) {
+  const std::string good = edited("good", [](auto&, auto&) {});
+  const std::string data = read_file(good);
+  const std::string p = test::temp_dir("gguf-trunc") + "/t.gguf";
+  for (size_t cut : {size_t(4), size_t(100), data.size() / 2, data.size() - 1000}) {
+    std::ofstream(p, std::ios::binary).write(data.data(), std::streamsize(cut));
+    expect_error<IoError>([&] { load_model(p, {}); }, {p, "truncated"});
+  }
+}
+
+TEST(LoadGguf, FingerprintIsThatOfTheStoredBytes) {
+  const std::string dir = test::random_hf_checkpoint("gguf-fp", spec_for(Arch::Gemma2, DType::F32));
+  const std::string g32 = dir + "/../a.gguf", g16 = dir + "/../b.gguf", again = dir + "/../c.gguf";
+  GgufConvert o32, o16;
+  o16.matrix_type = 1;
+  test::convert_hf_to_gguf(dir, g32, o32);
+  test::convert_hf_to_gguf(dir, g16, o16);
+  test::convert_hf_to_gguf(dir, again, o32);
+  const std::string hf = target_fingerprint(load_hf(dir, {}), false);
+  const std::string a = target_fingerprint(load_model(g32, {}), false);
+  const std::string b = target_fingerprint(load_model(g16, {}), false);
+  EXPECT_NE(a, hf);  // same logits, but another file: another target
+  EXPECT_NE(a, b);   // F16 bytes differ from F32 bytes
+  EXPECT_EQ(a, target_fingerprint(load_model(again, {}), false));  // the bytes, not the path
+}
+
+}  // namespace
+}  // namespace mtp::model
