@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <mutex>
@@ -138,18 +139,21 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> drafter_tensor_shapes(
 }
 
 Drafter Drafter::load(const std::string& path, const model::LoadedModel& target,
-                      kernels::WeightType hold) {
-  return load(path, target.config, model::target_fingerprint(target), hold);
+                      kernels::WeightType hold, TargetMismatch mismatch) {
+  return load(path, target.config, model::target_fingerprint(target), hold, mismatch);
 }
 
 Drafter Drafter::load(const std::string& path, const model::ModelConfig& target,
-                      const std::string& target_fingerprint, kernels::WeightType hold) {
-  return from_tensor_set(io::TensorSet::open_file(path), path, target, target_fingerprint, hold);
+                      const std::string& target_fingerprint, kernels::WeightType hold,
+                      TargetMismatch mismatch) {
+  return from_tensor_set(io::TensorSet::open_file(path), path, target, target_fingerprint, hold,
+                         mismatch);
 }
 
 Drafter Drafter::from_tensor_set(const io::TensorSet& ts, const std::string& path,
                                  const model::ModelConfig& target,
-                                 const std::string& target_fingerprint, kernels::WeightType hold) {
+                                 const std::string& target_fingerprint, kernels::WeightType hold,
+                                 TargetMismatch mismatch) {
   Drafter dr;
   dr.heads_ = std::make_shared<HeadCache>();
   dr.path_ = path;
@@ -177,10 +181,22 @@ Drafter Drafter::from_tensor_set(const io::TensorSet& ts, const std::string& pat
   };
   std::string fp = str("fingerprint", "");
   if (fp != target_fingerprint) {
-    fail<ConfigError>("drafter '{}' was trained for target {} ({}); this target is {} ({}). "
-                      "Train a drafter for this model (mtpspec precompute/train/export)",
-                      path, fp.empty() ? "<none>" : fp, str("architecture", "?"),
-                      target_fingerprint, model::arch_name(target.arch));
+    // A fingerprint covers the stored bytes (model/fingerprint.h): a GGUF,
+    // F16 or quantized copy of the checkpoint a drafter was trained on is
+    // another target, whose outputs (and so acceptance) may differ.
+    const std::string why = fmt::format(
+        "drafter '{}' was trained for target {} ({}); this target is {} ({}, {} weights). A "
+        "target's fingerprint is that of its stored bytes, so a GGUF, F16 or quantized copy of "
+        "the checkpoint a drafter was trained on is another target",
+        path, fp.empty() ? "<none>" : fp, str("architecture", "?"), target_fingerprint,
+        model::arch_name(target.arch), target.source);
+    if (mismatch == TargetMismatch::Refuse) {
+      fail<ConfigError>("{}. Train a drafter for this model (mtpspec precompute/train/export), or "
+                        "pass --drafter-target-mismatch warn to run it anyway", why);
+    }
+    fmt::print(stderr, "warning: {}; running it anyway (--drafter-target-mismatch warn): the "
+                       "output is still the target's, acceptance may be lower\n", why);
+    std::fflush(stderr);
   }
   dr.cfg_ = DrafterConfig::from_json(parse_meta(dr.meta_, "config", path));
   if (dr.cfg_.draft_vocab.size() > size_t(target.vocab)) {
