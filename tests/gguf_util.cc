@@ -176,7 +176,9 @@ void convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, const
     if (c.arch == Arch::Llama && ends_with(name, "q_proj.weight")) x = permute(x, c.n_heads, cols);
     if (c.arch == Arch::Llama && ends_with(name, "k_proj.weight")) x = permute(x, c.n_kv_heads, cols);
     if (is_gemma(c.arch) && ends_with(name, "norm.weight")) {
-      for (auto& e : x) e = e + 1.0f;
+      // torch adds in the tensor's dtype: fp32 for F32/BF16 sources (the
+      // converter widens BF16 first), fp16 for F16 ones (rounded again).
+      for (auto& e : x) e = v.dtype == DType::F16 ? f16_to_f32(f32_to_f16(e + 1.0f)) : e + 1.0f;
     }
     const bool vec = v.shape.size() <= 1 || ends_with(name, "norm.weight");
     const uint32_t type = vec ? 0 : opt.matrix_type;

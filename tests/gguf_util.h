@@ -10,7 +10,8 @@
 //   interleaved RoPE (LlamaModel.permute); rope_scaling llama3 written as the
 //   rope_freqs.weight factors (original context from the top-level
 //   original_max_position_embeddings, default 8192, as the converter reads it);
-// - Gemma: every *norm.weight stored as 1 + w, computed in fp32;
+// - Gemma: every *norm.weight stored as 1 + w, computed in fp32 (in fp16,
+//   rounded, when the checkpoint is F16: torch adds in the tensor's dtype);
 // - 1-D tensors and norms F32; matrices in the requested type (F32/F16/BF16,
 //   from fp32 with round-to-nearest-even);
 // - dims reversed (ggml order).

@@ -103,7 +103,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{Arch::Qwen3, DType::F32}, Case{Arch::Gemma2, DType::F32},
                       Case{Arch::Gemma3, DType::F32}, Case{Arch::Llama, DType::F16},
                       Case{Arch::Llama, DType::BF16}, Case{Arch::Gemma3, DType::BF16},
-                      Case{Arch::Qwen2, DType::F16}),
+                      Case{Arch::Qwen2, DType::F16}, Case{Arch::Gemma2, DType::BF16},
+                      Case{Arch::Qwen3, DType::BF16}),
     [](const auto& info) {
       return std::string(arch_name(info.param.arch)) + "_" + std::string(dtype_name(info.param.dtype));
     });
@@ -138,6 +139,25 @@ void set(io::GgufMetadata& kv, const std::string& key, io::GgufValue v) {
 }
 void erase_key(io::GgufMetadata& kv, const std::string& key) {
   std::erase_if(kv, [&](auto& e) { return e.first == key; });
+}
+
+// llama.cpp's converter adds Gemma's 1 in the checkpoint's dtype: from an
+// F16 checkpoint the GGUF's norms are rounded sums, and the loader must use
+// them as stored (so the logits differ from the HF checkpoint's).
+TEST(LoadGguf, GemmaF16NormsAreUsedAsStored) {
+  const std::string dir = test::random_hf_checkpoint("gguf-g16", spec_for(Arch::Gemma2, DType::F16));
+  const std::string p = dir + "/../g16.gguf";
+  GgufConvert opt;
+  opt.matrix_type = 1;
+  test::convert_hf_to_gguf(dir, p, opt);
+  const LoadedModel gg = load_model(p, {});
+  const io::GgufFile f(p);
+  const io::GgufTensor& t = *f.tensor("blk.0.attn_norm.weight");
+  ASSERT_EQ(t.type, 0u);
+  EXPECT_EQ(std::memcmp(gg.weights.layers[0].attn_norm.data(), t.data, t.nbytes), 0);
+  std::mt19937 rng(4);
+  const auto tokens = test::random_tokens(rng, 8, gg.config.vocab);
+  EXPECT_NE(test::first_bit_difference(logits(load_hf(dir, {}), tokens), logits(gg, tokens)), -1);
 }
 
 TEST(LoadGguf, AlignmentVersionAndAnyFileName) {
