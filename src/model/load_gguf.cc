@@ -230,7 +230,6 @@ LoadedModel load_gguf(const std::string& path, const LoadOptions& opt) {
   ModelWeights& w = m.weights;
   w.layers.resize(size_t(c.n_layers));
   const size_t n_tasks = size_t(c.n_layers) + 1;
-  std::vector<std::exception_ptr> errors(n_tasks);
   auto task = [&](size_t t) {
     if (t > 0) {
       w.layers[t - 1] = load_gguf_layer(f, c, int(t - 1), opt.weights);
@@ -250,19 +249,7 @@ LoadedModel load_gguf(const std::string& path, const LoadOptions& opt) {
     const GgufTensor* head = c.tie_embeddings ? e : f.tensor("output.weight");
     w.lm_head = pack_gguf_matrix({{head, {}}}, opt.weights, path);
   };
-  ThreadPool pool(std::max(1, std::min<int>(physical_cores(), int(n_tasks))));
-  pool.parallel_for(n_tasks, [&](size_t b, size_t e, size_t) {
-    for (size_t t = b; t < e; ++t) {
-      try {
-        task(t);
-      } catch (...) {
-        errors[t] = std::current_exception();
-      }
-    }
-  });
-  for (auto& err : errors) {
-    if (err) std::rethrow_exception(err);
-  }
+  run_load_tasks(n_tasks, task);
   w.keep_alive.push_back(file->keep_alive());
   return m;
 }
