@@ -288,13 +288,12 @@ void GgufFile::parse() {
     fail<IoError>("GGUF file '{}' is truncated or corrupt: it claims {} tensors, but only {} bytes "
                   "follow the metadata", path_, n_tensors, c.left());
   }
-  std::set<std::string, std::less<>> names;
   tensors_.reserve(size_t(n_tensors));
   for (uint64_t k = 0; k < n_tensors; ++k) {
     GgufTensor t;
     t.name = c.string(fmt::format("the name of tensor #{}", k));
     if (t.name.empty()) fail<FormatError>("GGUF file '{}': tensor #{} has an empty name", path_, k);
-    if (!names.insert(t.name).second) {
+    if (!by_name_.emplace(t.name, tensors_.size()).second) {
       fail<FormatError>("GGUF file '{}': tensor '{}' appears twice", path_, t.name);
     }
     const std::string what = "tensor '" + t.name + "'";
@@ -369,10 +368,8 @@ const GgufValue* GgufFile::find(std::string_view key) const {
 }
 
 const GgufTensor* GgufFile::tensor(std::string_view name) const {
-  for (auto& t : tensors_) {
-    if (t.name == name) return &t;
-  }
-  return nullptr;
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : &tensors_[it->second];
 }
 
 std::optional<int64_t> GgufFile::get_int(std::string_view key) const {

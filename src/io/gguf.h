@@ -26,6 +26,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -134,6 +135,7 @@ class GgufFile {
   size_t alignment_ = 32, data_offset_ = 0;
   GgufMetadata kv_;
   std::vector<GgufTensor> tensors_;
+  std::map<std::string, size_t, std::less<>> by_name_;  // name -> index in tensors_
 };
 
 // A tensor to write: `bytes` are the stored bytes (row-major, dims[0] fastest).

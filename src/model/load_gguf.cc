@@ -153,6 +153,15 @@ std::vector<Expected> expected_tensors(const ModelConfig& c) {
 }
 
 void check_tensors(const GgufFile& f, const ModelConfig& c) {
+  // Before listing them: a block_count the file's tensors cannot cover is
+  // refused here, instead of building names for tensors that cannot exist.
+  const size_t per_layer = layer_tensor_shapes(c, "").size();
+  const size_t need = size_t(c.n_layers) * per_layer + (c.tie_embeddings ? 2 : 3);
+  if (f.tensors().size() < need) {
+    fail<FormatError>("GGUF file '{}': its metadata describes a {} model of {} layers ({} "
+                      "tensors), but the file holds {} tensors", f.path(), arch_name(c.arch),
+                      c.n_layers, need, f.tensors().size());
+  }
   std::set<std::string> wanted;
   for (auto& e : expected_tensors(c)) {
     wanted.insert(e.name);

@@ -186,8 +186,11 @@ TEST(LoadGguf, InconsistentFilesNameTheTensorOrKey) {
                              t.dims = {t.dims[0] / 2, t.dims[1] * 2}; }), {}); },
                            {"blk.1.ffn_up.weight", "shape [192, 32]", "[96, 64]"});
   expect_error<FormatError>([&] { load_model(edited("missing", [](auto&, auto& ts) {
-                              std::erase_if(ts, [](auto& t) { return t.name == "blk.0.attn_k.weight"; }); }), {}); },
+                              find(ts, "blk.0.attn_k.weight").name = "blk.0.attn_kk.weight"; }), {}); },
                             {"blk.0.attn_k.weight", "not found"});
+  expect_error<FormatError>([&] { load_model(edited("layers", [](auto& kv, auto&) {
+                              set(kv, "llama.block_count", io::GgufValue::u32(60000)); }), {}); },
+                            {"60000 layers", "holds 22 tensors"});
   expect_error<FormatError>([&] { load_model(edited("extra", [](auto&, auto& ts) {
                               ts.push_back({"blk.0.attn_q.bias", {64}, 0, std::string(256, '\0')}); }), {}); },
                             {"blk.0.attn_q.bias", "would be ignored"});
