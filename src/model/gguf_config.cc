@@ -240,16 +240,18 @@ ModelConfig gguf_model_config(const io::GgufFile& f) {
       c.sliding_window = m.get_int("attention.sliding_window", 4096);
       for (int i = 0; i < c.n_layers; ++i) c.layer_sliding[size_t(i)] = i % 2 == 0;
     } else {
-      // Gemma 3: no softcaps; every 6th layer global; local RoPE base 10000.
-      if (!f.find(m.key("attention.sliding_window"))) {
-        fail<ConfigError>("GGUF file '{}': missing required key '{}'", f.path(),
-                          m.key("attention.sliding_window"));
-      }
+      // Gemma 3: with a sliding window, every 6th layer global and local RoPE
+      // base 10000 on the others; without one (absent or 0, as newer
+      // llama.cpp reads it), every layer global. No attention softcap; a
+      // final softcap only when the key says so.
+      c.final_softcap = float(m.get_float("final_logit_softcapping", 0.0));
       c.sliding_window = m.get_int("attention.sliding_window", 0);
-      for (int i = 0; i < c.n_layers; ++i) c.layer_sliding[size_t(i)] = (i + 1) % 6 != 0;
-      c.rope_local_theta = 10000.f;
+      if (c.sliding_window > 0) {
+        for (int i = 0; i < c.n_layers; ++i) c.layer_sliding[size_t(i)] = (i + 1) % 6 != 0;
+        c.rope_local_theta = 10000.f;
+      }
     }
-    if (c.sliding_window <= 0) c.sliding_window = c.max_position;
+    if (c.sliding_window <= 0) c.sliding_window = c.arch == Arch::Gemma2 ? c.max_position : 0;
   }
 
   // Special tokens: BOS, and EOS ∪ EOT ∪ EOM (each ends generation).

@@ -6,6 +6,7 @@
 // inconsistent file is refused naming the tensor or key.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -158,6 +159,26 @@ TEST(LoadGguf, GemmaF16NormsAreUsedAsStored) {
   std::mt19937 rng(4);
   const auto tokens = test::random_tokens(rng, 8, gg.config.vocab);
   EXPECT_NE(test::first_bit_difference(logits(load_hf(dir, {}), tokens), logits(gg, tokens)), -1);
+}
+
+// llama.cpp's hard-coded Gemma values, read back from the metadata alone.
+TEST(LoadGguf, GemmaHardCodedValues) {
+  const ModelConfig g3 = read_model_config(edited("g3", [](auto&, auto&) {}, Arch::Gemma3));
+  EXPECT_EQ(g3.layer_sliding, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));
+  EXPECT_EQ(g3.rope_local_theta, 10000.f);
+  EXPECT_EQ(g3.attn_softcap, 0.f);
+  EXPECT_EQ(g3.query_scale, float(std::pow(32.0, -0.5)));  // 1/sqrt(head_dim)
+  const ModelConfig nowin = read_model_config(edited("g3w", [](auto& kv, auto&) {
+    set(kv, "gemma3.attention.sliding_window", io::GgufValue::u32(0)); }, Arch::Gemma3));
+  EXPECT_EQ(nowin.layer_sliding, std::vector<uint8_t>(6, 0));
+  EXPECT_EQ(nowin.rope_local_theta, 0.f);
+  const ModelConfig g2 = read_model_config(edited("g2", [](auto& kv, auto&) {
+    erase_key(kv, "gemma2.attn_logit_softcapping");
+    erase_key(kv, "gemma2.attention.sliding_window"); }, Arch::Gemma2));
+  EXPECT_EQ(g2.attn_softcap, 50.f);  // llama.cpp's defaults
+  EXPECT_EQ(g2.sliding_window, 4096);
+  EXPECT_EQ(g2.layer_sliding, (std::vector<uint8_t>{1, 0}));
+  EXPECT_EQ(g2.embed_scale, std::sqrt(64.f));
 }
 
 TEST(LoadGguf, AlignmentVersionAndAnyFileName) {
