@@ -19,6 +19,14 @@ constexpr uint8_t kMagic[4] = {'G', 'G', 'U', 'F'};
 constexpr size_t kDefaultAlignment = 32;
 // Nesting deeper than this is no real file's and would recurse without bound.
 constexpr int kMaxArrayDepth = 8;
+// Array elements over all metadata. Each is held as a GgufValue (~90 bytes)
+// however small it is in the file, so a count bounded by the file size alone
+// could still ask for ~90× a multi-GB file; real files hold ~1.5 M (a 262 k
+// vocabulary's tokens, scores and types plus its merges).
+constexpr uint64_t kMaxArrayElements = uint64_t(1) << 23;
+// Metadata entries and tensors, for the same reason (real files: tens of
+// keys, at most tens of thousands of tensors).
+constexpr uint64_t kMaxEntries = uint64_t(1) << 20;
 
 // Smallest encoded size of one value of type t (the bound a count is checked
 // against before anything is reserved).
@@ -77,7 +85,7 @@ class Cursor {
 };
 
 GgufValue read_value(Cursor& c, GgufType t, const std::string& what, const std::string& path,
-                     int depth) {
+                     int depth, uint64_t& elems_left) {
   GgufValue v;
   v.type = t;
   switch (t) {
@@ -113,8 +121,15 @@ GgufValue read_value(Cursor& c, GgufType t, const std::string& what, const std::
         fail<IoError>("GGUF file '{}' is truncated or corrupt: {} claims {} elements of type {}, "
                       "but only {} bytes follow", path, what, n, gguf_type_name(v.elem), c.left());
       }
+      if (n > elems_left) {
+        fail<FormatError>("GGUF file '{}': {} brings the metadata's array elements past {} in "
+                          "total, more than any real file holds", path, what, kMaxArrayElements);
+      }
+      elems_left -= n;
       v.arr.reserve(size_t(n));
-      for (uint64_t k = 0; k < n; ++k) v.arr.push_back(read_value(c, v.elem, what, path, depth + 1));
+      for (uint64_t k = 0; k < n; ++k) {
+        v.arr.push_back(read_value(c, v.elem, what, path, depth + 1, elems_left));
+      }
       break;
     }
   }
@@ -255,7 +270,12 @@ void GgufFile::parse() {
     fail<IoError>("GGUF file '{}' is truncated or corrupt: it claims {} metadata entries, but only "
                   "{} bytes follow the header", path_, n_kv, c.left());
   }
+  if (n_kv > kMaxEntries || n_tensors > kMaxEntries) {
+    fail<FormatError>("GGUF file '{}' claims {} metadata entries and {} tensors; mtpspec reads at "
+                      "most {} of each (no real file has more)", path_, n_kv, n_tensors, kMaxEntries);
+  }
   std::set<std::string, std::less<>> keys;
+  uint64_t elems_left = kMaxArrayElements;
   kv_.reserve(size_t(n_kv));
   for (uint64_t k = 0; k < n_kv; ++k) {
     std::string key = c.string(fmt::format("metadata key #{}", k));
@@ -267,7 +287,7 @@ void GgufFile::parse() {
     if (!known_type(t)) {
       fail<FormatError>("GGUF file '{}': metadata key '{}' has unknown value type {}", path_, key, t);
     }
-    GgufValue v = read_value(c, GgufType(t), "metadata value '" + key + "'", path_, 0);
+    GgufValue v = read_value(c, GgufType(t), "metadata value '" + key + "'", path_, 0, elems_left);
     kv_.emplace_back(std::move(key), std::move(v));
   }
   if (const GgufValue* a = find("general.alignment")) {

@@ -16,7 +16,8 @@
 //
 // Reading validates everything before allocating or handing out a view:
 // every count and string length against the bytes left in the file (a hostile
-// count is refused, never reserved), the version and byte order, duplicate
+// count is refused, never reserved; at most 2^23 array elements in all, as
+// each is held unpacked), the version and byte order, duplicate
 // keys and tensor names, the alignment, n_dims ≤ 4, dims ≥ 0 and their product
 // against overflow, each tensor's type (unknown ids named: "tensor X has ggml
 // type 17, which mtpspec does not support") and its row length against the

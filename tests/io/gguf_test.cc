@@ -198,7 +198,21 @@ TEST(Gguf, HostileCountsAreRefusedBeforeAllocating) {
   poke<uint64_t>(kv, 16, uint64_t(1) << 60);
   expect_error<IoError>([&] { GgufFile f(write("kv", kv)); }, {"metadata entries"});
   poke<uint64_t>(tn, 8, uint64_t(1) << 60);
-  expect_error<IoError>([&] { GgufFile f(write("tn", tn)); }, {"tensors"});
+  expect_error<FormatError>([&] { GgufFile f(write("tn", tn)); }, {"tensors", "at most"});
+  std::string kv2 = b, tn2 = b;  // below the entry cap: checked against the bytes left
+  poke<uint64_t>(kv2, 16, 500000);
+  expect_error<IoError>([&] { GgufFile f(write("kv2", kv2)); }, {"500000 metadata entries"});
+  poke<uint64_t>(tn2, 8, 500000);
+  expect_error<IoError>([&] { GgufFile f(write("tn2", tn2)); }, {"500000 tensors"});
+  // An array the file's bytes could hold, but more elements than any real
+  // file: each would be held unpacked, so it is refused before reading.
+  std::string big = io::gguf_bytes({{"big", GgufValue::array(GgufType::U8, {})}}, {});
+  const size_t count_at = big.find("big") + 3 + 4 + 4;
+  const uint64_t n = (uint64_t(1) << 23) + 1;
+  poke<uint64_t>(big, count_at, n);
+  big.resize(count_at + 8);
+  big.append(size_t(n), '\0');
+  expect_error<FormatError>([&] { GgufFile f(write("big", big)); }, {"big", "array elements"});
   // The array length of t.strs (after key, u32 type, u32 element type).
   size_t at = arr.find("t.strs") + 6 + 4 + 4;
   poke<uint64_t>(arr, at, uint64_t(1) << 61);
