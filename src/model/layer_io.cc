@@ -14,13 +14,11 @@ using io::TensorSet;
 using io::TensorView;
 using kernels::PackedMatrix;
 
-namespace {
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + "]";
 }
-}  // namespace
 
 TensorShapes layer_tensor_shapes(const ModelConfig& c, const std::string& p) {
   const int64_t d = c.d_model, hd = c.head_dim, q = int64_t(c.n_heads) * hd,

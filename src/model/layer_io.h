@@ -18,6 +18,9 @@ namespace mtp::model {
 
 using TensorShapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
+// "[2, 3]": a shape for messages.
+std::string shape_str(const std::vector<int64_t>& s);
+
 // Every tensor of one layer of family `c`, with its shape, named prefix + HF name.
 TensorShapes layer_tensor_shapes(const ModelConfig& c, const std::string& prefix);
 

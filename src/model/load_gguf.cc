@@ -35,12 +35,6 @@ using io::GgufFile;
 using io::GgufTensor;
 using kernels::PackedMatrix;
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 // The storage dtype of a plain float ggml type; nullopt for every other type.
 std::optional<DType> float_dtype(uint32_t t) {
   switch (static_cast<GgmlType>(t)) {

@@ -34,12 +34,6 @@ using io::TensorSet;
 using io::TensorView;
 using kernels::PackedMatrix;
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 // Where the language model's tensors live. Text-only checkpoints use "model.";
 // Gemma 3 multimodal ones "language_model.model." (transformers < 4.52) or
 // "model.language_model." (later), with the lm_head beside them when untied.
