@@ -17,11 +17,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (t.nbytes != 0 && !t.data) std::abort();
       for (size_t i = 0; i < t.nbytes; ++i) sink ^= t.data[i];
     }
-    for (const auto& [k, v] : f.metadata()) {
+    for (const auto& entry : f.metadata()) {  // no structured binding: clang 14 cannot capture one
+      const std::string& k = entry.first;
       mtp::fuzz::expect_typed([&] { (void)f.get_int(k); });
       mtp::fuzz::expect_typed([&] { (void)f.get_float(k); });
       mtp::fuzz::expect_typed([&] { (void)f.get_string(k); });
-      (void)v.describe();
+      (void)entry.second.describe();
     }
     mtp::fuzz::expect_typed([&] { (void)mtp::model::gguf_model_config(f); });
     mtp::fuzz::expect_typed([&] {
