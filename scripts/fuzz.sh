@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-60}
 shift || true
 all=(safetensors hf_config tokenizer_json sentencepiece llama2c_checkpoint llama2c_tokenizer
-     drafter_metadata shards_manifest prompts)
+     drafter_metadata shards_manifest prompts gguf http_request)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 jobs=${JOBS:-2}

@@ -16,11 +16,12 @@ namespace mtp::app {
 
 void add_model_flags(CLI::App* cmd, ModelArgs& a) {
   cmd->add_option("-m,--model", a.model,
-                  "Target model: a Hugging Face directory (config.json + *.safetensors) or a "
-                  "llama2.c .bin checkpoint")
+                  "Target model: a Hugging Face directory (config.json + *.safetensors), a GGUF "
+                  "file (llama, qwen2, qwen3, gemma2, gemma3) or a llama2.c .bin checkpoint")
       ->required();
   cmd->add_option("--tokenizer", a.tokenizer,
-                  "Tokenizer file or directory (default: the one beside the model)");
+                  "Tokenizer file or directory (default: the one beside the model; a GGUF "
+                  "model's own tokenizer.ggml.* metadata)");
   cmd->add_option("--weights", a.weights,
                   "Precision the weight matrices are held in: fp32, bf16, or requantized at "
                   "load with mtpspec's quantizer to a ggml block type q8_0, q4_0, q5_0, q4_k, "
@@ -39,6 +40,16 @@ void add_drafter_flags(CLI::App* cmd, DrafterArgs& a, unsigned which,
                         ? "MTP drafter file (default: drafter.safetensors beside the model, if "
                           "present)"
                         : drafter_help);
+    cmd->add_option_function<std::string>(
+           "--drafter-target-mismatch",
+           [&a](const std::string& s) {
+             a.target_mismatch =
+                 s == "warn" ? drafter::TargetMismatch::Warn : drafter::TargetMismatch::Refuse;
+           },
+           "A drafter trained for another target fingerprint (e.g. the bf16 checkpoint of this "
+           "GGUF or quantized copy): refuse (default) or warn and run it (output unchanged, "
+           "acceptance may be lower)")
+        ->check(CLI::IsMember({"refuse", "warn"}));
   }
   if (which & kFlagDraftK) {
     // Range-checked by resolve_draft_k, which knows the drafter's K.

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "drafter/drafter.h"  // TargetMismatch
 #include "speculative/sampler.h"
 
 namespace CLI {
@@ -41,6 +42,10 @@ struct DrafterArgs {
   bool draft_k_given = false;
   float p_min = 0.f;         // --draft-p-min
   bool no_spec = false;      // --no-spec
+  // --drafter-target-mismatch refuse|warn: a drafter made for another target
+  // fingerprint (e.g. the bf16 checkpoint of this GGUF) is refused, or run
+  // with a warning. Taken wherever --drafter is.
+  drafter::TargetMismatch target_mismatch = drafter::TargetMismatch::Refuse;
 };
 
 // Which of DrafterArgs' flags a command takes.

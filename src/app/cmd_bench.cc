@@ -78,7 +78,7 @@ BenchTarget open_target(const BenchArgs& a) {
     if (a.model.model.empty()) fail<InputError>("bench needs a target: -m MODEL, or --random 1b|tiny");
     if (a.prompts.empty()) fail<InputError>("bench -m MODEL needs --prompts FILE (JSONL)");
     t.session = open_session(a.model);
-    t.drafter = open_drafter(a.model, a.spec.drafter, *t.session.model);
+    t.drafter = open_drafter(a.model, a.spec, *t.session.model);
     if (!t.drafter) fail<InputError>("bench needs a drafter (--drafter FILE, or drafter.safetensors beside the model)");
     t.model_name = t.session.model->loaded().path;
     t.drafter_name = t.drafter->path();
@@ -234,7 +234,7 @@ void add_bench(CLI::App& root) {
   add_model_flags(cmd, a->model);
   CLI::Option* model = cmd->get_option("--model");
   model->required(false);
-  model->description("Target model (Hugging Face directory or llama2.c .bin); or --random");
+  model->description("Target model (Hugging Face directory, GGUF file or llama2.c .bin); or --random");
   CLI::Option* random = cmd->add_option(
       "--random", a->random,
       "Instead of -m: a random target generated in memory (1b | tiny), with a random K=4 drafter "

@@ -43,7 +43,7 @@ std::string shorten(const std::string& s, size_t n) {
 void run_drift(DriftArgs a) {
   Session s = open_session(a.model);
   std::unique_ptr<drafter::Drafter> dr;
-  if (!a.spec.drafter.empty()) dr = open_drafter(a.model, a.spec.drafter, *s.model);
+  if (!a.spec.drafter.empty()) dr = open_drafter(a.model, a.spec, *s.model);
   a.o.drafter = dr.get();
   a.o.draft_k = dr ? resolve_draft_k(a.spec, dr->config().K, "the drafter's K", dr->config().K)
                    : resolve_draft_k(a.spec, kOracleMaxK, "the oracle's verify rows", kOracleDefaultK);

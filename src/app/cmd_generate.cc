@@ -38,7 +38,7 @@ void run_generate(GenerateArgs a) {
   o.sampler = sampler_options(a.sampling);
   Session s = open_session(a.model);
   std::unique_ptr<drafter::Drafter> dr;
-  if (!a.spec.no_spec) dr = open_drafter(a.model, a.spec.drafter, *s.model);
+  if (!a.spec.no_spec) dr = open_drafter(a.model, a.spec, *s.model);
   std::vector<int32_t> ids = s.tokenizer->encode(prompt, !a.no_special);
   speculative::SpecOptions so;
   so.drafter = dr.get();

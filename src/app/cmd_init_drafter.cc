@@ -42,7 +42,7 @@ void add_init_drafter(CLI::App& root) {
   auto a = std::make_shared<InitArgs>();
   CLI::App* cmd =
       root.add_subcommand("init-drafter", "Write a randomly initialised MTP drafter for a target");
-  cmd->add_option("-m,--model", a->model, "Target model (Hugging Face directory or llama2.c .bin)")
+  cmd->add_option("-m,--model", a->model, "Target model (Hugging Face directory, GGUF file or llama2.c .bin)")
       ->required();
   cmd->add_option("--tokenizer", a->tokenizer, "Accepted for symmetry; the drafter needs none");
   cmd->add_option("-o,--output", a->out, "Drafter file to write (.safetensors)")->required()

@@ -65,7 +65,7 @@ void run_serve(ServeArgs a) {
 
   Session s = open_session(a.model);
   std::unique_ptr<drafter::Drafter> dr;
-  if (!a.spec.no_spec) dr = open_drafter(a.model, a.spec.drafter, *s.model);
+  if (!a.spec.no_spec) dr = open_drafter(a.model, a.spec, *s.model);
   int draft_k = 0;
   if (dr) draft_k = resolve_draft_k(a.spec, dr->config().K, "the drafter's K", dr->config().K);
 

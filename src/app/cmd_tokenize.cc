@@ -35,8 +35,8 @@ void add_tokenize(CLI::App& root) {
   auto a = std::make_shared<TokenizeArgs>();
   CLI::App* cmd = root.add_subcommand("tokenize", "Print the token ids of a text");
   cmd->add_option("--tokenizer", a->tokenizer,
-                  "tokenizer.json, SentencePiece .model, llama2.c .bin, GPT-2 encoder.json, or a "
-                  "model directory")
+                  "tokenizer.json, SentencePiece .model, llama2.c .bin, GPT-2 encoder.json, a GGUF "
+                  "file, or a model directory")
       ->required();
   auto* p = cmd->add_option("-p,--prompt", a->text, "Text to tokenize");
   auto* f = cmd->add_option("-f,--file", a->file, "Read the text from a file");

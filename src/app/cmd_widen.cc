@@ -68,7 +68,7 @@ void add_widen(CLI::App& root) {
   CLI::App* cmd = root.add_subcommand(
       "widen", "Write a function-preserving widening of a target (and drafter) as a Hugging "
                "Face folder: zero-padded dims, heads, FFN units and layers (docs/WIDEN.md)");
-  cmd->add_option("-m,--model", a->model, "Target model (Hugging Face directory or llama2.c .bin)")
+  cmd->add_option("-m,--model", a->model, "Target model (Hugging Face directory, GGUF file or llama2.c .bin)")
       ->required();
   cmd->add_option("--tokenizer", a->tokenizer,
                   "Tokenizer to copy into the folder (default: the one beside the model)");

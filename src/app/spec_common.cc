@@ -12,9 +12,9 @@ namespace fs = std::filesystem;
 
 namespace mtp::app {
 
-std::unique_ptr<drafter::Drafter> open_drafter(const ModelArgs& a, const std::string& explicit_path,
+std::unique_ptr<drafter::Drafter> open_drafter(const ModelArgs& a, const DrafterArgs& d,
                                                const model::Model& m) {
-  std::string path = explicit_path;
+  std::string path = d.drafter;
   if (path.empty()) {
     fs::path dir = fs::is_directory(a.model) ? fs::path(a.model) : fs::path(a.model).parent_path();
     fs::path beside = dir / "drafter.safetensors";
@@ -22,7 +22,7 @@ std::unique_ptr<drafter::Drafter> open_drafter(const ModelArgs& a, const std::st
     path = beside.string();
   }
   return std::make_unique<drafter::Drafter>(
-      drafter::Drafter::load(path, m.loaded(), drafter_weight_type(a.weights)));
+      drafter::Drafter::load(path, m.loaded(), drafter_weight_type(a.weights), d.target_mismatch));
 }
 
 std::unique_ptr<drafter::Drafter> random_drafter(const model::Model& m, int K, uint64_t seed,

@@ -13,9 +13,10 @@
 
 namespace mtp::app {
 
-// `explicit_path` if given, else drafter.safetensors beside the model if it
-// exists, else null. Refuses (ConfigError) a drafter made for another target.
-std::unique_ptr<drafter::Drafter> open_drafter(const ModelArgs& a, const std::string& explicit_path,
+// d.drafter if given, else drafter.safetensors beside the model if it exists,
+// else null. A drafter made for another target is refused (ConfigError) or,
+// with d.target_mismatch == Warn, loaded with a warning.
+std::unique_ptr<drafter::Drafter> open_drafter(const ModelArgs& a, const DrafterArgs& d,
                                                const model::Model& m);
 
 // A random drafter with K modules (drafter::random_drafter_tensors, the

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <mutex>
@@ -9,6 +10,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/ggml_type.h"
 #include "model/fingerprint.h"
 #include "model/layer_io.h"
 
@@ -138,18 +140,21 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> drafter_tensor_shapes(
 }
 
 Drafter Drafter::load(const std::string& path, const model::LoadedModel& target,
-                      kernels::WeightType hold) {
-  return load(path, target.config, model::target_fingerprint(target), hold);
+                      kernels::WeightType hold, TargetMismatch mismatch) {
+  return load(path, target.config, model::target_fingerprint(target), hold, mismatch);
 }
 
 Drafter Drafter::load(const std::string& path, const model::ModelConfig& target,
-                      const std::string& target_fingerprint, kernels::WeightType hold) {
-  return from_tensor_set(io::TensorSet::open_file(path), path, target, target_fingerprint, hold);
+                      const std::string& target_fingerprint, kernels::WeightType hold,
+                      TargetMismatch mismatch) {
+  return from_tensor_set(io::TensorSet::open_file(path), path, target, target_fingerprint, hold,
+                         mismatch);
 }
 
 Drafter Drafter::from_tensor_set(const io::TensorSet& ts, const std::string& path,
                                  const model::ModelConfig& target,
-                                 const std::string& target_fingerprint, kernels::WeightType hold) {
+                                 const std::string& target_fingerprint, kernels::WeightType hold,
+                                 TargetMismatch mismatch) {
   Drafter dr;
   dr.heads_ = std::make_shared<HeadCache>();
   dr.path_ = path;
@@ -177,10 +182,22 @@ Drafter Drafter::from_tensor_set(const io::TensorSet& ts, const std::string& pat
   };
   std::string fp = str("fingerprint", "");
   if (fp != target_fingerprint) {
-    fail<ConfigError>("drafter '{}' was trained for target {} ({}); this target is {} ({}). "
-                      "Train a drafter for this model (mtpspec precompute/train/export)",
-                      path, fp.empty() ? "<none>" : fp, str("architecture", "?"),
-                      target_fingerprint, model::arch_name(target.arch));
+    // A fingerprint covers the stored bytes (model/fingerprint.h): a GGUF,
+    // F16 or quantized copy of the checkpoint a drafter was trained on is
+    // another target, whose outputs (and so acceptance) may differ.
+    const std::string why = fmt::format(
+        "drafter '{}' was trained for target {} ({}); this target is {} ({}, {} weights). A "
+        "target's fingerprint is that of its stored bytes, so a GGUF, F16 or quantized copy of "
+        "the checkpoint a drafter was trained on is another target",
+        path, fp.empty() ? "<none>" : fp, str("architecture", "?"), target_fingerprint,
+        model::arch_name(target.arch), target.source);
+    if (mismatch == TargetMismatch::Refuse) {
+      fail<ConfigError>("{}. Train a drafter for this model (mtpspec precompute/train/export), or "
+                        "pass --drafter-target-mismatch warn to run it anyway", why);
+    }
+    fmt::print(stderr, "warning: {}; running it anyway (--drafter-target-mismatch warn): the "
+                       "output is still the target's, acceptance may be lower\n", why);
+    std::fflush(stderr);
   }
   dr.cfg_ = DrafterConfig::from_json(parse_meta(dr.meta_, "config", path));
   if (dr.cfg_.draft_vocab.size() > size_t(target.vocab)) {
@@ -243,14 +260,26 @@ const kernels::PackedMatrix* Drafter::draft_head(const kernels::PackedMatrix& lm
 kernels::PackedMatrix sub_head(const kernels::PackedMatrix& head, std::span<const int32_t> ids) {
   // Rows as the kernel holds them (exact), repacked in the same precision:
   // the kernel's per-row reduction then gives the same bits as the full head.
+  // Block-quantized heads copy their rows' blocks (requantizing dequantized
+  // values need not give the same blocks back).
   const size_t cols = head.cols();
-  std::vector<float> rows(ids.size() * cols);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || size_t(ids[i]) >= head.rows()) {
-      fail<InputError>("draft vocabulary id {} is outside the head's {} rows", ids[i], head.rows());
+  for (int32_t id : ids) {
+    if (id < 0 || size_t(id) >= head.rows()) {
+      fail<InputError>("draft vocabulary id {} is outside the head's {} rows", id, head.rows());
     }
-    head.row_f32(size_t(ids[i]), rows.data() + i * cols);
   }
+  if (!head.is_composite() && kernels::weight_type_quantized(head.hold())) {
+    const GgmlType t = kernels::weight_ggml_type(head.hold());
+    const size_t rb = ggml_row_bytes(static_cast<uint32_t>(t), cols);
+    std::vector<uint8_t> blocks(ids.size() * rb);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      std::memcpy(blocks.data() + i * rb, head.data() + size_t(ids[i]) * rb, rb);
+    }
+    return kernels::PackedMatrix::pack_blocks(blocks.data(), t, ids.size(), cols);
+  }
+  MTP_CHECK(!head.is_composite(), "a draft vocabulary of a composite head");
+  std::vector<float> rows(ids.size() * cols);
+  for (size_t i = 0; i < ids.size(); ++i) head.row_f32(size_t(ids[i]), rows.data() + i * cols);
   return kernels::PackedMatrix::pack(rows.data(), DType::F32, ids.size(), cols, head.hold());
 }
 

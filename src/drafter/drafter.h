@@ -69,6 +69,12 @@ struct MtpModule {
 std::vector<std::pair<std::string, std::vector<int64_t>>> drafter_tensor_shapes(
     const model::ModelConfig& target, const DrafterConfig& d);
 
+// What Drafter::load does when the drafter's recorded target fingerprint is
+// not this target's (--drafter-target-mismatch): refuse (ConfigError), or
+// load it with one warning line on stderr. The output stays the target's
+// either way (verification decides every token); only acceptance suffers.
+enum class TargetMismatch { Refuse, Warn };
+
 class Drafter {
  public:
   // Loads `path` for `target`, whose fingerprint (model/fingerprint.h) it
@@ -76,11 +82,13 @@ class Drafter {
   // for target …; this target is …"), another format or a newer version;
   // checks every tensor's shape and values.
   static Drafter load(const std::string& path, const model::LoadedModel& target,
-                      kernels::WeightType hold);
+                      kernels::WeightType hold,
+                      TargetMismatch mismatch = TargetMismatch::Refuse);
   // The same for a target known only by its config and fingerprint (tests that
   // pose as another target).
   static Drafter load(const std::string& path, const model::ModelConfig& target,
-                      const std::string& target_fingerprint, kernels::WeightType hold);
+                      const std::string& target_fingerprint, kernels::WeightType hold,
+                      TargetMismatch mismatch = TargetMismatch::Refuse);
   // A drafter built from fp32 tensors in memory (training's parity gate,
   // export, random drafters, tests), exactly as write_drafter() would store
   // them as `stored` and load() read them back — same rounding, same checks —
@@ -106,7 +114,8 @@ class Drafter {
  private:
   static Drafter from_tensor_set(const io::TensorSet& ts, const std::string& path,
                                  const model::ModelConfig& target,
-                                 const std::string& target_fingerprint, kernels::WeightType hold);
+                                 const std::string& target_fingerprint, kernels::WeightType hold,
+                                 TargetMismatch mismatch = TargetMismatch::Refuse);
   struct HeadCache;
   std::shared_ptr<HeadCache> heads_;  // shared_ptr: Drafter stays movable
   DrafterConfig cfg_;

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "io/tokenizer_gguf.h"
 #include "io/tokenizer_hf.h"
 #include "io/tokenizer_internal.h"
 #include "io/tokenizer_llama2c.h"
@@ -217,13 +218,15 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
         path);
   }
   const std::string name = p.filename().string();
+  // A GGUF file (by its magic, whatever its name): tokenizer.ggml.* inside.
+  if (GgufFile::has_magic(path)) return load_gguf_tokenizer(path);
   if (ends_with(name, "encoder.json")) return load_gpt2_pair(p);
   if (ends_with(name, ".json")) return load_hf_tokenizer(path);
   if (ends_with(name, ".model")) return load_sentencepiece_tokenizer(path);
   if (ends_with(name, ".bin")) return load_llama2c_tokenizer(path);
   fail<FormatError>(
       "tokenizer '{}': unrecognised file type (expected tokenizer.json, a SentencePiece .model, "
-      "a llama2.c .bin or a GPT-2 encoder.json)",
+      "a llama2.c .bin, a GPT-2 encoder.json or a GGUF file)",
       path);
 }
 

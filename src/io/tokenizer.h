@@ -56,7 +56,8 @@ void check_tokenizer_covers(int64_t model_vocab, const Tokenizer& tok,
 
 // Opens a tokenizer by path: a directory (tokenizer.json, else tokenizer.model,
 // else tokenizer.bin / tok*.bin), tokenizer.json, a SentencePiece .model, a
-// llama2.c tokenizer .bin, or GPT-2 encoder.json (vocab.bpe beside it).
+// llama2.c tokenizer .bin, GPT-2 encoder.json (vocab.bpe beside it), or a GGUF
+// file (recognised by its magic; its tokenizer.ggml.* metadata, tokenizer_gguf.h).
 // tokenizer_config.json beside the file is read when present.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
 

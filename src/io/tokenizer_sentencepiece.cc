@@ -90,7 +90,47 @@ class Wire {
 
 SentencePieceTokenizer::SentencePieceTokenizer(const std::string& path) : path_(path) {
   parse(read_file(path));  // IoError when missing
+  build();
 
+  const detail::TokenizerConfig cfg = detail::read_tokenizer_config(detail::config_path_for(path));
+  if (cfg.add_bos_token) add_bos_ = *cfg.add_bos_token;
+  if (cfg.add_eos_token) add_eos_ = *cfg.add_eos_token;
+  auto known = [&](const std::string& text) {
+    auto it = reserved_.find(text);
+    if (it != reserved_.end()) return it->second;
+    return lookup(text);
+  };
+  if (cfg.bos_token && bos_ < 0) bos_ = known(*cfg.bos_token);
+  if (cfg.eos_token) {
+    const int32_t id = known(*cfg.eos_token);
+    if (id >= 0 && std::find(eos_.begin(), eos_.end(), id) == eos_.end()) eos_.push_back(id);
+  }
+}
+
+SentencePieceTokenizer::SentencePieceTokenizer(Spec spec) : path_(std::move(spec.source)) {
+  if (spec.pieces.empty()) fail<FormatError>("{}: the vocabulary is empty", path_);
+  if (spec.scores.size() != spec.pieces.size() || spec.types.size() != spec.pieces.size()) {
+    fail<FormatError>("{}: {} pieces but {} scores and {} types", path_, spec.pieces.size(),
+                      spec.scores.size(), spec.types.size());
+  }
+  pieces_.reserve(spec.pieces.size());
+  for (size_t i = 0; i < spec.pieces.size(); ++i) {
+    if (spec.types[i] == PieceType::Byte) byte_fallback_ = true;
+    pieces_.push_back({std::move(spec.pieces[i]), spec.scores[i], spec.types[i]});
+  }
+  bpe_ = true;
+  add_dummy_prefix_ = spec.add_dummy_prefix;
+  remove_extra_whitespaces_ = spec.remove_extra_whitespaces;
+  escape_whitespaces_ = true;
+  add_bos_ = spec.add_bos;
+  add_eos_ = spec.add_eos;
+  bos_ = spec.bos;
+  eos_ = std::move(spec.eos);
+  build();
+}
+
+void SentencePieceTokenizer::build() {
+  const std::string& path = path_;
   std::vector<AddedTokenMatcher::Token> specials, user;
   bytes_.resize(pieces_.size());
   byte_ids_.fill(-1);
@@ -131,20 +171,6 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& path) : path_(
   specials_ = std::make_unique<AddedTokenMatcher>(std::move(specials));
   build_pairs();
   user_defined_ = std::make_unique<AddedTokenMatcher>(std::move(user));
-
-  const detail::TokenizerConfig cfg = detail::read_tokenizer_config(detail::config_path_for(path));
-  if (cfg.add_bos_token) add_bos_ = *cfg.add_bos_token;
-  if (cfg.add_eos_token) add_eos_ = *cfg.add_eos_token;
-  auto known = [&](const std::string& text) {
-    auto it = reserved_.find(text);
-    if (it != reserved_.end()) return it->second;
-    return lookup(text);
-  };
-  if (cfg.bos_token && bos_ < 0) bos_ = known(*cfg.bos_token);
-  if (cfg.eos_token) {
-    const int32_t id = known(*cfg.eos_token);
-    if (id >= 0 && std::find(eos_.begin(), eos_.end(), id) == eos_.end()) eos_.push_back(id);
-  }
 }
 
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;

@@ -52,6 +52,22 @@ class SentencePieceTokenizer final : public Tokenizer {
   // Throws IoError (missing or truncated file), FormatError (not a
   // SentencePiece model) or ConfigError (a model kind we do not implement).
   explicit SentencePieceTokenizer(const std::string& path);
+
+  // A BPE model given as its parts instead of a .model file (GGUF's
+  // tokenizer.ggml.* arrays, tokenizer_gguf.cc): the same engine and
+  // contracts; byte fallback when there are byte pieces; no
+  // tokenizer_config.json is read. `source` names it in messages.
+  struct Spec {
+    std::string source;
+    std::vector<std::string> pieces;
+    std::vector<float> scores;
+    std::vector<PieceType> types;
+    int32_t bos = -1;
+    std::vector<int32_t> eos;
+    bool add_bos = true, add_eos = false;
+    bool add_dummy_prefix = true, remove_extra_whitespaces = false;
+  };
+  explicit SentencePieceTokenizer(Spec spec);
   ~SentencePieceTokenizer() override;
 
   std::vector<int32_t> encode(std::string_view text, bool add_special = true) const override;
@@ -79,6 +95,7 @@ class SentencePieceTokenizer final : public Tokenizer {
     PieceType type;
   };
   void parse(const std::string& data);
+  void build();  // the lookup tables, from pieces_
   std::string normalize(std::string_view text) const;
   void encode_plain(std::string_view text, std::vector<int32_t>& out) const;
   int32_t lookup(std::string_view piece) const;  // -1 when not a mergeable piece

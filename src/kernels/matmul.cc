@@ -509,7 +509,30 @@ PackedMatrix PackedMatrix::pack(const void* src, DType st, size_t rows, size_t c
   return m;
 }
 
+PackedMatrix PackedMatrix::concat_rows(std::vector<PackedMatrix> parts) {
+  if (parts.empty()) fail<ShapeError>("concat_rows: no parts");
+  if (parts.size() == 1) return std::move(parts[0]);
+  PackedMatrix m;
+  m.cols_ = parts[0].cols();
+  m.hold_ = parts[0].hold();
+  for (const auto& p : parts) {
+    if (p.cols() != m.cols_)
+      fail<ShapeError>("concat_rows: a part has {} columns, the first {}", p.cols(), m.cols_);
+    m.rows_ += p.rows();
+    m.bytes_ += p.bytes();
+  }
+  m.parts_ = std::make_shared<const std::vector<PackedMatrix>>(std::move(parts));
+  return m;
+}
+
 void PackedMatrix::row_f32(size_t r, float* out) const {
+  if (parts_) {
+    for (const auto& p : *parts_) {
+      if (r < p.rows()) return p.row_f32(r, out);
+      r -= p.rows();
+    }
+    fail<ShapeError>("row_f32: row out of range");
+  }
   if (weight_type_quantized(hold_)) {
     const GgmlType t = weight_ggml_type(hold_);
     return dequantize_row(t, data_.get() + r * ggml_row_bytes(static_cast<uint32_t>(t), cols_),
@@ -528,6 +551,14 @@ void PackedMatrix::row_f32(size_t r, float* out) const {
 void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, float* y,
             size_t y_stride, ThreadPool* pool) {
   if (q == 0 || w.rows() == 0) return;
+  if (w.is_composite()) {  // each part on its own output rows
+    size_t off = 0;
+    for (const auto& p : w.parts()) {
+      matmul(p, x, x_stride, q, y + off, y_stride, pool);
+      off += p.rows();
+    }
+    return;
+  }
   detail::ensure_simd_target();
   if (weight_type_quantized(w.hold())) {
     if (x_stride < w.cols() || y_stride < w.rows())

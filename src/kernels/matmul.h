@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 #include <string>
 
 #include "core/dtype.h"
@@ -58,6 +59,15 @@ class PackedMatrix {
   // as bf16. Throws ShapeError for another type or a cols that is not a
   // whole number of blocks.
   static PackedMatrix pack_blocks(const void* blocks, GgmlType type, size_t rows, size_t cols);
+  // The row-wise concatenation of matrices with the same cols but possibly
+  // different holds (a GGUF Q4_K_M layer fuses Q4_K q/k rows with Q6_K v
+  // rows into one wqkv): matmul runs each part's kernel on its own output
+  // rows, so every output element is exactly what its part alone computes
+  // (batch invariance unchanged). hold() is the first part's; is_composite()
+  // tells. One part is returned as it is.
+  static PackedMatrix concat_rows(std::vector<PackedMatrix> parts);
+  bool is_composite() const { return parts_ != nullptr; }
+  const std::vector<PackedMatrix>& parts() const { return *parts_; }
 
   size_t rows() const { return rows_; }
   size_t cols() const { return cols_; }
@@ -76,6 +86,7 @@ class PackedMatrix {
   size_t rows_ = 0, cols_ = 0, bytes_ = 0;
   WeightType hold_ = WeightType::F32;
   std::shared_ptr<uint8_t[]> data_;  // 64-byte aligned
+  std::shared_ptr<const std::vector<PackedMatrix>> parts_;  // concat_rows only
 };
 
 // Y[q, rows] = X[q, cols] · Wᵀ. x has row stride x_stride (>= cols) and y has

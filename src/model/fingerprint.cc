@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -10,6 +11,8 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/ggml_type.h"
+#include "io/gguf.h"
 #include "io/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -92,6 +95,16 @@ std::string compute(const LoadedModel& lm) {
   h.update("mtpspec-target-fingerprint-v1\n" + lm.config.to_json().dump() + "\n");
   if (lm.config.source == "random") {  // generated in memory: the spec and seed name it
     h.update(lm.path);
+  } else if (lm.config.source == "gguf") {
+    // The stored bytes, in the stored types (a Q8_0 or F16 copy of a
+    // checkpoint is another target than the checkpoint).
+    io::GgufFile f(lm.path);
+    std::vector<const io::GgufTensor*> ts;
+    for (const auto& t : f.tensors()) ts.push_back(&t);
+    std::sort(ts.begin(), ts.end(), [](auto* a, auto* b) { return a->name < b->name; });
+    for (const io::GgufTensor* t : ts) {
+      hash_tensor(h, t->name, "ggml:" + ggml_type_name(t->type), t->shape(), t->data, t->nbytes);
+    }
   } else if (fs::is_directory(lm.path)) {
     io::TensorSet ts = io::TensorSet::open_dir(lm.path);
     for (const auto& name : ts.names()) {
@@ -126,7 +139,17 @@ std::string cache_dir() {
   return dir.string();
 }
 
+static std::string stored_fingerprint(const LoadedModel& lm, bool use_cache);
+
 std::string target_fingerprint(const LoadedModel& lm, bool use_cache) {
+  const std::string stored = stored_fingerprint(lm, use_cache);
+  if (lm.requantized.empty()) return stored;
+  // Requantized at load: the held bytes are a function of the stored ones and
+  // of mtpspec's quantizer for that type (its version named here).
+  return sha256_hex(stored + "|requantized:" + lm.requantized + "|quantizer:mtpspec-rtn-1");
+}
+
+static std::string stored_fingerprint(const LoadedModel& lm, bool use_cache) {
   if (lm.config.source == "random") use_cache = false;
   std::string key = use_cache ? cache_key(weight_files(lm)) : "";
   key += "#" + sha256_hex(lm.config.to_json().dump());

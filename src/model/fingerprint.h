@@ -2,7 +2,10 @@
 // canonical config plus, for every stored tensor sorted by name, its name,
 // stored dtype, shape and stored bytes. Independent of --weights (it hashes what
 // is on disk, not the repacked matrices). A llama2.c checkpoint is hashed as one
-// pseudo-tensor "llama2c.payload" (U8, everything after the 28-byte header).
+// pseudo-tensor "llama2c.payload" (U8, everything after the 28-byte header);
+// a GGUF file's tensors are hashed with their ggml type ("ggml:Q8_0") and
+// stored bytes, so a GGUF copy of a checkpoint (config source "gguf", F16 or
+// quantized bytes) never shares the checkpoint's fingerprint.
 //
 // Hashing a multi-GB checkpoint takes seconds, so results are cached in
 // $XDG_CACHE_HOME/mtpspec/fingerprints.json (default ~/.cache/mtpspec), keyed by

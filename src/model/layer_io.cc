@@ -1,6 +1,10 @@
 #include "model/layer_io.h"
 
+#include <algorithm>
 #include <cstring>
+#include <exception>
+
+#include "core/thread_pool.h"
 
 #include "core/error.h"
 
@@ -10,13 +14,11 @@ using io::TensorSet;
 using io::TensorView;
 using kernels::PackedMatrix;
 
-namespace {
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + "]";
 }
-}  // namespace
 
 TensorShapes layer_tensor_shapes(const ModelConfig& c, const std::string& p) {
   const int64_t d = c.d_model, hd = c.head_dim, q = int64_t(c.n_heads) * hd,
@@ -101,6 +103,23 @@ PackedMatrix pack_rows(const std::vector<const TensorView*>& parts, kernels::Wei
 std::vector<float> load_norm(const TensorSet& ts, const std::string& name, bool one_plus) {
   const TensorView& v = finite_tensor(ts, name);
   return norm_weight(v.data, v.dtype, v.numel(), one_plus);
+}
+
+void run_load_tasks(size_t n, const std::function<void(size_t)>& task) {
+  std::vector<std::exception_ptr> errors(n);
+  ThreadPool pool(std::max(1, std::min<int>(physical_cores(), int(n))));
+  pool.parallel_for(n, [&](size_t b, size_t e, size_t) {
+    for (size_t t = b; t < e; ++t) {
+      try {
+        task(t);
+      } catch (...) {
+        errors[t] = std::current_exception();
+      }
+    }
+  });
+  for (auto& err : errors) {
+    if (err) std::rethrow_exception(err);
+  }
 }
 
 LayerWeights load_layer(const TensorSet& ts, const ModelConfig& c, const std::string& p,

@@ -4,6 +4,7 @@
 // module block is read exactly like a target layer of the same family.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,9 @@
 namespace mtp::model {
 
 using TensorShapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
+
+// "[2, 3]": a shape for messages.
+std::string shape_str(const std::vector<int64_t>& s);
 
 // Every tensor of one layer of family `c`, with its shape, named prefix + HF name.
 TensorShapes layer_tensor_shapes(const ModelConfig& c, const std::string& prefix);
@@ -34,6 +38,12 @@ std::vector<float> load_norm(const io::TensorSet& ts, const std::string& name, b
 // Row-wise concatenation of [r_i, cols] tensors packed as one matrix.
 kernels::PackedMatrix pack_rows(const std::vector<const io::TensorView*>& parts,
                                 kernels::WeightType hold);
+
+// Runs task(0..n-1) on a pool of up to physical_cores() threads (the
+// loaders' per-layer work); every task runs, and the first error by task
+// index is rethrown, so which error a bad checkpoint reports does not depend
+// on the scheduling.
+void run_load_tasks(size_t n, const std::function<void(size_t)>& task);
 
 // One layer of family `c` under `prefix`.
 LayerWeights load_layer(const io::TensorSet& ts, const ModelConfig& c, const std::string& prefix,

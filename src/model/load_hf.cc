@@ -34,12 +34,6 @@ using io::TensorSet;
 using io::TensorView;
 using kernels::PackedMatrix;
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 // Where the language model's tensors live. Text-only checkpoints use "model.";
 // Gemma 3 multimodal ones "language_model.model." (transformers < 4.52) or
 // "model.language_model." (later), with the lm_head beside them when untied.
@@ -156,7 +150,6 @@ LoadedModel load_hf(const std::string& dir, const LoadOptions& opt) {
   w.layers.resize(c.n_layers);
   // Task 0: embedding (checked in place), final norm, lm_head; task 1 + i: layer i.
   const size_t n_tasks = size_t(c.n_layers) + 1;
-  std::vector<std::exception_ptr> errors(n_tasks);
   auto task = [&](size_t t) {
     if (t > 0) {
       w.layers[t - 1] = load_layer(ts, c, l.prefix + "layers." + std::to_string(t - 1) + ".", opt.weights);
@@ -171,19 +164,7 @@ LoadedModel load_hf(const std::string& dir, const LoadOptions& opt) {
       w.lm_head = pack_rows({&finite_tensor(ts, l.lm_head)}, opt.weights);
     }
   };
-  ThreadPool pool(std::max(1, std::min<int>(physical_cores(), int(n_tasks))));
-  pool.parallel_for(n_tasks, [&](size_t b, size_t e, size_t) {
-    for (size_t t = b; t < e; ++t) {
-      try {
-        task(t);
-      } catch (...) {
-        errors[t] = std::current_exception();
-      }
-    }
-  });
-  for (auto& err : errors) {
-    if (err) std::rethrow_exception(err);
-  }
+  run_load_tasks(n_tasks, task);
   w.keep_alive.push_back(ts.keep_alive());  // the embedding view points into the maps
 
   for (const char* tok : {"tokenizer.json", "tokenizer.model", "tokenizer.bin"}) {

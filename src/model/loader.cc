@@ -1,9 +1,11 @@
 // load_model: dispatch on what the path is. The loaders themselves live in
-// load_hf.cc (Hugging Face folders) and load_llama2c.cc (llama2.c .bin files).
+// load_hf.cc (Hugging Face folders), load_gguf.cc (GGUF files) and
+// load_llama2c.cc (llama2.c .bin files).
 #include <filesystem>
 #include <utility>
 
 #include "core/error.h"
+#include "io/gguf.h"
 #include "model/hf_config.h"
 #include "model/loader.h"
 
@@ -13,7 +15,7 @@ namespace mtp::model {
 
 namespace {
 
-enum class Format { Hf, Llama2c };
+enum class Format { Hf, Gguf, Llama2c };
 
 // What `path` holds, and the path to load it from.
 std::pair<Format, std::string> resolve(const std::string& path) {
@@ -32,6 +34,8 @@ std::pair<Format, std::string> resolve(const std::string& path) {
     const bool hf_file = name == "config.json" || name == "model.safetensors.index.json" ||
                          (name.size() > 12 && name.ends_with(".safetensors"));
     if (hf_file && fs::exists(parent / "config.json", ec)) return {Format::Hf, parent.string()};
+    // GGUF by its magic, whatever the file is called.
+    if (io::GgufFile::has_magic(path)) return {Format::Gguf, path};
     return {Format::Llama2c, path};
   }
   fail<IoError>("no model at '{}'", path);
@@ -41,11 +45,16 @@ std::pair<Format, std::string> resolve(const std::string& path) {
 
 LoadedModel load_model(const std::string& path, const LoadOptions& opt) {
   const auto [format, p] = resolve(path);
-  return format == Format::Hf ? load_hf(p, opt) : load_llama2c(p, opt);
+  LoadedModel m = format == Format::Gguf ? load_gguf(p, opt)
+                  : format == Format::Hf ? load_hf(p, opt)
+                                         : load_llama2c(p, opt);
+  if (kernels::weight_type_quantized(opt.weights)) m.requantized = kernels::weight_type_name(opt.weights);
+  return m;
 }
 
 ModelConfig read_model_config(const std::string& path) {
   const auto [format, p] = resolve(path);
+  if (format == Format::Gguf) return read_gguf_config(p);
   return format == Format::Hf ? read_hf_config(p) : read_llama2c_config(p);
 }
 

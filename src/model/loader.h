@@ -21,10 +21,16 @@ struct LoadedModel {
   ModelWeights weights;
   std::string path;       // what was loaded (file or directory)
   std::string tokenizer;  // default tokenizer path found beside it ("" if none)
+  // The ggml block type ("q4_k") the float matrices were requantized to at
+  // load (--weights), "" when they are held as stored (or as fp32/bf16). The
+  // fingerprint then covers it: a requantized target computes another
+  // function, so a drafter of the original is refused on it by default.
+  std::string requantized;
 };
 
 // Dispatches on what `path` is: a directory with config.json -> Hugging Face;
-// a file (llama2.c .bin) -> llama2.c. Throws IoError / FormatError / ConfigError.
+// a file starting with the GGUF magic (whatever its extension) -> GGUF; any
+// other file (llama2.c .bin) -> llama2.c. Throws IoError / FormatError / ConfigError.
 LoadedModel load_model(const std::string& path, const LoadOptions& opt);
 
 // llama2.c checkpoint: 7 int32 header fields (dim, hidden_dim, n_layers, n_heads,
@@ -33,12 +39,40 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opt);
 LoadedModel load_llama2c(const std::string& path, const LoadOptions& opt);
 
 // The config alone, without reading the weights (dispatch as load_model):
-// read_hf_config for a Hugging Face folder, the header for llama2.c.
+// read_hf_config for a Hugging Face folder, the metadata for GGUF, the header
+// for llama2.c.
 ModelConfig read_model_config(const std::string& path);
 ModelConfig read_llama2c_config(const std::string& path);
 
 // Hugging Face directory: config.json (+ generation_config.json) and
 // model.safetensors or model.safetensors.index.json shards.
 LoadedModel load_hf(const std::string& dir, const LoadOptions& opt);
+
+// GGUF file (llama.cpp; docs/FORMATS.md "GGUF"): architectures llama, qwen2,
+// qwen3, gemma2, gemma3, with llama.cpp's conventions undone so that a GGUF
+// converted from a Hugging Face checkpoint computes that checkpoint's bits:
+// Llama's Q/K rows un-permuted, Gemma's stored 1 + w norms used as they are,
+// rope_freqs.weight read as llama3 scaling, llama.cpp's hard-coded Gemma values.
+// The tokenizer is the file itself (tokenizer.ggml.*). Throws IoError /
+// FormatError (the file), ConfigError (an unsupported architecture, key value
+// or weight type, naming the key or tensor), ShapeError (a tensor's shape).
+LoadedModel load_gguf(const std::string& path, const LoadOptions& opt);
+ModelConfig read_gguf_config(const std::string& path);
+
+}  // namespace mtp::model
+
+namespace mtp::io {
+class GgufFile;
+}
+
+namespace mtp::model {
+
+// The config a GGUF file's metadata describes (source = "gguf"), validated.
+ModelConfig gguf_model_config(const io::GgufFile& f);
+
+// The GGUF name of layer `layer`'s tensor whose Hugging Face name (below
+// "model.layers.{layer}.") is `hf`: "self_attn.q_proj.weight" ->
+// "blk.{layer}.attn_q.weight" (gguf-py's tensor map for these families).
+std::string gguf_layer_tensor_name(const ModelConfig& c, int layer, const std::string& hf);
 
 }  // namespace mtp::model

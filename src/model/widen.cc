@@ -77,6 +77,12 @@ WidenShape parse_widen_shape(const std::string& spec, const ModelConfig& src) {
 }
 
 WidenPlan plan_widen(const ModelConfig& src, const WidenShape& shape, bool allow_inexact) {
+  if (src.source == "gguf") {
+    // The widened checkpoint is written as a Hugging Face folder from the
+    // source's config.json (or as a Llama for llama2.c); a GGUF has neither.
+    fail<ConfigError>("widen: a GGUF source is not supported; widen the Hugging Face checkpoint "
+                      "it was converted from");
+  }
   WidenShape s = shape;
   if (!s.d_model) s.d_model = src.d_model;
   if (!s.n_layers) s.n_layers = src.n_layers;

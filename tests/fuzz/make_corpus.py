@@ -301,3 +301,84 @@ out("http_request", "chat", b"\x01" + json.dumps({
                  {"role": "user", "content": [{"type": "text", "text": "more"}]}],
     "max_completion_tokens": 8, "drafter": False, "spec_sampling": "rejection"}).encode())
 out("http_request", "bad", b"\x01{\"messages\": [{\"role\": 1}]")
+
+# ---------------------------------------------------------------- GGUF
+# Layout of docs/FORMATS.md "GGUF": little-endian header, key/values, tensor
+# infos (dims in ggml order), data aligned to general.alignment (default 32).
+GGUF_T = {"u8": 0, "i8": 1, "u16": 2, "i16": 3, "u32": 4, "i32": 5, "f32": 6, "bool": 7,
+          "str": 8, "arr": 9, "u64": 10, "i64": 11, "f64": 12}
+GGUF_FMT = {"u8": "<B", "i8": "<b", "u16": "<H", "i16": "<h", "u32": "<I", "i32": "<i",
+            "f32": "<f", "bool": "<B", "u64": "<Q", "i64": "<q", "f64": "<d"}
+
+
+def gstr(s):
+    b = s.encode("utf-8")
+    return struct.pack("<Q", len(b)) + b
+
+
+def gval(t, v):
+    if t == "str":
+        return gstr(v)
+    if t == "arr":
+        et, items = v
+        return struct.pack("<IQ", GGUF_T[et], len(items)) + b"".join(gval(et, x) for x in items)
+    return struct.pack(GGUF_FMT[t], v)
+
+
+def gguf(kvs, tensors, version=3, align=32):
+    """kvs: list of (key, type, value); tensors: list of (name, dims, ggml type, raw)."""
+    out_b = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs))
+    for k, t, v in kvs:
+        out_b += gstr(k) + struct.pack("<I", GGUF_T[t]) + gval(t, v)
+    off, blob = 0, b""
+    for name, dims, typ, raw in tensors:
+        out_b += gstr(name) + struct.pack("<I", len(dims)) + struct.pack("<%dq" % len(dims), *dims)
+        out_b += struct.pack("<IQ", typ, off)
+        pad = (-len(raw)) % align
+        blob += raw + bytes(pad)
+        off += len(raw) + pad
+    out_b += bytes((-len(out_b)) % align)
+    return out_b + blob
+
+
+def tiny_llama_gguf(arch="llama", d=32, ffn=64, heads=2, kv=1, layers=1, vocab=260):
+    hd = d // heads
+    kvs = [("general.architecture", "str", arch), (arch + ".context_length", "u32", 64),
+           (arch + ".embedding_length", "u32", d), (arch + ".block_count", "u32", layers),
+           (arch + ".feed_forward_length", "u32", ffn), (arch + ".attention.head_count", "u32", heads),
+           (arch + ".attention.head_count_kv", "u32", kv),
+           (arch + ".attention.layer_norm_rms_epsilon", "f32", 1e-5),
+           (arch + ".rope.freq_base", "f32", 10000.0),
+           ("tokenizer.ggml.model", "str", "llama"),
+           ("tokenizer.ggml.tokens", "arr", ("str", ["<unk>", "<s>", "</s>"] +
+                                             ["<0x%02X>" % b for b in range(256)] + ["\u2581a"])),
+           ("tokenizer.ggml.scores", "arr", ("f32", [0.0] * 259 + [-1.0])),
+           ("tokenizer.ggml.token_type", "arr", ("i32", [2, 3, 3] + [6] * 256 + [1])),
+           ("tokenizer.ggml.bos_token_id", "u32", 1), ("tokenizer.ggml.eos_token_id", "u32", 2)]
+    t = [("token_embd.weight", [d, vocab], 0, floats(d * vocab)),
+         ("output_norm.weight", [d], 0, floats(d))]
+    for i in range(layers):
+        b = "blk.%d." % i
+        t += [(b + "attn_norm.weight", [d], 0, floats(d)), (b + "ffn_norm.weight", [d], 0, floats(d)),
+              (b + "attn_q.weight", [d, heads * hd], 0, floats(d * heads * hd)),
+              (b + "attn_k.weight", [d, kv * hd], 1, bytes(2 * d * kv * hd)),
+              (b + "attn_v.weight", [d, kv * hd], 30, bytes(2 * d * kv * hd)),
+              (b + "attn_output.weight", [heads * hd, d], 0, floats(d * heads * hd)),
+              (b + "ffn_gate.weight", [d, ffn], 0, floats(d * ffn)),
+              (b + "ffn_up.weight", [d, ffn], 0, floats(d * ffn)),
+              (b + "ffn_down.weight", [ffn, d], 0, floats(d * ffn))]
+    return gguf(kvs, t)
+
+
+out("gguf", "llama.gguf", tiny_llama_gguf())
+out("gguf", "all_types.gguf", gguf(
+    [("general.alignment", "u32", 64), ("a", "u8", 1), ("b", "i8", -1), ("c", "u16", 2),
+     ("d", "i16", -2), ("e", "i32", -3), ("f", "f32", 0.5), ("g", "bool", 1), ("h", "u64", 4),
+     ("i", "i64", -4), ("j", "f64", 0.25), ("k", "arr", ("arr", [("i32", [1, 2]), ("i32", [])]))],
+    [("q8", [32, 2], 8, bytes(68)), ("q4k", [256], 12, bytes(144)), ("f16", [3], 1, bytes(6))],
+    version=2, align=64))
+out("gguf", "gpt2_vocab.gguf", gguf(
+    [("tokenizer.ggml.model", "str", "gpt2"), ("tokenizer.ggml.pre", "str", "gpt-2"),
+     ("tokenizer.ggml.tokens", "arr", ("str", ["a", "b", "ab", "\u0120", "<|endoftext|>"])),
+     ("tokenizer.ggml.token_type", "arr", ("i32", [1, 1, 1, 1, 3])),
+     ("tokenizer.ggml.merges", "arr", ("str", ["a b"]))], []))

@@ -176,3 +176,37 @@ TEST(QuantPack, WeightTypeNamesRoundTrip) {
 
 }  // namespace
 }  // namespace mtp::kernels
+
+namespace mtp::kernels {
+namespace {
+
+// concat_rows: each output row is exactly what its part alone computes
+// (so a fused Q4_K/Q6_K wqkv keeps every part's bits and batch invariance).
+TEST(ConcatRows, EachPartsRowsAreThePartsOwnBits) {
+  const size_t cols = 256;
+  std::mt19937 rng(11);
+  const std::vector<float> a = test::randn(40 * cols, rng), b = test::randn(24 * cols, rng),
+                           x = test::randn(5 * cols, rng);
+  PackedMatrix pa = PackedMatrix::pack(a.data(), DType::F32, 40, cols, WeightType::Q4_K);
+  PackedMatrix pb = PackedMatrix::pack(b.data(), DType::F32, 24, cols, WeightType::Q6_K);
+  std::vector<float> ya(5 * 40), yb(5 * 24), y(5 * 64);
+  matmul(pa, x.data(), 5, ya.data(), nullptr);
+  matmul(pb, x.data(), 5, yb.data(), nullptr);
+  const PackedMatrix c = PackedMatrix::concat_rows({pa, pb});
+  ASSERT_TRUE(c.is_composite());
+  EXPECT_EQ(c.rows(), 64u);
+  EXPECT_EQ(c.bytes(), pa.bytes() + pb.bytes());
+  ThreadPool pool(2);
+  matmul(c, x.data(), 5, y.data(), &pool);
+  for (size_t r = 0; r < 5; ++r) {
+    for (size_t o = 0; o < 40; ++o) ASSERT_EQ(test::float_bits(y[r * 64 + o]), test::float_bits(ya[r * 40 + o]));
+    for (size_t o = 0; o < 24; ++o) ASSERT_EQ(test::float_bits(y[r * 64 + 40 + o]), test::float_bits(yb[r * 24 + o]));
+  }
+  std::vector<float> row(cols), want(cols);
+  c.row_f32(45, row.data());
+  pb.row_f32(5, want.data());
+  EXPECT_EQ(row, want);
+}
+
+}  // namespace
+}  // namespace mtp::kernels

@@ -1,0 +1,314 @@
+// GGUF metadata -> ModelConfig, following llama.cpp's conventions
+// (docs/FORMATS.md "GGUF"): the keys convert_hf_to_gguf.py writes, the values
+// llama.cpp's loader (src/llama-model.cpp) hard-codes for Gemma 2/3, and the
+// llama3 RoPE scaling that arrives as the per-frequency tensor rope_freqs.weight.
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/ggml_type.h"
+#include "io/gguf.h"
+#include "model/loader.h"
+
+namespace mtp::model {
+
+namespace {
+
+constexpr int kMaxLayers = 1 << 16;
+
+struct ArchName {
+  const char* name;
+  Arch arch;
+};
+constexpr ArchName kArchs[] = {{"llama", Arch::Llama},   {"qwen2", Arch::Qwen2},
+                               {"qwen3", Arch::Qwen3},   {"gemma2", Arch::Gemma2},
+                               {"gemma3", Arch::Gemma3}};
+
+bool is_gemma(Arch a) { return a == Arch::Gemma2 || a == Arch::Gemma3; }
+
+// Metadata access with the architecture prefix and messages naming the file.
+struct Meta {
+  const io::GgufFile& f;
+  std::string prefix;  // "llama."
+
+  std::string key(const char* k) const { return prefix + k; }
+  int req_int(const char* k) const {
+    auto v = f.get_int(key(k));
+    if (!v) fail<ConfigError>("GGUF file '{}': missing required key '{}'", f.path(), key(k));
+    return to_int(k, *v);
+  }
+  int get_int(const char* k, int def) const {
+    auto v = f.get_int(key(k));
+    return v ? to_int(k, *v) : def;
+  }
+  double get_float(const char* k, double def) const { return f.get_float(key(k)).value_or(def); }
+  int to_int(const char* k, int64_t v) const {
+    if (v < 0 || v > INT32_MAX) {
+      fail<ConfigError>("GGUF file '{}': '{}' = {} is out of range", f.path(), key(k), v);
+    }
+    return int(v);
+  }
+};
+
+// The per-frequency factors llama.cpp's converter writes for llama3 scaling
+// (LlamaModel.generate_extra_tensors): fp32 arithmetic, as torch does it.
+std::vector<float> llama3_factors(float theta, int head_dim, float factor, float low, float high,
+                                  float old_ctx) {
+  std::vector<float> out;
+  const float low_wl = old_ctx / low, high_wl = old_ctx / high;
+  for (int i = 0; i < head_dim / 2; ++i) {
+    const float freq = 1.0f / std::pow(theta, float(2 * i) / float(head_dim));
+    const float wl = float(2 * M_PI) / freq;
+    if (wl < high_wl) {
+      out.push_back(1.0f);
+    } else if (wl > low_wl) {
+      out.push_back(factor);
+    } else {
+      const float smooth = (old_ctx / wl - low) / (high - low);
+      out.push_back(1.0f / ((1 - smooth) / factor + smooth));
+    }
+  }
+  return out;
+}
+
+// rope_freqs.weight -> the llama3 parameters that produce it. The GGUF keeps
+// only the factors, so the parameters are recovered by trying the values
+// released checkpoints use; a match within 1e-5 (relative) on every frequency
+// identifies them, and the forward then computes Hugging Face's llama3
+// frequencies from them (the bits of the HF checkpoint). Anything else is
+// refused rather than approximated.
+RopeScaling recover_llama3(const io::GgufFile& f, const io::GgufTensor& t, const ModelConfig& c,
+                           std::optional<int64_t> orig_key) {
+  const size_t half = size_t(c.head_dim) / 2;
+  if (t.type != uint32_t(GgmlType::F32) || t.dims.size() != 1 || t.row_elems() != half) {
+    fail<ConfigError>("GGUF file '{}': rope_freqs.weight must be F32 of {} values (head_dim / 2), "
+                      "got {} with dims of {} values", f.path(), half, ggml_type_name(t.type),
+                      t.numel());
+  }
+  std::vector<float> got(half);
+  std::memcpy(got.data(), t.data, half * sizeof(float));
+  float factor = 1.0f;
+  for (float v : got) {
+    if (!(v >= 1.0f) || !std::isfinite(v)) {
+      fail<ConfigError>("GGUF file '{}': rope_freqs.weight holds {}; llama3 factors are >= 1",
+                        f.path(), v);
+    }
+    factor = std::max(factor, v);
+  }
+  RopeScaling r;
+  if (factor == 1.0f) return r;  // every frequency unscaled
+  std::vector<int> origs = {8192, 4096, 2048, 16384, 32768, 65536, 131072};
+  if (orig_key && *orig_key > 0 && *orig_key <= INT32_MAX) origs.insert(origs.begin(), int(*orig_key));
+  for (int orig : origs) {
+    for (float low : {1.0f, 2.0f, 4.0f, 8.0f}) {
+      for (float high : {4.0f, 2.0f, 8.0f, 16.0f, 32.0f}) {
+        if (!(high > low)) continue;
+        auto want = llama3_factors(c.rope_theta, c.head_dim, factor, low, high, float(orig));
+        bool ok = true;
+        for (size_t i = 0; i < half && ok; ++i) ok = std::fabs(want[i] - got[i]) <= 1e-5f * got[i];
+        if (!ok) continue;
+        r.type = RopeScaling::Type::Llama3;
+        r.factor = factor;
+        r.low_freq_factor = low;
+        r.high_freq_factor = high;
+        r.original_max_position = orig;
+        return r;
+      }
+    }
+  }
+  fail<ConfigError>("GGUF file '{}': rope_freqs.weight (max factor {}) is not llama3 RoPE scaling "
+                    "with any standard low/high frequency factors and original context; "
+                    "mtpspec does not apply arbitrary per-frequency factors", f.path(), factor);
+}
+
+}  // namespace
+
+ModelConfig gguf_model_config(const io::GgufFile& f) {
+  const auto arch_name = f.get_string("general.architecture");
+  if (!arch_name) fail<ConfigError>("GGUF file '{}' has no general.architecture", f.path());
+  const ArchName* fam = nullptr;
+  for (auto& a : kArchs) {
+    if (*arch_name == a.name) fam = &a;
+  }
+  if (!fam) {
+    fail<ConfigError>("GGUF file '{}': general.architecture '{}' is not supported (supported: "
+                      "llama, qwen2, qwen3, gemma2, gemma3)", f.path(), *arch_name);
+  }
+  const Meta m{f, *arch_name + "."};
+  ModelConfig c;
+  c.arch = fam->arch;
+  c.source = "gguf";
+  c.d_model = m.req_int("embedding_length");
+  c.n_layers = m.req_int("block_count");
+  if (c.n_layers <= 0 || c.n_layers > kMaxLayers) {
+    fail<ConfigError>("GGUF file '{}': {} must be in 1..{}, got {}", f.path(),
+                      m.key("block_count"), kMaxLayers, c.n_layers);
+  }
+  c.ffn = m.req_int("feed_forward_length");
+  c.n_heads = m.req_int("attention.head_count");
+  if (c.n_heads <= 0) {
+    fail<ConfigError>("GGUF file '{}': {} must be positive", f.path(), m.key("attention.head_count"));
+  }
+  c.n_kv_heads = m.get_int("attention.head_count_kv", c.n_heads);
+  c.head_dim = m.get_int("attention.key_length", c.d_model / c.n_heads);
+  if (m.get_int("attention.value_length", c.head_dim) != c.head_dim) {
+    fail<ConfigError>("GGUF file '{}': {} = {} differs from {} = {} (not supported)", f.path(),
+                      m.key("attention.value_length"), m.get_int("attention.value_length", 0),
+                      m.key("attention.key_length"), c.head_dim);
+  }
+  if (int rot = m.get_int("rope.dimension_count", c.head_dim); rot != c.head_dim) {
+    fail<ConfigError>("GGUF file '{}': {} = {} (partial RoPE) is not supported; head_dim is {}",
+                      f.path(), m.key("rope.dimension_count"), rot, c.head_dim);
+  }
+  c.max_position = m.req_int("context_length");
+  c.norm_eps = float(m.get_float("attention.layer_norm_rms_epsilon", 1e-5));
+  if (!f.find(m.key("attention.layer_norm_rms_epsilon"))) {
+    fail<ConfigError>("GGUF file '{}': missing required key '{}'", f.path(),
+                      m.key("attention.layer_norm_rms_epsilon"));
+  }
+  // The vocabulary is the embedding's row count.
+  const io::GgufTensor* embd = f.tensor("token_embd.weight");
+  if (!embd || embd->dims.size() != 2) {
+    fail<FormatError>("GGUF file '{}' has no 2-D token_embd.weight", f.path());
+  }
+  if (embd->dims[1] > INT32_MAX) {
+    fail<ConfigError>("GGUF file '{}': token_embd.weight has {} rows", f.path(), embd->dims[1]);
+  }
+  c.vocab = int(embd->dims[1]);
+  if (auto v = f.get_int(m.key("vocab_size")); v && *v != c.vocab) {
+    fail<ShapeError>("GGUF file '{}': {} = {} but token_embd.weight has {} rows", f.path(),
+                     m.key("vocab_size"), *v, c.vocab);
+  }
+  c.tie_embeddings = f.tensor("output.weight") == nullptr;
+
+  // RoPE. llama.cpp stores Llama's Q/K rows permuted for its interleaved
+  // rotation; the loader undoes that, so every family runs rotate-half here.
+  c.rope_interleaved = false;
+  c.rope_theta = float(m.get_float("rope.freq_base", 10000.0));  // llama.cpp's default
+  const std::string scaling = f.get_string(m.key("rope.scaling.type")).value_or("none");
+  double lin = m.get_float("rope.scale_linear", 1.0);  // older converters' key
+  if (scaling == "linear") {
+    lin = m.get_float("rope.scaling.factor", 0.0);
+    if (!(lin > 0)) {
+      fail<ConfigError>("GGUF file '{}': {} must be positive with rope.scaling.type linear",
+                        f.path(), m.key("rope.scaling.factor"));
+    }
+  } else if (scaling != "none") {
+    fail<ConfigError>("GGUF file '{}': {} '{}' is not supported (supported: none, linear)",
+                      f.path(), m.key("rope.scaling.type"), scaling);
+  }
+  if (lin != 1.0) {
+    c.rope_scaling.type = RopeScaling::Type::Linear;
+    c.rope_scaling.factor = float(lin);
+  }
+  if (const io::GgufTensor* rf = f.tensor("rope_freqs.weight")) {
+    if (c.arch != Arch::Llama || c.rope_scaling.type != RopeScaling::Type::None) {
+      fail<ConfigError>("GGUF file '{}': rope_freqs.weight is only supported as llama3 scaling on "
+                        "llama without other RoPE scaling", f.path());
+    }
+    c.rope_scaling = recover_llama3(f, *rf, c, f.get_int(m.key("rope.scaling.original_context_length")));
+  }
+  if (c.arch == Arch::Gemma2 && c.rope_scaling.type != RopeScaling::Type::None) {
+    fail<ConfigError>("GGUF file '{}': RoPE scaling on gemma2 is not supported", f.path());
+  }
+
+  c.activation = is_gemma(c.arch) ? Activation::GeluTanh : Activation::SiLU;
+  c.qkv_bias = c.arch == Arch::Qwen2;
+  c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Gemma3;
+  if (is_gemma(c.arch)) {
+    // Stored norms already hold 1 + w (the converter adds it); the loader
+    // reads them as they are. norm_one_plus keeps its meaning for the
+    // family's other norms (a drafter's modules store w).
+    c.norm_one_plus = true;
+    c.sandwich_norms = true;
+    c.embed_scale = std::sqrt(float(c.d_model));
+    // llama.cpp: 1/sqrt(head_dim), except the 27B models (46 layers for
+    // Gemma 2, 62 for Gemma 3), whose query_pre_attn_scalar is d_model/heads.
+    const bool big = (c.arch == Arch::Gemma2 && c.n_layers == 46) ||
+                     (c.arch == Arch::Gemma3 && c.n_layers == 62);
+    const double qpas = big ? double(c.d_model / c.n_heads) : double(c.head_dim);
+    c.query_scale = float(std::pow(qpas, -0.5));
+    c.layer_sliding.assign(size_t(c.n_layers), 0);
+    if (c.arch == Arch::Gemma2) {
+      c.attn_softcap = float(m.get_float("attn_logit_softcapping", 50.0));
+      c.final_softcap = float(m.get_float("final_logit_softcapping", 30.0));
+      c.sliding_window = m.get_int("attention.sliding_window", 4096);
+      for (int i = 0; i < c.n_layers; ++i) c.layer_sliding[size_t(i)] = i % 2 == 0;
+    } else {
+      // Gemma 3: with a sliding window, every 6th layer global and local RoPE
+      // base 10000 on the others; without one (absent or 0, as newer
+      // llama.cpp reads it), every layer global. No attention softcap; a
+      // final softcap only when the key says so.
+      c.final_softcap = float(m.get_float("final_logit_softcapping", 0.0));
+      c.sliding_window = m.get_int("attention.sliding_window", 0);
+      if (c.sliding_window > 0) {
+        for (int i = 0; i < c.n_layers; ++i) c.layer_sliding[size_t(i)] = (i + 1) % 6 != 0;
+        c.rope_local_theta = 10000.f;
+      }
+    }
+    if (c.sliding_window <= 0) c.sliding_window = c.arch == Arch::Gemma2 ? c.max_position : 0;
+  }
+
+  // Special tokens: BOS, and EOS ∪ EOT ∪ EOM (each ends generation).
+  auto id = [&](const char* k) -> int32_t {
+    auto v = f.get_int(k);
+    if (!v) return -1;
+    if (*v < 0 || *v >= c.vocab) {
+      fail<ConfigError>("GGUF file '{}': '{}' = {} is outside the vocabulary of {}", f.path(), k,
+                        *v, c.vocab);
+    }
+    return int32_t(*v);
+  };
+  c.bos_id = id("tokenizer.ggml.bos_token_id");
+  for (const char* k : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
+                        "tokenizer.ggml.eom_token_id"}) {
+    if (int32_t e = id(k); e >= 0 && std::find(c.eos_ids.begin(), c.eos_ids.end(), e) == c.eos_ids.end())
+      c.eos_ids.push_back(e);
+  }
+  std::sort(c.eos_ids.begin(), c.eos_ids.end());
+  c.validate("GGUF file '" + f.path() + "'");
+  return c;
+}
+
+ModelConfig read_gguf_config(const std::string& path) { return gguf_model_config(io::GgufFile(path)); }
+
+std::string gguf_layer_tensor_name(const ModelConfig& c, int layer, const std::string& hf) {
+  struct Map {
+    const char* hf;
+    const char* gguf;
+  };
+  static const Map common[] = {
+      {"input_layernorm.weight", "attn_norm.weight"},
+      {"self_attn.q_proj.weight", "attn_q.weight"},
+      {"self_attn.k_proj.weight", "attn_k.weight"},
+      {"self_attn.v_proj.weight", "attn_v.weight"},
+      {"self_attn.o_proj.weight", "attn_output.weight"},
+      {"self_attn.q_proj.bias", "attn_q.bias"},
+      {"self_attn.k_proj.bias", "attn_k.bias"},
+      {"self_attn.v_proj.bias", "attn_v.bias"},
+      {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+      {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+      {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+      {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+      {"mlp.gate_proj.weight", "ffn_gate.weight"},
+      {"mlp.up_proj.weight", "ffn_up.weight"},
+      {"mlp.down_proj.weight", "ffn_down.weight"},
+  };
+  const std::string blk = "blk." + std::to_string(layer) + ".";
+  // Gemma's post_attention_layernorm is the sandwich norm after attention;
+  // Llama's/Qwen's is the pre-FFN norm.
+  if (hf == "post_attention_layernorm.weight") {
+    return blk + (c.sandwich_norms ? "post_attention_norm.weight" : "ffn_norm.weight");
+  }
+  for (auto& m : common) {
+    if (hf == m.hf) return blk + m.gguf;
+  }
+  MTP_CHECK(false, "no GGUF name for layer tensor '{}'", hf);
+}
+
+}  // namespace mtp::model

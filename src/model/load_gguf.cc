@@ -1,0 +1,311 @@
+// GGUF file -> (ModelConfig, ModelWeights).
+//
+// Order of work, as load_hf: the config from the metadata (gguf_config.cc);
+// every tensor the config implies checked for presence, type and shape, and
+// no stray tensor (it would be ignored, changing the outputs); then per layer,
+// in parallel: norms and biases to fp32, q/k/v and gate/up fused row-wise and
+// packed through pack_gguf_matrix — the ONE function every matrix goes
+// through (the tied head included). The embedding table stays in the memory
+// map; the GgufFile is kept alive through ModelWeights::keep_alive.
+//
+// llama.cpp's Llama convention: convert_hf_to_gguf.py stores q_proj/k_proj
+// rows permuted (per head, rows (j·hd/2 + i) -> (2i + j)) so that its
+// interleaved RoPE computes rotate-half. We apply the inverse as a ROW
+// permutation of the stored bytes — valid for quantized rows too, since a
+// row is a whole number of blocks — and run rotate-half: exactly the HF
+// checkpoint's bits.
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <optional>
+#include <set>
+
+#include "core/error.h"
+#include "core/ggml_type.h"
+#include "core/thread_pool.h"
+#include "io/gguf.h"
+#include "kernels/quant_blocks.h"
+#include "model/layer_io.h"
+#include "model/loader.h"
+
+namespace mtp::model {
+
+namespace {
+
+using io::GgufFile;
+using io::GgufTensor;
+using kernels::PackedMatrix;
+
+// The storage dtype of a plain float ggml type; nullopt for every other type.
+std::optional<DType> float_dtype(uint32_t t) {
+  switch (static_cast<GgmlType>(t)) {
+    case GgmlType::F32: return DType::F32;
+    case GgmlType::F16: return DType::F16;
+    case GgmlType::BF16: return DType::BF16;
+    default: return std::nullopt;
+  }
+}
+
+// Rows of one stored tensor, in the order `perm` gives (empty: as stored).
+struct RowSource {
+  const GgufTensor* t;
+  std::vector<uint32_t> perm;  // output row r reads stored row perm[r]
+};
+
+// Inverse of llama.cpp's LlamaModel.permute for `heads` heads of head_dim
+// rows each: HF row h·hd + j·hd/2 + i is stored at row h·hd + 2i + j.
+std::vector<uint32_t> unpermute_rows(int heads, int head_dim) {
+  std::vector<uint32_t> perm(size_t(heads) * size_t(head_dim));
+  const int half = head_dim / 2;
+  for (int h = 0; h < heads; ++h) {
+    for (int j = 0; j < 2; ++j) {
+      for (int i = 0; i < half; ++i) {
+        perm[size_t(h * head_dim + j * half + i)] = uint32_t(h * head_dim + 2 * i + j);
+      }
+    }
+  }
+  return perm;
+}
+
+// Rows of `parts` (each through its permutation) copied as stored bytes into
+// one buffer: a row of a block type is whole blocks, so permuting rows is
+// exact for every type.
+std::vector<uint8_t> gather_rows(const std::vector<RowSource>& parts, size_t cols) {
+  size_t bytes = 0;
+  for (auto& p : parts) {
+    bytes += (p.perm.empty() ? p.t->rows() : p.perm.size()) * ggml_row_bytes(p.t->type, cols);
+  }
+  std::vector<uint8_t> buf(bytes);
+  uint8_t* dst = buf.data();
+  for (auto& p : parts) {
+    const size_t rb = ggml_row_bytes(p.t->type, cols);
+    const size_t n = p.perm.empty() ? p.t->rows() : p.perm.size();
+    for (size_t r = 0; r < n; ++r, dst += rb) {
+      std::memcpy(dst, p.t->data + size_t(p.perm.empty() ? r : p.perm[r]) * rb, rb);
+    }
+  }
+  return buf;
+}
+
+PackedMatrix pack_float_parts(const std::vector<RowSource>& parts, kernels::WeightType hold,
+                              const std::string& file);
+
+// THE packing of every GGUF weight matrix: the row-wise concatenation of
+// `parts` (each read through its row permutation) as one PackedMatrix.
+// Float parts (F32/F16/BF16) are held as `hold` (--weights); block-quantized
+// parts (Q8_0 ... Q6_K) are held as stored, bit for bit, whatever `hold`.
+// Parts of different block types (Q4_K_M's Q4_K q/k with Q6_K v) become a
+// composite matrix (PackedMatrix::concat_rows): each part keeps its type.
+PackedMatrix pack_gguf_matrix(const std::vector<RowSource>& parts, kernels::WeightType hold,
+                              const std::string& file) {
+  bool any_block = false;
+  for (auto& p : parts) any_block = any_block || !float_dtype(p.t->type);
+  if (!any_block) return pack_float_parts(parts, hold, file);
+  const size_t cols = parts[0].t->row_elems();
+  std::vector<PackedMatrix> packed;
+  for (size_t i = 0; i < parts.size();) {
+    size_t j = i + 1;  // a run of parts of one type is one packed part
+    while (j < parts.size() && parts[j].t->type == parts[i].t->type) ++j;
+    const std::vector<RowSource> run(parts.begin() + long(i), parts.begin() + long(j));
+    const uint32_t type = parts[i].t->type;
+    if (float_dtype(type)) {
+      packed.push_back(pack_float_parts(run, hold, file));
+    } else {
+      if (!kernels::ggml_type_supported(static_cast<GgmlType>(type))) {
+        fail<ConfigError>("tensor {} in '{}' has type {}, which mtpspec cannot compute with "
+                          "(supported: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K)",
+                          parts[i].t->name, file, ggml_type_name(type));
+      }
+      const std::vector<uint8_t> buf = gather_rows(run, cols);
+      const size_t rows = buf.size() / ggml_row_bytes(type, cols);
+      packed.push_back(
+          PackedMatrix::pack_blocks(buf.data(), static_cast<GgmlType>(type), rows, cols));
+    }
+    i = j;
+  }
+  return PackedMatrix::concat_rows(std::move(packed));
+}
+
+// Float parts only: same-type parts fused by copying stored row bytes; mixed
+// float types go through fp32, which holds F32/F16/BF16 exactly.
+PackedMatrix pack_float_parts(const std::vector<RowSource>& parts, kernels::WeightType hold,
+                              const std::string& file) {
+  const size_t cols = parts[0].t->row_elems();
+  size_t rows = 0;
+  bool same = true;
+  for (auto& p : parts) {
+    rows += p.perm.empty() ? p.t->rows() : p.perm.size();
+    same = same && p.t->type == parts[0].t->type;
+  }
+  const DType dt = same ? *float_dtype(parts[0].t->type) : DType::F32;
+  if (parts.size() == 1 && parts[0].perm.empty()) {
+    check_finite(parts[0].t->data, dt, rows * cols,
+                 fmt::format("tensor {} in '{}'", parts[0].t->name, file));
+    return PackedMatrix::pack(parts[0].t->data, dt, rows, cols, hold);
+  }
+  const size_t out_row = cols * dtype_size(dt);
+  std::vector<uint8_t> buf(rows * out_row);
+  uint8_t* dst = buf.data();
+  for (auto& p : parts) {
+    const size_t in_row = ggml_row_bytes(p.t->type, cols);
+    const size_t n = p.perm.empty() ? p.t->rows() : p.perm.size();
+    const uint8_t* start = dst;
+    for (size_t r = 0; r < n; ++r, dst += out_row) {
+      const uint8_t* src = p.t->data + size_t(p.perm.empty() ? r : p.perm[r]) * in_row;
+      if (same) {
+        std::memcpy(dst, src, in_row);
+      } else {
+        to_f32(src, *float_dtype(p.t->type), cols, reinterpret_cast<float*>(dst));
+      }
+    }
+    check_finite(start, dt, n * cols,
+                 fmt::format("tensor {} in '{}'", p.t->name, file));
+  }
+  return PackedMatrix::pack(buf.data(), dt, rows, cols, hold);
+}
+
+// A vector (norm weight, bias) as fp32, as stored (Gemma's 1 + w included).
+std::vector<float> gguf_vector(const GgufFile& f, const std::string& name) {
+  const GgufTensor& t = *f.tensor(name);
+  std::vector<float> out(t.numel());
+  to_f32(t.data, *float_dtype(t.type), out.size(), out.data());
+  check_finite(out.data(), out.size(), fmt::format("tensor {} in '{}'", name, f.path()));
+  return out;
+}
+
+struct Expected {
+  std::string name;
+  std::vector<int64_t> shape;
+  bool matrix;
+};
+
+std::vector<Expected> expected_tensors(const ModelConfig& c) {
+  const int64_t d = c.d_model, v = c.vocab;
+  std::vector<Expected> t;
+  t.push_back({"token_embd.weight", {v, d}, true});
+  for (int i = 0; i < c.n_layers; ++i) {
+    for (auto& [hf, shape] : layer_tensor_shapes(c, "")) {
+      t.push_back({gguf_layer_tensor_name(c, i, hf), shape, shape.size() == 2});
+    }
+  }
+  t.push_back({"output_norm.weight", {d}, false});
+  if (!c.tie_embeddings) t.push_back({"output.weight", {v, d}, true});
+  return t;
+}
+
+void check_tensors(const GgufFile& f, const ModelConfig& c) {
+  // Before listing them: a block_count the file's tensors cannot cover is
+  // refused here, instead of building names for tensors that cannot exist.
+  const size_t per_layer = layer_tensor_shapes(c, "").size();
+  const size_t need = size_t(c.n_layers) * per_layer + (c.tie_embeddings ? 2 : 3);
+  if (f.tensors().size() < need) {
+    fail<FormatError>("GGUF file '{}': its metadata describes a {} model of {} layers ({} "
+                      "tensors), but the file holds {} tensors", f.path(), arch_name(c.arch),
+                      c.n_layers, need, f.tensors().size());
+  }
+  std::set<std::string> wanted;
+  for (auto& e : expected_tensors(c)) {
+    wanted.insert(e.name);
+    const GgufTensor* t = f.tensor(e.name);
+    if (!t) fail<FormatError>("tensor {} not found in GGUF file '{}'", e.name, f.path());
+    if (!e.matrix && !float_dtype(t->type)) {
+      fail<ConfigError>("tensor {} in '{}' has type {}; norm weights and biases must be F32, F16 "
+                        "or BF16", e.name, f.path(), ggml_type_name(t->type));
+    }
+    if (t->shape() != e.shape) {
+      fail<ShapeError>("tensor {} in '{}' has shape {}; the file's metadata implies {}", e.name,
+                       f.path(), shape_str(t->shape()), shape_str(e.shape));
+    }
+  }
+  if (c.rope_scaling.type == RopeScaling::Type::Llama3) wanted.insert("rope_freqs.weight");
+  for (auto& t : f.tensors()) {
+    if (!wanted.count(t.name)) {
+      fail<FormatError>("tensor {} in '{}' is not part of a {} model as its metadata describes it "
+                        "(it would be ignored, changing the outputs)", t.name, f.path(),
+                        arch_name(c.arch));
+    }
+  }
+}
+
+LayerWeights load_gguf_layer(const GgufFile& f, const ModelConfig& c, int i,
+                             kernels::WeightType hold) {
+  auto name = [&](const char* hf) { return gguf_layer_tensor_name(c, i, hf); };
+  auto tensor = [&](const char* hf) { return f.tensor(name(hf)); };
+  LayerWeights w;
+  w.attn_norm = gguf_vector(f, name("input_layernorm.weight"));
+  if (c.sandwich_norms) {
+    w.post_attn_norm = gguf_vector(f, name("post_attention_layernorm.weight"));
+    w.ffn_norm = gguf_vector(f, name("pre_feedforward_layernorm.weight"));
+    w.post_ffn_norm = gguf_vector(f, name("post_feedforward_layernorm.weight"));
+  } else {
+    w.ffn_norm = gguf_vector(f, name("post_attention_layernorm.weight"));
+  }
+  if (c.qk_norm) {
+    w.q_norm = gguf_vector(f, name("self_attn.q_norm.weight"));
+    w.k_norm = gguf_vector(f, name("self_attn.k_norm.weight"));
+  }
+  if (c.qkv_bias) {
+    for (const char* b : {"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"}) {
+      auto v = gguf_vector(f, name(b));
+      w.qkv_bias.insert(w.qkv_bias.end(), v.begin(), v.end());
+    }
+  }
+  const bool permuted = c.arch == Arch::Llama;  // llama.cpp permutes Llama's Q/K only
+  RowSource q{tensor("self_attn.q_proj.weight"), {}};
+  RowSource k{tensor("self_attn.k_proj.weight"), {}};
+  if (permuted) {
+    q.perm = unpermute_rows(c.n_heads, c.head_dim);
+    k.perm = unpermute_rows(c.n_kv_heads, c.head_dim);
+  }
+  w.wqkv = pack_gguf_matrix({q, k, {tensor("self_attn.v_proj.weight"), {}}}, hold, f.path());
+  w.wo = pack_gguf_matrix({{tensor("self_attn.o_proj.weight"), {}}}, hold, f.path());
+  w.w_gate_up = pack_gguf_matrix(
+      {{tensor("mlp.gate_proj.weight"), {}}, {tensor("mlp.up_proj.weight"), {}}}, hold, f.path());
+  w.w_down = pack_gguf_matrix({{tensor("mlp.down_proj.weight"), {}}}, hold, f.path());
+  return w;
+}
+
+}  // namespace
+
+LoadedModel load_gguf(const std::string& path, const LoadOptions& opt) {
+  auto file = std::make_shared<GgufFile>(path);
+  const GgufFile& f = *file;
+  LoadedModel m;
+  m.path = path;
+  m.config = gguf_model_config(f);
+  m.tokenizer = path;  // tokenizer.ggml.* in the same file
+  const ModelConfig& c = m.config;
+  check_tensors(f, c);
+
+  ModelWeights& w = m.weights;
+  w.layers.resize(size_t(c.n_layers));
+  const size_t n_tasks = size_t(c.n_layers) + 1;
+  auto task = [&](size_t t) {
+    if (t > 0) {
+      w.layers[t - 1] = load_gguf_layer(f, c, int(t - 1), opt.weights);
+      return;
+    }
+    const GgufTensor* e = f.tensor("token_embd.weight");
+    const auto edt = float_dtype(e->type);
+    if (edt) {
+      check_finite(e->data, *edt, e->numel(), fmt::format("tensor token_embd.weight in '{}'", path));
+      w.embed = EmbeddingTable{e->data, *edt, size_t(c.vocab), size_t(c.d_model)};
+    } else {
+      if (!kernels::ggml_type_supported(static_cast<GgmlType>(e->type))) {
+        fail<ConfigError>("tensor token_embd.weight in '{}' has type {}, which mtpspec cannot "
+                          "compute with", path, ggml_type_name(e->type));
+      }
+      // Looked up in place, a row dequantized at a time (EmbeddingTable::blocks).
+      w.embed = EmbeddingTable{e->data, DType::U8, size_t(c.vocab), size_t(c.d_model),
+                               static_cast<GgmlType>(e->type)};
+    }
+    w.final_norm = gguf_vector(f, "output_norm.weight");
+    const GgufTensor* head = c.tie_embeddings ? e : f.tensor("output.weight");
+    w.lm_head = pack_gguf_matrix({{head, {}}}, opt.weights, path);
+  };
+  run_load_tasks(n_tasks, task);
+  w.keep_alive.push_back(file->keep_alive());
+  return m;
+}
+
+}  // namespace mtp::model

@@ -1,0 +1,204 @@
+#include "gguf_util.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "core/dtype.h"
+#include "core/ggml_type.h"
+#include "core/mapped_file.h"
+#include "io/safetensors.h"
+#include "kernels/quant_blocks.h"
+#include "model/hf_config.h"
+#include "model/loader.h"
+
+namespace fs = std::filesystem;
+
+namespace mtp::test {
+
+namespace {
+
+using io::GgufMetadata;
+using io::GgufValue;
+using model::Arch;
+
+bool is_gemma(Arch a) { return a == Arch::Gemma2 || a == Arch::Gemma3; }
+bool ends_with(const std::string& s, const std::string& t) {
+  return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+}
+
+// LlamaModel.permute: rows (h, j, i) of [heads, 2, hd/2] -> (h, i, j).
+std::vector<float> permute(const std::vector<float>& w, int heads, size_t cols) {
+  const size_t rows = w.size() / cols, hd = rows / size_t(heads), half = hd / 2;
+  std::vector<float> out(w.size());
+  for (size_t h = 0; h < size_t(heads); ++h)
+    for (size_t j = 0; j < 2; ++j)
+      for (size_t i = 0; i < half; ++i)
+        std::memcpy(&out[(h * hd + 2 * i + j) * cols], &w[(h * hd + j * half + i) * cols],
+                    cols * sizeof(float));
+  return out;
+}
+
+std::string encode(const std::vector<float>& v, uint32_t type, size_t cols = 0) {
+  std::string b;
+  if (ggml_type_info(type).block_elems > 1) {  // rows of blocks
+    const size_t rb = ggml_row_bytes(type, cols);
+    if (rb == 0) throw std::runtime_error("encode: row length not a whole number of blocks");
+    b.resize(v.size() / cols * rb);
+    for (size_t r = 0; r < v.size() / cols; ++r) {
+      kernels::quantize_row(static_cast<GgmlType>(type), v.data() + r * cols, cols, &b[r * rb]);
+    }
+    return b;
+  }
+  if (type == uint32_t(GgmlType::F32)) {
+    b.assign(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+    return b;
+  }
+  b.resize(v.size() * 2);
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint16_t h = type == uint32_t(GgmlType::F16) ? f32_to_f16(v[i]) : f32_to_bf16(v[i]);
+    std::memcpy(&b[2 * i], &h, 2);
+  }
+  return b;
+}
+
+// HF name below the "model." prefix -> GGUF name.
+std::string gguf_name(const model::ModelConfig& c, const std::string& name) {
+  if (name == "model.embed_tokens.weight") return "token_embd.weight";
+  if (name == "model.norm.weight") return "output_norm.weight";
+  if (name == "lm_head.weight") return "output.weight";
+  const std::string pre = "model.layers.";
+  if (name.rfind(pre, 0) != 0) throw std::runtime_error("unexpected tensor " + name);
+  const size_t dot = name.find('.', pre.size());
+  const int layer = std::stoi(name.substr(pre.size(), dot - pre.size()));
+  return model::gguf_layer_tensor_name(c, layer, name.substr(dot + 1));
+}
+
+// LlamaModel.generate_extra_tensors for rope_type llama3, in fp32 like torch.
+std::vector<float> llama3_rope_freqs(const nlohmann::json& cfg, const model::ModelConfig& c) {
+  const auto& rs = cfg["rope_scaling"];
+  const float base = cfg.value("rope_theta", 10000.0f);
+  const int dim = c.head_dim;
+  const float factor = rs.value("factor", 8.0f), low = rs.value("low_freq_factor", 1.0f),
+              high = rs.value("high_freq_factor", 4.0f);
+  const float old_ctx = cfg.value("original_max_position_embeddings", 8192.0f);
+  const float low_wl = old_ctx / low, high_wl = old_ctx / high;
+  std::vector<float> out;
+  for (int i = 0; i < dim; i += 2) {
+    const float freq = 1.0f / std::pow(base, float(i) / float(dim));
+    const float wl = float(2 * M_PI) / freq;
+    if (wl < high_wl) out.push_back(1.0f);
+    else if (wl > low_wl) out.push_back(factor);
+    else {
+      const float smooth = (old_ctx / wl - low) / (high - low);
+      out.push_back(1.0f / ((1 - smooth) / factor + smooth));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void add_test_vocab(GgufMetadata& kv, int n) {
+  std::vector<std::string> toks = {"<unk>", "<s>", "</s>"};
+  std::vector<float> scores = {0, 0, 0};
+  std::vector<int32_t> types = {2, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    toks.push_back(fmt::format("<0x{:02X}>", b));
+    scores.push_back(0);
+    types.push_back(6);
+  }
+  const char* letters = "abcdefghijklmnopqrstuvwxyz";
+  for (int k = 0; int(toks.size()) < n; ++k) {
+    std::string piece = k < 26 ? std::string("\xE2\x96\x81") + letters[k]
+                               : std::string(1, letters[k % 26]) + letters[(k / 26) % 26] +
+                                     std::to_string(k);
+    toks.push_back(piece);
+    scores.push_back(-float(k));
+    types.push_back(1);
+  }
+  kv.push_back({"tokenizer.ggml.model", GgufValue::str("llama")});
+  kv.push_back({"tokenizer.ggml.tokens", GgufValue::strings(toks)});
+  kv.push_back({"tokenizer.ggml.scores", GgufValue::f32s(scores)});
+  kv.push_back({"tokenizer.ggml.token_type", GgufValue::i32s(types)});
+  kv.push_back({"tokenizer.ggml.bos_token_id", GgufValue::u32(1)});
+  kv.push_back({"tokenizer.ggml.eos_token_id", GgufValue::u32(2)});
+  kv.push_back({"tokenizer.ggml.unknown_token_id", GgufValue::u32(0)});
+}
+
+void convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, const GgufConvert& opt) {
+  const model::ModelConfig c = model::read_hf_config(hf_dir);
+  const nlohmann::json cfg =
+      nlohmann::json::parse(read_file((fs::path(hf_dir) / "config.json").string()));
+  const std::string a = model::arch_name(c.arch);
+  GgufMetadata kv;
+  auto u32 = [&](const std::string& k, int64_t v) { kv.push_back({a + "." + k, GgufValue::u32(uint32_t(v))}); };
+  auto f32 = [&](const std::string& k, double v) { kv.push_back({a + "." + k, GgufValue::f32(float(v))}); };
+  kv.push_back({"general.architecture", GgufValue::str(a)});
+  if (opt.alignment) kv.push_back({"general.alignment", GgufValue::u32(opt.alignment)});
+  kv.push_back({"general.name", GgufValue::str("random test model")});
+  u32("context_length", c.max_position);
+  u32("embedding_length", c.d_model);
+  u32("block_count", c.n_layers);
+  u32("feed_forward_length", c.ffn);
+  u32("attention.head_count", c.n_heads);
+  u32("attention.head_count_kv", c.n_kv_heads);
+  f32("attention.layer_norm_rms_epsilon", c.norm_eps);
+  if (!is_gemma(c.arch) || c.arch == Arch::Gemma3) f32("rope.freq_base", c.rope_theta);
+  if (c.arch != Arch::Qwen2) {
+    u32("attention.key_length", c.head_dim);
+    u32("attention.value_length", c.head_dim);
+  }
+  if (c.arch == Arch::Llama) {
+    u32("vocab_size", c.vocab);
+    u32("rope.dimension_count", c.head_dim);
+  }
+  if (c.rope_scaling.type == model::RopeScaling::Type::Linear) {
+    kv.push_back({a + ".rope.scaling.type", GgufValue::str("linear")});
+    f32("rope.scaling.factor", c.rope_scaling.factor);
+  }
+  if (c.arch == Arch::Gemma2) {
+    f32("attn_logit_softcapping", c.attn_softcap);
+    f32("final_logit_softcapping", c.final_softcap);
+  }
+  if (is_gemma(c.arch)) u32("attention.sliding_window", c.sliding_window);
+  if (c.arch == Arch::Gemma3 && (c.attn_softcap != 0 || c.final_softcap != 0)) {
+    throw std::runtime_error("gemma3 softcaps cannot be written to GGUF");
+  }
+  kv.push_back({"general.file_type", GgufValue::u32(opt.matrix_type == 0 ? 0 : opt.matrix_type == 1 ? 1 : 32)});
+  if (opt.with_tokenizer) add_test_vocab(kv, c.vocab);
+
+  std::vector<io::GgufWriteTensor> tensors;
+  if (c.rope_scaling.type == model::RopeScaling::Type::Llama3) {
+    tensors.push_back({"rope_freqs.weight", {c.head_dim / 2}, 0, encode(llama3_rope_freqs(cfg, c), 0)});
+  }
+  io::TensorSet ts = io::TensorSet::open_dir(hf_dir);
+  for (const std::string& name : ts.names()) {
+    if (name == "lm_head.weight" && c.tie_embeddings) continue;
+    const io::TensorView& v = ts.get(name);
+    std::vector<float> x(v.numel());
+    to_f32(v.data, v.dtype, x.size(), x.data());  // the converter's .to(float32)
+    const size_t cols = size_t(v.shape.back());
+    if (c.arch == Arch::Llama && ends_with(name, "q_proj.weight")) x = permute(x, c.n_heads, cols);
+    if (c.arch == Arch::Llama && ends_with(name, "k_proj.weight")) x = permute(x, c.n_kv_heads, cols);
+    if (is_gemma(c.arch) && ends_with(name, "norm.weight")) {
+      // torch adds in the tensor's dtype: fp32 for F32/BF16 sources (the
+      // converter widens BF16 first), fp16 for F16 ones (rounded again).
+      for (auto& e : x) e = v.dtype == DType::F16 ? f16_to_f32(f32_to_f16(e + 1.0f)) : e + 1.0f;
+    }
+    const bool vec = v.shape.size() <= 1 || ends_with(name, "norm.weight");
+    const std::string gname = gguf_name(c, name);
+    uint32_t type = vec ? 0 : opt.matrix_type;
+    if (!vec && opt.type_of && opt.type_of(gname) >= 0) type = uint32_t(opt.type_of(gname));
+    std::vector<int64_t> dims(v.shape.rbegin(), v.shape.rend());
+    tensors.push_back({gname, dims, type, encode(x, type, cols)});
+  }
+  if (opt.edit) opt.edit(kv, tensors);
+  io::write_gguf(out, kv, tensors, opt.version);
+}
+
+}  // namespace mtp::test
