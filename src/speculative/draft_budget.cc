@@ -73,7 +73,7 @@ std::vector<int> allocate_drafts(const CostCurve& m, double module_s, int base_r
     for (size_t s = 0; s < seqs.size(); ++s) {
       if (size_t(k[s]) >= seqs[s].p.size()) continue;
       const double g = seqs[s].p[size_t(k[s])];
-      const double c = drow + (k[s] >= 1 ? module_s : 0.0);
+      const double c = drow + (k[s] >= 1 ? module_s : seqs[s].first_s);
       if (best < 0 || g * best_cost > best_gain * c) best = int(s), best_gain = g, best_cost = c;
     }
     if (best < 0) break;

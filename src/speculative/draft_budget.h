@@ -4,8 +4,9 @@
 //
 // A step that forwards R rows costs m(R) and emits T tokens (one per decoding
 // sequence, plus the accepted drafts). Adding draft j (0-based depth) to a
-// sequence adds one row (m(R + 1) − m(R)) and, for j >= 1, one drafter module
-// forward (module_s); it is expected to add P_j tokens, the probability that
+// sequence adds one row (m(R + 1) − m(R)) and drafter time: for j = 0 the
+// sequence's drafter catch-up and first draft (first_s, measured per
+// sequence), for j >= 1 one module forward (module_s); it is expected to add P_j tokens, the probability that
 // drafts 0..j are all accepted (estimated per sequence, estimate_accept).
 // Drafts are added greedily, the most likely first, while they raise the
 // step's expected tokens per second (P_j / Δcost > T / cost) and the row
@@ -44,6 +45,7 @@ std::vector<double> estimate_accept(std::span<const long> drafted, std::span<con
 
 struct BudgetSeq {
   std::vector<double> p;  // P_j, j < its draft limit (empty: does not speculate)
+  double first_s = 0;     // drafter seconds of a cycle's first draft
 };
 
 // Draft lengths for one step. base_rows: the rows every sequence forwards

@@ -25,18 +25,22 @@ class NoProposer : public Proposer {
   void commit(std::span<const int32_t>) override {}
 };
 
-// Median seconds of one forward of drafter module 0 over 2 rows with one
-// logits row: the cost of one deeper draft (draft_budget.h).
-double module_seconds(const model::Model& m, const drafter::Drafter& d, ThreadPool* pool) {
-  drafter::MtpRunner runner(m, d, 1, 8);
+// Median seconds of one forward of drafter module 0 over q rows with one
+// logits row (draft_budget.h: a deeper draft is one such call with few rows;
+// a catch-up one with many).
+double module_seconds(const model::Model& m, const drafter::Drafter& d, int q, ThreadPool* pool) {
+  drafter::MtpRunner runner(m, d, 1, q + 1, std::max(q, 1));
   const size_t D = size_t(m.config().d_model);
-  std::vector<float> h_in(2 * D, 0.1f), h_out(2 * D), logits(2 * runner.logits_width());
-  const uint8_t mask[2] = {0, 1};
+  std::vector<float> h_in(size_t(q) * D, 0.1f), h_out(size_t(q) * D);
+  std::vector<float> logits(size_t(q) * runner.logits_width());
+  std::vector<uint8_t> mask(size_t(q), 0);
+  mask.back() = 1;
+  std::vector<model::Row> rows;
+  for (int i = 0; i < q; ++i) rows.push_back({0, i, int32_t((3 + i) % m.config().vocab)});
   std::vector<double> t;
   for (int r = 0; r < 7; ++r) {
-    const model::Row rows[2] = {{0, 0, 3 % m.config().vocab}, {0, 1, 4 % m.config().vocab}};
     const auto t0 = Clock::now();
-    runner.forward(0, rows, h_in.data(), h_out.data(), logits.data(), mask, pool);
+    runner.forward(0, rows, h_in.data(), h_out.data(), logits.data(), mask.data(), pool);
     t.push_back(seconds(t0, Clock::now()));
     runner.kv(0).truncate(0, 0);
   }
@@ -64,6 +68,9 @@ struct Scheduler::Seq {
   std::optional<SpecSequence> spec;  // from the first generated token on
   int draft_k = 0;                   // longest draft (0: plain decoding)
   int prefilled = 0;                 // prompt positions forwarded
+  // Committed length at the last propose: the drafter's modules still have to
+  // catch up on the tokens since (lazily, in the next propose).
+  int drafter_at = 0;
   Clock::time_point admitted;
   double queue_s = 0, prompt_s = 0;
   // This step: rows [row0, row0 + nrows) of the forward.
@@ -102,7 +109,8 @@ Scheduler::Scheduler(const model::Model& m, const io::Tokenizer* tok,
   slots_.resize(size_t(opt.parallel));
   if (drafter_ && opt_.adaptive) {
     cost_ = forward_cost_curve(m, std::min(opt_.max_rows, 64), opt_.cost_reps, pool);
-    module_s_ = module_seconds(m, *drafter_, pool);
+    module_s_ = module_seconds(m, *drafter_, 2, pool);
+    module_row_s_ = std::max(0.0, (module_seconds(m, *drafter_, 34, pool) - module_s_) / 32);
   } else {
     cost_ = CostCurve({{1, 1.0}});
   }
@@ -322,7 +330,12 @@ void Scheduler::plan_and_forward() {
     std::vector<BudgetSeq> b(dec.size());
     for (size_t i = 0; i < dec.size(); ++i) {
       if (dec[i]->draft_k > 0) {
-        b[i].p = estimate_accept(dec[i]->stats.drafted, dec[i]->stats.accepted, dec[i]->draft_k);
+        const Seq& q = *dec[i];
+        b[i].p = estimate_accept(q.stats.drafted, q.stats.accepted, q.draft_k);
+        // The first draft pays the modules' catch-up on every token since
+        // the last propose (the whole prompt at first), then module 0.
+        const int gap = int(q.committed.size()) - q.drafter_at;
+        b[i].first_s = module_s_ + double(gap) * q.draft_k * module_row_s_;
       }
     }
     k = allocate_drafts(cost_, module_s_, rows, double(dec.size()) + first_tokens, opt_.max_rows,
@@ -336,6 +349,7 @@ void Scheduler::plan_and_forward() {
   for (size_t i = 0; i < dec.size(); ++i) {
     Seq& s = *dec[i];
     s.tree = &s.spec->draft(k[i]);
+    if (k[i] > 0) s.drafter_at = int(s.committed.size());
     MTP_CHECK(s.target.forwarded() == int(s.committed.size()) - 1,
               "sequence {}: the target has forwarded {} positions, expected {}", s.id,
               s.target.forwarded(), s.committed.size() - 1);
@@ -380,7 +394,8 @@ void Scheduler::plan_and_forward() {
     s.prefilled += s.nrows;
     s.nrows = 0;
     if (s.prefilling()) continue;
-    if (s.proposer) s.proposer->prefill(s.req.prompt);  // the drafter's share of the prompt
+    // The drafter catches up with the prompt lazily, in its first propose():
+    // a sequence the budget never gives a draft costs no module forward.
     s.prompt_s = seconds(s.admitted, Clock::now());
     const size_t before = s.sink.tokens().size();
     const int32_t t = s.sampler.sample(logits_.data() + last * V, V, int64_t(s.committed.size()));

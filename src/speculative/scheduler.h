@@ -157,7 +157,8 @@ class Scheduler {
   int ctx_;
   model::KVCache kv_;
   CostCurve cost_;
-  double module_s_ = 0;  // one drafter module forward of a few rows
+  double module_s_ = 0;      // one drafter module forward of a few rows
+  double module_row_s_ = 0;  // each further row of a module forward
   std::vector<std::unique_ptr<Seq>> slots_;
   std::deque<std::pair<uint64_t, Request>> queue_;
   std::map<uint64_t, double> submitted_at_;

@@ -84,7 +84,8 @@ void check_slots(const Scheduler& s) {
 struct Observed {
   std::map<uint64_t, std::vector<int32_t>> tokens;  // from the Token events
   std::map<uint64_t, std::shared_ptr<const SequenceResult>> results;
-  long accepted = 0;  // drafts accepted over all sequences
+  long accepted = 0;  // drafts accepted over all sequences (the counters)
+  std::map<uint64_t, long> drafted;  // Token events with drafted = true
 };
 
 void collect(Scheduler& s, Observed& run) {
@@ -93,12 +94,24 @@ void collect(Scheduler& s, Observed& run) {
       auto& v = run.tokens[e.id];
       EXPECT_EQ(e.index, int(v.size())) << "sequence " << e.id << ": token events out of order";
       v.push_back(e.token);
+      if (e.drafted) {
+        ++run.drafted[e.id];
+        EXPECT_EQ(e.source.kind, DraftSource::Kind::Mtp);
+        EXPECT_GE(e.source.module, 0);
+      }
     } else {
       EXPECT_FALSE(run.results.count(e.id)) << "two Finish events for " << e.id;
       run.results[e.id] = e.result;
+      long acc = 0;
       if (e.result->stats) {
-        for (long a : e.result->stats->accepted) run.accepted += a;
+        for (long a : e.result->stats->accepted) acc += a;
       }
+      run.accepted += acc;
+      // Every accepted draft is emitted as a drafted token, except those the
+      // end of generation (n_new, EOS) cuts off in the last cycle (< K).
+      const long k = e.result->stats ? long(e.result->stats->drafted.size()) : 0;
+      EXPECT_LE(run.drafted[e.id], acc);
+      EXPECT_GE(run.drafted[e.id], acc - k);
     }
   }
 }
@@ -133,7 +146,12 @@ void expect_identity(const Target& t, const drafter::Drafter* d, SchedulerOption
     EXPECT_EQ(r.finish_reason, ref.finish_reason);
     EXPECT_EQ(run.tokens[ids[i]], r.token_ids) << "Token events differ from the result";
   }
-  if (expect_accepts) EXPECT_GT(run.accepted, 0) << "no draft was ever accepted";
+  if (expect_accepts) {
+    EXPECT_GT(run.accepted, 0) << "no draft was ever accepted";
+    long drafted = 0;
+    for (const auto& [id, n] : run.drafted) drafted += n;
+    EXPECT_GT(drafted, 0) << "no token event says it was drafted";
+  }
   EXPECT_TRUE(s.idle());
 }
 
