@@ -1,10 +1,11 @@
 #include "speculative/draft_budget.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <random>
 
 #include "core/error.h"
-#include "speculative/forward_timing.h"
 
 namespace mtp::speculative {
 
@@ -28,15 +29,45 @@ double CostCurve::operator()(int q) const {
 }
 
 CostCurve forward_cost_curve(const model::Model& m, int q_max, int reps, ThreadPool* pool) {
-  q_max = std::max(1, std::min(q_max, m.config().max_position - 17));
-  const std::vector<double> t = forward_times(m, 16, q_max, reps, pool);
+  const auto& c = m.config();
+  constexpr int kPos = 16;  // a short context before the timed rows
+  q_max = std::max(1, std::min(q_max, c.max_position - kPos - 1));
+  // A few q: every forward of a big model costs, and m(q) is smooth between.
+  std::vector<int> qs;
+  for (int q : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128}) {
+    if (q <= q_max) qs.push_back(q);
+  }
+  if (qs.back() != q_max) qs.push_back(q_max);
+  auto kv = m.make_cache(1, kPos + q_max + 1, std::max(64, q_max));
+  std::mt19937 rng(1);
+  std::vector<model::Row> rows;
+  for (int p = 0; p < kPos; ++p) rows.push_back({0, p, int32_t(rng() % uint32_t(c.vocab))});
+  m.forward(rows, kv, {}, pool);
+  std::vector<std::vector<double>> t(qs.size());
+  std::vector<float> logits(size_t(q_max) * size_t(c.vocab));
+  // Interleaved q by q, one warm-up round; medians.
+  for (int r = 0; r <= std::max(1, reps); ++r) {
+    for (size_t i = 0; i < qs.size(); ++i) {
+      rows.clear();
+      for (int j = 0; j < qs[i]; ++j) {
+        rows.push_back({0, kPos + j, int32_t(rng() % uint32_t(c.vocab))});
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      m.forward(rows, kv, {logits.data(), nullptr, nullptr}, pool);
+      const double sec =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      kv.truncate(0, kPos);
+      if (r > 0) t[i].push_back(sec);
+    }
+  }
   std::vector<std::pair<int, double>> pts;
   // Medians of a noisy machine: keep the curve non-decreasing (a q-row
-  // forward never costs less than a (q-1)-row one).
+  // forward never costs less than a fewer-row one).
   double best = 0;
-  for (size_t q = 0; q < t.size(); ++q) {
-    best = std::max(best, t[q]);
-    pts.push_back({int(q) + 1, best});
+  for (size_t i = 0; i < qs.size(); ++i) {
+    std::sort(t[i].begin(), t[i].end());
+    best = std::max(best, t[i][t[i].size() / 2]);
+    pts.push_back({qs[i], best});
   }
   return CostCurve(std::move(pts));
 }

@@ -33,8 +33,9 @@ class CostCurve {
   std::vector<std::pair<int, double>> pts_;
 };
 
-// Measures m(q) for q = 1..q_max (forward_timing.h: medians, interleaved) at a
-// short context; beyond q_max the curve extends its last slope.
+// Measures m(q) at q = 1, 2, 3, 4, 6, 8, 12, ... q_max (medians of `reps`
+// interleaved rounds after one warm-up) at a short context; between points
+// the curve is linear, beyond q_max it extends its last slope.
 CostCurve forward_cost_curve(const model::Model& m, int q_max, int reps, ThreadPool* pool);
 
 // P_j for j = 0 .. k_max-1 from a sequence's counters (SpecStats::drafted /

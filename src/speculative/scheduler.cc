@@ -108,7 +108,10 @@ Scheduler::Scheduler(const model::Model& m, const io::Tokenizer* tok,
   if (opt_.max_rows <= 0) opt_.max_rows = std::max(64, opt.parallel * 16);
   slots_.resize(size_t(opt.parallel));
   if (drafter_ && opt_.adaptive) {
-    cost_ = forward_cost_curve(m, std::min(opt_.max_rows, 64), opt_.cost_reps, pool);
+    // Up to the rows the decode and verify rows of every slot can take (and a
+    // little prefill): a big model's 64-row forward is dear to time.
+    const int q_curve = std::min({opt_.max_rows, 64, opt.parallel * (drafter->config().K + 1) + 8});
+    cost_ = forward_cost_curve(m, q_curve, opt_.cost_reps, pool);
     module_s_ = module_seconds(m, *drafter_, 2, pool);
     module_row_s_ = std::max(0.0, (module_seconds(m, *drafter_, 34, pool) - module_s_) / 32);
   } else {

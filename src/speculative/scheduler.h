@@ -59,7 +59,7 @@ struct SchedulerOptions {
   // Draft lengths from the cost curve (false: always each request's draft_k;
   // tests use it to force deep verify rows).
   bool adaptive = true;
-  int cost_reps = 3;     // repetitions of each m(q) timing at start
+  int cost_reps = 2;     // repetitions of each m(q) timing at start
 };
 
 struct Request {
