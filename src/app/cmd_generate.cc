@@ -50,6 +50,13 @@ void run_generate_batch(GenerateArgs& a) {
   fmt::print(stderr, "[scheduler: {} slots x {} positions, KV memory {:.1f} MiB{}]\n",
              sched.parallel(), sched.ctx(), double(sched.kv_bytes()) / (1 << 20),
              dr ? " (target + drafter)" : "");
+  if (dr) {
+    std::string curve;
+    for (const auto& [q, t] : sched.cost_curve().points()) {
+      curve += fmt::format("{}{}: {:.3g}", curve.empty() ? "" : ", ", q, t * 1e3);
+    }
+    fmt::print(stderr, "[forward cost m(q), ms: {}]\n", curve);
+  }
   std::vector<uint64_t> ids;
   for (const io::PromptEntry& p : prompts) {
     speculative::Request r;

@@ -33,7 +33,7 @@ class CostCurve {
   std::vector<std::pair<int, double>> pts_;
 };
 
-// Measures m(q) at q = 1, 2, 3, 4, 6, 8, 12, ... q_max (medians of `reps`
+// Measures m(q) at q = 1, 2, 3, 4, 6, 8, 12, ... q_max (the fastest of `reps`
 // interleaved rounds after one warm-up) at a short context; between points
 // the curve is linear, beyond q_max it extends its last slope.
 CostCurve forward_cost_curve(const model::Model& m, int q_max, int reps, ThreadPool* pool);
