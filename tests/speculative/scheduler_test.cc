@@ -288,6 +288,12 @@ TEST(Scheduler, BadRequestsAreRefused) {
   r.draft_k = 3;
   test::expect_error<InputError>([&] { s.submit(r); }, {"1..2"});
   EXPECT_TRUE(s.idle());
+  // Slots that cannot fit in memory are refused before anything is allocated.
+  SchedulerOptions huge = so;
+  huge.parallel = 1 << 20;
+  huge.ctx = 512;
+  test::expect_error<InputError>([&] { Scheduler(*t.model, nullptr, &d, huge, nullptr); },
+                                 {"--parallel", "GiB"});
 }
 
 // Background thread: per-token callbacks in order, Finish last, outputs
