@@ -262,6 +262,10 @@ void Scheduler::finish(int slot) {
   r->timings.gen_s = s.sink.generation_seconds();
   r->queue_s = s.queue_s;
   if (s.req.speculate) {
+    if (!s.stats.drafted.empty()) {
+      pool_drafted_ += s.stats.drafted[0];
+      pool_accepted_ += s.stats.accepted[0];
+    }
     r->stats = s.stats;
     if (s.proposer) r->stats->time_module_s = s.proposer->module_seconds();
   }
@@ -346,11 +350,18 @@ void Scheduler::plan_and_forward() {
   // Draft lengths: from the cost curve, or each sequence's longest.
   std::vector<int> k(dec.size(), 0);
   if (opt_.adaptive) {
+    // Depth-0 acceptance over every sequence so far: the prior of a sequence
+    // with little data of its own.
+    long pool_d = pool_drafted_, pool_a = pool_accepted_;
+    for (const Seq* q : dec) {
+      if (!q->stats.drafted.empty()) pool_d += q->stats.drafted[0], pool_a += q->stats.accepted[0];
+    }
+    const double prior = (double(pool_a) + 2 * 0.6) / (double(pool_d) + 2);
     std::vector<BudgetSeq> b(dec.size());
     for (size_t i = 0; i < dec.size(); ++i) {
       if (dec[i]->draft_k > 0) {
         const Seq& q = *dec[i];
-        b[i].p = estimate_accept(q.stats.drafted, q.stats.accepted, q.draft_k);
+        b[i].p = estimate_accept(q.stats.drafted, q.stats.accepted, q.draft_k, prior);
         // The first draft pays the modules' catch-up on every token since
         // the last propose (the whole prompt at first), then module 0.
         const int gap = int(q.committed.size()) - q.drafter_at;
@@ -359,6 +370,12 @@ void Scheduler::plan_and_forward() {
     }
     k = allocate_drafts(cost_, module_s_, rows, double(dec.size()) + first_tokens, opt_.max_rows,
                         b);
+    // Exploration: while the pool has few samples, a sequence's first decode
+    // step drafts one token, so an estimate can leave the prior at all.
+    for (size_t i = 0; i < dec.size(); ++i) {
+      const Seq& q = *dec[i];
+      if (k[i] == 0 && q.draft_k > 0 && pool_d < 8 && q.stats.cycles == 0) k[i] = 1;
+    }
   } else {
     for (size_t i = 0; i < dec.size(); ++i) k[i] = dec[i]->draft_k;
   }

@@ -9,7 +9,10 @@
 //      sequence keeps its slot until it ends, so nothing ever has to resume);
 //   2. picks each speculating sequence's draft length from the measured cost
 //      of extra rows (draft_budget.h), so speculation shrinks as the batch
-//      fills, and drafts (the drafter's module forwards run per sequence);
+//      fills (acceptance: the sequence's own counters, with the depth-0 rate
+//      of all sequences so far as prior; while that pool has < 8 samples a
+//      sequence's first decode step drafts one token to explore), and drafts
+//      (the drafter's module forwards run per sequence);
 //   3. forms ONE Model::forward from the rows of every active sequence:
 //      prefill chunks (at most q_max rows each, within the row budget), and
 //      [next, drafts...] verify rows of decoding sequences (no drafts: a plain
@@ -159,6 +162,7 @@ class Scheduler {
   CostCurve cost_;
   double module_s_ = 0;      // one drafter module forward of a few rows
   double module_row_s_ = 0;  // each further row of a module forward
+  long pool_drafted_ = 0, pool_accepted_ = 0;  // depth-0 counters of finished sequences
   std::vector<std::unique_ptr<Seq>> slots_;
   std::deque<std::pair<uint64_t, Request>> queue_;
   std::map<uint64_t, double> submitted_at_;
