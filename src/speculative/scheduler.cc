@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 
 #include "core/error.h"
 #include "drafter/mtp_runner.h"
@@ -23,6 +24,22 @@ class NoProposer : public Proposer {
  public:
   void propose(std::span<const int32_t>, int, DraftTree& tree) override { tree.clear(); }
   void commit(std::span<const int32_t>) override {}
+};
+
+// The drafter of one sequence, built at its first propose(): a sequence the
+// budget never gives a draft allocates no module caches (exactness is
+// unaffected — MtpProposer catches up on every committed token when it starts).
+class LazyProposer : public Proposer {
+ public:
+  using Make = std::function<MtpProposer*()>;
+  explicit LazyProposer(Make make) : make_(std::move(make)) {}
+  void propose(std::span<const int32_t> committed, int max_k, DraftTree& tree) override {
+    make_()->propose(committed, max_k, tree);
+  }
+  void commit(std::span<const int32_t> committed) override { make_()->commit(committed); }
+
+ private:
+  Make make_;
 };
 
 // Median seconds of one forward of drafter module 0 over q rows with one
@@ -72,7 +89,8 @@ struct Scheduler::Seq {
   TargetSession target;
   TargetVerifier verifier;
   Sampler sampler;
-  std::optional<MtpProposer> proposer;
+  std::optional<MtpProposer> proposer;  // built by `lazy` on first use
+  std::optional<LazyProposer> lazy;
   NoProposer none;
   std::vector<int32_t> committed;
   // Text the sink streamed, by the index of the token it became final with
@@ -88,6 +106,9 @@ struct Scheduler::Seq {
   // Committed length at the last propose: the drafter's modules still have to
   // catch up on the tokens since (lazily, in the next propose).
   int drafter_at = 0;
+  // Measured drafter seconds of this sequence's drafting cycles, and their count.
+  double draft_s = 0;
+  long draft_cycles = 0;
   Clock::time_point admitted;
   double queue_s = 0, prompt_s = 0;
   // This step: rows [row0, row0 + nrows) of the forward.
@@ -219,7 +240,15 @@ void Scheduler::start(std::unique_ptr<Seq>& slot, uint64_t id, Request r) {
     q.draft_k = q.req.draft_k;
     q.stats.drafted.assign(size_t(q.draft_k), 0);
     q.stats.accepted.assign(size_t(q.draft_k), 0);
-    q.proposer.emplace(*drafter_, q.target, q.req.p_min, q.draft_k, q.req.gen.sampler, q.req.mode);
+    const drafter::Drafter* d = drafter_;
+    Seq* qp = &q;
+    q.lazy.emplace([d, qp]() -> MtpProposer* {
+      if (!qp->proposer) {
+        qp->proposer.emplace(*d, qp->target, qp->req.p_min, qp->draft_k, qp->req.gen.sampler,
+                             qp->req.mode);
+      }
+      return &*qp->proposer;
+    });
   }
   if (q.sink.done()) finish(s);  // n_new = 0: nothing to generate
 }
@@ -366,15 +395,20 @@ void Scheduler::plan_and_forward() {
         // the last propose (the whole prompt at first), then module 0.
         const int gap = int(q.committed.size()) - q.drafter_at;
         b[i].first_s = module_s_ + double(gap) * q.draft_k * module_row_s_;
+        // What its drafting cycles really cost (proposer bookkeeping and
+        // sampling included), when more than the model says.
+        if (q.draft_cycles > 0) {
+          b[i].first_s = std::max(b[i].first_s, q.draft_s / double(q.draft_cycles));
+        }
       }
     }
     k = allocate_drafts(cost_, module_s_, rows, double(dec.size()) + first_tokens, opt_.max_rows,
                         b);
-    // Exploration: while the pool has few samples, a sequence's first decode
+    // Exploration: while the pool has < 3 samples, a sequence's first decode
     // step drafts one token, so an estimate can leave the prior at all.
     for (size_t i = 0; i < dec.size(); ++i) {
       const Seq& q = *dec[i];
-      if (k[i] == 0 && q.draft_k > 0 && pool_d < 8 && q.stats.cycles == 0) k[i] = 1;
+      if (k[i] == 0 && q.draft_k > 0 && pool_d < 3 && q.stats.cycles == 0) k[i] = 1;
     }
   } else {
     for (size_t i = 0; i < dec.size(); ++i) k[i] = dec[i]->draft_k;
@@ -384,8 +418,13 @@ void Scheduler::plan_and_forward() {
   mask_.clear();
   for (size_t i = 0; i < dec.size(); ++i) {
     Seq& s = *dec[i];
+    const double draft_before = s.stats.time_draft_s;
     s.tree = &s.spec->draft(k[i]);
-    if (k[i] > 0) s.drafter_at = int(s.committed.size());
+    if (k[i] > 0) {
+      s.drafter_at = int(s.committed.size());
+      s.draft_s += s.stats.time_draft_s - draft_before;
+      ++s.draft_cycles;
+    }
     MTP_CHECK(s.target.forwarded() == int(s.committed.size()) - 1,
               "sequence {}: the target has forwarded {} positions, expected {}", s.id,
               s.target.forwarded(), s.committed.size() - 1);
@@ -437,7 +476,7 @@ void Scheduler::plan_and_forward() {
     const int32_t t = s.sampler.sample(logits_.data() + last * V, V, int64_t(s.committed.size()));
     if (s.sink.push(t)) {
       s.committed.push_back(t);
-      s.spec.emplace(s.proposer ? static_cast<Proposer&>(*s.proposer) : s.none, s.committed,
+      s.spec.emplace(s.lazy ? static_cast<Proposer&>(*s.lazy) : s.none, s.committed,
                      s.sink, std::max(1, s.draft_k), ctx_, s.stats, nullptr);
     }
     emit_new_tokens(s, before, nullptr, nullptr);

@@ -10,7 +10,7 @@
 //   2. picks each speculating sequence's draft length from the measured cost
 //      of extra rows (draft_budget.h), so speculation shrinks as the batch
 //      fills (acceptance: the sequence's own counters, with the depth-0 rate
-//      of all sequences so far as prior; while that pool has < 8 samples a
+//      of all sequences so far as prior; while that pool has < 3 samples a
 //      sequence's first decode step drafts one token to explore), and drafts
 //      (the drafter's module forwards run per sequence);
 //   3. forms ONE Model::forward from the rows of every active sequence:
