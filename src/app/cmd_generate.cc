@@ -2,6 +2,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -12,7 +14,9 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "app/spec_common.h"
+#include "io/prompts.h"
 #include "speculative/generate.h"
+#include "speculative/scheduler.h"
 
 namespace mtp::app {
 
@@ -28,9 +32,90 @@ struct GenerateArgs {
   bool json = false, no_special = false;
   DrafterArgs spec;
   LookupArgs lookup;
+  std::string prompts;  // --prompts FILE.jsonl: every prompt through the scheduler
+  int parallel = 4;
 };
 
+// --prompts: every prompt of the set through the scheduler, --parallel at a
+// time; one JSON line (--json) or one text block per prompt as it finishes.
+void run_generate_batch(GenerateArgs& a) {
+  const std::vector<io::PromptEntry> prompts = io::read_prompts(a.prompts);
+  speculative::SamplerOptions sampler = sampler_options(a.sampling);
+  Session s = open_session(a.model);
+  std::unique_ptr<drafter::Drafter> dr;
+  if (!a.spec.no_spec) dr = open_drafter(a.model, a.spec.drafter, *s.model);
+  speculative::SchedulerOptions so;
+  so.parallel = a.parallel;
+  so.ctx = a.ctx;
+  if (!a.json) fmt::print(stderr, "measuring the forward cost curve...\n");
+  speculative::Scheduler sched(*s.model, s.tokenizer.get(), dr.get(), so, s.pool.get());
+  fmt::print(stderr, "[scheduler: {} slots x {} positions, KV memory {:.1f} MiB{}]\n",
+             sched.parallel(), sched.ctx(), double(sched.kv_bytes()) / (1 << 20),
+             dr ? " (target + drafter)" : "");
+  if (dr) {
+    std::string curve;
+    for (const auto& [q, t] : sched.cost_curve().points()) {
+      curve += fmt::format("{}{}: {:.3g}", curve.empty() ? "" : ", ", q, t * 1e3);
+    }
+    fmt::print(stderr, "[forward cost m(q), ms: {}]\n", curve);
+  }
+  std::vector<uint64_t> ids;
+  for (const io::PromptEntry& p : prompts) {
+    speculative::Request r;
+    r.prompt = s.tokenizer->encode(p.prompt, !a.no_special);
+    r.gen.n_new = a.n;
+    r.gen.sampler = sampler;
+    r.gen.stop = a.stop;
+    r.speculate = dr != nullptr;
+    if (dr) r.draft_k = resolve_draft_k(a.spec, dr->config().K, "the drafter's K", dr->config().K);
+    r.p_min = a.spec.p_min;
+    r.mode = spec_sampling_mode(a.sampling);
+    ids.push_back(sched.submit(std::move(r)));
+  }
+  long total = 0;
+  double per_seq = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto print = [&](const speculative::SequenceResult& r) {
+    const size_t idx = size_t(std::find(ids.begin(), ids.end(), r.id) - ids.begin());
+    const auto& t = r.timings;
+    total += t.n_gen;
+    per_seq += t.gen_tok_s();
+    if (!a.json) {
+      fmt::print("--- prompt {} ({}) ---\n{}{}\n", idx, r.finish_reason, prompts[idx].prompt, r.text);
+      return;
+    }
+    nlohmann::json j;
+    j["id"] = idx;
+    j["text"] = r.text;
+    j["token_ids"] = r.token_ids;
+    j["prompt_ids"] = r.prompt_ids;
+    j["finish_reason"] = r.finish_reason;
+    j["stats"] = {{"prompt_tokens", t.n_prompt}, {"generated_tokens", t.n_gen},
+                  {"queue_s", r.queue_s}, {"prompt_s", t.prompt_s}, {"generation_s", t.gen_s},
+                  {"generation_tok_s", t.gen_tok_s()}};
+    if (r.stats) j["stats"]["speculation"] = r.stats->to_json();
+    fmt::print("{}\n", j.dump());
+    std::fflush(stdout);
+  };
+  while (sched.step() || !sched.idle()) {
+    for (const speculative::Event& e : sched.take_events()) {
+      if (e.kind == speculative::Event::Kind::Finish) print(*e.result);
+    }
+  }
+  for (const speculative::Event& e : sched.take_events()) {
+    if (e.kind == speculative::Event::Kind::Finish) print(*e.result);
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  fmt::print(stderr,
+             "[{} prompts, --parallel {} | {} tokens in {:.2f} s: {:.1f} tok/s total, {:.1f} tok/s "
+             "per sequence | {} forwards, {:.1f} rows each]\n",
+             prompts.size(), sched.parallel(), total, wall, wall > 0 ? total / wall : 0.0,
+             prompts.empty() ? 0.0 : per_seq / double(prompts.size()), sched.forwards(),
+             sched.forwards() ? double(sched.forward_rows()) / double(sched.forwards()) : 0.0);
+}
+
 void run_generate(GenerateArgs a) {
+  if (!a.prompts.empty()) return run_generate_batch(a);
   std::string prompt = a.prompt;
   if (!a.prompt_file.empty()) prompt = read_file(a.prompt_file);
   if (!io::is_valid_utf8(prompt)) fail<InputError>("the prompt is not valid UTF-8");
@@ -106,6 +191,15 @@ void add_generate(CLI::App& root) {
   cmd->add_flag("--json", a->json, "Print one JSON object instead of streaming text");
   add_drafter_flags(cmd, a->spec, kAllDrafterFlags);
   add_lookup_flags(cmd, a->lookup);
+  cmd->add_option("--prompts", a->prompts,
+                  "Generate for every prompt of a JSON Lines set ({\"prompt\": ...} per line) "
+                  "through the continuous-batching scheduler; with --json one line per prompt "
+                  "(id = its line's index among the prompts)")
+      ->excludes(p);
+  cmd->add_option("--parallel", a->parallel,
+                  "With --prompts: sequences decoded at once (slots of the KV cache; --ctx "
+                  "positions each, default min(model maximum, 2048))")
+      ->check(cli::Range(1, 1024));
   cmd->callback([a] { run_generate(*a); });
 }
 

@@ -29,8 +29,6 @@ std::vector<int32_t> stop_token_ids(const model::ModelConfig& c, const io::Token
   return ids;
 }
 
-namespace {
-// MemAvailable from /proc/meminfo in bytes; 0 when unknown.
 double available_memory_bytes() {
   std::FILE* f = std::fopen("/proc/meminfo", "r");
   if (!f) return 0;
@@ -42,7 +40,6 @@ double available_memory_bytes() {
   std::fclose(f);
   return kb * 1024.0;
 }
-}  // namespace
 
 int resolve_ctx(const model::ModelConfig& c, int requested, int64_t needed) {
   if (requested < 0) fail<InputError>("--ctx must be positive, got {}", requested);

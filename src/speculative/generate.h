@@ -80,6 +80,8 @@ std::vector<int32_t> stop_token_ids(const model::ModelConfig& c, const io::Token
 // what memory holds), else `needed` (0: unknown) capped by the model's maximum
 // and a memory budget. The KV cache is allocated for this many positions.
 int resolve_ctx(const model::ModelConfig& c, int requested, int64_t needed = 0);
+// MemAvailable from /proc/meminfo in bytes; 0 when unknown.
+double available_memory_bytes();
 
 // tok may be null only in tests (no text). With spec.drafter the speculative
 // loop runs, at every temperature: greedy and coupled sampling give exactly

@@ -117,9 +117,10 @@ bool SpecSequence::done() {
   return false;
 }
 
-const DraftTree& SpecSequence::draft() {
+const DraftTree& SpecSequence::draft(int max_k) {
+  MTP_CHECK(max_k >= 0 && max_k <= max_k_, "draft length {} outside 0..{}", max_k, max_k_);
   const auto t0 = Clock::now();
-  const int k_max = std::min(max_k_, ctx_ - int(committed_.size()) - 1);
+  const int k_max = std::min(max_k, ctx_ - int(committed_.size()) - 1);
   tree_.clear();
   if (k_max > 0) proposer_.propose(committed_, k_max, tree_);
   MTP_CHECK(tree_.max_depth() <= std::max(0, k_max), "proposer drafted depth {} for a limit of {}",

@@ -126,7 +126,11 @@ class SpecSequence {
   // Generation has ended (sink done, or the context is full: finish "context").
   bool done();
   // 1. The tree to verify this cycle (may be empty: then a plain decode step).
-  const DraftTree& draft();
+  const DraftTree& draft() { return draft(max_k_); }
+  // The same with this cycle's draft length limited to max_k (0 <= max_k <=
+  // the constructor's; 0 = no drafting, a plain decode step): a scheduler
+  // chooses it per cycle from the cost of extra rows.
+  const DraftTree& draft(int max_k);
   // 3. The verifier's choices for that tree: accepts, emits, records stats.
   void accept(std::span<const int32_t> choices);
   // The nodes the last accept() kept (for Verifier::commit).

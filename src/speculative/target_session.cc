@@ -9,18 +9,25 @@
 namespace mtp::speculative {
 
 TargetSession::TargetSession(const model::Model& m, int ctx, ThreadPool* pool)
-    : m_(m), pool_(pool), kv_(m.make_cache(1, ctx)),
+    : m_(m), pool_(pool), own_kv_(m.make_cache(1, ctx)), kv_(&*own_kv_),
       hidden_(size_t(ctx) * m.config().d_model) {}
 
+TargetSession::TargetSession(const model::Model& m, model::KVCache& shared, int seq,
+                             ThreadPool* pool)
+    : m_(m), pool_(pool), kv_(&shared), seq_(seq),
+      hidden_(size_t(shared.ctx()) * m.config().d_model) {
+  MTP_CHECK(seq >= 0 && seq < shared.n_seq(), "sequence {} of a cache of {}", seq, shared.n_seq());
+}
+
 void TargetSession::prefill(std::span<const int32_t> tokens, float* last_logits) {
-  const size_t V = m_.config().vocab, q_max = size_t(kv_.q_max());
+  const size_t V = m_.config().vocab, q_max = size_t(kv_->q_max());
   std::vector<float> lg;
   std::vector<uint8_t> mask;
   for (size_t b = 0; b < tokens.size(); b += q_max) {
     size_t e = std::min(tokens.size(), b + q_max);
     const bool last = e == tokens.size() && last_logits;
     rows_.clear();
-    for (size_t i = b; i < e; ++i) rows_.push_back({0, int32_t(forwarded() + i - b), tokens[i]});
+    for (size_t i = b; i < e; ++i) rows_.push_back({seq_, int32_t(forwarded() + i - b), tokens[i]});
     model::ForwardOut out;
     out.hidden = hidden_.data() + size_t(forwarded()) * m_.config().d_model;
     if (last) {
@@ -30,22 +37,22 @@ void TargetSession::prefill(std::span<const int32_t> tokens, float* last_logits)
       out.logits = lg.data();
       out.logits_mask = mask.data();
     }
-    m_.forward(rows_, kv_, out, pool_);
+    m_.forward(rows_, *kv_, out, pool_);
     if (last) std::copy_n(lg.data() + (e - b - 1) * V, V, last_logits);
   }
 }
 
 void TargetSession::forward(std::span<const int32_t> tokens, float* logits) {
-  if (tokens.size() > size_t(kv_.q_max())) {
-    fail<InputError>("one forward call takes at most {} tokens, got {}", kv_.q_max(),
+  if (tokens.size() > size_t(kv_->q_max())) {
+    fail<InputError>("one forward call takes at most {} tokens, got {}", kv_->q_max(),
                      tokens.size());
   }
   rows_.clear();
   for (size_t i = 0; i < tokens.size(); ++i) {
-    rows_.push_back({0, int32_t(forwarded() + i), tokens[i]});
+    rows_.push_back({seq_, int32_t(forwarded() + i), tokens[i]});
   }
   float* h = hidden_.data() + size_t(forwarded()) * m_.config().d_model;
-  m_.forward(rows_, kv_, {logits, nullptr, h}, pool_);
+  m_.forward(rows_, *kv_, {logits, nullptr, h}, pool_);
 }
 
 void TargetVerifier::verify(std::span<const int32_t> committed, const DraftTree& tree,
@@ -63,12 +70,20 @@ void TargetVerifier::verify(std::span<const int32_t> committed, const DraftTree&
   logits_.resize(tokens_.size() * V);
   s_.forward(tokens_, logits_.data());
   if (observer_) observer_(committed.size(), logits_.data(), tokens_.size());
-  choices.resize(tokens_.size());
+  choose_all(committed, tree, logits_.data(), choices);
+}
+
+void TargetVerifier::choose_all(std::span<const int32_t> committed, const DraftTree& tree,
+                                const float* logits, std::vector<int32_t>& choices) {
+  MTP_CHECK(tree.is_chain(), "TargetVerifier verifies chains; got a tree of {} nodes", tree.size());
+  const std::vector<int32_t>& drafts = tree.token;
+  const size_t V = s_.model().config().vocab;
+  choices.resize(drafts.size() + 1);
   const int64_t n = int64_t(committed.size());
-  for (size_t j = 0; j < tokens_.size(); ++j) {
+  for (size_t j = 0; j <= drafts.size(); ++j) {
     const bool bonus = j == drafts.size();
     const TokenDist* q = !bonus && j < tree.dist.size() ? &tree.dist[j] : nullptr;
-    choices[j] = choose(logits_.data() + j * V, n + int64_t(j), bonus ? -1 : drafts[j], q);
+    choices[j] = choose(logits + j * V, n + int64_t(j), bonus ? -1 : drafts[j], q);
   }
 }
 

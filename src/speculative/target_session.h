@@ -3,6 +3,7 @@
 // from here — invariant 2: the same rows the forward returned, nothing else).
 #pragma once
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -14,12 +15,21 @@ namespace mtp::speculative {
 
 class TargetSession {
  public:
+  // Owns a one-sequence cache of ctx positions.
   TargetSession(const model::Model& m, int ctx, ThreadPool* pool);
+  // A view of sequence `seq` of a shared multi-sequence cache (the scheduler's,
+  // scheduler.h): the owner of the cache may forward this sequence's rows
+  // itself, together with other sequences' rows, and store their capture
+  // hidden through hidden_row(); prefill/forward work as with an own cache.
+  TargetSession(const model::Model& m, model::KVCache& shared, int seq, ThreadPool* pool);
+  TargetSession(const TargetSession&) = delete;
+  TargetSession& operator=(const TargetSession&) = delete;
 
   const model::Model& model() const { return m_; }
   ThreadPool* pool() const { return pool_; }
-  int ctx() const { return kv_.ctx(); }
-  int forwarded() const { return kv_.length(0); }
+  int ctx() const { return kv_->ctx(); }
+  int seq() const { return seq_; }
+  int forwarded() const { return kv_->length(seq_); }
 
   // Forwards tokens at the next positions in calls of at most q_max rows;
   // writes the last row's logits to last_logits ([vocab]) when not null.
@@ -27,14 +37,19 @@ class TargetSession {
   // Forwards tokens (at most q_max) in ONE call; logits [n, vocab] for every row.
   void forward(std::span<const int32_t> tokens, float* logits);
   // Rolls back to n forwarded positions.
-  void truncate(int n) { kv_.truncate(0, n); }
+  void truncate(int n) { kv_->truncate(seq_, n); }
   // Capture hidden of position pos (< forwarded()), [d].
   const float* hidden(int pos) const { return hidden_.data() + size_t(pos) * m_.config().d_model; }
+  // Where the capture hidden of position pos (< ctx) is stored, [d]: for the
+  // owner of a shared cache that forwarded the row itself.
+  float* hidden_row(int pos) { return hidden_.data() + size_t(pos) * m_.config().d_model; }
 
  private:
   const model::Model& m_;
   ThreadPool* pool_;
-  model::KVCache kv_;
+  std::optional<model::KVCache> own_kv_;
+  model::KVCache* kv_;
+  int seq_ = 0;
   std::vector<float> hidden_;  // [ctx, d]
   std::vector<model::Row> rows_;
 };
@@ -60,6 +75,11 @@ class TargetVerifier : public Verifier {
       : s_(s), sampler_(sampling), mode_(mode) {}
   void verify(std::span<const int32_t> committed, const DraftTree& tree,
               std::vector<int32_t>& choices) override;
+  // verify() without the forward, for a caller that forwarded the rows
+  // [committed.back(), tree tokens...] itself (the scheduler, in one call with
+  // other sequences' rows): logits [tree.size() + 1, vocab] of those rows.
+  void choose_all(std::span<const int32_t> committed, const DraftTree& tree, const float* logits,
+                  std::vector<int32_t>& choices);
   void commit(std::span<const int32_t> committed, std::span<const int32_t> accepted) override;
 
   // Sees every verify call's logits: rows [n, vocab], row j chose the token at

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "checkpoint_util.h"
@@ -154,6 +156,52 @@ TEST(GgufCli, DrafterOfTheHfCheckpointIsRefusedOnItsGgufCopyUnlessWarn) {
   EXPECT_EQ(nlohmann::json::parse(warned.out)["token_ids"], plain["token_ids"]);
   CliResult bad = run_cli(base + " --drafter-target-mismatch maybe");
   EXPECT_EQ(bad.status, 2);
+}
+
+}  // namespace
+}  // namespace mtp::test
+
+namespace mtp::test {
+namespace {
+
+// `generate --prompts --parallel`: one JSON line per prompt, each equal to the
+// prompt's own `generate -p` output (greedy and coupled T > 0).
+TEST(GenerateCli, PromptsThroughTheSchedulerEqualOnePromptAtATime) {
+  MTP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  const std::string dir = temp_dir("cli-prompts");
+  const std::vector<std::string> prompts = {"Once upon a time", "The dog", "Lily", "Tom and Sam"};
+  {
+    std::ofstream f(dir + "/p.jsonl");
+    for (const auto& p : prompts) f << nlohmann::json{{"prompt", p}}.dump() << "\n";
+  }
+  for (const char* sampling : {"--temp 0", "--temp 0.8 --seed 5"}) {
+    const std::string common = "generate -m " + shell_quote(model) + " -n 40 --json --threads 1 " +
+                               sampling;
+    CliResult r = run_cli(common + " --prompts " + shell_quote(dir + "/p.jsonl") + " --parallel 3");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("KV memory"), std::string::npos) << r.err;
+    std::istringstream lines(r.out);
+    std::string line;
+    std::set<int> seen;
+    while (std::getline(lines, line)) {
+      auto j = nlohmann::json::parse(line);
+      const int id = j["id"];
+      ASSERT_TRUE(id >= 0 && id < int(prompts.size()));
+      seen.insert(id);
+      ASSERT_TRUE(j.contains("stats") && j["stats"].contains("generation_tok_s"));
+      CliResult one = run_cli(common + " -p " + shell_quote(prompts[size_t(id)]));
+      ASSERT_EQ(one.status, 0) << one.err;
+      auto o = nlohmann::json::parse(one.out);
+      EXPECT_EQ(j["token_ids"], o["token_ids"]) << sampling << " prompt " << id;
+      EXPECT_EQ(j["text"], o["text"]);
+      EXPECT_EQ(j["finish_reason"], o["finish_reason"]);
+    }
+    EXPECT_EQ(seen.size(), prompts.size());
+  }
+  CliResult bad = run_cli("generate -m " + shell_quote(model) + " --prompts " +
+                          shell_quote(dir + "/missing.jsonl"));
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("missing.jsonl"), std::string::npos) << bad.err;
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "model/fingerprint.h"
 #include "model/loader.h"
 #include "model_util.h"
+#include "spec_fixture.h"
 #include "speculative/generate.h"
 #include "speculative/mtp_proposer.h"
 #include "speculative/sampler.h"
@@ -29,26 +30,9 @@
 namespace mtp::speculative {
 namespace {
 
-struct Target {
-  std::unique_ptr<model::Model> model;
-  std::string fingerprint;
-};
-
-Target load_target(const std::string& path) {
-  model::LoadedModel lm = model::load_model(path, {});
-  Target t;
-  t.fingerprint = model::target_fingerprint(lm, /*use_cache=*/false);
-  t.model = std::make_unique<model::Model>(std::move(lm));
-  return t;
-}
-
-drafter::Drafter random_drafter(const Target& t, int K, uint64_t seed) {
-  drafter::DrafterConfig dc;
-  dc.K = K;
-  return drafter::Drafter::from_tensors(t.model->config(), t.fingerprint, dc,
-                                        drafter::random_drafter_tensors(t.model->config(), dc, seed),
-                                        {{"kind", "test"}}, DType::F32, kernels::WeightType::F32);
-}
+using test::load_target;
+using test::random_drafter;
+using test::Target;
 
 SamplerOptions sampling(float temp, int top_k, float top_p, float min_p, uint64_t seed) {
   SamplerOptions o;

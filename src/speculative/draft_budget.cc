@@ -1,0 +1,121 @@
+#include "speculative/draft_budget.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+
+#include "core/error.h"
+
+namespace mtp::speculative {
+
+CostCurve::CostCurve(std::vector<std::pair<int, double>> points) : pts_(std::move(points)) {
+  MTP_CHECK(!pts_.empty(), "a cost curve needs at least one point");
+  for (size_t i = 1; i < pts_.size(); ++i) {
+    MTP_CHECK(pts_[i].first > pts_[i - 1].first, "cost curve q values must ascend");
+  }
+}
+
+double CostCurve::operator()(int q) const {
+  if (pts_.empty() || q <= 0) return 0;
+  if (pts_.size() == 1) return pts_[0].second * q / pts_[0].first;
+  size_t i = 1;
+  while (i + 1 < pts_.size() && pts_[i].first < q) ++i;
+  // Segment [i-1, i]; beyond the ends the nearest segment's slope.
+  const auto [q0, t0] = pts_[i - 1];
+  const auto [q1, t1] = pts_[i];
+  const double t = t0 + (t1 - t0) * double(q - q0) / double(q1 - q0);
+  return std::max(t, 0.0);
+}
+
+CostCurve forward_cost_curve(const model::Model& m, int q_max, int reps, ThreadPool* pool) {
+  const auto& c = m.config();
+  constexpr int kPos = 16;  // a short context before the timed rows
+  q_max = std::max(1, std::min(q_max, c.max_position - kPos - 1));
+  // A few q: every forward of a big model costs, and m(q) is smooth between.
+  std::vector<int> qs;
+  for (int q : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128}) {
+    if (q <= q_max) qs.push_back(q);
+  }
+  if (qs.back() != q_max) qs.push_back(q_max);
+  auto kv = m.make_cache(1, kPos + q_max + 1, std::max(64, q_max));
+  std::mt19937 rng(1);
+  std::vector<model::Row> rows;
+  for (int p = 0; p < kPos; ++p) rows.push_back({0, p, int32_t(rng() % uint32_t(c.vocab))});
+  m.forward(rows, kv, {}, pool);
+  std::vector<std::vector<double>> t(qs.size());
+  std::vector<float> logits(size_t(q_max) * size_t(c.vocab));
+  // Interleaved q by q, one warm-up round.
+  for (int r = 0; r <= std::max(1, reps); ++r) {
+    for (size_t i = 0; i < qs.size(); ++i) {
+      rows.clear();
+      for (int j = 0; j < qs[i]; ++j) {
+        rows.push_back({0, kPos + j, int32_t(rng() % uint32_t(c.vocab))});
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      m.forward(rows, kv, {logits.data(), nullptr, nullptr}, pool);
+      const double sec =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      kv.truncate(0, kPos);
+      if (r > 0) t[i].push_back(sec);
+    }
+  }
+  std::vector<std::pair<int, double>> pts;
+  // The fastest of the rounds: on a shared machine other work only adds time
+  // (a median still keeps one preempted call of three). Non-decreasing: a
+  // q-row forward never costs less than a fewer-row one.
+  double best = 0;
+  for (size_t i = 0; i < qs.size(); ++i) {
+    best = std::max(best, *std::min_element(t[i].begin(), t[i].end()));
+    pts.push_back({qs[i], best});
+  }
+  return CostCurve(std::move(pts));
+}
+
+std::vector<double> estimate_accept(std::span<const long> drafted, std::span<const long> accepted,
+                                    int k_max, double prior) {
+  constexpr double kWeight = 2.0;
+  std::vector<double> p(size_t(std::max(0, k_max)));
+  double pj = prior, prev = 1.0;
+  for (size_t j = 0; j < p.size(); ++j) {
+    const double n = j < drafted.size() ? double(drafted[j]) : 0.0;
+    const double a = j < accepted.size() ? double(accepted[j]) : 0.0;
+    // accepted[j] / drafted[j]: of the cycles that drafted depth j + 1, the
+    // share whose accepted path reached it — P(drafts 0..j all accepted).
+    p[j] = std::min(prev, (a + kWeight * pj) / (n + kWeight));
+    prev = p[j];
+    pj *= prior;
+  }
+  return p;
+}
+
+std::vector<int> allocate_drafts(const CostCurve& m, double module_s, int base_rows,
+                                 double base_tokens, int max_rows,
+                                 std::span<const BudgetSeq> seqs) {
+  std::vector<int> k(seqs.size(), 0);
+  int rows = base_rows;
+  double tokens = base_tokens, cost = m(rows);
+  while (rows < max_rows) {
+    // The next draft with the most expected tokens per second of extra cost
+    // (ties: the lower index); every candidate adds one row.
+    const double drow = m(rows + 1) - m(rows);
+    int best = -1;
+    double best_gain = 0, best_cost = 0;
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      if (size_t(k[s]) >= seqs[s].p.size()) continue;
+      const double g = seqs[s].p[size_t(k[s])];
+      const double c = drow + (k[s] >= 1 ? module_s : seqs[s].first_s);
+      if (best < 0 || g * best_cost > best_gain * c) best = int(s), best_gain = g, best_cost = c;
+    }
+    if (best < 0) break;
+    // Worth it when it raises tokens per second: (T + g) / (C + dc) > T / C.
+    if (!(cost > 0) || best_gain * cost <= tokens * best_cost) break;
+    ++k[size_t(best)];
+    ++rows;
+    tokens += best_gain;
+    cost += best_cost;
+  }
+  return k;
+}
+
+}  // namespace mtp::speculative

@@ -1,0 +1,59 @@
+// How many tokens each speculating sequence drafts this step, from the
+// measured cost of a forward of q rows, m(q) (the scheduler times a few q at
+// start, forward_cost_curve) — so speculation shrinks when the batch is full.
+//
+// A step that forwards R rows costs m(R) and emits T tokens (one per decoding
+// sequence, plus the accepted drafts). Adding draft j (0-based depth) to a
+// sequence adds one row (m(R + 1) − m(R)) and drafter time: for j = 0 the
+// sequence's drafter catch-up and first draft (first_s, measured per
+// sequence), for j >= 1 one module forward (module_s); it is expected to add P_j tokens, the probability that
+// drafts 0..j are all accepted (estimated per sequence, estimate_accept).
+// Drafts are added greedily, the most likely first, while they raise the
+// step's expected tokens per second (P_j / Δcost > T / cost) and the row
+// budget allows. Deeper drafts of a sequence come only after its shallower ones.
+#pragma once
+#include <span>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "model/forward.h"
+
+namespace mtp::speculative {
+
+// m(q): seconds of one forward of q rows, linear between measured points.
+class CostCurve {
+ public:
+  CostCurve() = default;
+  // points: (q, seconds), q ascending, at least one.
+  explicit CostCurve(std::vector<std::pair<int, double>> points);
+  double operator()(int q) const;
+  const std::vector<std::pair<int, double>>& points() const { return pts_; }
+
+ private:
+  std::vector<std::pair<int, double>> pts_;
+};
+
+// Measures m(q) at q = 1, 2, 3, 4, 6, 8, 12, ... q_max (the fastest of `reps`
+// interleaved rounds after one warm-up) at a short context; between points
+// the curve is linear, beyond q_max it extends its last slope.
+CostCurve forward_cost_curve(const model::Model& m, int q_max, int reps, ThreadPool* pool);
+
+// P_j for j = 0 .. k_max-1 from a sequence's counters (SpecStats::drafted /
+// accepted: cycles whose tree / accepted path reached depth j + 1), smoothed
+// toward prior^(j+1) with weight 2, non-increasing in j.
+std::vector<double> estimate_accept(std::span<const long> drafted, std::span<const long> accepted,
+                                    int k_max, double prior = 0.6);
+
+struct BudgetSeq {
+  std::vector<double> p;  // P_j, j < its draft limit (empty: does not speculate)
+  double first_s = 0;     // drafter seconds of a cycle's first draft
+};
+
+// Draft lengths for one step. base_rows: the rows every sequence forwards
+// anyway (decode/verify roots, prefill chunks); base_tokens: the tokens they
+// emit; max_rows: the step's row budget (>= base_rows).
+std::vector<int> allocate_drafts(const CostCurve& m, double module_s, int base_rows,
+                                 double base_tokens, int max_rows,
+                                 std::span<const BudgetSeq> seqs);
+
+}  // namespace mtp::speculative

@@ -1,0 +1,76 @@
+// The draft-length budget (draft_budget.h): speculation where extra rows are
+// cheap, none where they cost a full row each, less as the batch fills, and
+// never past the row budget.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "speculative/draft_budget.h"
+
+namespace mtp::speculative {
+namespace {
+
+const std::vector<double> kHigh = {0.9, 0.7, 0.5, 0.3};
+
+std::vector<BudgetSeq> seqs(int n, std::vector<double> p = kHigh) {
+  return std::vector<BudgetSeq>(size_t(n), BudgetSeq{std::move(p), 0.0});
+}
+
+int total(const std::vector<int>& k) { return std::accumulate(k.begin(), k.end(), 0); }
+
+TEST(DraftBudget, CostCurveInterpolatesAndExtends) {
+  CostCurve c({{1, 1.0}, {2, 1.2}, {4, 2.0}});
+  EXPECT_DOUBLE_EQ(c(1), 1.0);
+  EXPECT_DOUBLE_EQ(c(3), 1.6);
+  EXPECT_DOUBLE_EQ(c(6), 2.8);  // the last slope, 0.4 per row
+  EXPECT_DOUBLE_EQ(c(0), 0.0);
+}
+
+TEST(DraftBudget, MemoryBoundDraftsComputeBoundDoesNot) {
+  // Memory-bound: a row more costs 2 % of a forward.
+  CostCurve flat({{1, 1.0}, {64, 2.26}});
+  EXPECT_EQ(allocate_drafts(flat, 0.0, 1, 1.0, 64, seqs(1)), std::vector<int>({4}));
+  // Compute-bound: every row costs a whole forward; P_j < 1 never pays.
+  CostCurve linear({{1, 1.0}, {64, 64.0}});
+  EXPECT_EQ(allocate_drafts(linear, 0.0, 1, 1.0, 64, seqs(1)), std::vector<int>({0}));
+  // Drafter time counts: a module as dear as the forward stops deep drafts.
+  EXPECT_LT(total(allocate_drafts(flat, 1.0, 1, 1.0, 64, seqs(1))), 4);
+  // So does the first draft's catch-up.
+  std::vector<BudgetSeq> s = seqs(1);
+  s[0].first_s = 5.0;
+  EXPECT_EQ(allocate_drafts(flat, 0.0, 1, 1.0, 64, s), std::vector<int>({0}));
+}
+
+TEST(DraftBudget, SpeculationShrinksAsTheBatchFills) {
+  CostCurve curve({{1, 1.0}, {8, 1.7}, {64, 7.3}});  // 0.1 per row
+  const int one = total(allocate_drafts(curve, 0.0, 1, 1.0, 256, seqs(1)));
+  const int eight = total(allocate_drafts(curve, 0.0, 8, 8.0, 256, seqs(8)));
+  EXPECT_EQ(one, 4);
+  EXPECT_LT(eight, 8 * one);
+  EXPECT_GT(eight, 0);
+  // The most likely drafts go first: no sequence gets depth 2 before every
+  // one has depth 1 when they are alike.
+  std::vector<int> k = allocate_drafts(curve, 0.0, 8, 8.0, 256, seqs(8));
+  EXPECT_LE(*std::max_element(k.begin(), k.end()) - *std::min_element(k.begin(), k.end()), 1);
+  // The row budget is a hard limit.
+  CostCurve flat({{1, 1.0}, {64, 1.0}});
+  EXPECT_EQ(total(allocate_drafts(flat, 0.0, 8, 8.0, 11, seqs(8))), 3);
+  // Sequences without drafts get none.
+  const std::vector<BudgetSeq> mixed = {BudgetSeq{}, BudgetSeq{kHigh, 0}};
+  EXPECT_EQ(allocate_drafts(flat, 0.0, 2, 2.0, 64, mixed), std::vector<int>({0, 4}));
+}
+
+TEST(DraftBudget, AcceptanceEstimateFollowsTheCounters) {
+  // No data: the prior, non-increasing.
+  std::vector<double> p = estimate_accept({}, {}, 3, 0.6);
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_DOUBLE_EQ(p[0], 0.6);
+  EXPECT_LT(p[2], p[1]);
+  // 100 cycles, every draft accepted: near 1; none accepted: near 0.
+  const std::vector<long> d = {100, 100, 100}, all = {100, 100, 100}, none = {0, 0, 0};
+  for (double x : estimate_accept(d, all, 3)) EXPECT_GT(x, 0.98);
+  for (double x : estimate_accept(d, none, 3)) EXPECT_LT(x, 0.02);
+}
+
+}  // namespace
+}  // namespace mtp::speculative
