@@ -97,16 +97,16 @@ void add_lookup_flags(CLI::App* cmd, LookupArgs& a) {
       ->check(CLI::IsMember({"prompt", "history"}));
   cmd->add_option("--lookup-ngram-max", a.ngram_max,
                   "Longest suffix (tokens) the lookups match, tried longest first")
-      ->check(CLI::Range(1, 64))
+      ->check(cli::Range(1, 64))
       ->capture_default_str();
   cmd->add_option("--lookup-max-draft", a.max_draft, "Longest chain a lookup proposes")
-      ->check(CLI::Range(1, 256))
+      ->check(cli::Range(1, 256))
       ->capture_default_str();
   cmd->add_option("--lookup-corpus", a.corpus,
                   "Text (or .jsonl) the history source uses as its datastore");
   cmd->add_option("--history-mb", a.history_mb,
                   "Memory bound of the history datastore, MiB (oldest documents evicted first)")
-      ->check(CLI::PositiveNumber)
+      ->check(cli::Positive)
       ->capture_default_str();
   cmd->add_flag("--no-gate", a.no_gate,
                 "Verify a source's proposal every cycle, even below break-even (default: the "

@@ -43,7 +43,7 @@ void run_generate_batch(GenerateArgs& a) {
   speculative::SamplerOptions sampler = sampler_options(a.sampling);
   Session s = open_session(a.model);
   std::unique_ptr<drafter::Drafter> dr;
-  if (!a.spec.no_spec) dr = open_drafter(a.model, a.spec.drafter, *s.model);
+  if (!a.spec.no_spec) dr = open_drafter(a.model, a.spec, *s.model);
   speculative::SchedulerOptions so;
   so.parallel = a.parallel;
   so.ctx = a.ctx;

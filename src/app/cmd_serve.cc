@@ -40,6 +40,7 @@ struct ServeArgs {
   std::string host = "127.0.0.1";
   int port = 8080;
   int parallel = 4;
+  bool serial = false;
   int ctx = 0;
   std::string api_key, chat_format;
   size_t max_body = 1 << 20;
@@ -88,12 +89,21 @@ void run_serve(ServeArgs a) {
   info.model_id = model_id(a.model.model);
   info.ctx = speculative::resolve_ctx(s.model->config(), a.ctx);
   info.parallel = a.parallel;
-  auto engine = serve::make_serial_engine(*s.model, *s.tokenizer, s.pool.get(), dr.get(), draft_k,
-                                          info);
+  std::unique_ptr<serve::Engine> engine;
+  if (a.serial) {
+    engine = serve::make_serial_engine(*s.model, *s.tokenizer, s.pool.get(), dr.get(), draft_k,
+                                       info);
+  } else {
+    speculative::SchedulerOptions sched;
+    sched.parallel = a.parallel;
+    sched.ctx = a.ctx;  // 0: the scheduler caps it so every slot fits in memory
+    engine = serve::make_batched_engine(*s.model, *s.tokenizer, s.pool.get(), dr.get(), draft_k,
+                                        info, sched);
+  }
   serve::Server server(*engine, *s.tokenizer, so);
   const int port = server.bind();
   fmt::print(stderr, "mtpspec serve: {} (ctx {}, chat format {}, drafter {}) listening on "
-             "http://{}:{}\n", info.model_id, info.ctx, serve::chat_format_name(so.chat.format),
+             "http://{}:{}\n", info.model_id, engine->info().ctx, serve::chat_format_name(so.chat.format),
              dr ? dr->path() : "none", a.host, port);
   std::fflush(stderr);
 
@@ -140,9 +150,13 @@ void add_serve(CLI::App& root) {
       ->check(cli::Range(0, 65535))
       ->capture_default_str();
   cmd->add_option("--parallel", a->parallel,
-                  "Requests admitted at once (this engine runs them one after another)")
+                  "Requests decoded at once: slots of the continuous-batching scheduler, each "
+                  "--ctx positions (more wait in a queue)")
       ->check(cli::Range(1, 256))
       ->capture_default_str();
+  cmd->add_flag("--serial", a->serial,
+                "Run requests one at a time through generate() instead of the scheduler "
+                "(same tokens; for comparison)");
   cmd->add_option("--ctx", a->ctx,
                   "Context per request, prompt + completion (default: the model's maximum, "
                   "capped by memory)")

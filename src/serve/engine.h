@@ -21,6 +21,7 @@
 
 #include "speculative/draft_tree.h"
 #include "speculative/generate.h"
+#include "speculative/scheduler.h"
 #include "speculative/sampler.h"
 #include "speculative/spec_loop.h"
 
@@ -98,5 +99,14 @@ std::string openai_finish_reason(const std::string& sink_reason);
 std::unique_ptr<Engine> make_serial_engine(const model::Model& m, const io::Tokenizer& tok,
                                            ThreadPool* pool, const drafter::Drafter* drafter,
                                            int draft_k, EngineInfo info);
+
+// The continuous-batching engine (batched_engine.cc): requests share every
+// target forward through speculative::Scheduler (--parallel slots of
+// info.ctx positions; info.ctx and info.parallel are set from the
+// scheduler), each still getting exactly generate()'s tokens.
+std::unique_ptr<Engine> make_batched_engine(const model::Model& m, const io::Tokenizer& tok,
+                                            ThreadPool* pool, const drafter::Drafter* drafter,
+                                            int draft_k, EngineInfo info,
+                                            const speculative::SchedulerOptions& opt);
 
 }  // namespace mtp::serve

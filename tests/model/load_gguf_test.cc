@@ -75,7 +75,7 @@ TEST_P(GgufEqualsHf, BitwiseEqualLogits) {
   const Case cs = GetParam();
   const RandomSpec s = spec_for(cs.arch, cs.dtype);
   const std::string dir = test::random_hf_checkpoint("gguf-hf", s);
-  const std::string gguf = dir + "/../" + std::string(arch_name(cs.arch)) + ".gguf";
+  const std::string gguf = test::temp_dir("gguf-out") + "/" + std::string(arch_name(cs.arch)) + ".gguf";
   GgufConvert opt;
   opt.matrix_type = ggml_of(cs.dtype);
   test::convert_hf_to_gguf(dir, gguf, opt);
@@ -148,7 +148,7 @@ void erase_key(io::GgufMetadata& kv, const std::string& key) {
 // them as stored (so the logits differ from the HF checkpoint's).
 TEST(LoadGguf, GemmaF16NormsAreUsedAsStored) {
   const std::string dir = test::random_hf_checkpoint("gguf-g16", spec_for(Arch::Gemma2, DType::F16));
-  const std::string p = dir + "/../g16.gguf";
+  const std::string p = test::temp_dir("gguf-out") + "/g16.gguf";
   GgufConvert opt;
   opt.matrix_type = 1;
   test::convert_hf_to_gguf(dir, p, opt);
@@ -277,7 +277,7 @@ TEST_P(QuantGgufEqualsRequantizedHf, BitwiseEqualLogits) {
   s.ffn = qc.width;
   s.head_dim = qc.width / s.n_heads;
   const std::string dir = test::random_hf_checkpoint("gguf-quant-hf", s);
-  const std::string gguf = dir + "/../quant.gguf";
+  const std::string gguf = test::temp_dir("gguf-out") + "/quant.gguf";
   GgufConvert opt;
   opt.matrix_type = uint32_t(qc.type);
   opt.type_of = [](const std::string& n) { return n == "token_embd.weight" ? 0 : -1; };
@@ -322,7 +322,7 @@ TEST(LoadGguf, MixedBlockTypesLikeQ4KM) {
   s.head_dim = 256 / s.n_heads;
   s.tie = true;
   const std::string dir = test::random_hf_checkpoint("gguf-q4km", s);
-  const std::string gguf = dir + "/../q4km.gguf";
+  const std::string gguf = test::temp_dir("gguf-out") + "/q4km.gguf";
   GgufConvert opt;
   opt.matrix_type = uint32_t(GgmlType::Q4_K);
   opt.type_of = [](const std::string& n) {
@@ -371,7 +371,8 @@ TEST(LoadGguf, TruncatedOrForeignFilesAreClearErrors) {
 
 TEST(LoadGguf, FingerprintIsThatOfTheStoredBytes) {
   const std::string dir = test::random_hf_checkpoint("gguf-fp", spec_for(Arch::Gemma2, DType::F32));
-  const std::string g32 = dir + "/../a.gguf", g16 = dir + "/../b.gguf", again = dir + "/../c.gguf";
+  const std::string out = test::temp_dir("gguf-out");
+  const std::string g32 = out + "/a.gguf", g16 = out + "/b.gguf", again = out + "/c.gguf";
   GgufConvert o32, o16;
   o16.matrix_type = 1;
   test::convert_hf_to_gguf(dir, g32, o32);

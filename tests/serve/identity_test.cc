@@ -71,8 +71,10 @@ std::string text_of(const httplib::Result& r, bool stream) {
   return text;
 }
 
-TEST(ServeIdentity, ConcurrentRequestsEqualAloneGenerateAndTheCli) {
-  MTP_REQUIRE_SHARED(path, kModel);
+// batched: the continuous-batching engine (the default of `mtpspec serve`),
+// forced to draft K = 3 every step so verify rows of several requests share
+// the forwards; else the serial engine.
+void check_identity(const std::string& path, bool batched) {
   const std::string dpath = write_drafter_file(path);
   model::LoadedModel lm = model::load_model(path, {});
   std::unique_ptr<io::Tokenizer> tok = io::load_tokenizer(lm.tokenizer);
@@ -82,7 +84,16 @@ TEST(ServeIdentity, ConcurrentRequestsEqualAloneGenerateAndTheCli) {
   EngineInfo info;
   info.model_id = "stories260K";
   info.ctx = 256;
-  auto engine = make_serial_engine(m, *tok, &pool, &d, 3, info);
+  std::unique_ptr<Engine> engine;
+  if (batched) {
+    speculative::SchedulerOptions sched;
+    sched.parallel = 4;
+    sched.ctx = 256;
+    sched.adaptive = false;
+    engine = make_batched_engine(m, *tok, &pool, &d, 3, info, sched);
+  } else {
+    engine = make_serial_engine(m, *tok, &pool, &d, 3, info);
+  }
   ServerOptions so;
   so.port = 0;
   Server server(*engine, *tok, so);
@@ -139,6 +150,16 @@ TEST(ServeIdentity, ConcurrentRequestsEqualAloneGenerateAndTheCli) {
   th.join();
   std::string metrics = server.metrics().prometheus(0, 0);
   EXPECT_NE(metrics.find("mtpspec_acceptance{position=\"2\"}"), std::string::npos) << metrics;
+}
+
+TEST(ServeIdentity, ConcurrentRequestsEqualAloneGenerateAndTheCli) {
+  MTP_REQUIRE_SHARED(path, kModel);
+  check_identity(path, /*batched=*/false);
+}
+
+TEST(ServeIdentity, BatchedEngineConcurrentRequestsEqualAloneGenerateAndTheCli) {
+  MTP_REQUIRE_SHARED(path, kModel);
+  check_identity(path, /*batched=*/true);
 }
 
 // A port nobody listens on now (bound to 0, read back, closed).
