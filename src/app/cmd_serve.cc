@@ -23,6 +23,7 @@
 #include "app/spec_common.h"
 #include "cli/checks.h"
 #include "core/error.h"
+#include "io/gguf.h"
 #include "serve/chat_template.h"
 #include "serve/engine.h"
 #include "serve/server.h"
@@ -77,7 +78,11 @@ void run_serve(ServeArgs a) {
                                    ? fs::path(a.model.tokenizer)
                                    : fs::path(a.model.tokenizer).parent_path());
   serve::ServerOptions so;
-  so.chat = serve::load_chat_template(tdir.string(), a.chat_format);
+  // A GGUF model carries its template (tokenizer.chat_template) unless a
+  // --tokenizer folder is given.
+  so.chat = a.model.tokenizer.empty() && io::GgufFile::has_magic(a.model.model)
+                ? serve::load_gguf_chat_template(a.model.model, a.chat_format)
+                : serve::load_chat_template(tdir.string(), a.chat_format);
   so.host = a.host;
   so.port = a.port;
   so.api_key = a.api_key;

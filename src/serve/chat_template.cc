@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "io/gguf.h"
 
 namespace fs = std::filesystem;
 
@@ -251,22 +252,45 @@ ChatTemplate load_chat_template(const std::string& dir, const std::string& overr
       }
     }
   }
+  return chat_template_from(jinja, p.string() + ": chat_template", override_name,
+                            special_token(cfg, "bos_token"), special_token(cfg, "eos_token"));
+}
+
+ChatTemplate chat_template_from(const std::string& jinja, const std::string& where,
+                                const std::string& override_name, const std::string& bos,
+                                const std::string& eos) {
   ChatTemplate t;
   if (!override_name.empty()) {
     t.format = parse_chat_format(override_name);
     if (t.format == ChatFormat::ChatML && !jinja.empty()) {
       try {
-        t = recognise_template(jinja, p.string());
+        t = recognise_template(jinja, where);
       } catch (const ConfigError&) {
       }
       t.format = ChatFormat::ChatML;
     }
   } else if (!jinja.empty()) {
-    t = recognise_template(jinja, p.string() + ": chat_template");
+    t = recognise_template(jinja, where);
   }
-  t.bos = special_token(cfg, "bos_token");
-  t.eos = special_token(cfg, "eos_token");
+  t.bos = bos;
+  t.eos = eos;
   return t;
+}
+
+ChatTemplate load_gguf_chat_template(const std::string& path, const std::string& override_name) {
+  const io::GgufFile f(path);
+  const std::string jinja = f.get_string("tokenizer.chat_template").value_or("");
+  // The special tokens' text: their pieces in tokenizer.ggml.tokens.
+  auto piece = [&](const char* key) -> std::string {
+    const auto id = f.get_int(key);
+    const auto* tokens = f.get_array("tokenizer.ggml.tokens");
+    if (!id || !tokens || *id < 0 || size_t(*id) >= tokens->size()) return "";
+    const io::GgufValue& v = (*tokens)[size_t(*id)];
+    return v.type == io::GgufType::String ? v.s : "";
+  };
+  return chat_template_from(jinja, path + ": tokenizer.chat_template", override_name,
+                            piece("tokenizer.ggml.bos_token_id"),
+                            piece("tokenizer.ggml.eos_token_id"));
 }
 
 std::vector<int32_t> encode_chat(const io::Tokenizer& tok, const std::string& text) {

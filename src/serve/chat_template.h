@@ -63,6 +63,14 @@ ChatTemplate recognise_template(const std::string& jinja, const std::string& whe
 // bos_token, eos_token), recognised, unless `override_name` is given (then
 // only the special tokens are read). No chat_template and no override: plain.
 ChatTemplate load_chat_template(const std::string& dir, const std::string& override_name);
+// The same from a GGUF file's tokenizer.chat_template (special tokens from
+// tokenizer.ggml.tokens at the BOS/EOS ids).
+ChatTemplate load_gguf_chat_template(const std::string& path, const std::string& override_name);
+// The template of Jinja text `jinja` (may be empty: plain), named `where` in
+// errors, or the override's format; bos/eos: the special tokens' text.
+ChatTemplate chat_template_from(const std::string& jinja, const std::string& where,
+                                const std::string& override_name, const std::string& bos,
+                                const std::string& eos);
 
 // The prompt ids for rendered chat text: special-token text recognised, one
 // BOS at the front when the tokenizer adds BOS (never two).

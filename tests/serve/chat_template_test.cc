@@ -13,6 +13,7 @@
 
 #include "cli_util.h"
 #include "core/error.h"
+#include "io/gguf.h"
 #include "io/tokenizer.h"
 #include "serve/chat_template.h"
 #include "test_util.h"
@@ -218,6 +219,29 @@ TEST(ChatTemplate, UnknownTemplateIsAStartupErrorUnlessOverridden) {
   EXPECT_THROW(load_chat_template(dir, "jinja"), InputError);
   // No tokenizer_config.json at all: plain.
   EXPECT_EQ(load_chat_template(test::temp_dir("chat_template_none"), "").format, ChatFormat::Plain);
+}
+
+// A GGUF model's own template (tokenizer.chat_template) and special tokens.
+TEST(ChatTemplate, GgufTemplateIsReadFromTheFile) {
+  const std::string dir = test::temp_dir("chat_template_gguf");
+  auto write = [&](const std::string& name, const std::string& jinja) {
+    io::GgufMetadata kv = {
+        {"tokenizer.ggml.tokens", io::GgufValue::strings({"<unk>", "<|endoftext|>", "<|im_end|>", "a"})},
+        {"tokenizer.ggml.bos_token_id", io::GgufValue::u32(1)},
+        {"tokenizer.ggml.eos_token_id", io::GgufValue::u32(2)}};
+    if (!jinja.empty()) kv.push_back({"tokenizer.chat_template", io::GgufValue::str(jinja)});
+    io::write_gguf(dir + "/" + name, kv, {});
+    return dir + "/" + name;
+  };
+  const ChatTemplate t = load_gguf_chat_template(write("chatml.gguf", kChatML), "");
+  EXPECT_EQ(t.format, ChatFormat::ChatML);
+  EXPECT_EQ(t.bos, "<|endoftext|>");
+  EXPECT_EQ(t.eos, "<|im_end|>");
+  EXPECT_EQ(load_gguf_chat_template(write("none.gguf", ""), "").format, ChatFormat::Plain);
+  const std::string odd = write("odd.gguf", "{% for m in messages %}### {{ m.content }}{% endfor %}");
+  test::expect_error<ConfigError>([&] { load_gguf_chat_template(odd, ""); },
+                                  {"odd.gguf", "tokenizer.chat_template", "--chat-format"});
+  EXPECT_EQ(load_gguf_chat_template(odd, "llama2").format, ChatFormat::Llama2);
 }
 
 TEST(ChatTemplate, OneBosWhenTheTemplateAndTheTokenizerBothAddIt) {
