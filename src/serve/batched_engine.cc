@@ -56,7 +56,7 @@ class BatchedEngine final : public Engine {
     Live& l = live_[id];
     l.fn = std::move(fn);
     l.prompt_tokens = prompt_tokens;
-    for (const auto& e : early_[id]) deliver(id, l, e);
+    for (const auto& e : early_[id]) deliver(l, e);
     early_.erase(id);
     if (l.done) live_.erase(id);
     return id;
@@ -107,12 +107,12 @@ class BatchedEngine final : public Engine {
       early_[e.id].push_back(e);
       return;
     }
-    deliver(e.id, it->second, e);
+    deliver(it->second, e);
     if (it->second.done) live_.erase(it);
   }
 
   // Maps one scheduler event to the server's (mu_ held).
-  void deliver(uint64_t, Live& l, const speculative::Event& e) {
+  void deliver(Live& l, const speculative::Event& e) {
     if (e.kind == speculative::Event::Kind::Token) {
       Event ev;
       ev.token = e.token;
