@@ -159,6 +159,23 @@ HWY_INLINE size_t next_slot(size_t slot, size_t n_slots) {
   return slot + 1 == n_slots ? 0 : slot + 1;
 }
 
+// The slots of an attention call's keys, in key order: a ring (key j in slot
+// (s0 + j) % n_slots) or an explicit list (key j in slot list[j]: a draft
+// tree's keys, attend_slots). Every pass below takes a cursor by value, so
+// it starts from key 0; both kinds run the same arithmetic per key.
+struct RingCursor {
+  size_t slot, n_slots;
+  HWY_INLINE size_t take() {
+    const size_t s = slot;
+    slot = next_slot(slot, n_slots);
+    return s;
+  }
+};
+struct ListCursor {
+  const uint32_t* list;
+  HWY_INLINE size_t take() { return *list++; }
+};
+
 // Wide heads (hd >= lanes), q·k for kP keys at once (independent chains hide
 // FMA latency). Per key: one vector accumulator over full vectors, SumOfLanes,
 // then the remaining dims one fma at a time — the same sequence for every kP.
@@ -182,16 +199,17 @@ HWY_INLINE void dots(const float* q, const float* const* ks, size_t hd, float* o
   }
 }
 
-void wide_scores(const float* q, const float* k, size_t stride, size_t n_slots, size_t slot,
-                 size_t n, size_t hd, float* scores) {
+template <class C>
+void wide_scores(const float* q, const float* k, size_t stride, C c, size_t n,
+                 size_t hd, float* scores) {
   size_t j = 0;
   for (; j + 4 <= n; j += 4) {
     const float* ks[4];
-    for (size_t p = 0; p < 4; ++p, slot = next_slot(slot, n_slots)) ks[p] = k + slot * stride;
+    for (size_t p = 0; p < 4; ++p) ks[p] = k + c.take() * stride;
     dots<4>(q, ks, hd, scores + j);
   }
-  for (; j < n; ++j, slot = next_slot(slot, n_slots)) {
-    const float* ks[1] = {k + slot * stride};
+  for (; j < n; ++j) {
+    const float* ks[1] = {k + c.take() * stride};
     dots<1>(q, ks, hd, scores + j);
   }
 }
@@ -263,12 +281,13 @@ HWY_INLINE void transposed_dots(const float* q, const float* const* ks, float* o
 }
 #endif
 
-void narrow_scores(const float* q, const float* k, size_t stride, size_t n_slots, size_t slot,
-                   size_t n, size_t hd, float* scores) {
+template <class C>
+void narrow_scores(const float* q, const float* k, size_t stride, C c, size_t n,
+                   size_t hd, float* scores) {
   const float* ks[8];
   // ks[0, kb) = the rows of the next kb keys, in position order.
   auto next_keys = [&](size_t kb) {
-    for (size_t p = 0; p < kb; ++p, slot = next_slot(slot, n_slots)) ks[p] = k + slot * stride;
+    for (size_t p = 0; p < kb; ++p) ks[p] = k + c.take() * stride;
   };
   size_t j = 0;
 #if HWY_TARGET != HWY_SCALAR
@@ -298,15 +317,15 @@ void narrow_scores(const float* q, const float* k, size_t stride, size_t n_slots
 // in `slot`, L = lanes of DC. Each output lane is the chain
 // acc = fma(p_j, v_j[i], acc), j = 0, 1, ..., from +0: the bits of a dim do not
 // depend on the vector width or chunk it is computed in.
-template <class DC, size_t kC>
-HWY_INLINE void weighted_sum(DC dc, const float* p, const float* v, size_t slot, size_t n,
-                             size_t stride, size_t n_slots, size_t i0, float* out) {
+template <class DC, size_t kC, class C>
+HWY_INLINE void weighted_sum(DC dc, const float* p, const float* v, C c, size_t n,
+                             size_t stride, size_t i0, float* out) {
   const size_t L = hn::Lanes(dc);
   hn::Vec<DC> acc[kC];
 #pragma GCC unroll 8
   for (size_t c = 0; c < kC; ++c) acc[c] = hn::Zero(dc);
-  for (size_t j = 0; j < n; ++j, slot = next_slot(slot, n_slots)) {
-    const float* vj = v + slot * stride + i0;
+  for (size_t j = 0; j < n; ++j) {
+    const float* vj = v + c.take() * stride + i0;
     const auto pj = hn::Set(dc, p[j]);
 #pragma GCC unroll 8
     for (size_t c = 0; c < kC; ++c) acc[c] = hn::MulAdd(pj, hn::LoadU(dc, vj + c * L), acc[c]);
@@ -317,35 +336,48 @@ HWY_INLINE void weighted_sum(DC dc, const float* p, const float* v, size_t slot,
 
 // The dims [i, hd) left after full vectors (fewer than the lanes of D), in
 // vectors of halving width kCap, 2^k lanes each (hd = 12 on AVX3: 8 + 4 lanes).
-template <size_t kCap>
-HWY_INLINE void weighted_sum_rest(const float* p, const float* v, size_t slot, size_t n,
-                                  size_t stride, size_t n_slots, size_t i, size_t hd,
-                                  float* out) {
+template <size_t kCap, class C>
+HWY_INLINE void weighted_sum_rest(const float* p, const float* v, C c, size_t n,
+                                  size_t stride, size_t i, size_t hd, float* out) {
   const hn::CappedTag<float, kCap> dc;
   for (; hd - i >= hn::Lanes(dc); i += hn::Lanes(dc)) {
-    weighted_sum<decltype(dc), 1>(dc, p, v, slot, n, stride, n_slots, i, out);
+    weighted_sum<decltype(dc), 1, C>(dc, p, v, c, n, stride, i, out);
   }
-  if constexpr (kCap > 1) weighted_sum_rest<kCap / 2>(p, v, slot, n, stride, n_slots, i, hd, out);
+  if constexpr (kCap > 1) weighted_sum_rest<kCap / 2, C>(p, v, c, n, stride, i, hd, out);
+}
+
+// The attention of one head over the n keys of cursor c (ops.h attend).
+template <class C>
+void attend_keys(const float* q, const float* k, const float* v, size_t stride, C c,
+                 size_t n, size_t hd, float scale, float cap, float* scores, float* out) {
+  const D d;
+  const size_t N = hn::Lanes(d);
+  if (hd < N) narrow_scores(q, k, stride, c, n, hd, scores);
+  else wide_scores(q, k, stride, c, n, hd, scores);
+  for (size_t j = 0; j < n; ++j) scores[j] *= scale;
+  if (cap > 0.f) Softcap(scores, n, cap);
+  Softmax(scores, n);
+  // out[i] = fma(p_j, v_j[i], out[i]) over j in key order, for every dim;
+  // full vectors in register chunks of 8, 4, then 1, the rest in narrower ones.
+  const float* p = scores;
+  size_t i = 0;
+  for (; i + 8 * N <= hd; i += 8 * N) weighted_sum<D, 8, C>(d, p, v, c, n, stride, i, out);
+  for (; i + 4 * N <= hd; i += 4 * N) weighted_sum<D, 4, C>(d, p, v, c, n, stride, i, out);
+  for (; i + N <= hd; i += N) weighted_sum<D, 1, C>(d, p, v, c, n, stride, i, out);
+  weighted_sum_rest<32, C>(p, v, c, n, stride, i, hd, out);
 }
 
 void Attend(const float* q, const float* k, const float* v, size_t stride, size_t n_slots,
             size_t lo, size_t hi, size_t hd, float scale, float cap, float* scores,
             float* out) {
-  const D d;
-  const size_t N = hn::Lanes(d), n = hi - lo + 1, s0 = lo % n_slots;
-  if (hd < N) narrow_scores(q, k, stride, n_slots, s0, n, hd, scores);
-  else wide_scores(q, k, stride, n_slots, s0, n, hd, scores);
-  for (size_t j = 0; j < n; ++j) scores[j] *= scale;
-  if (cap > 0.f) Softcap(scores, n, cap);
-  Softmax(scores, n);
-  // out[i] = fma(p_j, v_j[i], out[i]) over j in position order, for every dim;
-  // full vectors in register chunks of 8, 4, then 1, the rest in narrower ones.
-  const float* p = scores;
-  size_t i = 0;
-  for (; i + 8 * N <= hd; i += 8 * N) weighted_sum<D, 8>(d, p, v, s0, n, stride, n_slots, i, out);
-  for (; i + 4 * N <= hd; i += 4 * N) weighted_sum<D, 4>(d, p, v, s0, n, stride, n_slots, i, out);
-  for (; i + N <= hd; i += N) weighted_sum<D, 1>(d, p, v, s0, n, stride, n_slots, i, out);
-  weighted_sum_rest<32>(p, v, s0, n, stride, n_slots, i, hd, out);
+  attend_keys(q, k, v, stride, RingCursor{lo % n_slots, n_slots}, hi - lo + 1, hd, scale,
+              cap, scores, out);
+}
+
+void AttendSlots(const float* q, const float* k, const float* v, size_t stride,
+                 const uint32_t* slots, size_t n, size_t hd, float scale, float cap,
+                 float* scores, float* out) {
+  attend_keys(q, k, v, stride, ListCursor{slots}, n, hd, scale, cap, scores, out);
 }
 
 size_t F32Lanes() { return hn::Lanes(D()); }
@@ -359,6 +391,7 @@ HWY_EXPORT(RmsNorm);
 HWY_EXPORT(Softmax);
 HWY_EXPORT(Softcap);
 HWY_EXPORT(Attend);
+HWY_EXPORT(AttendSlots);
 HWY_EXPORT(SiluMul);
 HWY_EXPORT(GeluTanhMul);
 HWY_EXPORT(F32Lanes);
@@ -381,6 +414,12 @@ void attend(const float* q, const float* k, const float* v, size_t stride, size_
   detail::ensure_simd_target();
   HWY_DYNAMIC_DISPATCH(Attend)(q, k, v, stride, n_slots, lo, hi, head_dim, scale, cap, scores,
                                out);
+}
+void attend_slots(const float* q, const float* k, const float* v, size_t stride,
+                  const uint32_t* slots, size_t n, size_t head_dim, float scale, float cap,
+                  float* scores, float* out) {
+  detail::ensure_simd_target();
+  HWY_DYNAMIC_DISPATCH(AttendSlots)(q, k, v, stride, slots, n, head_dim, scale, cap, scores, out);
 }
 size_t simd_f32_lanes() {
   detail::ensure_simd_target();

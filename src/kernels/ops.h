@@ -3,6 +3,7 @@
 // independent of how many rows a call holds (batch invariance).
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 namespace mtp::kernels {
 
@@ -39,6 +40,15 @@ void softcap(float* y, size_t n, float cap);
 void attend(const float* q, const float* k, const float* v, size_t stride, size_t n_slots,
             size_t lo, size_t hi, size_t head_dim, float scale, float cap, float* scores,
             float* out);
+
+// attend over an explicit key sequence: key j (j = 0 .. n-1) lives in slot
+// slots[j] of k/v (draft trees: the committed positions, then the node's
+// ancestors and itself in their tree slots, model/kv_cache.h). Same
+// arithmetic and order per key as attend: when slots[j] is the slot attend
+// reads for position lo + j, the result is attend's, bit for bit.
+void attend_slots(const float* q, const float* k, const float* v, size_t stride,
+                  const uint32_t* slots, size_t n, size_t head_dim, float scale, float cap,
+                  float* scores, float* out);
 
 // fp32 lanes of the SIMD target chosen at runtime (16 on AVX3, 8 on AVX2).
 size_t simd_f32_lanes();

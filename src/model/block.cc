@@ -71,6 +71,13 @@ void block_forward(const ModelConfig& c, bool sliding, const LayerWeights& L,
   const size_t d = c.d_model, hd = c.head_dim, H = c.n_heads, KV = c.n_kv_heads;
   const size_t qkv_dim = (H + 2 * KV) * hd, kv_dim = KV * hd, ffn = c.ffn;
   const size_t slots = size_t(kv.slots(kv_layer));
+  // Tree rows' key lists (kv_cache.h "Tree rows"), built once per row.
+  s.tree_key_off.assign(q + 1, 0);
+  s.tree_keys.clear();
+  for (size_t r = 0; r < q; ++r) {
+    if (rows[r].node >= 0) kv.tree_key_slots(rows[r], kv_layer, sliding, s.tree_keys);
+    s.tree_key_off[r + 1] = s.tree_keys.size();
+  }
   s.xn.resize(q * d);
   s.qkv.resize(q * qkv_dim);
   s.att.resize(q * H * hd);
@@ -95,7 +102,7 @@ void block_forward(const ModelConfig& c, bool sliding, const LayerWeights& L,
       kern::rope(hv, cr, cr + hd / 2, hd, c.rope_interleaved);
     }
     const Row& row = rows[r];
-    size_t slot = size_t(row.pos) % slots;
+    const size_t slot = kv.write_slot(row, kv_layer);
     std::memcpy(kv.k(row.seq, kv_layer) + slot * kv_dim, v + H * hd, kv_dim * sizeof(float));
     std::memcpy(kv.v(row.seq, kv_layer) + slot * kv_dim, v + (H + KV) * hd,
                 kv_dim * sizeof(float));
@@ -112,9 +119,18 @@ void block_forward(const ModelConfig& c, bool sliding, const LayerWeights& L,
       size_t hi = size_t(row.pos);
       size_t lo = sliding && hi + 1 > window ? hi + 1 - window : 0;
       size_t kvh = h / group;
-      kern::attend(s.qkv.data() + r * qkv_dim + h * hd, kv.k(row.seq, kv_layer) + kvh * hd,
-                kv.v(row.seq, kv_layer) + kvh * hd, kv_dim, slots, lo, hi, hd, scale,
-                c.attn_softcap, scores.data(), s.att.data() + (r * H + h) * hd);
+      const float* qh = s.qkv.data() + r * qkv_dim + h * hd;
+      const float* kh = kv.k(row.seq, kv_layer) + kvh * hd;
+      const float* vh = kv.v(row.seq, kv_layer) + kvh * hd;
+      float* out = s.att.data() + (r * H + h) * hd;
+      if (row.node >= 0) {  // a tree row: its own key list, the same keys decode would read
+        const size_t n = s.tree_key_off[r + 1] - s.tree_key_off[r];
+        kern::attend_slots(qh, kh, vh, kv_dim, s.tree_keys.data() + s.tree_key_off[r], n, hd,
+                           scale, c.attn_softcap, scores.data(), out);
+      } else {
+        kern::attend(qh, kh, vh, kv_dim, slots, lo, hi, hd, scale, c.attn_softcap, scores.data(),
+                     out);
+      }
     }
   };
   if (pool) pool->parallel_for(q * H, attn);

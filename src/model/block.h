@@ -29,6 +29,8 @@ class Rope {
 
 struct BlockScratch {
   std::vector<float> xn, qkv, att, proj, gu, act;
+  std::vector<uint32_t> tree_keys;    // tree rows' key slots, concatenated
+  std::vector<size_t> tree_key_off;   // [q + 1]: row r's keys at [off[r], off[r + 1])
 };
 
 // x: [q, d] residual stream, updated in place. The rows' K/V go to layer

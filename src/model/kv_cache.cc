@@ -20,8 +20,8 @@ KVCache::KVCache(const ModelConfig& cfg, int n_seq, int ctx, int q_max)
     s.k.resize(cfg.n_layers);
     s.v.resize(cfg.n_layers);
     for (int l = 0; l < cfg.n_layers; ++l) {
-      s.k[l].assign(size_t(slots_[l]) * kv_dim_, 0.f);
-      s.v[l].assign(size_t(slots_[l]) * kv_dim_, 0.f);
+      s.k[l].assign(size_t(slots_[l] + q_max) * kv_dim_, 0.f);
+      s.v[l].assign(size_t(slots_[l] + q_max) * kv_dim_, 0.f);
     }
     s.ring_pos.assign(ring_slots_, -1);
   }
@@ -29,7 +29,7 @@ KVCache::KVCache(const ModelConfig& cfg, int n_seq, int ctx, int q_max)
 
 size_t KVCache::bytes() const {
   size_t per = 0;
-  for (int s : slots_) per += size_t(s) * kv_dim_ * 2 * sizeof(float);
+  for (int s : slots_) per += size_t(s + q_max_) * kv_dim_ * 2 * sizeof(float);
   return per * seqs_.size();
 }
 
@@ -39,6 +39,8 @@ void KVCache::truncate(int seq, int n) {
     fail<InputError>("KV truncate of sequence {} to {} positions: it holds {}", seq, n, s.length);
   }
   s.length = n;
+  s.tree_parent.clear();
+  s.tree_pos.clear();
   if (ring_slots_ < ctx_ && n > 0) {
     // The next query (position n) sees positions n-window+1 .. n-1 in ring layers.
     for (int p = std::max(0, n - window_ + 1); p < n; ++p) {
@@ -79,12 +81,112 @@ void KVCache::begin_rows(std::span<const Row> rows, int vocab) {
                        n_seq());
     }
   }
+  // A call replaces the tree of every sequence it has rows for.
+  for (const Row& row : rows) {
+    seqs_[row.seq].tree_parent.clear();
+    seqs_[row.seq].tree_pos.clear();
+  }
   try {
-    for (const Row& row : rows) begin_write(row.seq, row.pos);
+    for (const Row& row : rows) {
+      if (row.node < 0) {
+        if (!seqs_[row.seq].tree_parent.empty()) {
+          fail<InputError>("forward row for sequence {} at position {}: ordinary rows must come "
+                           "before the sequence's tree rows", row.seq, row.pos);
+        }
+        begin_write(row.seq, row.pos);
+      } else {
+        begin_tree_row(row);
+      }
+    }
   } catch (...) {
-    for (const Row& row : rows) abort_write(row.seq);
+    for (const Row& row : rows) {
+      abort_write(row.seq);
+      seqs_[row.seq].tree_parent.clear();
+      seqs_[row.seq].tree_pos.clear();
+    }
     throw;
   }
+}
+
+void KVCache::begin_tree_row(const Row& row) {
+  Seq& s = seqs_[row.seq];
+  const int n = int(s.tree_parent.size());
+  if (row.node != n) {
+    fail<InputError>("tree row of sequence {}: node {} where node {} comes next (nodes in order "
+                     "0, 1, ...)", row.seq, row.node, n);
+  }
+  if (row.parent < -1 || row.parent >= n) {
+    fail<InputError>("tree row of sequence {}: node {} has parent {}; a parent is -1 or an "
+                     "earlier node", row.seq, row.node, row.parent);
+  }
+  if (s.pending + n >= q_max_) {
+    fail<InputError>("forward call has more than {} rows for sequence {}", q_max_, row.seq);
+  }
+  const int expect = (row.parent < 0 ? s.length + s.pending - 1 : s.tree_pos[size_t(row.parent)]) + 1;
+  if (row.pos != expect) {
+    fail<InputError>("tree row of sequence {}: node {} at position {}, its parent's position + 1 "
+                     "is {}", row.seq, row.node, row.pos, expect);
+  }
+  if (row.pos >= ctx_) fail<InputError>("position {} is beyond the context of {} tokens", row.pos, ctx_);
+  s.tree_parent.push_back(row.parent);
+  s.tree_pos.push_back(row.pos);
+}
+
+size_t KVCache::write_slot(const Row& row, int layer) const {
+  return row.node < 0 ? size_t(row.pos) % size_t(slots_[layer])
+                      : size_t(slots_[layer]) + size_t(row.node);
+}
+
+size_t KVCache::tree_key_slots(const Row& row, int layer, bool sliding,
+                               std::vector<uint32_t>& out) const {
+  const Seq& s = seqs_.at(row.seq);
+  MTP_CHECK(row.node >= 0 && row.node < int(s.tree_parent.size()), "row is not a node of the "
+            "held tree of sequence {}", row.seq);
+  const int64_t pos = row.pos;
+  const int64_t lo = sliding && pos + 1 > window_ ? pos + 1 - window_ : 0;
+  int depth = 0;
+  for (int n = row.node; n >= 0; n = s.tree_parent[size_t(n)]) ++depth;
+  const int64_t base = pos - depth;  // the root: the last position before the tree
+  const size_t before = out.size(), slots = size_t(slots_[layer]);
+  for (int64_t p = lo; p <= base; ++p) out.push_back(uint32_t(size_t(p) % slots));
+  // The node and its ancestors inside the window, collected upwards, then
+  // put in position order.
+  const size_t mark = out.size();
+  for (int n = row.node; n >= 0; n = s.tree_parent[size_t(n)]) {
+    if (s.tree_pos[size_t(n)] >= lo) out.push_back(uint32_t(slots + size_t(n)));
+  }
+  std::reverse(out.begin() + std::ptrdiff_t(mark), out.end());
+  return out.size() - before;
+}
+
+void KVCache::commit_tree(int seq, std::span<const int32_t> path) {
+  Seq& s = seqs_.at(seq);
+  for (size_t i = 0; i < path.size(); ++i) {
+    const int32_t n = path[i];
+    if (n < 0 || n >= int32_t(s.tree_parent.size()) ||
+        s.tree_parent[size_t(n)] != (i == 0 ? -1 : path[i - 1])) {
+      fail<InputError>("KV commit of a tree path of sequence {}: node {} at step {} does not "
+                       "continue the path", seq, n, i);
+    }
+    MTP_CHECK(s.tree_pos[size_t(n)] == s.length + int(i), "tree node {} at position {}, "
+              "expected {}", n, s.tree_pos[size_t(n)], s.length + int(i));
+  }
+  for (size_t l = 0; l < slots_.size(); ++l) {
+    const size_t slots = size_t(slots_[l]);
+    for (size_t i = 0; i < path.size(); ++i) {
+      const size_t from = (slots + size_t(path[i])) * kv_dim_;
+      const size_t to = (size_t(s.length) + i) % slots * kv_dim_;
+      std::copy_n(s.k[l].data() + from, kv_dim_, s.k[l].data() + to);
+      std::copy_n(s.v[l].data() + from, kv_dim_, s.v[l].data() + to);
+    }
+  }
+  for (size_t i = 0; i < path.size(); ++i) {
+    const int p = s.length + int(i);
+    if (ring_slots_ > 0) s.ring_pos[size_t(p) % size_t(ring_slots_)] = p;
+  }
+  s.length += int(path.size());
+  s.tree_parent.clear();
+  s.tree_pos.clear();
 }
 
 void KVCache::end_rows(std::span<const Row> rows) {

@@ -11,6 +11,20 @@
 //   slot p % slots), so a call of up to q_max rows never overwrites a key still
 //   visible to one of its rows. Every slot records which position it holds; a
 //   truncate that would need an overwritten key throws instead of reading it.
+//
+// Tree rows (draft trees, docs/ARCHITECTURE.md "Draft trees"): a row with
+// node >= 0 is node `node` of a tree that continues its sequence. Siblings share
+// a position, so tree rows are not written at their positions but in tree slots
+// (q_max per sequence and layer, after the position slots): node i in slot
+// slots(layer) + i. In one call a sequence's ordinary rows come first, then its
+// tree nodes 0, 1, 2, ... (parent < node; parent -1 = the sequence's last
+// position after the ordinary rows); a node's position is its parent's + 1.
+// A tree row attends to the sequence's positions up to its root's and to its
+// own ancestors and itself, keys in position order (tree_key_slots) — the key
+// set and order of decoding its path one row at a time. Tree rows do not change
+// length(); the tree is held until the sequence's next forward call, truncate
+// or commit_tree, which moves the K/V of an accepted path into place (bit
+// copies) and drops the rest.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -25,6 +39,8 @@ struct Row {
   int32_t seq = 0;    // index into the KV cache's sequences
   int32_t pos = 0;    // position in that sequence (must be its next position)
   int32_t token = 0;  // input token id
+  int32_t node = -1;    // >= 0: a tree row, node index of this call's tree (see above)
+  int32_t parent = -1;  // tree rows: the parent node (-1 = the sequence's last position)
 };
 
 class KVCache {
@@ -40,11 +56,30 @@ class KVCache {
   void truncate(int seq, int n);
   size_t bytes() const;
 
-  // [slots(layer), kv_dim] storage of K and V for (seq, layer).
+  // [slots(layer) + q_max, kv_dim] storage of K and V for (seq, layer): the
+  // position slots, then the tree slots.
   float* k(int seq, int layer) { return seqs_[seq].k[layer].data(); }
   float* v(int seq, int layer) { return seqs_[seq].v[layer].data(); }
   int slots(int layer) const { return slots_[layer]; }
   int kv_dim() const { return kv_dim_; }
+  // Where a row's K/V is written in layer `layer`: its position's slot, or
+  // its tree slot.
+  size_t write_slot(const Row& row, int layer) const;
+
+  // The tree of `seq`'s last forward call (0 nodes when none is held).
+  int tree_size(int seq) const { return int(seqs_.at(seq).tree_parent.size()); }
+  int tree_parent(int seq, int node) const { return seqs_.at(seq).tree_parent.at(node); }
+  int tree_pos(int seq, int node) const { return seqs_.at(seq).tree_pos.at(node); }
+  // The slots of the keys tree row `row` attends to in layer `layer`, in
+  // position order: positions lo .. (its root's position) in their slots, then
+  // its ancestors and itself in tree slots; lo = 0, or pos + 1 - window for a
+  // sliding layer. Appends to `out`; returns the count.
+  size_t tree_key_slots(const Row& row, int layer, bool sliding, std::vector<uint32_t>& out) const;
+  // Makes the tree path `path` (node indices from a child of the root down,
+  // each the parent of the next) the sequence's next positions: its K/V are
+  // copied into their position slots in every layer, length() grows by
+  // path.size(), and the tree is dropped. An empty path just drops it.
+  void commit_tree(int seq, std::span<const int32_t> path);
 
   // Validates rows (token in [0, vocab), known sequence, consecutive next
   // positions, context, q_max) and reserves their positions; on any error
@@ -67,7 +102,11 @@ class KVCache {
     int pending = 0;  // positions written in the current call
     std::vector<std::vector<float>> k, v;
     std::vector<int32_t> ring_pos;  // position held by each ring slot (-1 none)
+    std::vector<int32_t> tree_parent, tree_pos;  // [nodes] of the held tree
   };
+  // Validates and records tree row `row` (called by begin_rows after the
+  // ordinary rows of its sequence).
+  void begin_tree_row(const Row& row);
   int ctx_, q_max_, kv_dim_, ring_slots_ = 0, window_ = 0;
   std::vector<int> slots_;
   std::vector<Seq> seqs_;

@@ -55,31 +55,78 @@ void TargetSession::forward(std::span<const int32_t> tokens, float* logits) {
   m_.forward(rows_, *kv_, {logits, nullptr, h}, pool_);
 }
 
+void TargetSession::forward_tree(int32_t root, std::span<const int32_t> tree_tokens,
+                                 std::span<const int32_t> tree_parents, float* logits) {
+  MTP_CHECK(tree_tokens.size() == tree_parents.size(), "tree of {} tokens and {} parents",
+            tree_tokens.size(), tree_parents.size());
+  if (tree_tokens.size() + 1 > size_t(kv_->q_max())) {
+    fail<InputError>("one forward call takes at most {} rows; a tree of {} nodes and its root "
+                     "need {}", kv_->q_max(), tree_tokens.size(), tree_tokens.size() + 1);
+  }
+  const int base = forwarded();
+  rows_.clear();
+  rows_.push_back({seq_, base, root});
+  for (size_t i = 0; i < tree_tokens.size(); ++i) {
+    const int32_t p = tree_parents[i];
+    const int32_t pos = p < 0 ? base + 1 : rows_[size_t(p) + 1].pos + 1;
+    rows_.push_back({seq_, pos, tree_tokens[i], int32_t(i), p});
+  }
+  const size_t d = size_t(m_.config().d_model);
+  tree_hidden_.resize(rows_.size() * d);
+  m_.forward(rows_, *kv_, {logits, nullptr, tree_hidden_.data()}, pool_);
+  std::copy_n(tree_hidden_.data(), d, hidden_row(base));
+}
+
+void TargetSession::commit_tree(std::span<const int32_t> path) {
+  const int base = forwarded();
+  kv_->commit_tree(seq_, path);
+  const size_t d = size_t(m_.config().d_model);
+  for (size_t i = 0; i < path.size(); ++i) {
+    std::copy_n(tree_hidden_.data() + (size_t(path[i]) + 1) * d, d, hidden_row(base + int(i)));
+  }
+}
+
 void TargetVerifier::verify(std::span<const int32_t> committed, const DraftTree& tree,
                             std::vector<int32_t>& choices) {
-  MTP_CHECK(tree.is_chain(), "TargetVerifier verifies chains; got a tree of {} nodes", tree.size());
   MTP_CHECK(tree.dist.empty() || tree.dist.size() == tree.size(),
             "a draft tree carries {} distributions for {} nodes", tree.dist.size(), tree.size());
-  const std::vector<int32_t>& drafts = tree.token;
   MTP_CHECK(stale_kv_fault_ || s_.forwarded() == int(committed.size()) - 1,
             "verify: the target has forwarded {} positions, expected {}", s_.forwarded(),
             committed.size() - 1);
-  tokens_.assign(1, committed.back());
-  tokens_.insert(tokens_.end(), drafts.begin(), drafts.end());
   const size_t V = s_.model().config().vocab;
-  logits_.resize(tokens_.size() * V);
-  s_.forward(tokens_, logits_.data());
-  if (observer_) observer_(committed.size(), logits_.data(), tokens_.size());
+  logits_.resize((tree.size() + 1) * V);
+  tree_held_ = !tree.is_chain();
+  tree_base_ = int(committed.size());
+  if (tree_held_) {
+    s_.forward_tree(committed.back(), tree.token, tree.parent, logits_.data());
+  } else {
+    tokens_.assign(1, committed.back());
+    tokens_.insert(tokens_.end(), tree.token.begin(), tree.token.end());
+    s_.forward(tokens_, logits_.data());
+    if (observer_) observer_(committed.size(), logits_.data(), tokens_.size());
+  }
   choose_all(committed, tree, logits_.data(), choices);
 }
 
 void TargetVerifier::choose_all(std::span<const int32_t> committed, const DraftTree& tree,
                                 const float* logits, std::vector<int32_t>& choices) {
-  MTP_CHECK(tree.is_chain(), "TargetVerifier verifies chains; got a tree of {} nodes", tree.size());
-  const std::vector<int32_t>& drafts = tree.token;
   const size_t V = s_.model().config().vocab;
-  choices.resize(drafts.size() + 1);
   const int64_t n = int64_t(committed.size());
+  choices.resize(tree.size() + 1);
+  if (!tree.is_chain()) {
+    if (mode_ == SpecSampling::Rejection && !sampler_.greedy()) {
+      fail<InputError>("draft trees are verified at temperature 0 or with coupled sampling; "
+                       "rejection sampling verifies chains only");
+    }
+    // Row 0: after the committed sequence; row i + 1: after node i's path,
+    // the token at position N + depth(i).
+    choices[0] = choose(logits, n, -1, nullptr);
+    for (size_t i = 0; i < tree.size(); ++i) {
+      choices[i + 1] = choose(logits + (i + 1) * V, n + tree.depth(i), -1, nullptr);
+    }
+    return;
+  }
+  const std::vector<int32_t>& drafts = tree.token;
   for (size_t j = 0; j <= drafts.size(); ++j) {
     const bool bonus = j == drafts.size();
     const TokenDist* q = !bonus && j < tree.dist.size() ? &tree.dist[j] : nullptr;
@@ -140,7 +187,16 @@ int32_t TargetVerifier::choose(const float* row, int64_t pos, int32_t draft, con
   return sample_dist(residual_, seed, pos, NoiseStream::Residual);
 }
 
-void TargetVerifier::commit(std::span<const int32_t> committed, std::span<const int32_t>) {
+void TargetVerifier::commit(std::span<const int32_t> committed, std::span<const int32_t> accepted) {
+  if (tree_held_) {
+    // The root is forwarded; keep the accepted nodes the committed sequence
+    // holds (all of them unless generation ended inside the path).
+    tree_held_ = false;
+    const int keep = std::min(int(accepted.size()), int(committed.size()) - 1 - tree_base_);
+    s_.commit_tree(accepted.first(size_t(std::max(0, keep))));
+    if (s_.forwarded() > int(committed.size()) - 1) s_.truncate(int(committed.size()) - 1);
+    return;
+  }
   if (stale_kv_fault_) return;               // the injected protocol fault
   s_.truncate(int(committed.size()) - 1);  // drops every rejected position
 }

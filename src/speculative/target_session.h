@@ -36,6 +36,16 @@ class TargetSession {
   void prefill(std::span<const int32_t> tokens, float* last_logits);
   // Forwards tokens (at most q_max) in ONE call; logits [n, vocab] for every row.
   void forward(std::span<const int32_t> tokens, float* logits);
+  // Forwards `root` at the next position and the nodes of `tree` as tree rows
+  // continuing it (model/kv_cache.h "Tree rows"), in ONE call: logits
+  // [1 + tree.size(), vocab], row 0 the root's, row i + 1 node i's. The root
+  // becomes a forwarded position; the nodes are held until commit_tree.
+  void forward_tree(int32_t root, std::span<const int32_t> tree_tokens,
+                    std::span<const int32_t> tree_parents, float* logits);
+  // Keeps the held tree's path `path` (root's child down) as the next
+  // forwarded positions — K/V and capture hidden moved into place, bit copies —
+  // and drops the other nodes.
+  void commit_tree(std::span<const int32_t> path);
   // Rolls back to n forwarded positions.
   void truncate(int n) { kv_->truncate(seq_, n); }
   // Capture hidden of position pos (< forwarded()), [d].
@@ -50,7 +60,8 @@ class TargetSession {
   std::optional<model::KVCache> own_kv_;
   model::KVCache* kv_;
   int seq_ = 0;
-  std::vector<float> hidden_;  // [ctx, d]
+  std::vector<float> hidden_;       // [ctx, d]
+  std::vector<float> tree_hidden_;  // [1 + nodes, d] of the last forward_tree
   std::vector<model::Row> rows_;
 };
 
@@ -66,8 +77,11 @@ class TargetSession {
 //    itself when u < min(1, p_j(d_j) / q_j(d_j)) (u keyed by position and
 //    token), else a sample of norm(max(0, p_j − q_j)); after the last draft a
 //    sample of p (the bonus token).
-// Chains only for now (a tree needs tree attention and per-node KV slots: the
-// draft-tree work).
+// Trees (greedy and coupled only): node i's choice is the target's token after
+// committed + the path to node i, at position N + depth(i); the root and the
+// nodes are forwarded in one call with tree attention, and commit keeps the
+// accepted path (TargetSession::commit_tree). Rejection sampling verifies
+// chains only (multi-draft rejection is not implemented; trees are refused).
 class TargetVerifier : public Verifier {
  public:
   explicit TargetVerifier(TargetSession& s, const SamplerOptions& sampling = {},
@@ -111,6 +125,8 @@ class TargetVerifier : public Verifier {
   std::vector<int32_t> tokens_;
   std::vector<float> logits_;
   TokenDist p_, residual_;
+  bool tree_held_ = false;  // the last verify forwarded a tree (commit keeps its path)
+  int tree_base_ = 0;       // committed tokens at that verify
 };
 
 }  // namespace mtp::speculative

@@ -3,9 +3,11 @@
 // relies on: elementwise maps do not depend on an element's position in a call,
 // and attention over a ring buffer equals attention over contiguous storage.
 // Every test runs once per SIMD target the host executes (kernels/simd.h).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -228,6 +230,44 @@ TEST_P(Ops, AttendMatchesDoubleAndRingBuffer) {
         attend(q.data(), rk.data(), rv.data(), stride, n_slots, lo, hi, hd, scale, cap,
                scores.data(), ring.data());
         for (size_t i = 0; i < hd; ++i) ASSERT_EQ(bits(ring[i]), bits(out[i])) << "ring " << i;
+      }
+    }
+  }
+}
+
+// attend_slots: the same keys stored in scattered slots (a draft tree's:
+// committed positions in a ring, ancestors in tree slots) give attend's bits
+// when listed in position order (the unused slots hold values that would
+// show in the result if they were read).
+TEST_P(Ops, AttendSlotsEqualsAttendOverTheSameKeysInOrder) {
+  std::mt19937 rng(8);
+  for (size_t hd : {1, 3, 4, 8, 12, 16, 17, 64, 72, 128}) {
+    for (float cap : {0.f, 20.f}) {
+      const size_t stride = hd + 3, n_pos = 40;
+      auto k = randn(n_pos * stride, rng), v = randn(n_pos * stride, rng), q = randn(hd, rng, 2.f);
+      const float scale = 1.f / std::sqrt(float(hd));
+      for (auto [lo, hi] : {std::pair<size_t, size_t>{0, 0}, {0, 9}, {0, 39}, {11, 37}}) {
+        SCOPED_TRACE(::testing::Message() << "hd=" << hd << " cap=" << cap << " [" << lo << ","
+                                          << hi << "]");
+        const size_t n = hi - lo + 1;
+        std::vector<float> scores(n), want(hd), got(hd);
+        attend(q.data(), k.data(), v.data(), stride, n_pos, lo, hi, hd, scale, cap,
+               scores.data(), want.data());
+        // Scatter the keys into a larger store at a random permutation of slots.
+        const size_t n_store = n + 7;
+        std::vector<uint32_t> perm(n_store);
+        std::iota(perm.begin(), perm.end(), 0u);
+        std::shuffle(perm.begin(), perm.end(), rng);
+        std::vector<float> sk(n_store * stride, 1e3f), sv(n_store * stride, -1e3f);
+        std::vector<uint32_t> slots(n);
+        for (size_t j = 0; j < n; ++j) {
+          slots[j] = perm[j];
+          std::memcpy(&sk[slots[j] * stride], &k[(lo + j) * stride], hd * 4);
+          std::memcpy(&sv[slots[j] * stride], &v[(lo + j) * stride], hd * 4);
+        }
+        attend_slots(q.data(), sk.data(), sv.data(), stride, slots.data(), n, hd, scale, cap,
+                     scores.data(), got.data());
+        for (size_t i = 0; i < hd; ++i) ASSERT_EQ(bits(got[i]), bits(want[i])) << "dim " << i;
       }
     }
   }
