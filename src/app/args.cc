@@ -70,9 +70,32 @@ void add_drafter_flags(CLI::App* cmd, DrafterArgs& a, unsigned which,
                      : "--draft-p-min must be a number in [0, 1], got '" + s + "'";
         });
   }
+  if (which & kFlagTree) {
+    auto* tree = cmd->add_option("--tree", a.tree,
+                                 "Draft trees instead of chains: W1,W2,... children per node at "
+                                 "each depth (e.g. 3,2,1; at most 63 nodes), or 'auto' (the shape "
+                                 "of most expected tokens per second, from the measured m(q) and "
+                                 "live acceptance by depth and rank). --draft-k caps the depth");
+    cmd->add_option("--tree-budget", a.tree_budget,
+                    "Dynamic draft trees of at most N nodes (1..63): the most probable "
+                    "continuations by cumulative draft probability (EAGLE-2 style)")
+        ->check(cli::Positive)
+        ->excludes(tree);
+  }
   if (which & kFlagNoSpec) {
     cmd->add_flag("--no-spec", a.no_spec, "Do not speculate, even if a drafter is present");
   }
+}
+
+speculative::TreeOptions resolve_tree(const DrafterArgs& a, int drafter_k) {
+  if (a.tree_budget > 0) return speculative::TreeOptions::with_budget(a.tree_budget);
+  if (a.tree.empty()) return {};
+  speculative::TreeOptions t = speculative::TreeOptions::parse(a.tree);
+  if (t.kind == speculative::TreeOptions::Kind::Static && int(t.widths.size()) > drafter_k) {
+    fail<InputError>("--tree {} is {} deep; the drafter has K = {} modules (one per depth)",
+                     a.tree, t.widths.size(), drafter_k);
+  }
+  return t;
 }
 
 int resolve_draft_k(const DrafterArgs& a, int k_max, const std::string& k_max_what,

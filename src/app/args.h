@@ -12,6 +12,7 @@
 
 #include "drafter/drafter.h"  // TargetMismatch
 #include "speculative/sampler.h"
+#include "speculative/tree_shape.h"
 
 namespace CLI {
 class App;
@@ -46,6 +47,8 @@ struct DrafterArgs {
   // fingerprint (e.g. the bf16 checkpoint of this GGUF) is refused, or run
   // with a warning. Taken wherever --drafter is.
   drafter::TargetMismatch target_mismatch = drafter::TargetMismatch::Refuse;
+  std::string tree;     // --tree W1,W2,...|auto ("" = chains)
+  int tree_budget = 0;  // --tree-budget N (0 = off)
 };
 
 // Which of DrafterArgs' flags a command takes.
@@ -55,6 +58,7 @@ enum DrafterFlag : unsigned {
   kFlagDraftPMin = 4u,
   kFlagNoSpec = 8u,
   kAllDrafterFlags = 15u,
+  kFlagTree = 16u,  // --tree, --tree-budget (not in kAll: the scheduler verifies chains)
 };
 
 // Adds the flags in `which`. drafter_help / draft_k_help replace the default
@@ -68,6 +72,11 @@ void add_drafter_flags(CLI::App* cmd, DrafterArgs& a, unsigned which,
 // "the drafter's K"); InputError otherwise, the same message from every
 // command. Returns --draft-k, or `k_default` when it was not given.
 int resolve_draft_k(const DrafterArgs& a, int k_max, const std::string& k_max_what, int k_default);
+
+// THE check of --tree / --tree-budget (exclusive): the tree shape for a
+// drafter of `drafter_k` modules (a static tree deeper than it is refused);
+// InputError naming the flag and value.
+speculative::TreeOptions resolve_tree(const DrafterArgs& a, int drafter_k);
 
 // Lookup sources and the union (speculative/union_proposer.h): --lookup,
 // --lookup-ngram-max, --lookup-max-draft, --lookup-corpus, --history-mb,

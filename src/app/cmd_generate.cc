@@ -39,6 +39,10 @@ struct GenerateArgs {
 // --prompts: every prompt of the set through the scheduler, --parallel at a
 // time; one JSON line (--json) or one text block per prompt as it finishes.
 void run_generate_batch(GenerateArgs& a) {
+  if (!a.spec.tree.empty() || a.spec.tree_budget > 0) {
+    fail<InputError>("--tree / --tree-budget are not available with --prompts (the scheduler "
+                     "verifies chains)");
+  }
   const std::vector<io::PromptEntry> prompts = io::read_prompts(a.prompts);
   speculative::SamplerOptions sampler = sampler_options(a.sampling);
   Session s = open_session(a.model);
@@ -128,6 +132,7 @@ void run_generate(GenerateArgs a) {
   speculative::SpecOptions so;
   so.drafter = dr.get();
   if (dr) so.draft_k = resolve_draft_k(a.spec, dr->config().K, "the drafter's K", dr->config().K);
+  if (dr) so.tree = resolve_tree(a.spec, dr->config().K);
   so.p_min = a.spec.p_min;
   so.mode = spec_sampling_mode(a.sampling);
   std::unique_ptr<speculative::HistoryStore> history;
@@ -189,7 +194,7 @@ void add_generate(CLI::App& root) {
                   "memory)");
   cmd->add_flag("--no-special", a->no_special, "Do not add BOS/EOS to the prompt");
   cmd->add_flag("--json", a->json, "Print one JSON object instead of streaming text");
-  add_drafter_flags(cmd, a->spec, kAllDrafterFlags);
+  add_drafter_flags(cmd, a->spec, kAllDrafterFlags | kFlagTree);
   add_lookup_flags(cmd, a->lookup);
   cmd->add_option("--prompts", a->prompts,
                   "Generate for every prompt of a JSON Lines set ({\"prompt\": ...} per line) "

@@ -82,6 +82,17 @@ void print_spec_stats(const speculative::SpecStats& s) {
              s.cycles, s.tokens_per_cycle(), acc, total > 0 ? 100 * s.time_draft_s / total : 0,
              total > 0 ? 100 * s.time_verify_s / total : 0,
              total > 0 ? 100 * s.time_other_s / total : 0);
+  if (s.tree != "chain") {
+    std::string hist, shapes;
+    for (size_t a = 0; a < s.accepted_length_hist.size(); ++a) {
+      hist += fmt::format("{}{}: {}", a ? ", " : "", a, s.accepted_length_hist[a]);
+    }
+    for (const auto& [shape, n] : s.tree_shapes) {
+      shapes += fmt::format("{}{} x{}", shapes.empty() ? " | shapes chosen: " : ", ", shape, n);
+    }
+    fmt::print(stderr, "[tree {}: {:.2f} nodes/cycle | cycles by accepted length: {}{}]\n", s.tree,
+               s.nodes_per_cycle(), hist, shapes);
+  }
   for (const auto& [name, c] : s.sources) {
     std::string pos;
     auto ca = c.acceptance();

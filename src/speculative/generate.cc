@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "speculative/draft_budget.h"
 #include "speculative/forward_timing.h"
 #include "speculative/mtp_proposer.h"
 #include "speculative/union_proposer.h"
@@ -84,6 +85,12 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
                      "condition on");
   }
   if (spec.lookup_prompt || spec.history) spec.lookup.validate();
+  if (spec.tree.is_tree() && !spec.drafter) {
+    fail<InputError>("--tree / --tree-budget draft trees with an MTP drafter; none was given");
+  }
+  if (spec.tree.is_tree() && (spec.lookup_prompt || spec.history)) {
+    fail<InputError>("--tree and --lookup cannot be combined yet (the union verifies chains)");
+  }
   const int64_t max_k = std::max(spec.drafter ? std::max(spec.draft_k, spec.drafter->config().K) : 0,
                                  spec.max_draft());
   const int ctx = resolve_ctx(c, opt.ctx, int64_t(prompt_ids.size()) + opt.n_new + max_k + 1);
@@ -121,9 +128,18 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
     target.prefill(prompt_ids, logits.data());
     if (spec.drafter) {
       proposer.emplace(*spec.drafter, target, spec.p_min, draft_k, opt.sampler, spec.mode);
+      if (spec.tree.is_tree()) {
+        std::optional<TreeChooser> chooser;
+        if (spec.tree.kind == TreeOptions::Kind::Auto) {
+          // The target's m(q) up to the largest tree, at a short context.
+          CostCurve curve = forward_cost_curve(m, 1 + spec.tree.max_nodes, 2, pool);
+          chooser.emplace(curve, curve(1), draft_k, spec.tree.max_nodes);
+        }
+        proposer->set_tree(spec.tree, std::move(chooser));
+      }
       proposer->prefill(prompt_ids);
     }
-    if (speculate && spec.uses_union() && !cost) {
+    if (speculate && spec.uses_union() && !spec.tree.is_tree() && !cost) {
       cost = CostModel::from_times(session_forward_times(target, loop_k + 1));
     }
   }
@@ -138,7 +154,7 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
     if (speculate) {
       TargetVerifier verifier(target, opt.sampler, spec.mode);
       std::vector<CycleTrace>* trace = spec.record_trace ? &res.trace : nullptr;
-      if (spec.uses_union()) {
+      if (spec.uses_union() && !spec.tree.is_tree()) {
         std::optional<PromptLookup> prompt;
         std::optional<HistorySource> history;
         std::vector<ChainSource*> lookups;
@@ -152,7 +168,11 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
       } else {
         speculative_loop(verifier, *proposer, committed, sink, draft_k, ctx, *res.stats, trace);
       }
-      if (proposer) res.stats->time_module_s = proposer->module_seconds();
+      if (proposer) {
+        res.stats->time_module_s = proposer->module_seconds();
+        res.stats->tree = spec.tree.describe();
+        res.stats->tree_shapes = proposer->shapes_used();
+      }
     } else {
       while (!sink.done()) {
         if (int(committed.size()) >= ctx) {

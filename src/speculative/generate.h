@@ -19,6 +19,7 @@
 #include "speculative/sampler.h"
 #include "speculative/spec_loop.h"
 #include "speculative/token_sink.h"
+#include "speculative/tree_shape.h"
 
 namespace mtp::speculative {
 
@@ -47,6 +48,10 @@ struct SpecOptions {
   LookupOptions lookup;                   // --lookup-ngram-max, --lookup-max-draft
   bool gate = false;                      // skip sources below break-even (--no-gate: off)
   GateOptions gate_options;               // .enabled is set from `gate`
+  // Draft trees from the drafter (tree_shape.h; Chain = chains). A tree
+  // replaces the union: no lookups, no gate (auto chooses its shape from the
+  // measured m(q) curve and live acceptance instead).
+  TreeOptions tree;
   // Seconds of a q-row verify, q = 1..; absent: timed at the start
   // (session_forward_times: ~3 decode steps), counted as prompt processing.
   std::optional<CostModel> cost;

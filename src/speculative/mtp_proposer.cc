@@ -37,7 +37,9 @@ void MtpProposer::run_module(int k, const float* h_in, float* h_out, float* logi
                              const uint8_t* mask) {
   auto t0 = std::chrono::steady_clock::now();
   runner_.forward(k, rows_, h_in, h_out, logits, mask, target_.pool());
-  module_s_[k] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  module_s_[k] += s;
+  if (chooser_) chooser_->observe_module(int(rows_.size()), s);
 }
 
 void MtpProposer::catch_up(std::span<const int32_t> committed) {
@@ -93,6 +95,7 @@ int32_t MtpProposer::choose(const float* lg, int64_t pos, DraftTree& tree, float
 }
 
 void MtpProposer::propose(std::span<const int32_t> committed, int max_k, DraftTree& tree) {
+  if (tree_opts_.is_tree()) return propose_tree(committed, max_k, tree);
   catch_up(committed);
   const int N = int(committed.size());
   const size_t V = d0_logits_.size();

@@ -11,12 +11,16 @@
 // committed tokens — the drafter never keeps state built from a rejected draft.
 #pragma once
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "drafter/mtp_runner.h"
 #include "speculative/spec_loop.h"
 #include "speculative/target_session.h"
+#include "speculative/tree_shape.h"
 
 namespace mtp::speculative {
 
@@ -34,8 +38,15 @@ class MtpProposer : public Proposer {
   MtpProposer(const drafter::Drafter& d, TargetSession& target, float p_min, int modules = 0,
               const SamplerOptions& sampling = {}, SpecSampling mode = SpecSampling::Coupled);
 
+  // Draft trees instead of chains (tree_shape.h; Chain = chains). Auto needs
+  // the target's cost curve. Trees are refused in rejection mode (InputError).
+  void set_tree(const TreeOptions& t, std::optional<TreeChooser> chooser = std::nullopt);
+  const TreeOptions& tree_options() const { return tree_opts_; }
+  // Auto: how often each shape was used ("2,2,1" -> cycles).
+  const std::map<std::string, long>& shapes_used() const { return shapes_used_; }
+
   void propose(std::span<const int32_t> committed, int max_k, DraftTree& tree) override;
-  void commit(std::span<const int32_t> committed) override { catch_up(committed); }
+  void commit(std::span<const int32_t> committed) override;
   // The drafter's share of prompt processing: brings every module up to date
   // with a prompt the target has just prefilled (all but its last token), so
   // the first cycle only adds the first generated token's rows. Optional —
@@ -61,6 +72,12 @@ class MtpProposer : public Proposer {
 
  private:
   void catch_up(std::span<const int32_t> committed);
+  // The tree drafting of propose() (mtp_tree.cc).
+  void propose_tree(std::span<const int32_t> committed, int max_k, DraftTree& tree);
+  // Children of `parent` (-1 = root) from a logits row for position pos:
+  // the w best, pushed onto the tree; cum: the parent's cumulative probability.
+  void add_children(const float* lg, int64_t pos, int parent, int k, size_t w, double cum,
+                    DraftTree& tree);
   // Module k's draft from its logits row for the token at sequence position pos.
   int32_t choose(const float* logits, int64_t pos, DraftTree& tree, float& max_logit);
 
@@ -82,6 +99,17 @@ class MtpProposer : public Proposer {
   Sampler sampler_;
   SpecSampling mode_;
   std::vector<int32_t> drafts_;
+  // Trees.
+  TreeOptions tree_opts_;
+  std::optional<TreeChooser> chooser_;
+  std::map<std::string, long> shapes_used_;
+  std::vector<double> cum_;                // [node] cumulative draft probability
+  std::vector<std::vector<int>> row_of_;   // [k][node]: module k's tree row of node (-1)
+  std::vector<std::vector<float>> tree_out_;  // [k][rows · d]: module k's tree rows' h_k
+  std::vector<Sampler::Candidate> cand_;
+  DraftTree last_tree_;                    // the last proposed tree (auto's observation)
+  std::vector<int> last_widths_;
+  int last_n_ = -1;
   // runner_.forward, timed per module.
   void run_module(int k, const float* h_in, float* h_out, float* logits, const uint8_t* mask);
 };

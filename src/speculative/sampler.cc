@@ -155,6 +155,47 @@ void Sampler::distribution(const float* logits, size_t n, const int32_t* ids, To
   }
 }
 
+void Sampler::top(const float* logits, size_t n, int64_t pos, const int32_t* ids, size_t w,
+                  bool with_prob, std::vector<Candidate>& out, NoiseStream stream) {
+  auto id_of = [&](size_t c) { return ids ? ids[c] : int32_t(c); };
+  // (score, column) pairs; better = higher score, then lower column (= id).
+  scored_.clear();
+  double log_sum = 0;  // temperature 0: log Σ exp(l - max) for the probabilities
+  float mx = 0;
+  if (greedy()) {
+    for (size_t c = 0; c < n; ++c) {
+      if (!std::isnan(logits[c])) scored_.push_back({double(logits[c]), int32_t(c)});
+    }
+    if (with_prob && !scored_.empty()) {
+      mx = logits[kernels::argmax(logits, n)];
+      double sum = 0;
+      for (const auto& [l, c] : scored_) sum += std::exp(l - double(mx));
+      log_sum = std::log(sum);
+    }
+  } else {
+    keep(logits, n);
+    for (size_t i = 0; i < cols_.size(); ++i) {
+      if (logp_[i] == kNegInf) continue;
+      scored_.push_back({logp_[i] + keyed_gumbel(opt_.seed, pos, id_of(size_t(cols_[i])), stream),
+                         int32_t(i)});
+    }
+  }
+  const size_t k = std::min(w, scored_.size());
+  auto better = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  std::partial_sort(scored_.begin(), scored_.begin() + std::ptrdiff_t(k), scored_.end(), better);
+  out.clear();
+  for (size_t i = 0; i < k; ++i) {
+    const int32_t c = scored_[i].second;
+    if (greedy()) {
+      out.push_back({id_of(size_t(c)), with_prob ? std::exp(scored_[i].first - mx - log_sum) : 0.0});
+    } else {
+      out.push_back({id_of(size_t(cols_[size_t(c)])), with_prob ? std::exp(logp_[size_t(c)]) : 0.0});
+    }
+  }
+}
+
 int32_t sample_dist(const TokenDist& d, uint64_t seed, int64_t pos, NoiseStream stream) {
   double best = kNegInf;
   int32_t best_id = -1;

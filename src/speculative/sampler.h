@@ -81,6 +81,20 @@ class Sampler {
   // The kept distribution of a row (temperature > 0), for rejection sampling.
   void distribution(const float* logits, size_t n, const int32_t* ids, TokenDist& out);
 
+  // Draft trees: the w best candidates of a row for the token at position
+  // pos, best first — by logit at temperature 0 (ties to the lower id), by the
+  // perturbed score log p + g(seed, pos, id) of sample() above it — so the
+  // first is exactly sample()'s token. prob: the candidate's probability
+  // (softmax of the logits at temperature 0, the kept distribution above),
+  // computed only when with_prob (else 0). Fewer than w when fewer are kept.
+  struct Candidate {
+    int32_t id;
+    double prob;
+  };
+  void top(const float* logits, size_t n, int64_t pos, const int32_t* ids, size_t w,
+           bool with_prob, std::vector<Candidate>& out,
+           NoiseStream stream = NoiseStream::Choice);
+
  private:
   // Fills cols_ / logp_ with the kept columns and their log probabilities.
   void keep(const float* logits, size_t n);
@@ -89,6 +103,7 @@ class Sampler {
   std::vector<int32_t> cols_;
   std::vector<double> logp_;
   std::vector<std::pair<float, int32_t>> order_;
+  std::vector<std::pair<double, int32_t>> scored_;  // top()'s candidates
 };
 
 // Gumbel-max over a TokenDist with keyed noise: a sample of it.

@@ -62,6 +62,9 @@ void SpecStats::add(const SpecStats& x) {
   time_verify_s += x.time_verify_s;
   time_other_s += x.time_other_s;
   add_into(time_module_s, x.time_module_s);
+  add_into(accepted_length_hist, x.accepted_length_hist);
+  if (x.tree != "chain") tree = x.tree;
+  for (const auto& [shape, n] : x.tree_shapes) tree_shapes[shape] += n;
   for (const auto& [name, c] : x.sources) {
     DepthCounts& into = sources[name];
     add_into(into.drafted, c.drafted);
@@ -88,6 +91,9 @@ nlohmann::json SpecStats::to_json() const {
           {"acceptance", acceptance()},
           {"tokens_per_cycle", tokens_per_cycle()},
           {"nodes_per_cycle", nodes_per_cycle()},
+          {"accepted_length_hist", accepted_length_hist},
+          {"tree", tree},
+          {"tree_shapes", tree_shapes},
           {"sources", src},
           {"time_draft_s", time_draft_s},
           {"time_verify_s", time_verify_s},
@@ -136,6 +142,8 @@ void SpecSequence::accept(std::span<const int32_t> choices) {
   ++stats_.cycles;
   stats_.nodes += long(tree_.size());
   // Depth counters: the tree reached depth d+1 / the accepted path did.
+  if (stats_.accepted_length_hist.size() <= size_t(a)) stats_.accepted_length_hist.resize(size_t(a) + 1, 0);
+  ++stats_.accepted_length_hist[size_t(a)];
   const int reached = tree_.max_depth();
   for (int d = 0; d < reached; ++d) {
     ++stats_.drafted[size_t(d)];

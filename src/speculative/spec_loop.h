@@ -97,6 +97,12 @@ struct SpecStats {
   std::vector<double> time_module_s;  // [k]: drafter module k's forwards (when known)
   // Per source (DraftSource::name()): its nodes verified / accepted by depth.
   std::map<std::string, DepthCounts> sources;
+  // [a]: cycles whose accepted path had a nodes.
+  std::vector<long> accepted_length_hist;
+  // Trees (tree_shape.h): the shape asked for ("chain", "2,2,1", "budget 16",
+  // "auto") and, for auto, the cycles each chosen shape ran.
+  std::string tree = "chain";
+  std::map<std::string, long> tree_shapes;
 
   std::vector<double> acceptance() const;  // accepted[k] / drafted[k]
   double tokens_per_cycle() const;         // emitted / cycles

@@ -1,0 +1,178 @@
+#include "speculative/tree_shape.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace mtp::speculative {
+
+namespace {
+constexpr int kMaxTreeNodes = 63;  // verify rows (root + nodes) fit a 64-row call
+}  // namespace
+
+std::string widths_text(const std::vector<int>& widths) {
+  std::string s;
+  for (size_t i = 0; i < widths.size(); ++i) s += (i ? "," : "") + std::to_string(widths[i]);
+  return s;
+}
+
+int TreeOptions::nodes(const std::vector<int>& widths) {
+  long total = 0, level = 1;
+  for (int w : widths) {
+    level *= w;
+    total += level;
+    if (total > 1'000'000) return 1'000'000;  // far beyond any limit; no overflow
+  }
+  return int(total);
+}
+
+TreeOptions TreeOptions::parse(const std::string& value) {
+  TreeOptions t;
+  if (value == "auto") {
+    t.kind = Kind::Auto;
+    return t;
+  }
+  t.kind = Kind::Static;
+  size_t at = 0;
+  while (at <= value.size()) {
+    const size_t comma = std::min(value.find(',', at), value.size());
+    const std::string part = value.substr(at, comma - at);
+    char* end = nullptr;
+    const long w = part.empty() ? 0 : std::strtol(part.c_str(), &end, 10);
+    if (part.empty() || *end != '\0' || w < 1 || w > 64) {
+      fail<InputError>("--tree {:?}: widths are whole numbers >= 1 separated by commas (children "
+                       "per node at each depth, e.g. 3,2,1), or 'auto'; '{}' is not", value, part);
+    }
+    t.widths.push_back(int(w));
+    at = comma + 1;
+  }
+  const int n = nodes(t.widths);
+  if (n > kMaxTreeNodes) {
+    fail<InputError>("--tree {}: {} nodes; a tree verifies at most {} nodes in one forward",
+                     value, n >= 1'000'000 ? std::string("over a million") : std::to_string(n),
+                     kMaxTreeNodes);
+  }
+  return t;
+}
+
+TreeOptions TreeOptions::with_budget(int n) {
+  if (n < 1 || n > kMaxTreeNodes) {
+    fail<InputError>("--tree-budget must be between 1 and {} nodes; got {}", kMaxTreeNodes, n);
+  }
+  TreeOptions t;
+  t.kind = Kind::Budget;
+  t.budget = n;
+  t.max_nodes = n;
+  return t;
+}
+
+std::string TreeOptions::describe() const {
+  switch (kind) {
+    case Kind::Chain: return "chain";
+    case Kind::Static: return widths_text(widths);
+    case Kind::Budget: return fmt::format("budget {}", budget);
+    case Kind::Auto: return "auto";
+  }
+  return "?";
+}
+
+TreeChooser::TreeChooser(CostCurve curve, double decode_s, int max_depth, int max_nodes)
+    : curve_(std::move(curve)), max_depth_(std::max(1, max_depth)),
+      max_nodes_(std::clamp(max_nodes, 1, kMaxTreeNodes)), default_call_s_(0.05 * decode_s),
+      widths_(size_t(max_depth_), 1) {
+  acc_.assign(size_t(max_depth_), std::vector<double>(kMaxWidth, 0.0));
+  seen_ = acc_;
+}
+
+double TreeChooser::acceptance(int depth, int rank) const {
+  double prior;
+  if (rank > 0) prior = 0.5 * acceptance(depth, rank - 1);
+  else prior = depth == 1 ? 0.6 : acceptance(depth - 1, 0);
+  const size_t d = size_t(depth - 1), r = size_t(rank);
+  return (acc_[d][r] + kPriorWeight * prior) / (seen_[d][r] + kPriorWeight);
+}
+
+double TreeChooser::expected_tokens(const std::vector<int>& w) const {
+  double e = 1, reach = 1;
+  for (size_t d = 0; d < w.size(); ++d) {
+    double p = 0;
+    for (int r = 0; r < w[d]; ++r) p += acceptance(int(d) + 1, r);
+    reach *= std::min(1.0, p);
+    e += reach;
+  }
+  return e;
+}
+
+double TreeChooser::cycle_seconds(const std::vector<int>& w) const {
+  // Module call seconds from the live fit (a + b·rows), or a default.
+  double a = default_call_s_, b = 0;
+  const double det = sn_ * sxx_ - sx_ * sx_;
+  if (sn_ >= 4 && det > 1e-12 * sn_ * sn_) {
+    b = std::max(0.0, (sn_ * sxy_ - sx_ * sy_) / det);
+    a = std::max(0.0, (sy_ - b * sx_) / sn_);
+  } else if (sn_ > 0) {
+    a = sy_ / sn_;
+  }
+  const double tokens = expected_tokens(w);
+  double s = curve_(1 + TreeOptions::nodes(w));
+  s += double(w.size()) * (a + b * tokens);  // catch-up of each module in use
+  long level = 1, above = 0;
+  for (size_t k = 0; k + 1 < w.size(); ++k) {  // module k + 1 drafts depth k + 2
+    level *= w[k];
+    above += level;
+    s += a + b * double(above);
+  }
+  return s;
+}
+
+void TreeChooser::choose() {
+  // Every non-increasing width sequence up to the depth and node limits.
+  std::vector<int> best = {1}, cur;
+  double best_v = expected_tokens(best) / cycle_seconds(best);
+  auto rec = [&](auto&& self, int cap) -> void {
+    if (!cur.empty()) {
+      const double v = expected_tokens(cur) / cycle_seconds(cur);
+      if (v > best_v) best_v = v, best = cur;
+    }
+    if (int(cur.size()) == max_depth_) return;
+    for (int w = 1; w <= cap; ++w) {
+      cur.push_back(w);
+      if (TreeOptions::nodes(cur) <= max_nodes_) self(self, w);
+      cur.pop_back();
+    }
+  };
+  rec(rec, kMaxWidth);
+  widths_ = best;
+  ++choices_;
+}
+
+const std::vector<int>& TreeChooser::widths() {
+  if (since_++ % kEvery == 0) choose();
+  return widths_;
+}
+
+void TreeChooser::observe(const std::vector<int>& used, const std::vector<int>& ranks) {
+  // Depth d (1-based) was reached by the cycle when the path got to d - 1.
+  for (size_t d = 0; d < used.size() && d <= ranks.size(); ++d) {
+    const int width = std::min(used[d], kMaxWidth);
+    for (int r = 0; r < width; ++r) {
+      seen_[d][size_t(r)] = seen_[d][size_t(r)] * kDecay + 1;
+      acc_[d][size_t(r)] *= kDecay;
+    }
+    if (d < ranks.size() && ranks[d] < kMaxWidth) acc_[d][size_t(ranks[d])] += 1;
+  }
+}
+
+void TreeChooser::observe_module(int rows, double seconds) {
+  const double x = rows, y = seconds, k = kDecay;
+  sn_ = sn_ * k + 1;
+  sx_ = sx_ * k + x;
+  sy_ = sy_ * k + y;
+  sxx_ = sxx_ * k + x * x;
+  sxy_ = sxy_ * k + x * y;
+}
+
+}  // namespace mtp::speculative

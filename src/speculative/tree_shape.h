@@ -1,0 +1,92 @@
+// The shape of the draft tree an MTP drafter proposes each cycle
+// (`--tree W1,W2,...`, `--tree-budget N`, `--tree auto`), and the chooser
+// that picks a static shape from measurement for `--tree auto`.
+//
+// Static widths W: every node at depth d (the root = depth 0) gets the
+// W[d] best children by its module's scores (draft_tree.h), so the tree has
+// Σ_d Π_{j<=d} W[j] nodes and depth W.size(). Budget N: EAGLE-2 style — at
+// each depth the `beam` nodes of highest cumulative draft probability
+// (the product of the module probabilities along the path) are expanded with
+// their `beam` best children, up to the draft length; then the N nodes of
+// highest cumulative probability are kept (a node's is never above its
+// parent's, so they form a tree). Auto: the static shape TreeChooser picks.
+//
+// TreeChooser (auto): expected tokens per second of a static shape W from
+//   - â(d, r): the rolling live probability that the child of rank r (0 =
+//     best score) of the accepted node at depth d-1 is accepted — decayed
+//     counts over the cycles that reached depth d-1 with that child present,
+//     smoothed toward a prior (rank 0 at depth 1: 0.6; rank 0 deeper: â at
+//     the depth above; rank r > 0: half of rank r-1) with weight 2, so ranks
+//     never tried still get an estimate that invites trying them;
+//   - E(W) = 1 + Σ_{d=1..D} Π_{j<=d} Σ_{r<W[j-1]} â(j, r) tokens per cycle;
+//   - cost(W) = m(1 + nodes(W)) (the target's measured curve, draft_budget.h)
+//     + the drafter's module calls: catch-up of each module in use and one
+//     call per depth >= 1 whose rows are the nodes above it, priced by a
+//     rolling linear fit seconds = a + b · rows of live module calls;
+// and picks the W (non-increasing widths, depth <= the draft length, nodes
+// <= max_nodes) maximising E / cost, re-chosen every `every` cycles.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "speculative/draft_budget.h"
+
+namespace mtp::speculative {
+
+struct TreeOptions {
+  enum class Kind { Chain, Static, Budget, Auto };
+  Kind kind = Kind::Chain;
+  std::vector<int> widths;  // Static
+  int budget = 0;           // Budget: nodes at most
+  int max_nodes = 32;       // Budget and Auto: nodes at most (verify rows - 1)
+
+  bool is_tree() const { return kind != Kind::Chain; }
+  // "--tree" values: "auto" or "W1,W2,..." (each >= 1); InputError naming
+  // the value otherwise.
+  static TreeOptions parse(const std::string& value);
+  static TreeOptions with_budget(int nodes);  // InputError unless 1..63
+  // The deepest tree this shape asks for (0 = as deep as the draft length).
+  int depth() const { return kind == Kind::Static ? int(widths.size()) : 0; }
+  // "chain", "2,2,1", "budget 16", "auto".
+  std::string describe() const;
+  // Nodes of a static shape: Σ_d Π_{j<=d} W[j].
+  static int nodes(const std::vector<int>& widths);
+};
+
+// Widths as text, "2,2,1".
+std::string widths_text(const std::vector<int>& widths);
+
+class TreeChooser {
+ public:
+  // curve: the target's m(q); decode_s: one decode step's seconds (prices
+  // module calls before any is observed); max_depth: the draft length.
+  TreeChooser(CostCurve curve, double decode_s, int max_depth, int max_nodes);
+
+  // The shape for the next cycle.
+  const std::vector<int>& widths();
+  // A cycle's outcome: the widths used and the rank of the accepted child at
+  // each depth along the accepted path (ranks.size() = accepted nodes); the
+  // path ended at depth ranks.size() (no child matched, or a leaf).
+  void observe(const std::vector<int>& used, const std::vector<int>& ranks);
+  // A module call of `rows` rows took `seconds`.
+  void observe_module(int rows, double seconds);
+
+  double acceptance(int depth, int rank) const;  // â(depth, rank), depth >= 1
+  double expected_tokens(const std::vector<int>& w) const;
+  double cycle_seconds(const std::vector<int>& w) const;
+  int choices_made() const { return choices_; }
+
+ private:
+  void choose();
+  CostCurve curve_;
+  int max_depth_, max_nodes_;
+  static constexpr int kMaxWidth = 8, kEvery = 8;
+  static constexpr double kDecay = 0.98, kPriorWeight = 2.0;
+  std::vector<std::vector<double>> acc_, seen_;  // [depth-1][rank]
+  // Module time fit: decayed sums of rows, seconds, rows², rows·seconds, n.
+  double sn_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0, default_call_s_;
+  std::vector<int> widths_;
+  int since_ = 0, choices_ = 0;
+};
+
+}  // namespace mtp::speculative
