@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <ctime>
@@ -71,7 +72,10 @@ int Server::bind() {
 }
 
 void Server::listen() { http_->listen_after_bind(); }
-void Server::stop() { http_->stop(); }
+void Server::stop() {
+  stopping_.store(true);
+  http_->stop();
+}
 void Server::stop_accepting() { http_->stop_accepting(); }
 
 Prepared Server::prepare(const std::string& body, Endpoint endpoint) {
@@ -206,7 +210,7 @@ void Server::routes() {
         return;
       }
       auto drop = [this, h, gone] {
-        gone->store(true);
+        if (!stopping_.load()) gone->store(true);  // stop() ends streams too: not the client
         engine_.cancel(h);
       };
       if (stream) {
@@ -215,7 +219,7 @@ void Server::routes() {
       }
       ClientConnection client(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
       if (!respond(res, *p, *ch, [&] { return client.connected(); },
-                   std::chrono::milliseconds(opt_.disconnect_poll_ms))) {
+                   std::chrono::milliseconds(std::max(opt_.disconnect_poll_ms, 1)))) {
         drop();  // the engine's Done still comes, to the channel nobody reads
         // Never reaches the client; nginx's "client closed request", for loggers.
         send_error(res, ApiError(499, "the client closed the connection before the completion "

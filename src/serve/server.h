@@ -45,7 +45,7 @@ struct ServerOptions {
   size_t max_body = 1 << 20;          // bytes
   int timeout_s = 30;                 // socket read/write timeout
   int http_threads = 8;               // connections served at once
-  int disconnect_poll_ms = 100;       // a non-streamed request's client is checked this often
+  int disconnect_poll_ms = 100;       // a non-streamed request's client is checked this often (>= 1)
   ChatTemplate chat;
 };
 
@@ -75,6 +75,7 @@ class Server {
   Metrics metrics_;
   std::unique_ptr<HttpServer> http_;
   std::atomic<uint64_t> next_id_{0};
+  std::atomic<bool> stopping_{false};  // stop() called: cancels are the server's, not a client's
 };
 
 }  // namespace mtp::serve
