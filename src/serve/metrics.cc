@@ -36,6 +36,11 @@ void Metrics::finished(const std::string& reason, int completion_tokens,
   verify_rows_ += s->cycles + s->nodes;  // each verify forwards "next" and every node
 }
 
+void Metrics::client_gone(bool stream) {
+  std::lock_guard<std::mutex> lk(mu_);
+  ++gone_[stream ? 1 : 0];
+}
+
 std::string Metrics::prometheus(size_t queue_depth, size_t running) const {
   std::lock_guard<std::mutex> lk(mu_);
   std::string o;
@@ -52,6 +57,10 @@ std::string Metrics::prometheus(size_t queue_depth, size_t running) const {
   for (const auto& [r, n] : finishes_) {
     o += fmt::format("mtpspec_requests_finished_total{{reason=\"{}\"}} {}\n", r, n);
   }
+  head("mtpspec_requests_cancelled_total", "counter",
+       "Requests cancelled because their client went away before the response was complete.");
+  o += fmt::format("mtpspec_requests_cancelled_total{{stream=\"false\"}} {}\n", gone_[0]);
+  o += fmt::format("mtpspec_requests_cancelled_total{{stream=\"true\"}} {}\n", gone_[1]);
   head("mtpspec_http_errors_total", "counter", "Error responses, by HTTP status.");
   for (const auto& [s, n] : errors_) {
     o += fmt::format("mtpspec_http_errors_total{{status=\"{}\"}} {}\n", s, n);

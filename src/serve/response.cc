@@ -81,39 +81,41 @@ std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
 }  // namespace
 
-void respond(httplib::Response& res, const Prepared& p, Channel& ch) {
+bool respond(httplib::Response& res, const Prepared& p, Channel& ch,
+             const std::function<bool()>& connected, std::chrono::milliseconds poll) {
   std::string text;
   for (;;) {
-    for (const Event& e : ch.take(std::chrono::milliseconds(-1))) {
+    for (const Event& e : ch.take(poll)) {
       if (e.type == Event::Type::Token) {
         text += e.text;
         continue;
       }
       if (e.finish_reason == "error") {
         send_error(res, ApiError(500, "generation failed: " + e.error, "", "server_error"));
-        return;
+        return true;
       }
       json r = envelope(p, false);
       r["choices"] = json::array({choice(p, text, false, e.finish_reason)});
       r["usage"] = usage_json(e);
       r["mtpspec"] = extension_json(e);
       res.set_content(dump(r), "application/json");
-      return;
+      return true;
     }
+    if (!connected()) return false;
   }
 }
 
-void stream_response(httplib::Response& res, Engine& engine, std::shared_ptr<Prepared> p,
-                     std::shared_ptr<Channel> ch, Handle h) {
+void stream_response(httplib::Response& res, std::shared_ptr<Prepared> p,
+                     std::shared_ptr<Channel> ch, std::function<void()> drop) {
   auto sent_role = std::make_shared<bool>(false);
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [&engine, p, ch, h, sent_role](size_t, httplib::DataSink& sink) {
+      [drop, p, ch, sent_role](size_t, httplib::DataSink& sink) {
         auto write = [&](const std::string& s) {
           if (sink.write(s.data(), s.size())) return true;
-          engine.cancel(h);  // the client went away: free its slot
+          drop();  // the client went away: free its slot
           return false;
         };
         if (is_chat(*p) && !*sent_role) {  // OpenAI's first chunk: the role
@@ -165,8 +167,8 @@ void stream_response(httplib::Response& res, Engine& engine, std::shared_ptr<Pre
         if (done) sink.done();
         return true;
       },
-      [&engine, ch, h](bool) {
-        if (!ch->finished()) engine.cancel(h);  // ended early (disconnect, shutdown)
+      [drop, ch](bool) {
+        if (!ch->finished()) drop();  // ended early (disconnect, shutdown)
       });
 }
 

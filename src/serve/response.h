@@ -1,12 +1,13 @@
 // One generation request's way back to its client: the events channel from
 // the engine thread, the OpenAI JSON bodies (completion, chat completion, and
-// their streamed chunks), and the server-sent-event stream that cancels the
-// request when the client goes away.
+// their streamed chunks), and the two ways of answering, each of which gives
+// up (for the caller to cancel the request) when the client goes away.
 #pragma once
 #include <chrono>
 #include <condition_variable>
 #include <ctime>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -51,15 +52,20 @@ std::string dump(const nlohmann::json& j);
 void send_error(httplib::Response& res, const ApiError& e);
 
 // Non-streaming: waits for the whole completion and sets the JSON body
-// (500 with an OpenAI error body if the engine failed).
-void respond(httplib::Response& res, const Prepared& p, Channel& ch);
+// (500 with an OpenAI error body if the engine failed); returns true. While
+// it waits it asks `connected()` after each batch of events and at least
+// every `poll`; once that says false it returns false at once, with nothing
+// set (the caller cancels the request: nobody is left to read it).
+bool respond(httplib::Response& res, const Prepared& p, Channel& ch,
+             const std::function<bool()>& connected, std::chrono::milliseconds poll);
 
 // Streaming: sets a chunked text/event-stream provider that writes each batch
 // of events as one chunk, a comment line every second while none come (so a
 // vanished client is noticed while queued), the finish chunk, the usage chunk
 // (stream_options.include_usage), then "data: [DONE]". A failed write or the
-// response's end before Done cancels handle `h`.
-void stream_response(httplib::Response& res, Engine& engine, std::shared_ptr<Prepared> p,
-                     std::shared_ptr<Channel> ch, Handle h);
+// response's end before Done calls `drop` (which cancels the request; it may
+// be called more than once).
+void stream_response(httplib::Response& res, std::shared_ptr<Prepared> p,
+                     std::shared_ptr<Channel> ch, std::function<void()> drop);
 
 }  // namespace mtp::serve

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <ctime>
@@ -13,6 +14,7 @@
 
 #include "core/error.h"
 #include "serve/api.h"
+#include "serve/connection.h"
 #include "serve/page.h"
 #include "serve/response.h"
 
@@ -70,7 +72,10 @@ int Server::bind() {
 }
 
 void Server::listen() { http_->listen_after_bind(); }
-void Server::stop() { http_->stop(); }
+void Server::stop() {
+  stopping_.store(true);
+  http_->stop();
+}
 void Server::stop_accepting() { http_->stop_accepting(); }
 
 Prepared Server::prepare(const std::string& body, Endpoint endpoint) {
@@ -183,11 +188,17 @@ void Server::routes() {
         return;
       }
       metrics_.request(ep == Endpoint::Chat ? "chat" : "completions");
+      const bool stream = p->api.stream;
       auto ch = std::make_shared<Channel>();
+      // Set before the server cancels a request whose client went away, so
+      // its Done ("cancelled") counts as a disconnect, not a shutdown.
+      auto gone = std::make_shared<std::atomic<bool>>(false);
       Handle h = 0;
       try {
-        h = engine_.submit(p->req, [this, ch](const Event& e) {
+        h = engine_.submit(p->req, [this, ch, gone, stream](const Event& e) {
           if (e.type == Event::Type::Done) {
+            // Counted first: whoever sees the finish also sees why.
+            if (e.finish_reason == "cancelled" && gone->load()) metrics_.client_gone(stream);
             metrics_.finished(e.finish_reason, e.completion_tokens,
                               e.stats ? &*e.stats : nullptr);
           }
@@ -198,10 +209,22 @@ void Server::routes() {
         send_error(res, ApiError(503, e.what(), "", "server_error"));
         return;
       }
-      if (p->api.stream) {
-        stream_response(res, engine_, p, ch, h);
-      } else {
-        respond(res, *p, *ch);
+      auto drop = [this, h, gone] {
+        if (!stopping_.load()) gone->store(true);  // stop() ends streams too: not the client
+        engine_.cancel(h);
+      };
+      if (stream) {
+        stream_response(res, p, ch, drop);
+        return;
+      }
+      ClientConnection client(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+      if (!respond(res, *p, *ch, [&] { return client.connected(); },
+                   std::chrono::milliseconds(std::max(opt_.disconnect_poll_ms, 1)))) {
+        drop();  // the engine's Done still comes, to the channel nobody reads
+        // Never reaches the client; nginx's "client closed request", for loggers.
+        send_error(res, ApiError(499, "the client closed the connection before the completion "
+                                      "was ready", "", "invalid_request_error",
+                                 "client_closed_request"));
       }
     };
   };

@@ -14,7 +14,11 @@
 //
 // Robustness: bodies over max_body bytes 413; malformed JSON and wrong types
 // 400 (api.h); a prompt that leaves no room in the context 400; a client that
-// goes away mid-stream cancels its request (the engine frees the slot);
+// goes away cancels its request (the engine frees the slot): mid-stream when
+// a write fails (or the 1 s keep-alive comment does), and while a non-streamed
+// request waits for its completion within disconnect_poll_ms (connection.h:
+// its socket is peeked at, its bytes unchanged: same status, Content-Type,
+// Content-Length body);
 // read/write timeouts drop slow clients; stop_accepting() refuses new
 // connections and lets the in-flight requests finish.
 #pragma once
@@ -41,6 +45,7 @@ struct ServerOptions {
   size_t max_body = 1 << 20;          // bytes
   int timeout_s = 30;                 // socket read/write timeout
   int http_threads = 8;               // connections served at once
+  int disconnect_poll_ms = 100;       // a non-streamed request's client is checked this often (>= 1)
   ChatTemplate chat;
 };
 
@@ -70,6 +75,7 @@ class Server {
   Metrics metrics_;
   std::unique_ptr<HttpServer> http_;
   std::atomic<uint64_t> next_id_{0};
+  std::atomic<bool> stopping_{false};  // stop() called: cancels are the server's, not a client's
 };
 
 }  // namespace mtp::serve

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "serve/serve_util.h"
 #include "serve/server.h"
 
 namespace mtp::serve {
@@ -20,32 +21,14 @@ namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
-
-// Token id = byte + 3; ids 0..2 are specials (1 = BOS, added).
-class ByteTokenizer : public io::Tokenizer {
- public:
-  std::vector<int32_t> encode(std::string_view t, bool add_special) const override {
-    std::vector<int32_t> ids;
-    if (add_special) ids.push_back(1);
-    for (unsigned char c : t) ids.push_back(int32_t(c) + 3);
-    return ids;
-  }
-  std::string token_bytes(int32_t id, int32_t) const override {
-    return id >= 3 && id < 259 ? std::string(1, char(id - 3)) : std::string();
-  }
-  int32_t vocab_size() const override { return 259; }
-  int32_t bos_id() const override { return 1; }
-  bool adds_bos() const override { return true; }
-  std::vector<int32_t> eos_ids() const override { return {2}; }
-  std::string kind() const override { return "bytes"; }
-};
+using test::ByteTokenizer;
 
 // Emits "ab" repeated, one byte per token every `pace`, until max_tokens or cancel.
 class FakeEngine : public Engine {
  public:
-  explicit FakeEngine(std::chrono::milliseconds pace) : pace_(pace) {
+  explicit FakeEngine(std::chrono::milliseconds pace, int ctx = 64) : pace_(pace) {
     info_.model_id = "fake";
-    info_.ctx = 64;
+    info_.ctx = ctx;
   }
   ~FakeEngine() override { shutdown(true); }
   const EngineInfo& info() const override { return info_; }
@@ -105,8 +88,8 @@ class FakeEngine : public Engine {
 };
 
 struct Running {
-  explicit Running(ServerOptions o, std::chrono::milliseconds pace = 1ms)
-      : engine(pace), server(engine, tok, [&] {
+  explicit Running(ServerOptions o, std::chrono::milliseconds pace = 1ms, int ctx = 64)
+      : engine(pace, ctx), server(engine, tok, [&] {
           o.port = 0;
           return o;
         }()) {
@@ -195,6 +178,12 @@ TEST(Server, NonStreamingBodies) {
   EXPECT_EQ(j["usage"]["prompt_tokens"], 3);  // BOS + 2 bytes
   EXPECT_EQ(j["usage"]["completion_tokens"], 5);
   EXPECT_EQ(j["usage"]["total_tokens"], 8);
+  // One JSON body with its length (no chunked framing), as before disconnects
+  // were watched for: OpenAI clients and plain HTTP/1.0 tools read it alike.
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
+  EXPECT_EQ(r->get_header_value("Content-Length"), std::to_string(r->body.size()));
+  EXPECT_FALSE(r->has_header("Transfer-Encoding"));
   r = c.Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2})",
              "application/json");
   j = json::parse(r->body);
@@ -271,20 +260,71 @@ TEST(Server, ClientDisconnectMidStreamCancelsTheRequest) {
   std::string m = s.client().Get("/metrics")->body;
   EXPECT_NE(m.find("mtpspec_requests_finished_total{reason=\"cancelled\"} 1"), std::string::npos)
       << m;
+  EXPECT_EQ(test::metric(m, "mtpspec_requests_cancelled_total{stream=\"true\"}"), 1) << m;
+}
+
+// The non-streamed twin of the test above: the client sends its request and
+// closes the socket before any byte of the response could come (httplib 0.11
+// gives the handler no disconnect signal: connection.h).
+TEST(Server, ClientDisconnectBeforeANonStreamedResponseCancelsTheRequest) {
+  // 1000 tokens at 10 ms: 10 s if the request ran to its end.
+  Running s(ServerOptions{}, 10ms, /*ctx=*/1024);
+  int fd = test::connect_loopback(s.port);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(test::send_all(
+      fd, test::http_post("/v1/completions", R"({"prompt":"a","max_tokens":1000})")));
+  std::this_thread::sleep_for(150ms);
+  ::close(fd);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto metrics = [&] {
+    auto r = s.client().Get("/metrics");
+    return r ? r->body : std::string();
+  };
+  const std::string m = test::poll_until(
+      metrics,
+      [](const std::string& t) {
+        return test::metric(t, "mtpspec_requests_finished_total{reason=\"cancelled\"}") >= 1;
+      },
+      8s);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(s.engine.cancelled_, 1) << "the request ran on after its client left";
+  EXPECT_EQ(test::metric(m, "mtpspec_requests_cancelled_total{stream=\"false\"}"), 1) << m;
+  EXPECT_EQ(test::metric(m, "mtpspec_requests_cancelled_total{stream=\"true\"}"), 0) << m;
+  // ~15 tokens before the close, then at most the 100 ms poll and a token.
+  const double tokens = test::metric(m, "mtpspec_tokens_generated_total");
+  EXPECT_GE(tokens, 0) << m;
+  EXPECT_LT(tokens, 300) << "generated on for " << secs << " s after the client left";
+  EXPECT_EQ(s.engine.running(), 0u);
+}
+
+// A client that stays connected (one keep-alive connection, requests longer
+// than the disconnect poll, an idle pause between them) gets every token.
+TEST(Server, ConnectedKeepAliveClientIsNeverTakenForGone) {
+  Running s(ServerOptions{}, 5ms);
+  auto c = s.client();
+  c.set_keep_alive(true);
+  for (int i = 0; i < 2; ++i) {
+    auto r = c.Post("/v1/completions", R"({"prompt":"a","max_tokens":50})", "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    json j = json::parse(r->body);
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+    EXPECT_EQ(j["usage"]["completion_tokens"], 50);
+    std::this_thread::sleep_for(150ms);
+  }
+  EXPECT_EQ(s.engine.cancelled_, 0);
+  std::string m = c.Get("/metrics")->body;
+  EXPECT_EQ(test::metric(m, "mtpspec_requests_cancelled_total{stream=\"false\"}"), 0) << m;
 }
 
 TEST(Server, SlowClientIsDroppedAfterTheTimeout) {
   ServerOptions o;
   o.timeout_s = 1;
   Running s(o);
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(uint16_t(s.port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  const std::string part = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{";
-  ASSERT_EQ(::send(fd, part.data(), part.size(), 0), ssize_t(part.size()));
+  int fd = test::connect_loopback(s.port);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(test::send_all(
+      fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"));
   timeval tv{6, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   auto t0 = std::chrono::steady_clock::now();

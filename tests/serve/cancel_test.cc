@@ -1,0 +1,102 @@
+// A client that disconnects before its non-streamed completion is ready
+// cancels the request in the real engines (serial and continuous-batching):
+// generation stops long before max_tokens, the slot is free again, and the
+// next request is served in full.
+//
+// The target is a random in-memory model (model/random_model.h) big enough
+// that 4000 tokens take seconds: what is tested is when generation stops, not
+// which tokens it makes. The byte tokenizer has no EOS, so only max_tokens or
+// a cancel can end a request.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "model/forward.h"
+#include "model/random_model.h"
+#include "serve/serve_util.h"
+#include "serve/server.h"
+
+namespace mtp::serve {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr int kCtx = 4096, kMaxTokens = 4000;
+
+void check_cancel_on_disconnect(bool batched) {
+  // d 512, 4 layers: about a millisecond a token on one core.
+  model::Model m(model::random_model({"cancel", 512, 4, 8, 4, 1376, 259, kCtx},
+                                     kernels::WeightType::F32, 7));
+  test::ByteTokenizer tok(/*eos=*/false);
+  ThreadPool pool(1);
+  EngineInfo info;
+  info.model_id = "random";
+  info.ctx = kCtx;
+  std::unique_ptr<Engine> engine;
+  if (batched) {
+    speculative::SchedulerOptions sched;
+    sched.parallel = 2;
+    sched.ctx = kCtx;
+    sched.adaptive = false;
+    engine = make_batched_engine(m, tok, &pool, nullptr, 0, info, sched);
+  } else {
+    engine = make_serial_engine(m, tok, &pool, nullptr, 0, info);
+  }
+  ServerOptions so;
+  so.port = 0;
+  Server server(*engine, tok, so);
+  const int port = server.bind();
+  std::thread th([&] { server.listen(); });
+  auto metrics = [&] {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(10, 0);
+    auto r = c.Get("/metrics");
+    return r ? r->body : std::string();
+  };
+
+  int fd = test::connect_loopback(port);
+  ASSERT_GE(fd, 0);
+  const json body = {{"prompt", "Once"}, {"max_tokens", kMaxTokens}, {"temperature", 0}};
+  ASSERT_TRUE(test::send_all(fd, test::http_post("/v1/completions", body.dump())));
+  std::this_thread::sleep_for(50ms);
+  ::close(fd);
+  const auto t0 = std::chrono::steady_clock::now();
+  // Any finish: a request that ran on would end with "length" (after seconds).
+  const std::string m1 = test::poll_until(
+      metrics,
+      [](const std::string& t) { return t.find("mtpspec_requests_finished_total{") != t.npos; },
+      60s);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(test::metric(m1, "mtpspec_requests_finished_total{reason=\"cancelled\"}"), 1) << m1;
+  EXPECT_EQ(test::metric(m1, "mtpspec_requests_cancelled_total{stream=\"false\"}"), 1) << m1;
+  const double tokens = test::metric(m1, "mtpspec_tokens_generated_total");
+  EXPECT_GE(tokens, 0) << m1;
+  EXPECT_LT(tokens, kMaxTokens / 2) << "finished " << secs << " s after the client left";
+  EXPECT_EQ(test::metric(m1, "mtpspec_running"), 0) << m1;
+
+  // The engine serves the next request in full.
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(60, 0);
+  auto r = c.Post("/v1/completions", json{{"prompt", "Once"}, {"max_tokens", 8},
+                                          {"temperature", 0}}.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["usage"]["completion_tokens"], 8);
+  server.stop();
+  th.join();
+}
+
+TEST(ServeCancel, SerialEngineStopsANonStreamedRequestWhoseClientLeft) {
+  check_cancel_on_disconnect(/*batched=*/false);
+}
+
+TEST(ServeCancel, BatchedEngineStopsANonStreamedRequestWhoseClientLeft) {
+  check_cancel_on_disconnect(/*batched=*/true);
+}
+
+}  // namespace
+}  // namespace mtp::serve
