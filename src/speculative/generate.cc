@@ -115,6 +115,7 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
   }
   if (speculate) {
     res.stats = SpecStats{};
+    res.stats->tree = spec.tree.describe();
     res.stats->drafted.assign(loop_k, 0);
     res.stats->accepted.assign(loop_k, 0);
   }
@@ -170,7 +171,6 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
       }
       if (proposer) {
         res.stats->time_module_s = proposer->module_seconds();
-        res.stats->tree = spec.tree.describe();
         res.stats->tree_shapes = proposer->shapes_used();
       }
     } else {

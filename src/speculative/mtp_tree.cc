@@ -125,10 +125,16 @@ void MtpProposer::propose_tree(std::span<const int32_t> committed, int max_k, Dr
     for (size_t x = 0; x < tree.size(); ++x) {
       if (!on_path[x]) continue;
       const int par = tree.parent[x];
+      // Rows before position 0 do not exist in the contract (a short
+      // committed sequence); a row whose parent's row does not exist starts
+      // at the sequence's beginning (module k holds no final rows then).
+      const int32_t pos = N - 2 - k + depth[x];
+      if (pos < 0) continue;
       const int r = int(rows_.size());
       row_of[x] = r;
-      const int32_t pos = N - 2 - k + depth[x];
       rows_.push_back({0, pos, tree.token[x], r, par < 0 ? -1 : row_of[size_t(par)]});
+      MTP_CHECK(par < 0 || row_of_[size_t(k - 1)][size_t(par)] >= 0,
+                "module {} row of node {} has no input row", k, x);
       const float* h_prev =
           par < 0 ? final_out_[size_t(k - 1)].data() + size_t(N - 1 - k) * d_
                   : tree_out_[size_t(k - 1)].data() + size_t(row_of_[size_t(k - 1)][size_t(par)]) * d_;

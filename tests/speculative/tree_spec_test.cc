@@ -1,0 +1,238 @@
+// Draft trees end to end (tree_shape.h, mtp_tree.cc, tree verify):
+// - speculative output with static, budgeted and auto trees == plain output,
+//   token for token, greedy and coupled sampling, on random models of several
+//   families (a sliding window shorter than the generation) and stories260K;
+// - live ≡ teacher-forced on the accepted paths (greedy): along the accepted
+//   path, the best-scored child of every path node equals the drafter's
+//   teacher-forced argmax at that row;
+// - the tree shapes and stats are what was asked for; bad shapes are refused.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <random>
+
+#include "checkpoint_util.h"
+#include "core/error.h"
+#include "drafter/drafter.h"
+#include "drafter/teacher_forced.h"
+#include "model/fingerprint.h"
+#include "model/loader.h"
+#include "model_util.h"
+#include "speculative/generate.h"
+#include "speculative/tree_shape.h"
+#include "test_util.h"
+
+namespace mtp::speculative {
+namespace {
+
+struct Fixture {
+  std::unique_ptr<model::Model> model;
+  std::string fingerprint;
+};
+
+Fixture load(const std::string& path, kernels::WeightType wt = kernels::WeightType::F32) {
+  model::LoadOptions o;
+  o.weights = wt;
+  Fixture f;
+  model::LoadedModel lm = model::load_model(path, o);
+  f.fingerprint = model::target_fingerprint(lm, /*use_cache=*/false);
+  f.model = std::make_unique<model::Model>(std::move(lm));
+  return f;
+}
+
+drafter::Drafter random_drafter(const Fixture& f, int K, int window, uint64_t seed) {
+  drafter::DrafterConfig dc;
+  dc.K = K;
+  dc.window = window;
+  std::string path = test::temp_dir("tree-drafter") + "/drafter.safetensors";
+  drafter::write_drafter(path, f.model->config(), f.fingerprint, dc,
+                         drafter::random_drafter_tensors(f.model->config(), dc, seed),
+                         {{"kind", "test"}}, DType::F32);
+  return drafter::Drafter::load(path, f.model->config(), f.fingerprint, kernels::WeightType::F32);
+}
+
+std::vector<TreeOptions> shapes() {
+  return {TreeOptions::parse("3,2,1"), TreeOptions::parse("2,2,2"), TreeOptions::parse("4"),
+          TreeOptions::parse("1,3"), TreeOptions::with_budget(9), TreeOptions::with_budget(1),
+          TreeOptions::parse("auto")};
+}
+
+struct Seen {
+  long tf_checked = 0, wide_cycles = 0, deep_accepts = 0;
+};
+
+// The best child (first pushed) of `parent` in a traced tree, or -1.
+int first_child(const CycleTrace& c, int parent) {
+  for (size_t i = 0; i < c.parents.size(); ++i) {
+    if (c.parents[i] == parent) return int(i);
+  }
+  return -1;
+}
+
+void check_trees_equal_plain(const Fixture& f, const drafter::Drafter& d, int n_new, int n_prompts,
+                             unsigned seed, Seen& seen, int threads = 1) {
+  ThreadPool pool(threads);
+  ThreadPool* p = threads > 1 ? &pool : nullptr;
+  std::mt19937 rng(seed);
+  const auto& c = f.model->config();
+  for (int i = 0; i < n_prompts; ++i) {
+    std::vector<int32_t> prompt = test::random_tokens(rng, 1 + int(rng() % 10), c.vocab);
+    prompt[0] = c.bos_id >= 0 ? c.bos_id : prompt[0];
+    for (float temp : {0.f, 0.9f}) {
+      GenerateOptions o;
+      o.n_new = n_new;
+      o.sampler.temperature = temp;
+      o.sampler.top_k = temp > 0 ? 6 : 0;
+      o.sampler.seed = seed + uint64_t(i);
+      GenerateResult plain = generate(*f.model, nullptr, prompt, o, p);
+      for (const TreeOptions& t : shapes()) {
+        SCOPED_TRACE(testing::Message() << "prompt " << i << " T=" << temp << " tree "
+                                        << t.describe());
+        SpecOptions so;
+        so.drafter = &d;
+        so.tree = t;
+        so.record_trace = true;
+        GenerateResult spec = generate(*f.model, nullptr, prompt, o, p, nullptr, so);
+        ASSERT_EQ(spec.token_ids, plain.token_ids);
+        ASSERT_EQ(spec.finish_reason, plain.finish_reason);
+        ASSERT_TRUE(spec.stats.has_value());
+        const SpecStats& st = *spec.stats;
+        EXPECT_EQ(st.tree, t.describe());
+        EXPECT_EQ(std::accumulate(st.accepted_length_hist.begin(), st.accepted_length_hist.end(), 0L),
+                  st.cycles);
+        for (const CycleTrace& cyc : spec.trace) {
+          // The shape asked for: static widths bound each depth's children.
+          if (t.kind == TreeOptions::Kind::Static) {
+            EXPECT_LE(int(cyc.drafts.size()), TreeOptions::nodes(t.widths));
+          }
+          if (t.kind == TreeOptions::Kind::Budget) EXPECT_LE(int(cyc.drafts.size()), t.budget);
+          if (cyc.drafts.size() > size_t(cyc.accepted) + 1) ++seen.wide_cycles;
+          if (cyc.accepted >= 2) ++seen.deep_accepts;
+        }
+        if (temp != 0.f) continue;
+        std::vector<int32_t> seq = prompt;
+        seq.insert(seq.end(), spec.token_ids.begin(), spec.token_ids.end());
+        drafter::TeacherForced tf = drafter::teacher_forced(*f.model, d, seq, p);
+        for (const CycleTrace& cyc : spec.trace) {
+          const int N = cyc.n_committed, row = N - 2;
+          int at = -1;  // walk the accepted path: root, then accepted nodes
+          for (int j = 0; j <= cyc.accepted && j < d.config().K; ++j) {
+            if (N + j - 1 >= int(seq.size())) break;  // generation ended inside the cycle
+            const int child = first_child(cyc, at);
+            if (child < 0) break;
+            ASSERT_LT(size_t(row), tf.argmax[size_t(j)].size());
+            ASSERT_EQ(tf.argmax[size_t(j)][size_t(row)], cyc.drafts[size_t(child)])
+                << "best child at depth " << j + 1 << " at N=" << N << " differs from teacher forcing";
+            ++seen.tf_checked;
+            if (j == cyc.accepted) break;
+            at = cyc.accepted_nodes[size_t(j)];
+          }
+        }
+      }
+    }
+  }
+}
+
+// Vocabulary 8: random drafts are right often, so trees reach deep and
+// accept side branches; the Gemma 2 target's sliding window (5) is shorter
+// than the generation and than prompt + tree.
+TEST(Trees, RandomModelsMatchPlainWithEveryShape) {
+  for (model::Arch a : {model::Arch::Llama, model::Arch::Gemma2, model::Arch::Qwen3}) {
+    SCOPED_TRACE(model::arch_name(a));
+    test::RandomSpec spec = test::RandomSpec::for_arch(a);
+    spec.vocab = 8;
+    spec.eos_ids = {};
+    if (a == model::Arch::Gemma2) spec.sliding_window = 5;
+    Fixture f = load(test::random_hf_checkpoint("tree-spec", spec),
+                     a == model::Arch::Qwen3 ? kernels::WeightType::BF16 : kernels::WeightType::F32);
+    drafter::Drafter d = random_drafter(f, 3, a == model::Arch::Llama ? 4 : 0, 3 + int(a));
+    Seen seen;
+    for (int threads : {1, 2}) check_trees_equal_plain(f, d, 40, 3, 17 * threads + int(a), seen, threads);
+    EXPECT_GT(seen.tf_checked, 50);
+    EXPECT_GT(seen.wide_cycles, 20);
+    EXPECT_GT(seen.deep_accepts, 5);
+  }
+}
+
+TEST(Trees, Stories260KMatchesPlain) {
+  MTP_REQUIRE_SHARED(path, "models/stories260K/stories260K.bin");
+  Fixture f = load(path);
+  drafter::Drafter d = random_drafter(f, 3, 0, 5);
+  Seen seen;
+  check_trees_equal_plain(f, d, 30, 2, 9, seen);
+  EXPECT_GT(seen.tf_checked, 20);
+}
+
+// A sampled (T > 0) tree in rejection mode is refused with a clear message;
+// at T = 0 rejection mode is greedy and trees run.
+TEST(Trees, RejectionSamplingRefusesTrees) {
+  test::RandomSpec spec = test::RandomSpec::for_arch(model::Arch::Llama);
+  Fixture f = load(test::random_hf_checkpoint("tree-rej", spec));
+  drafter::Drafter d = random_drafter(f, 2, 0, 1);
+  GenerateOptions o;
+  o.n_new = 8;
+  o.sampler.temperature = 0.7f;
+  SpecOptions so;
+  so.drafter = &d;
+  so.tree = TreeOptions::parse("2,2");
+  so.mode = SpecSampling::Rejection;
+  test::expect_error<InputError>([&] { generate(*f.model, nullptr, {1, 5}, o, nullptr, nullptr, so); },
+                                 {"--tree needs --spec-sampling coupled"});
+  o.sampler.temperature = 0.f;
+  GenerateResult plain = generate(*f.model, nullptr, {1, 5}, o, nullptr);
+  EXPECT_EQ(generate(*f.model, nullptr, {1, 5}, o, nullptr, nullptr, so).token_ids, plain.token_ids);
+  so.tree = TreeOptions::parse("2,2,2");  // deeper than K = 2
+  so.mode = SpecSampling::Coupled;
+  test::expect_error<InputError>([&] { generate(*f.model, nullptr, {1, 5}, o, nullptr, nullptr, so); },
+                                 {"--tree 2,2,2 is 3 deep", "K = 2"});
+}
+
+TEST(TreeShape, ParsesAndRefuses) {
+  EXPECT_EQ(TreeOptions::parse("3,2,1").widths, (std::vector<int>{3, 2, 1}));
+  EXPECT_EQ(TreeOptions::nodes({3, 2, 1}), 3 + 6 + 6);
+  EXPECT_EQ(TreeOptions::parse("auto").kind, TreeOptions::Kind::Auto);
+  EXPECT_EQ(TreeOptions::with_budget(16).describe(), "budget 16");
+  for (const char* bad : {"", "0", "2,,1", "a", "2,-1", "3,", "1.5", "2 2"}) {
+    SCOPED_TRACE(bad);
+    test::expect_error<InputError>([&] { TreeOptions::parse(bad); }, {"--tree", "widths are whole numbers"});
+  }
+  test::expect_error<InputError>([] { TreeOptions::parse("8,8"); }, {"72 nodes", "at most 63"});
+  test::expect_error<InputError>([] { TreeOptions::parse("64,64,64,64,64"); }, {"over a million"});
+  test::expect_error<InputError>([] { TreeOptions::with_budget(0); }, {"--tree-budget", "got 0"});
+  test::expect_error<InputError>([] { TreeOptions::with_budget(64); }, {"between 1 and 63"});
+}
+
+// The chooser follows the evidence: when second choices are accepted often
+// and extra verify rows are free, it widens; when rows are expensive, or
+// second choices never win, it keeps a chain.
+TEST(TreeShape, ChooserWidensOnlyWhenItPays) {
+  auto run = [](CostCurve curve, double rank0, double rank1) {
+    TreeChooser ch(std::move(curve), 1.0, 3, 32);
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<double> u(0, 1);
+    for (int i = 0; i < 400; ++i) {
+      std::vector<int> w = ch.widths(), ranks;
+      for (size_t d = 0; d < w.size(); ++d) {
+        const double x = u(rng);
+        if (x < rank0) ranks.push_back(0);
+        else if (w[d] > 1 && x < rank0 + rank1) ranks.push_back(1);
+        else break;
+      }
+      ch.observe(w, ranks);
+      ch.observe_module(2, 0.01);
+      ch.observe_module(6, 0.01);
+    }
+    return ch.widths();
+  };
+  // Nearly flat (a memory-bound target: 2 % per extra row) and compute-bound.
+  const CostCurve flat({{1, 1.0}, {64, 2.26}}), steep({{1, 1.0}, {64, 64.0}});
+  const std::vector<int> wide = run(flat, 0.4, 0.3);
+  EXPECT_GT(wide[0], 1) << widths_text(wide);
+  const std::vector<int> steep_w = run(steep, 0.4, 0.3);
+  EXPECT_EQ(TreeOptions::nodes(steep_w), int(steep_w.size())) << widths_text(steep_w);
+  const std::vector<int> no_second = run(flat, 0.6, 0.0);
+  EXPECT_EQ(no_second[0], 1) << widths_text(no_second);
+}
+
+}  // namespace
+}  // namespace mtp::speculative
