@@ -172,4 +172,32 @@ void print_sources(const speculative::SourcesResult& r, std::FILE* out) {
   }
 }
 
+void print_trees(const speculative::TreesResult& r, std::FILE* out) {
+  fmt::print(out, "\ndraft trees, draft length {}, {} threads: plain {:.1f} tok/s\n\n", r.draft_k,
+             r.threads, r.plain_tok_s());
+  if (!r.auto_curve.empty()) {
+    std::string m;
+    for (const auto& [q, s] : r.auto_curve) {
+      m += fmt::format("{}{}: {:.2f}", m.empty() ? "" : ", ", q, s / r.auto_curve[0].second);
+    }
+    fmt::print(out, "auto's m(q): {}\n\n", m);
+  }
+  fmt::print(out, "| shape | tokens/cycle | nodes/cycle | tok/s | speedup | flips | cycles by accepted "
+                  "length | shapes chosen |\n");
+  fmt::print(out, "|---|---|---|---|---|---|---|---|\n");
+  for (size_t i = 0; i < r.runs.size(); ++i) {
+    const auto& run = r.runs[i];
+    std::string hist, chosen;
+    for (size_t a = 0; a < run.stats.accepted_length_hist.size(); ++a) {
+      hist += fmt::format("{}{}", a ? " " : "", run.stats.accepted_length_hist[a]);
+    }
+    for (const auto& [shape, n] : run.stats.tree_shapes) {
+      chosen += fmt::format("{}{} x{}", chosen.empty() ? "" : ", ", shape, n);
+    }
+    fmt::print(out, "| {} | {:.2f} | {:.2f} | {:.1f} | {:.3f} | {} | {} | {} |\n", run.shape,
+               run.stats.tokens_per_cycle(), run.stats.nodes_per_cycle(), r.tok_s(i), r.speedup(i),
+               run.flips, hist, chosen);
+  }
+}
+
 }  // namespace mtp::app

@@ -10,6 +10,7 @@
 
 #include "speculative/bench.h"
 #include "speculative/bench_sources.h"
+#include "speculative/bench_trees.h"
 
 namespace mtp::app {
 
@@ -30,5 +31,7 @@ void print_cycle_cost(const CycleCostResult& r, std::FILE* out);
 // (tokens per cycle, tok/s, speedup, outputs differing), then per source the
 // times chosen / probes / acceptance by position.
 void print_sources(const speculative::SourcesResult& r, std::FILE* out);
+// bench --trees: one Markdown table row per shape.
+void print_trees(const speculative::TreesResult& r, std::FILE* out);
 
 }  // namespace mtp::app

@@ -40,6 +40,7 @@ struct BenchArgs {
   DrafterArgs spec;
   LookupArgs lookup;
   std::vector<std::string> sources;  // --sources
+  std::vector<std::string> trees;    // --trees
   SamplingArgs sampling;
   std::vector<float> temps;                       // --temps
   std::vector<std::string> modes = {"coupled"};  // --spec-sampling (a list here)
@@ -211,6 +212,28 @@ void run_sources(BenchArgs a) {
   }
 }
 
+void run_trees(BenchArgs a) {
+  if (a.cycle_cost || !a.temps.empty() || !a.report.empty() || !a.plot.empty() || !a.corpus.empty() ||
+      !a.sources.empty()) {
+    fail<InputError>("--trees runs its own comparison: not with --cycle-cost, --temps, --report, "
+                     "--plot, --corpus or --sources");
+  }
+  const BenchTarget t = open_target(a);
+  const int dk = t.drafter->config().K;
+  const int k = resolve_draft_k(a.spec, dk, "the drafter's K", dk);
+  const speculative::TreesResult res = speculative::run_trees(inputs(t, a), a.trees, k, a.n, a.repeat);
+  print_trees(res, stderr);
+  if (a.json) {
+    nlohmann::json j = res.to_json();
+    j["model"] = t.model_name;
+    j["drafter"] = t.drafter_name;
+    j["n"] = a.n;
+    j["repeat"] = a.repeat;
+    j["sampling"] = sampling_json(a.sampling);
+    fmt::print("{}\n", j.dump());
+  }
+}
+
 void run_cycle_cost(BenchArgs a) {
   for (const auto& [flag, value] : {std::pair{"--corpus", &a.corpus}, std::pair{"--report", &a.report},
                                     std::pair{"--plot", &a.plot}}) {
@@ -276,10 +299,16 @@ void add_bench(CLI::App& root) {
                   "(other prompts' outputs and --lookup-corpus, never the prompt's own runs), union")
       ->delimiter(',')
       ->check(CLI::IsMember(speculative::bench_source_names()));
+  cmd->add_option("--trees", a->trees,
+                  "Instead: draft-tree shapes vs plain and each other at one draft length "
+                  "(--draft-k), interleaved per prompt (space separated): chain, W1,W2,... "
+                  "(children per node per depth), budget=N, auto")
+      ->expected(1, 32);
   add_lookup_flags(cmd, a->lookup);
   cmd->add_flag("--json", a->json, "Print one JSON object");
   cmd->callback([a] {
     a->sampling.spec_sampling = a->modes.empty() ? "coupled" : a->modes.front();
+    if (!a->trees.empty()) return run_trees(*a);
     if (!a->sources.empty()) return run_sources(*a);
     a->cycle_cost ? run_cycle_cost(*a) : run_bench(*a);
   });

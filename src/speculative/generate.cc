@@ -75,6 +75,13 @@ int SpecOptions::max_draft() const {
   return k;
 }
 
+TreeChooser make_tree_chooser(const model::Model& m, const TreeOptions& t, int draft_k,
+                              ThreadPool* pool) {
+  // The target's m(q) up to the largest tree, at a short context.
+  CostCurve curve = forward_cost_curve(m, 1 + t.max_nodes, 2, pool);
+  return TreeChooser(curve, curve(1), draft_k, t.max_nodes);
+}
+
 GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
                         const std::vector<int32_t>& prompt_ids, const GenerateOptions& opt,
                         ThreadPool* pool, const TextCallback& on_text, const SpecOptions& spec) {
@@ -124,19 +131,18 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
   // drafter's modules over the same prompt (timed together as prompt_s).
   auto t0 = Clock::now();
   std::optional<MtpProposer> proposer;
+  std::optional<TreeChooser> own_chooser;
   std::optional<CostModel> cost = spec.cost;
   if (!sink.done()) {
     target.prefill(prompt_ids, logits.data());
     if (spec.drafter) {
       proposer.emplace(*spec.drafter, target, spec.p_min, draft_k, opt.sampler, spec.mode);
       if (spec.tree.is_tree()) {
-        std::optional<TreeChooser> chooser;
-        if (spec.tree.kind == TreeOptions::Kind::Auto) {
-          // The target's m(q) up to the largest tree, at a short context.
-          CostCurve curve = forward_cost_curve(m, 1 + spec.tree.max_nodes, 2, pool);
-          chooser.emplace(curve, curve(1), draft_k, spec.tree.max_nodes);
+        TreeChooser* chooser = spec.tree_chooser;
+        if (spec.tree.kind == TreeOptions::Kind::Auto && !chooser) {
+          chooser = &own_chooser.emplace(make_tree_chooser(m, spec.tree, draft_k, pool));
         }
-        proposer->set_tree(spec.tree, std::move(chooser));
+        proposer->set_tree(spec.tree, chooser);
       }
       proposer->prefill(prompt_ids);
     }

@@ -52,6 +52,9 @@ struct SpecOptions {
   // replaces the union: no lookups, no gate (auto chooses its shape from the
   // measured m(q) curve and live acceptance instead).
   TreeOptions tree;
+  // --tree auto's chooser: shared across generations (it keeps learning), or
+  // null: generate makes one, timing the target's m(q) first (prompt time).
+  TreeChooser* tree_chooser = nullptr;
   // Seconds of a q-row verify, q = 1..; absent: timed at the start
   // (session_forward_times: ~3 decode steps), counted as prompt processing.
   std::optional<CostModel> cost;
@@ -87,6 +90,11 @@ std::vector<int32_t> stop_token_ids(const model::ModelConfig& c, const io::Token
 int resolve_ctx(const model::ModelConfig& c, int requested, int64_t needed = 0);
 // MemAvailable from /proc/meminfo in bytes; 0 when unknown.
 double available_memory_bytes();
+
+// --tree auto's chooser for a drafter of draft length draft_k: times the
+// target's m(q) for q up to 1 + t.max_nodes (a few dozen forwards).
+TreeChooser make_tree_chooser(const model::Model& m, const TreeOptions& t, int draft_k,
+                              ThreadPool* pool);
 
 // tok may be null only in tests (no text). With spec.drafter the speculative
 // loop runs, at every temperature: greedy and coupled sampling give exactly

@@ -39,8 +39,9 @@ class MtpProposer : public Proposer {
               const SamplerOptions& sampling = {}, SpecSampling mode = SpecSampling::Coupled);
 
   // Draft trees instead of chains (tree_shape.h; Chain = chains). Auto needs
-  // the target's cost curve. Trees are refused in rejection mode (InputError).
-  void set_tree(const TreeOptions& t, std::optional<TreeChooser> chooser = std::nullopt);
+  // a chooser (the caller's: it may outlive this proposer and keep learning
+  // across generations). Trees are refused in rejection mode (InputError).
+  void set_tree(const TreeOptions& t, TreeChooser* chooser = nullptr);
   const TreeOptions& tree_options() const { return tree_opts_; }
   // Auto: how often each shape was used ("2,2,1" -> cycles).
   const std::map<std::string, long>& shapes_used() const { return shapes_used_; }
@@ -101,7 +102,7 @@ class MtpProposer : public Proposer {
   std::vector<int32_t> drafts_;
   // Trees.
   TreeOptions tree_opts_;
-  std::optional<TreeChooser> chooser_;
+  TreeChooser* chooser_ = nullptr;
   std::map<std::string, long> shapes_used_;
   std::vector<double> cum_;                // [node] cumulative draft probability
   std::vector<std::vector<int>> row_of_;   // [k][node]: module k's tree row of node (-1)

@@ -21,7 +21,7 @@
 
 namespace mtp::speculative {
 
-void MtpProposer::set_tree(const TreeOptions& t, std::optional<TreeChooser> chooser) {
+void MtpProposer::set_tree(const TreeOptions& t, TreeChooser* chooser) {
   if (t.is_tree() && mode_ == SpecSampling::Rejection && !sampler_.greedy()) {
     fail<InputError>("--tree needs --spec-sampling coupled (or temperature 0): rejection "
                      "sampling verifies chains only");
@@ -32,7 +32,7 @@ void MtpProposer::set_tree(const TreeOptions& t, std::optional<TreeChooser> choo
   }
   MTP_CHECK(t.kind != TreeOptions::Kind::Auto || chooser, "--tree auto needs a TreeChooser");
   tree_opts_ = t;
-  chooser_ = std::move(chooser);
+  chooser_ = chooser;
   row_of_.assign(size_t(runner_.K()), {});
   tree_out_.assign(size_t(runner_.K()), {});
 }

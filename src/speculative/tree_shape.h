@@ -75,6 +75,7 @@ class TreeChooser {
   double expected_tokens(const std::vector<int>& w) const;
   double cycle_seconds(const std::vector<int>& w) const;
   int choices_made() const { return choices_; }
+  const CostCurve& curve() const { return curve_; }
 
  private:
   void choose();

@@ -1,0 +1,112 @@
+#include "speculative/bench_trees.h"
+
+#include <fmt/core.h>
+
+#include <optional>
+
+#include "core/error.h"
+#include "speculative/generate.h"
+
+namespace mtp::speculative {
+
+namespace {
+double steps(const GenerateResult& r) { return std::max(0, r.timings.n_gen - 1); }
+double rate(double tokens, double seconds) { return seconds > 0 ? tokens / seconds : 0; }
+}  // namespace
+
+TreeOptions tree_from_name(const std::string& name) {
+  if (name == "chain") return {};
+  const std::string b = "budget=";
+  if (name.rfind(b, 0) == 0) {
+    const std::string v = name.substr(b.size());
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0') {
+      fail<InputError>("--trees {:?}: budget=N takes a whole number of nodes", name);
+    }
+    return TreeOptions::with_budget(int(std::clamp(n, -1L, 1000L)));
+  }
+  return TreeOptions::parse(name);
+}
+
+double TreesResult::plain_tok_s() const { return rate(plain_tokens, plain_seconds); }
+double TreesResult::tok_s(size_t i) const { return rate(runs[i].tokens, runs[i].seconds); }
+double TreesResult::speedup(size_t i) const {
+  const double p = plain_tok_s();
+  return p > 0 ? tok_s(i) / p : 0;
+}
+
+nlohmann::json TreesResult::to_json() const {
+  nlohmann::json shapes = nlohmann::json::object();
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const TreeRun& r = runs[i];
+    shapes[r.shape] = {{"tok_s", tok_s(i)},
+                       {"speedup", speedup(i)},
+                       {"tokens_per_cycle", r.stats.tokens_per_cycle()},
+                       {"nodes_per_cycle", r.stats.nodes_per_cycle()},
+                       {"flips", r.flips},
+                       {"stats", r.stats.to_json()}};
+  }
+  return {{"draft_k", draft_k},       {"threads", threads}, {"plain_tok_s", plain_tok_s()},
+          {"auto_curve", auto_curve}, {"shapes", shapes}};
+}
+
+TreesResult run_trees(const BenchInputs& in, const std::vector<std::string>& names, int draft_k,
+                      int n, int repeat) {
+  if (!in.drafter) fail<InputError>("--trees needs a drafter");
+  if (names.empty()) fail<InputError>("--trees needs at least one shape");
+  std::vector<TreeOptions> shapes;
+  for (const std::string& s : names) {
+    shapes.push_back(tree_from_name(s));
+    if (shapes.back().kind == TreeOptions::Kind::Static &&
+        int(shapes.back().widths.size()) > in.drafter->config().K) {
+      fail<InputError>("--trees {}: {} deep; the drafter has K = {} modules", s,
+                       shapes.back().widths.size(), in.drafter->config().K);
+    }
+  }
+  TreesResult res;
+  res.draft_k = draft_k;
+  res.threads = in.pool ? int(in.pool->size()) : 1;
+  for (const std::string& s : names) res.runs.push_back({s});
+  // One chooser for every auto run: its m(q) is timed once, here.
+  std::optional<TreeChooser> chooser;
+  for (const TreeOptions& t : shapes) {
+    if (t.kind == TreeOptions::Kind::Auto && !chooser) {
+      chooser.emplace(make_tree_chooser(*in.model, t, draft_k, in.pool));
+      res.auto_curve = chooser->curve().points();
+    }
+  }
+  GenerateOptions go;
+  go.n_new = n;
+  go.sampler = in.sampling;
+  const uint64_t seed = in.sampling.seed;
+  const size_t P = in.prompts.size();
+  for (int r = 0; r < repeat; ++r) {
+    go.sampler.seed = seed + uint64_t(r);
+    for (size_t p = 0; p < P; ++p) {
+      const auto& ids = in.prompts[p];
+      GenerateResult plain = generate(*in.model, in.tokenizer, ids, go, in.pool);
+      res.plain_tokens += steps(plain), res.plain_seconds += plain.timings.gen_s;
+      std::string line = fmt::format("[bench] repeat {}/{}, prompt {}/{}: plain {:.1f} tok/s",
+                                     r + 1, repeat, p + 1, P, rate(steps(plain), plain.timings.gen_s));
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        SpecOptions so;
+        so.drafter = in.drafter;
+        so.draft_k = draft_k;
+        so.mode = in.mode;
+        so.tree = shapes[i];
+        so.tree_chooser = chooser ? &*chooser : nullptr;
+        GenerateResult sp = generate(*in.model, in.tokenizer, ids, go, in.pool, nullptr, so);
+        TreeRun& run = res.runs[i];
+        run.flips += sp.token_ids != plain.token_ids;
+        run.tokens += steps(sp), run.seconds += sp.timings.gen_s;
+        if (sp.stats) run.stats.add(*sp.stats);
+        line += fmt::format(" | {} {:.1f}", names[i], rate(steps(sp), sp.timings.gen_s));
+      }
+      fmt::print(stderr, "{}\n", line);
+    }
+  }
+  return res;
+}
+
+}  // namespace mtp::speculative

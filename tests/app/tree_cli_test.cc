@@ -1,0 +1,60 @@
+// Draft-tree flags through the binary (issue 16's bad input): malformed
+// --tree values, zero widths, a tree deeper than the drafter's K, --tree with
+// --tree-budget, budgets out of range, trees where only chains are verified
+// (rejection sampling at T > 0, --prompts) — each exits 2 naming the flag and
+// value; a valid shape runs and reports its tree.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cli_util.h"
+#include "test_util.h"
+
+namespace mtp::test {
+namespace {
+
+void expect_refused(const std::string& args, const std::string& what) {
+  const CliResult r = run_cli(args);
+  EXPECT_EQ(r.status, 2) << args << "\n" << r.err;
+  EXPECT_NE(r.err.find(what), std::string::npos) << args << "\n" << r.err;
+}
+
+// bench --random tiny brings a random target with a K = 4 drafter: no files.
+TEST(TreeFlags, BadShapesExit2WithAClearMessage) {
+  const std::string b = "bench --random tiny -n 4 --max-prompts 1 --repeat 1 --trees ";
+  expect_refused(b + "2,,1", "widths are whole numbers");
+  expect_refused(b + "0", "widths are whole numbers");
+  expect_refused(b + "2,x", "'x' is not");
+  expect_refused(b + "8,8", "at most 63");
+  expect_refused(b + "2,2,2,2,2", "5 deep; the drafter has K = 4");
+  expect_refused(b + "budget=0", "--tree-budget must be between 1 and 63");
+  expect_refused(b + "budget=x", "budget=N takes a whole number");
+  expect_refused(b + "chain --cycle-cost", "--trees runs its own comparison");
+}
+
+TEST(TreeFlags, GenerateRefusesWhatItCannotVerify) {
+  MTP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  const std::string dir = temp_dir("tree-cli");
+  const std::string drafter = dir + "/drafter.safetensors";
+  ASSERT_EQ(run_cli("init-drafter -m " + model + " -o " + drafter + " --k 2").status, 0);
+  const std::string g = "generate -m " + model + " --drafter " + drafter + " -p Once -n 8 ";
+  expect_refused(g + "--tree 2,2,2", "--tree 2,2,2 is 3 deep; the drafter has K = 2");
+  expect_refused(g + "--tree 2,0", "widths are whole numbers");
+  expect_refused(g + "--tree 2 --tree-budget 4", "excludes");
+  expect_refused(g + "--tree-budget 64", "between 1 and 63");
+  expect_refused(g + "--tree 2,2 --temp 0.8 --spec-sampling rejection",
+                 "--tree needs --spec-sampling coupled");
+  const CliResult ok = run_cli(g + "--tree 3,2 --json");
+  ASSERT_EQ(ok.status, 0) << ok.err;
+  EXPECT_NE(ok.out.find("\"tree\":\"3,2\""), std::string::npos) << ok.out;
+  const CliResult plain = run_cli("generate -m " + model + " -p Once -n 8 --json");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  auto ids = [](const std::string& json) {
+    const size_t a = json.find("\"token_ids\":"), e = json.find(']', a);
+    return json.substr(a, e - a);
+  };
+  EXPECT_EQ(ids(ok.out), ids(plain.out));
+}
+
+}  // namespace
+}  // namespace mtp::test
