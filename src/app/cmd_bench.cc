@@ -176,6 +176,16 @@ void run_bench(BenchArgs a) {
   if (a.json) fmt::print("{}\n", res.to_json().dump());
 }
 
+// A comparison's JSON with what it ran on, one line on stdout.
+void print_json(nlohmann::json j, const BenchTarget& t, const BenchArgs& a) {
+  j["model"] = t.model_name;
+  j["drafter"] = t.drafter_name;
+  j["n"] = a.n;
+  j["repeat"] = a.repeat;
+  j["sampling"] = sampling_json(a.sampling);
+  fmt::print("{}\n", j.dump());
+}
+
 void run_sources(BenchArgs a) {
   if (a.cycle_cost || !a.temps.empty() || !a.report.empty() || !a.plot.empty() || !a.corpus.empty()) {
     fail<InputError>("--sources runs its own comparison: not with --cycle-cost, --temps, --report, "
@@ -201,15 +211,7 @@ void run_sources(BenchArgs a) {
   o.draft_k = resolve_draft_k(a.spec, dk, "the drafter's K", dk);
   const speculative::SourcesResult res = speculative::run_sources(inputs(t, a), o, a.n, a.repeat);
   print_sources(res, stderr);
-  if (a.json) {
-    nlohmann::json j = res.to_json();
-    j["model"] = t.model_name;
-    j["drafter"] = t.drafter_name;
-    j["n"] = a.n;
-    j["repeat"] = a.repeat;
-    j["sampling"] = sampling_json(a.sampling);
-    fmt::print("{}\n", j.dump());
-  }
+  if (a.json) print_json(res.to_json(), t, a);
 }
 
 void run_trees(BenchArgs a) {
@@ -223,15 +225,7 @@ void run_trees(BenchArgs a) {
   const int k = resolve_draft_k(a.spec, dk, "the drafter's K", dk);
   const speculative::TreesResult res = speculative::run_trees(inputs(t, a), a.trees, k, a.n, a.repeat);
   print_trees(res, stderr);
-  if (a.json) {
-    nlohmann::json j = res.to_json();
-    j["model"] = t.model_name;
-    j["drafter"] = t.drafter_name;
-    j["n"] = a.n;
-    j["repeat"] = a.repeat;
-    j["sampling"] = sampling_json(a.sampling);
-    fmt::print("{}\n", j.dump());
-  }
+  if (a.json) print_json(res.to_json(), t, a);
 }
 
 void run_cycle_cost(BenchArgs a) {

@@ -26,21 +26,7 @@ model::Model load(const std::string& path, kernels::WeightType wt) {
   return model::Model(model::load_model(path, o));
 }
 
-// Pins the kernels to the parameter's SIMD target for one test, and lets
-// matmul split even these small models' products over 2 threads (by default
-// it keeps products up to 8 MiB on one thread).
-class BitExact : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    kernels::set_simd_target(GetParam());
-    prev_ = kernels::detail::set_parallel_min_work(0);
-  }
-  void TearDown() override {
-    kernels::set_simd_target("");
-    kernels::detail::set_parallel_min_work(prev_);
-  }
-  size_t prev_ = 0;
-};
+class BitExact : public SimdTargetTest {};
 INSTANTIATE_TEST_SUITE_P(Simd, BitExact, ::testing::ValuesIn(kernels::available_simd_targets()),
                          [](const auto& info) { return info.param; });
 

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "bit_exact.h"
 #include "checkpoint_util.h"
 #include "core/error.h"
 #include "kernels/matmul.h"
@@ -123,18 +124,7 @@ void check_tree_rows(const model::Model& m, int threads, unsigned seed) {
   }
 }
 
-class TreeRows : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    kernels::set_simd_target(GetParam());
-    prev_ = kernels::detail::set_parallel_min_work(0);
-  }
-  void TearDown() override {
-    kernels::set_simd_target("");
-    kernels::detail::set_parallel_min_work(prev_);
-  }
-  size_t prev_ = 0;
-};
+class TreeRows : public SimdTargetTest {};
 INSTANTIATE_TEST_SUITE_P(Simd, TreeRows, ::testing::ValuesIn(kernels::available_simd_targets()),
                          [](const auto& info) { return info.param; });
 

@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "drafter/drafter.h"
 #include "model/forward.h"
@@ -14,9 +15,13 @@ struct Target {
   std::string fingerprint;
 };
 
-Target load_target(const std::string& path);
+Target load_target(const std::string& path, kernels::WeightType wt = kernels::WeightType::F32);
 
-// A random K-module drafter for t (fp32, exactly as a stored one loads).
-drafter::Drafter random_drafter(const Target& t, int K, uint64_t seed);
+// A random K-module drafter for t, exactly as a stored one loads: module
+// attention window `window` (0 = full), an optional draft vocabulary, its
+// matrices stored as `stored` (held so: BF16 stays BF16).
+drafter::Drafter random_drafter(const Target& t, int K, uint64_t seed, int window = 0,
+                                std::vector<int32_t> draft_vocab = {},
+                                DType stored = DType::F32);
 
 }  // namespace mtp::test

@@ -18,38 +18,20 @@
 #include "speculative/generate.h"
 #include "speculative/history.h"
 #include "drafter/teacher_forced.h"
+#include "spec_fixture.h"
 #include "test_util.h"
 
 namespace mtp::speculative {
 namespace {
 
-struct Fixture {
-  std::unique_ptr<model::Model> model;
-  std::string fingerprint;
-};
-
+using Fixture = test::Target;
 Fixture load(const std::string& path, kernels::WeightType wt = kernels::WeightType::F32) {
-  model::LoadOptions o;
-  o.weights = wt;
-  Fixture f;
-  model::LoadedModel lm = model::load_model(path, o);
-  f.fingerprint = model::target_fingerprint(lm, /*use_cache=*/false);
-  f.model = std::make_unique<model::Model>(std::move(lm));
-  return f;
+  return test::load_target(path, wt);
 }
-
-drafter::Drafter random_drafter(const Fixture& f, int K, int window, uint64_t seed,
+drafter::Drafter make_drafter(const Fixture& f, int K, int window, uint64_t seed,
                                 std::vector<int32_t> draft_vocab = {},
                                 DType stored = DType::F32) {
-  drafter::DrafterConfig dc;
-  dc.K = K;
-  dc.window = window;
-  dc.draft_vocab = std::move(draft_vocab);
-  std::string path = test::temp_dir("drafter") + "/drafter.safetensors";
-  drafter::write_drafter(path, f.model->config(), f.fingerprint, dc,
-                         drafter::random_drafter_tensors(f.model->config(), dc, seed),
-                         {{"kind", "test"}}, stored);
-  return drafter::Drafter::load(path, f.model->config(), f.fingerprint, kernels::WeightType::F32);
+  return test::random_drafter(f, K, seed, window, std::move(draft_vocab), stored);
 }
 
 struct Checks {
@@ -101,7 +83,7 @@ void check_spec_equals_plain(const Fixture& f, const drafter::Drafter& d, int n_
 TEST(Speculative, Stories260KRandomDrafterMatchesPlain) {
   MTP_REQUIRE_SHARED(path, "models/stories260K/stories260K.bin");
   Fixture f = load(path);
-  drafter::Drafter d = random_drafter(f, 4, 0, 1);
+  drafter::Drafter d = make_drafter(f, 4, 0, 1);
   Checks ch;
   check_spec_equals_plain(f, d, 40, 4, 3, ch);
   EXPECT_GT(ch.tf_checked[0], 0);
@@ -116,7 +98,7 @@ TEST(Speculative, SmallVocabReachesDeepPositions) {
   std::string dir = test::random_hf_checkpoint("spec-small", spec);
   Fixture f = load(dir);
   for (int window : {0, 5}) {
-    drafter::Drafter d = random_drafter(f, 4, window, 2 + window);
+    drafter::Drafter d = make_drafter(f, 4, window, 2 + window);
     Checks ch;
     for (int threads : {1, 2}) check_spec_equals_plain(f, d, 60, 6, 5 + threads, ch, threads);
     EXPECT_GT(ch.tf_checked[1], 5);
@@ -136,7 +118,7 @@ TEST(Speculative, DraftVocabularyBf16DrafterMatchesPlain) {
     std::string dir = test::random_hf_checkpoint("spec-dv", spec);
     Fixture f = load(dir);
     const std::vector<int32_t> ids = {1, 2, 4, 5, 7, 8, 9};
-    drafter::Drafter d = random_drafter(f, 3, 0, 9, ids, DType::BF16);
+    drafter::Drafter d = make_drafter(f, 3, 0, 9, ids, DType::BF16);
     ASSERT_EQ(d.modules()[0].eh_proj.hold(), kernels::WeightType::BF16);
     Checks ch;
     check_spec_equals_plain(f, d, 50, 5, 21, ch);
@@ -168,7 +150,7 @@ TEST(Speculative, EveryArchitectureMatchesPlain) {
     std::string dir = test::random_hf_checkpoint("spec-arch", spec);
     for (auto wt : {kernels::WeightType::F32, kernels::WeightType::BF16}) {
       Fixture f = load(dir, wt);
-      drafter::Drafter d = random_drafter(f, 3, a == model::Arch::Gemma2 ? 6 : 0, 4);
+      drafter::Drafter d = make_drafter(f, 3, a == model::Arch::Gemma2 ? 6 : 0, 4);
       Checks ch;
       check_spec_equals_plain(f, d, 30, 3, 11, ch);  // 30 tokens > sliding window 7
     }
@@ -255,7 +237,7 @@ TEST(Speculative, UnionMatchesPlainOnRandomModels) {
     spec.eos_ids = {};
     std::string dir = test::random_hf_checkpoint("spec-union", spec);
     Fixture f = load(dir);
-    drafter::Drafter d = random_drafter(f, 3, 0, 7);
+    drafter::Drafter d = make_drafter(f, 3, 0, 7);
     EXPECT_GT(check_union_equals_plain(f, &d, 60, 4, 31), 0) << "vocab " << vocab;
   }
 }
@@ -263,7 +245,7 @@ TEST(Speculative, UnionMatchesPlainOnRandomModels) {
 TEST(Speculative, UnionMatchesPlainOnStories260K) {
   MTP_REQUIRE_SHARED(path, "models/stories260K/stories260K.bin");
   Fixture f = load(path);
-  drafter::Drafter d = random_drafter(f, 3, 0, 3);
+  drafter::Drafter d = make_drafter(f, 3, 0, 3);
   check_union_equals_plain(f, &d, 60, 3, 41);
 }
 

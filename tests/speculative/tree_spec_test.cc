@@ -20,35 +20,20 @@
 #include "model_util.h"
 #include "speculative/generate.h"
 #include "speculative/tree_shape.h"
+#include "spec_fixture.h"
 #include "test_util.h"
 
 namespace mtp::speculative {
 namespace {
 
-struct Fixture {
-  std::unique_ptr<model::Model> model;
-  std::string fingerprint;
-};
-
+using Fixture = test::Target;
 Fixture load(const std::string& path, kernels::WeightType wt = kernels::WeightType::F32) {
-  model::LoadOptions o;
-  o.weights = wt;
-  Fixture f;
-  model::LoadedModel lm = model::load_model(path, o);
-  f.fingerprint = model::target_fingerprint(lm, /*use_cache=*/false);
-  f.model = std::make_unique<model::Model>(std::move(lm));
-  return f;
+  return test::load_target(path, wt);
 }
-
-drafter::Drafter random_drafter(const Fixture& f, int K, int window, uint64_t seed) {
-  drafter::DrafterConfig dc;
-  dc.K = K;
-  dc.window = window;
-  std::string path = test::temp_dir("tree-drafter") + "/drafter.safetensors";
-  drafter::write_drafter(path, f.model->config(), f.fingerprint, dc,
-                         drafter::random_drafter_tensors(f.model->config(), dc, seed),
-                         {{"kind", "test"}}, DType::F32);
-  return drafter::Drafter::load(path, f.model->config(), f.fingerprint, kernels::WeightType::F32);
+drafter::Drafter make_drafter(const Fixture& f, int K, int window, uint64_t seed,
+                                std::vector<int32_t> draft_vocab = {},
+                                DType stored = DType::F32) {
+  return test::random_drafter(f, K, seed, window, std::move(draft_vocab), stored);
 }
 
 std::vector<TreeOptions> shapes() {
@@ -145,7 +130,7 @@ TEST(Trees, RandomModelsMatchPlainWithEveryShape) {
     if (a == model::Arch::Gemma2) spec.sliding_window = 5;
     Fixture f = load(test::random_hf_checkpoint("tree-spec", spec),
                      a == model::Arch::Qwen3 ? kernels::WeightType::BF16 : kernels::WeightType::F32);
-    drafter::Drafter d = random_drafter(f, 3, a == model::Arch::Llama ? 4 : 0, 3 + int(a));
+    drafter::Drafter d = make_drafter(f, 3, a == model::Arch::Llama ? 4 : 0, 3 + int(a));
     Seen seen;
     for (int threads : {1, 2}) check_trees_equal_plain(f, d, 40, 3, 17 * threads + int(a), seen, threads);
     EXPECT_GT(seen.tf_checked, 50);
@@ -157,7 +142,7 @@ TEST(Trees, RandomModelsMatchPlainWithEveryShape) {
 TEST(Trees, Stories260KMatchesPlain) {
   MTP_REQUIRE_SHARED(path, "models/stories260K/stories260K.bin");
   Fixture f = load(path);
-  drafter::Drafter d = random_drafter(f, 3, 0, 5);
+  drafter::Drafter d = make_drafter(f, 3, 0, 5);
   Seen seen;
   check_trees_equal_plain(f, d, 30, 2, 9, seen);
   EXPECT_GT(seen.tf_checked, 20);
@@ -168,7 +153,7 @@ TEST(Trees, Stories260KMatchesPlain) {
 TEST(Trees, RejectionSamplingRefusesTrees) {
   test::RandomSpec spec = test::RandomSpec::for_arch(model::Arch::Llama);
   Fixture f = load(test::random_hf_checkpoint("tree-rej", spec));
-  drafter::Drafter d = random_drafter(f, 2, 0, 1);
+  drafter::Drafter d = make_drafter(f, 2, 0, 1);
   GenerateOptions o;
   o.n_new = 8;
   o.sampler.temperature = 0.7f;
