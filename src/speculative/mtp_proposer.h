@@ -11,6 +11,7 @@
 // committed tokens — the drafter never keeps state built from a rejected draft.
 #pragma once
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <optional>
 #include <span>
@@ -111,6 +112,7 @@ class MtpProposer : public Proposer {
   DraftTree last_tree_;                    // the last proposed tree (auto's observation)
   std::vector<int> last_widths_;
   int last_n_ = -1;
+  std::optional<std::chrono::steady_clock::time_point> cycle_started_;  // auto's cycle clock
   // runner_.forward, timed per module.
   void run_module(int k, const float* h_in, float* h_out, float* logits, const uint8_t* mask);
 };

@@ -12,6 +12,7 @@
 // enter the module's positions: the next catch-up forwards committed rows as
 // for chains (live ≡ teacher-forced on the accepted path).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -76,6 +77,14 @@ void MtpProposer::commit(std::span<const int32_t> committed) {
 }
 
 void MtpProposer::propose_tree(std::span<const int32_t> committed, int max_k, DraftTree& tree) {
+  // Auto: the previous cycle's whole time, propose to propose.
+  const auto now = std::chrono::steady_clock::now();
+  if (chooser_ && cycle_started_ && !last_widths_.empty()) {
+    chooser_->observe_cycle(last_widths_,
+                            std::chrono::duration<double>(now - *cycle_started_).count());
+  }
+  cycle_started_ = now;
+  last_widths_.clear();
   catch_up(committed);
   const int N = int(committed.size());
   const size_t V = d0_logits_.size();

@@ -107,6 +107,17 @@ double TreeChooser::expected_tokens(const std::vector<int>& w) const {
 }
 
 double TreeChooser::cycle_seconds(const std::vector<int>& w) const {
+  return std::max(0.25 * model_seconds(w), model_seconds(w) + overhead_);
+}
+
+void TreeChooser::observe_cycle(const std::vector<int>& used, double seconds) {
+  if (used.empty()) return;
+  const double excess = seconds - model_seconds(used);
+  overhead_n_ = overhead_n_ * kDecay + 1;
+  overhead_ += (excess - overhead_) / overhead_n_;
+}
+
+double TreeChooser::model_seconds(const std::vector<int>& w) const {
   // Module call seconds from the live fit (a + b·rows), or a default.
   double a = default_call_s_, b = 0;
   const double det = sn_ * sxx_ - sx_ * sx_;

@@ -23,6 +23,10 @@
 //     + the drafter's module calls: catch-up of each module in use and one
 //     call per depth >= 1 whose rows are the nodes above it, priced by a
 //     rolling linear fit seconds = a + b · rows of live module calls;
+//     + a per-cycle overhead: the rolling mean of (a live cycle's seconds,
+//     propose to propose) − (this model's seconds for its shape) — what the
+//     isolated costs miss (bookkeeping, sampling, verify inside a cycle
+//     costing more than the isolated m(q));
 // and picks the W (non-increasing widths, depth <= the draft length, nodes
 // <= max_nodes) maximising E / cost, re-chosen every `every` cycles.
 #pragma once
@@ -70,15 +74,19 @@ class TreeChooser {
   void observe(const std::vector<int>& used, const std::vector<int>& ranks);
   // A module call of `rows` rows took `seconds`.
   void observe_module(int rows, double seconds);
+  // A whole cycle with shape `used` took `seconds` (propose to propose).
+  void observe_cycle(const std::vector<int>& used, double seconds);
 
   double acceptance(int depth, int rank) const;  // â(depth, rank), depth >= 1
   double expected_tokens(const std::vector<int>& w) const;
-  double cycle_seconds(const std::vector<int>& w) const;
+  double cycle_seconds(const std::vector<int>& w) const;  // model + overhead
+  double overhead_seconds() const { return overhead_; }
   int choices_made() const { return choices_; }
   const CostCurve& curve() const { return curve_; }
 
  private:
   void choose();
+  double model_seconds(const std::vector<int>& w) const;
   CostCurve curve_;
   int max_depth_, max_nodes_;
   static constexpr int kMaxWidth = 8, kEvery = 8;
@@ -86,6 +94,7 @@ class TreeChooser {
   std::vector<std::vector<double>> acc_, seen_;  // [depth-1][rank]
   // Module time fit: decayed sums of rows, seconds, rows², rows·seconds, n.
   double sn_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0, default_call_s_;
+  double overhead_ = 0, overhead_n_ = 0;  // decayed mean of the cycles' excess
   std::vector<int> widths_;
   int since_ = 0, choices_ = 0;
 };
