@@ -133,6 +133,10 @@ void run_generate(GenerateArgs a) {
   so.drafter = dr.get();
   if (dr) so.draft_k = resolve_draft_k(a.spec, dr->config().K, "the drafter's K", dr->config().K);
   if (dr) so.tree = resolve_tree(a.spec, dr->config().K);
+  if (!dr && (!a.spec.tree.empty() || a.spec.tree_budget > 0)) {
+    fail<InputError>("--tree / --tree-budget need a drafter (--drafter, or drafter.safetensors "
+                     "beside the model){}", a.spec.no_spec ? "; --no-spec turned it off" : "");
+  }
   so.p_min = a.spec.p_min;
   so.mode = spec_sampling_mode(a.sampling);
   std::unique_ptr<speculative::HistoryStore> history;

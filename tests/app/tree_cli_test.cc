@@ -44,6 +44,8 @@ TEST(TreeFlags, GenerateRefusesWhatItCannotVerify) {
   expect_refused(g + "--tree-budget 64", "between 1 and 63");
   expect_refused(g + "--tree 2,2 --temp 0.8 --spec-sampling rejection",
                  "--tree needs --spec-sampling coupled");
+  expect_refused("generate -m " + model + " -p Once -n 8 --tree 2", "need a drafter");
+  expect_refused(g + "--tree 2 --no-spec", "--no-spec turned it off");
   const CliResult ok = run_cli(g + "--tree 3,2 --json");
   ASSERT_EQ(ok.status, 0) << ok.err;
   EXPECT_NE(ok.out.find("\"tree\":\"3,2\""), std::string::npos) << ok.out;
