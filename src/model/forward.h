@@ -42,8 +42,8 @@ class Model {
   const LoadedModel& loaded() const { return m_; }
 
   // A KV cache sized for this model.
-  KVCache make_cache(int n_seq, int ctx, int q_max = 64) const {
-    return KVCache(m_.config, n_seq, ctx, q_max);
+  KVCache make_cache(int n_seq, int ctx, int q_max = 64, int tree_slots = -1) const {
+    return KVCache(m_.config, n_seq, ctx, q_max, tree_slots);
   }
 
   // Runs rows through the decoder, appending their K/V to `kv`. Validates every

@@ -6,8 +6,9 @@
 
 namespace mtp::model {
 
-KVCache::KVCache(const ModelConfig& cfg, int n_seq, int ctx, int q_max)
-    : ctx_(ctx), q_max_(q_max), kv_dim_(cfg.n_kv_heads * cfg.head_dim) {
+KVCache::KVCache(const ModelConfig& cfg, int n_seq, int ctx, int q_max, int tree_slots)
+    : ctx_(ctx), q_max_(q_max), kv_dim_(cfg.n_kv_heads * cfg.head_dim),
+      tree_slots_(tree_slots < 0 ? q_max : std::min(tree_slots, q_max)) {
   if (n_seq < 1 || ctx < 1 || q_max < 1) {
     fail<InputError>("KV cache: n_seq {}, ctx {}, q_max {} must be positive", n_seq, ctx, q_max);
   }
@@ -20,8 +21,8 @@ KVCache::KVCache(const ModelConfig& cfg, int n_seq, int ctx, int q_max)
     s.k.resize(cfg.n_layers);
     s.v.resize(cfg.n_layers);
     for (int l = 0; l < cfg.n_layers; ++l) {
-      s.k[l].assign(size_t(slots_[l] + q_max) * kv_dim_, 0.f);
-      s.v[l].assign(size_t(slots_[l] + q_max) * kv_dim_, 0.f);
+      s.k[l].assign(size_t(slots_[l] + tree_slots_) * kv_dim_, 0.f);
+      s.v[l].assign(size_t(slots_[l] + tree_slots_) * kv_dim_, 0.f);
     }
     s.ring_pos.assign(ring_slots_, -1);
   }
@@ -29,7 +30,7 @@ KVCache::KVCache(const ModelConfig& cfg, int n_seq, int ctx, int q_max)
 
 size_t KVCache::bytes() const {
   size_t per = 0;
-  for (int s : slots_) per += size_t(s + q_max_) * kv_dim_ * 2 * sizeof(float);
+  for (int s : slots_) per += size_t(s + tree_slots_) * kv_dim_ * 2 * sizeof(float);
   return per * seqs_.size();
 }
 
@@ -121,6 +122,10 @@ void KVCache::begin_tree_row(const Row& row) {
   }
   if (s.pending + n >= q_max_) {
     fail<InputError>("forward call has more than {} rows for sequence {}", q_max_, row.seq);
+  }
+  if (n >= tree_slots_) {
+    fail<InputError>("tree row of sequence {}: node {}, but this cache holds {} tree rows per "
+                     "sequence", row.seq, row.node, tree_slots_);
   }
   const int expect = (row.parent < 0 ? s.length + s.pending - 1 : s.tree_pos[size_t(row.parent)]) + 1;
   if (row.pos != expect) {

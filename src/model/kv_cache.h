@@ -46,8 +46,9 @@ struct Row {
 class KVCache {
  public:
   // ctx: maximum positions per sequence. q_max: maximum rows of one sequence in
-  // one forward call.
-  KVCache(const ModelConfig& cfg, int n_seq, int ctx, int q_max = 64);
+  // one forward call. tree_slots: tree rows per sequence and call (-1 = q_max;
+  // 0 = no trees: a cache that only ever holds chains, e.g. the scheduler's).
+  KVCache(const ModelConfig& cfg, int n_seq, int ctx, int q_max = 64, int tree_slots = -1);
 
   int n_seq() const { return int(seqs_.size()); }
   int ctx() const { return ctx_; }
@@ -56,12 +57,13 @@ class KVCache {
   void truncate(int seq, int n);
   size_t bytes() const;
 
-  // [slots(layer) + q_max, kv_dim] storage of K and V for (seq, layer): the
-  // position slots, then the tree slots.
+  // [slots(layer) + tree_slots(), kv_dim] storage of K and V for (seq, layer):
+  // the position slots, then the tree slots.
   float* k(int seq, int layer) { return seqs_[seq].k[layer].data(); }
   float* v(int seq, int layer) { return seqs_[seq].v[layer].data(); }
   int slots(int layer) const { return slots_[layer]; }
   int kv_dim() const { return kv_dim_; }
+  int tree_slots() const { return tree_slots_; }
   // Where a row's K/V is written in layer `layer`: its position's slot, or
   // its tree slot.
   size_t write_slot(const Row& row, int layer) const;
@@ -107,7 +109,7 @@ class KVCache {
   // Validates and records tree row `row` (called by begin_rows after the
   // ordinary rows of its sequence).
   void begin_tree_row(const Row& row);
-  int ctx_, q_max_, kv_dim_, ring_slots_ = 0, window_ = 0;
+  int ctx_, q_max_, kv_dim_, tree_slots_, ring_slots_ = 0, window_ = 0;
   std::vector<int> slots_;
   std::vector<Seq> seqs_;
 };

@@ -61,7 +61,7 @@ void run_batch(const model::Model& m, const std::vector<const Job*>& jobs,
                drafter::ShardBuilder& shard) {
   const int B = int(jobs.size()), T = o.seq_len;
   const size_t d = m.config().d_model, V = m.config().vocab;
-  model::KVCache kv = m.make_cache(B, T, 64);
+  model::KVCache kv = m.make_cache(B, T, 64, /*tree_slots=*/0);
   std::vector<std::vector<int32_t>> seq(B);
   std::vector<std::vector<float>> hidden(B, std::vector<float>(size_t(T) * d));
   std::vector<size_t> done(B, 0);  // positions forwarded per sequence

@@ -137,7 +137,8 @@ Scheduler::Scheduler(const model::Model& m, const io::Tokenizer* tok,
     : m_(m), tok_(tok), drafter_(drafter), opt_(opt), pool_(pool),
       ctx_(slot_ctx(m.config(), opt)),
       kv_(m.config(), std::max(1, opt.parallel), ctx_,
-          std::max(opt.prefill_chunk, (drafter ? drafter->config().K : 0) + 1)) {
+          std::max(opt.prefill_chunk, (drafter ? drafter->config().K : 0) + 1),
+          /*tree_slots=*/0) {  // the scheduler verifies chains
   if (opt.parallel < 1) fail<InputError>("--parallel must be >= 1, got {}", opt.parallel);
   if (opt.prefill_chunk < 1 || opt.prefill_chunk > 64) {
     fail<InputError>("the prefill chunk must be in 1..64, got {}", opt.prefill_chunk);

@@ -165,6 +165,12 @@ TEST(TreeRowsInput, MalformedTreesAreRefused) {
   std::vector<model::Row> many;
   for (int i = 0; i < 9; ++i) many.push_back({0, 2, 7, i, -1});
   refused(many, "more than 8 rows");
+  // A cache made without tree slots refuses tree rows.
+  auto chains_only = model::KVCache(m.config(), 1, 32, 8, 0);
+  m.forward(prefix, chains_only, {}, nullptr);
+  std::vector<model::Row> one = {{0, 2, 7, 0, -1}};
+  expect_error<mtp::InputError>([&] { m.forward(one, chains_only, {}, nullptr); },
+                                {"holds 0 tree rows"});
   // A path that does not continue from the root is refused by commit_tree.
   std::vector<model::Row> ok = {{0, 2, 7, 0, -1}, {0, 2, 8, 1, -1}, {0, 3, 9, 2, 1}};
   m.forward(ok, kv, {}, nullptr);
