@@ -15,8 +15,6 @@
 #include "core/error.h"
 #include "drafter/drafter.h"
 #include "drafter/teacher_forced.h"
-#include "model/fingerprint.h"
-#include "model/loader.h"
 #include "model_util.h"
 #include "speculative/generate.h"
 #include "speculative/tree_shape.h"
@@ -27,14 +25,6 @@ namespace mtp::speculative {
 namespace {
 
 using Fixture = test::Target;
-Fixture load(const std::string& path, kernels::WeightType wt = kernels::WeightType::F32) {
-  return test::load_target(path, wt);
-}
-drafter::Drafter make_drafter(const Fixture& f, int K, int window, uint64_t seed,
-                                std::vector<int32_t> draft_vocab = {},
-                                DType stored = DType::F32) {
-  return test::random_drafter(f, K, seed, window, std::move(draft_vocab), stored);
-}
 
 std::vector<TreeOptions> shapes() {
   return {TreeOptions::parse("3,2,1"), TreeOptions::parse("2,2,2"), TreeOptions::parse("4"),
@@ -128,9 +118,9 @@ TEST(Trees, RandomModelsMatchPlainWithEveryShape) {
     spec.vocab = 8;
     spec.eos_ids = {};
     if (a == model::Arch::Gemma2) spec.sliding_window = 5;
-    Fixture f = load(test::random_hf_checkpoint("tree-spec", spec),
+    Fixture f = test::load_target(test::random_hf_checkpoint("tree-spec", spec),
                      a == model::Arch::Qwen3 ? kernels::WeightType::BF16 : kernels::WeightType::F32);
-    drafter::Drafter d = make_drafter(f, 3, a == model::Arch::Llama ? 4 : 0, 3 + int(a));
+    drafter::Drafter d = test::random_drafter(f, 3, 3 + int(a), a == model::Arch::Llama ? 4 : 0);
     Seen seen;
     for (int threads : {1, 2}) check_trees_equal_plain(f, d, 40, 3, 17 * threads + int(a), seen, threads);
     EXPECT_GT(seen.tf_checked, 50);
@@ -141,8 +131,8 @@ TEST(Trees, RandomModelsMatchPlainWithEveryShape) {
 
 TEST(Trees, Stories260KMatchesPlain) {
   MTP_REQUIRE_SHARED(path, "models/stories260K/stories260K.bin");
-  Fixture f = load(path);
-  drafter::Drafter d = make_drafter(f, 3, 0, 5);
+  Fixture f = test::load_target(path);
+  drafter::Drafter d = test::random_drafter(f, 3, 5);
   Seen seen;
   check_trees_equal_plain(f, d, 30, 2, 9, seen);
   EXPECT_GT(seen.tf_checked, 20);
@@ -152,8 +142,8 @@ TEST(Trees, Stories260KMatchesPlain) {
 // at T = 0 rejection mode is greedy and trees run.
 TEST(Trees, RejectionSamplingRefusesTrees) {
   test::RandomSpec spec = test::RandomSpec::for_arch(model::Arch::Llama);
-  Fixture f = load(test::random_hf_checkpoint("tree-rej", spec));
-  drafter::Drafter d = make_drafter(f, 2, 0, 1);
+  Fixture f = test::load_target(test::random_hf_checkpoint("tree-rej", spec));
+  drafter::Drafter d = test::random_drafter(f, 2, 1);
   GenerateOptions o;
   o.n_new = 8;
   o.sampler.temperature = 0.7f;
