@@ -7,12 +7,12 @@
 #                                drafter, speculative
 #   scripts/sanitize.sh ci       ASan + UBSan, the CI job (scripts/test.sh runs it
 #                                after the normal suite): build-asan-ci, the same
-#                                six binaries built at -Og -g1 (a quarter of the
-#                                RelWithDebInfo compile time: the Highway kernels
-#                                at -O2 under the sanitizers are most of that),
+#                                six binaries built at -Og -g1 (265 s from scratch
+#                                on 2 quiet cores; RelWithDebInfo takes several
+#                                times that, mostly the Highway kernels),
 #                                without the never-selected SSSE3 target, run two
 #                                at a time without the slow property tests in
-#                                CI_SKIP below
+#                                ci_skip below
 #   scripts/sanitize.sh tsan     TSan: build-tsan, the thread pool tests
 #   scripts/sanitize.sh all      asan and tsan
 #   JOBS=2 scripts/sanitize.sh

@@ -4,8 +4,8 @@
 # (bounded libFuzzer runs, built by scripts/fuzz.sh) are skipped; run them with
 # ctest --test-dir build -L heavy (or scripts/fuzz.sh).
 # After the suite, the CI sanitizer job: the core..speculative tests under
-# ASan + UBSan in build-asan-ci/ (scripts/sanitize.sh ci, about 8 minutes on
-# 2 cores); any sanitizer report fails the run. SANITIZE=0 skips it.
+# ASan + UBSan in build-asan-ci/ (scripts/sanitize.sh ci, about 6 minutes on
+# 2 quiet cores); any sanitizer report fails the run. SANITIZE=0 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
