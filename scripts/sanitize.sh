@@ -40,7 +40,7 @@ ci_order=(speculative model io kernels drafter core)
 # tests (test_kernels) and BitExact stays for avx2 and avx3. WidenSpec on
 # stories260K: generation with a widened model (the random-model WidenSpec and
 # the model layer's Widen tests stay).
-ci_skip="SamplingDistribution.*:Simd/BitExact.*/scalar:Simd/BitExact.*/sse4"
+ci_skip="SamplingDistribution.*:Simd/BitExact.*/scalar:Simd/BitExact.*/sse4:Simd/TreeRows.*/scalar:Simd/TreeRows.*/sse4"
 ci_skip+=":WidenSpec.Stories260K*"
 
 configure() {  # dir build-type compile-flags [cmake args...]
