@@ -8,6 +8,7 @@
 // - the tree shapes and stats are what was asked for; bad shapes are refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <random>
 
@@ -127,6 +128,35 @@ TEST(Trees, RandomModelsMatchPlainWithEveryShape) {
     EXPECT_GT(seen.wide_cycles, 20);
     EXPECT_GT(seen.deep_accepts, 5);
   }
+}
+
+// A BF16-stored drafter with a draft vocabulary: children are the best among
+// its tokens (Sampler::top over the draft head's columns, mapped to ids).
+TEST(Trees, DraftVocabularyDrafterMatchesPlain) {
+  test::RandomSpec spec = test::RandomSpec::for_arch(model::Arch::Llama);
+  spec.vocab = 10;
+  spec.eos_ids = {};
+  Fixture f = test::load_target(test::random_hf_checkpoint("tree-dv", spec));
+  const std::vector<int32_t> ids = {1, 2, 4, 5, 7, 8, 9};
+  drafter::Drafter d = test::random_drafter(f, 3, 9, 0, ids, DType::BF16);
+  Seen seen;
+  check_trees_equal_plain(f, d, 40, 3, 23, seen);
+  EXPECT_GT(seen.tf_checked, 30);
+  EXPECT_GT(seen.wide_cycles, 10);
+  GenerateOptions o;
+  o.n_new = 40;
+  SpecOptions so;
+  so.drafter = &d;
+  so.tree = TreeOptions::parse("3,2,2");
+  so.record_trace = true;
+  long drafts = 0;
+  for (const CycleTrace& c : generate(*f.model, nullptr, {1, 3, 6}, o, nullptr, nullptr, so).trace) {
+    for (int32_t t : c.drafts) {
+      ++drafts;
+      EXPECT_TRUE(std::binary_search(ids.begin(), ids.end(), t)) << "drafted " << t;
+    }
+  }
+  EXPECT_GT(drafts, 40);
 }
 
 TEST(Trees, Stories260KMatchesPlain) {
