@@ -14,21 +14,6 @@ double steps(const GenerateResult& r) { return std::max(0, r.timings.n_gen - 1);
 double rate(double tokens, double seconds) { return seconds > 0 ? tokens / seconds : 0; }
 }  // namespace
 
-TreeOptions tree_from_name(const std::string& name) {
-  if (name == "chain") return {};
-  const std::string b = "budget=";
-  if (name.rfind(b, 0) == 0) {
-    const std::string v = name.substr(b.size());
-    char* end = nullptr;
-    const long n = std::strtol(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0') {
-      fail<InputError>("--trees {:?}: budget=N takes a whole number of nodes", name);
-    }
-    return TreeOptions::with_budget(int(std::clamp(n, -1L, 1000L)));
-  }
-  return TreeOptions::parse(name);
-}
-
 double TreesResult::plain_tok_s() const { return rate(plain_tokens, plain_seconds); }
 double TreesResult::tok_s(size_t i) const { return rate(runs[i].tokens, runs[i].seconds); }
 double TreesResult::speedup(size_t i) const {
@@ -57,7 +42,7 @@ TreesResult run_trees(const BenchInputs& in, const std::vector<std::string>& nam
   if (names.empty()) fail<InputError>("--trees needs at least one shape");
   std::vector<TreeOptions> shapes;
   for (const std::string& s : names) {
-    shapes.push_back(tree_from_name(s));
+    shapes.push_back(TreeOptions::from_name(s));
     if (shapes.back().kind == TreeOptions::Kind::Static &&
         int(shapes.back().widths.size()) > in.drafter->config().K) {
       fail<InputError>("--trees {}: {} deep; the drafter has K = {} modules", s,

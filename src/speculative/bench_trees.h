@@ -17,9 +17,6 @@
 
 namespace mtp::speculative {
 
-// "chain", "budget=N", or a --tree value ("auto", "W1,W2,...").
-TreeOptions tree_from_name(const std::string& name);
-
 struct TreeRun {
   std::string shape;
   SpecStats stats;

@@ -52,23 +52,20 @@ void MtpProposer::add_children(const float* lg, int64_t pos, int parent, int k, 
 
 void MtpProposer::commit(std::span<const int32_t> committed) {
   if (chooser_ && last_n_ >= 0 && !last_tree_.empty()) {
-    // The accepted path, replayed: the first child equal to each new token
-    // (DraftTree::accept's rule); its rank = earlier siblings.
+    // The accepted path, by DraftTree::accept's own rule, with the committed
+    // tokens as the target's choices (-1 past the end); a node's rank = its
+    // earlier siblings.
+    std::vector<int32_t> choices(last_tree_.size() + 1, -1);
+    auto token_at = [&](size_t j) { return j < committed.size() ? committed[j] : -1; };
+    choices[0] = token_at(size_t(last_n_));
+    for (size_t i = 0; i < last_tree_.size(); ++i) {
+      choices[i + 1] = token_at(size_t(last_n_ + last_tree_.depth(i)));
+    }
     std::vector<int> ranks;
-    int at = -1;
-    for (size_t j = size_t(last_n_); j < committed.size(); ++j) {
-      int rank = 0, found = -1;
-      for (size_t i = size_t(at + 1); i < last_tree_.size(); ++i) {
-        if (last_tree_.parent[i] != at) continue;
-        if (last_tree_.token[i] == committed[j]) {
-          found = int(i);
-          break;
-        }
-        ++rank;
-      }
-      if (found < 0) break;
+    for (const int32_t node : last_tree_.accept(choices).nodes) {
+      int rank = 0;
+      for (int32_t i = 0; i < node; ++i) rank += last_tree_.parent[size_t(i)] == last_tree_.parent[size_t(node)];
       ranks.push_back(rank);
-      at = found;
     }
     chooser_->observe(last_widths_, ranks);
   }

@@ -29,6 +29,19 @@ int TreeOptions::nodes(const std::vector<int>& widths) {
   return int(total);
 }
 
+TreeOptions TreeOptions::from_name(const std::string& name) {
+  if (name == "chain") return {};
+  const std::string b = "budget=";
+  if (name.rfind(b, 0) != 0) return parse(name);
+  const std::string v = name.substr(b.size());
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0') {
+    fail<InputError>("--trees {:?}: budget=N takes a whole number of nodes", name);
+  }
+  return with_budget(int(std::clamp(n, -1L, 1000L)));
+}
+
 TreeOptions TreeOptions::parse(const std::string& value) {
   TreeOptions t;
   if (value == "auto") {

@@ -49,6 +49,8 @@ struct TreeOptions {
   // the value otherwise.
   static TreeOptions parse(const std::string& value);
   static TreeOptions with_budget(int nodes);  // InputError unless 1..63
+  // bench --trees names: "chain", "budget=N", or a --tree value.
+  static TreeOptions from_name(const std::string& name);
   // The deepest tree this shape asks for (0 = as deep as the draft length).
   int depth() const { return kind == Kind::Static ? int(widths.size()) : 0; }
   // "chain", "2,2,1", "budget 16", "auto".
