@@ -13,8 +13,6 @@
 namespace mtp::speculative {
 
 namespace {
-double generated_steps(const GenerateResult& r) { return std::max(0, r.timings.n_gen - 1); }
-double rate(double tokens, double seconds) { return seconds > 0 ? tokens / seconds : 0; }
 
 nlohmann::json or_null(const std::vector<double>& v) {
   return v.empty() ? nlohmann::json(nullptr) : nlohmann::json(v);
@@ -23,6 +21,8 @@ nlohmann::json or_null(const std::string& s) {
   return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s);
 }
 }  // namespace
+
+double generated_steps(const GenerateResult& r) { return std::max(0, r.timings.n_gen - 1); }
 
 InterleavedRuns run_interleaved(const BenchInputs& in, const std::vector<int>& Ks, int n,
                                 int repeat) {

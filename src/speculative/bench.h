@@ -17,6 +17,7 @@
 #include "io/tokenizer.h"
 #include "model/forward.h"
 #include "speculative/bench_math.h"
+#include "speculative/generate.h"
 #include "speculative/spec_loop.h"
 
 namespace mtp::speculative {
@@ -66,6 +67,11 @@ struct InterleavedRuns {
 // flips are expected). Progress: one stderr line per repeat and prompt.
 InterleavedRuns run_interleaved(const BenchInputs& in, const std::vector<int>& Ks, int n,
                                 int repeat);
+
+// The tokens a generation's tok/s counts: generated − 1 (docs/SEMANTICS.md).
+double generated_steps(const GenerateResult& r);
+// tokens / seconds, 0 when no time passed.
+inline double rate(double tokens, double seconds) { return seconds > 0 ? tokens / seconds : 0; }
 
 // Mean teacher-forced accuracy per module over token sequences.
 std::vector<double> tf_accuracy(const BenchInputs& in, const std::vector<std::vector<int32_t>>& seqs);

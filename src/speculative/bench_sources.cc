@@ -13,11 +13,6 @@
 
 namespace mtp::speculative {
 
-namespace {
-double steps(const GenerateResult& r) { return std::max(0, r.timings.n_gen - 1); }
-double rate(double tokens, double seconds) { return seconds > 0 ? tokens / seconds : 0; }
-}  // namespace
-
 double KindRuns::plain_tok_s() const { return rate(plain_tokens, plain_seconds); }
 
 double KindRuns::speedup(size_t i) const {
@@ -121,9 +116,9 @@ SourcesResult run_sources(const BenchInputs& in, const SourceBenchOptions& o, in
       GenerateResult plain = generate(*in.model, in.tokenizer, ids, go, in.pool);
       std::string line = fmt::format("[bench] repeat {}/{}, prompt {}/{} ({}): plain {:.1f} tok/s",
                                      r + 1, repeat, p + 1, P, res.kinds[kind_of[p]].kind,
-                                     rate(steps(plain), plain.timings.gen_s));
+                                     rate(generated_steps(plain), plain.timings.gen_s));
       for (KindRuns* k : {&res.kinds[kind_of[p]], &res.kinds.back()}) {
-        k->plain_tokens += steps(plain), k->plain_seconds += plain.timings.gen_s;
+        k->plain_tokens += generated_steps(plain), k->plain_seconds += plain.timings.gen_s;
       }
       for (size_t i = 0; i < o.sources.size(); ++i) {
         const std::string& s = o.sources[i];
@@ -142,10 +137,10 @@ SourcesResult run_sources(const BenchInputs& in, const SourceBenchOptions& o, in
         for (KindRuns* k : {&res.kinds[kind_of[p]], &res.kinds.back()}) {
           SourceRun& run = k->runs[i];
           run.flips += sp.token_ids != plain.token_ids;
-          run.tokens += steps(sp), run.seconds += sp.timings.gen_s;
+          run.tokens += generated_steps(sp), run.seconds += sp.timings.gen_s;
           if (sp.stats) run.stats.add(*sp.stats);
         }
-        line += fmt::format(" | {} {:.1f}", s, rate(steps(sp), sp.timings.gen_s));
+        line += fmt::format(" | {} {:.1f}", s, rate(generated_steps(sp), sp.timings.gen_s));
       }
       fmt::print(stderr, "{}\n", line);
     }

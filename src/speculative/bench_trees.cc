@@ -9,11 +9,6 @@
 
 namespace mtp::speculative {
 
-namespace {
-double steps(const GenerateResult& r) { return std::max(0, r.timings.n_gen - 1); }
-double rate(double tokens, double seconds) { return seconds > 0 ? tokens / seconds : 0; }
-}  // namespace
-
 double TreesResult::plain_tok_s() const { return rate(plain_tokens, plain_seconds); }
 double TreesResult::tok_s(size_t i) const { return rate(runs[i].tokens, runs[i].seconds); }
 double TreesResult::speedup(size_t i) const {
@@ -71,9 +66,9 @@ TreesResult run_trees(const BenchInputs& in, const std::vector<std::string>& nam
     for (size_t p = 0; p < P; ++p) {
       const auto& ids = in.prompts[p];
       GenerateResult plain = generate(*in.model, in.tokenizer, ids, go, in.pool);
-      res.plain_tokens += steps(plain), res.plain_seconds += plain.timings.gen_s;
+      res.plain_tokens += generated_steps(plain), res.plain_seconds += plain.timings.gen_s;
       std::string line = fmt::format("[bench] repeat {}/{}, prompt {}/{}: plain {:.1f} tok/s",
-                                     r + 1, repeat, p + 1, P, rate(steps(plain), plain.timings.gen_s));
+                                     r + 1, repeat, p + 1, P, rate(generated_steps(plain), plain.timings.gen_s));
       for (size_t i = 0; i < shapes.size(); ++i) {
         SpecOptions so;
         so.drafter = in.drafter;
@@ -84,9 +79,9 @@ TreesResult run_trees(const BenchInputs& in, const std::vector<std::string>& nam
         GenerateResult sp = generate(*in.model, in.tokenizer, ids, go, in.pool, nullptr, so);
         TreeRun& run = res.runs[i];
         run.flips += sp.token_ids != plain.token_ids;
-        run.tokens += steps(sp), run.seconds += sp.timings.gen_s;
+        run.tokens += generated_steps(sp), run.seconds += sp.timings.gen_s;
         if (sp.stats) run.stats.add(*sp.stats);
-        line += fmt::format(" | {} {:.1f}", names[i], rate(steps(sp), sp.timings.gen_s));
+        line += fmt::format(" | {} {:.1f}", names[i], rate(generated_steps(sp), sp.timings.gen_s));
       }
       fmt::print(stderr, "{}\n", line);
     }
