@@ -13,6 +13,7 @@
 #include "app/commands.h"
 #include "app/common.h"
 #include "core/error.h"
+#include "core/large_alloc.h"
 #include "kernels/bandwidth.h"
 #include "kernels/matmul.h"
 #include "model/loader.h"
@@ -56,8 +57,8 @@ void run(BenchDecodeArgs a) {
   if (a.pos + a.q_max + 1 > c.max_position) fail<InputError>("--pos {} + q-max exceeds the model's context {}", a.pos, c.max_position);
   const double bytes = bytes_per_token(m, a.pos);
   nlohmann::json rows = nlohmann::json::array();
-  fmt::print("model: {} ({} layers, d {}), weights {}, SIMD {}, context position {}\n",
-             m.loaded().path, c.n_layers, c.d_model, a.weights, simd, a.pos);
+  fmt::print("model: {} ({} layers, d {}), weights {}, SIMD {}, huge pages {}, context position {}\n",
+             m.loaded().path, c.n_layers, c.d_model, a.weights, simd, huge_pages_description(), a.pos);
   fmt::print("bytes read per decoded token: {:.1f} MB\n", bytes / 1e6);
   for (int t : a.threads) {
     ThreadPool pool(t);
@@ -100,6 +101,7 @@ void run(BenchDecodeArgs a) {
                                       {"sampling", sampling},
                                       {"pos", a.pos}, {"simd", kernels::simd_target()},
                                       {"simd_request", kernels::simd_target_request()},
+                                      {"huge_pages", huge_pages_description()},
                                       {"rows", rows}}.dump());
   }
 }

@@ -59,6 +59,7 @@ HWY_AFTER_NAMESPACE();
 
 #include "app/commands.h"
 #include "core/error.h"
+#include "core/large_alloc.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
 
@@ -188,14 +189,17 @@ void run_bench(const BenchArgs& a) {
   std::vector<Bandwidth> bws(threads.size());
   std::vector<double> bw(threads.size());  // medians
   {
-    std::vector<float> buf(footprint / 4, 1.f);
+    // The weights' kind of pages (huge where they are: core/large_alloc.h).
+    LargeBuffer mem = alloc_large(footprint);
+    float* buf = reinterpret_cast<float*>(mem.get());
+    std::fill(buf, buf + footprint / 4, 1.f);
     for (size_t k = 0; k < threads.size(); ++k)
-      bws[k] = stream_bandwidth(buf.data(), buf.size(), *pools[k], std::max(5, a.reps / 3));
+      bws[k] = stream_bandwidth(buf, footprint / 4, *pools[k], std::max(5, a.reps / 3));
     for (size_t k = 0; k < threads.size(); ++k) bw[k] = bws[k].median;
   }
   if (!a.json) {
-    fmt::print("SIMD target {}; LLC {} MiB; matrices cycled over >= {} MiB\n", target,
-               llc >> 20, footprint >> 20);
+    fmt::print("SIMD target {}; huge pages {}; LLC {} MiB; matrices cycled over >= {} MiB\n",
+               target, huge_pages_description(), llc >> 20, footprint >> 20);
     for (size_t k = 0; k < threads.size(); ++k)
       fmt::print("read bandwidth, {} thread(s): {:.1f} GB/s (best pass {:.1f})\n", threads[k],
                  bws[k].median / 1e9, bws[k].best / 1e9);
@@ -268,6 +272,7 @@ void run_bench(const BenchArgs& a) {
       j["stream_bandwidth"].push_back({{"threads", threads[k]}, {"bytes_per_s", bw[k]}});
     j["simd_target"] = kernels::simd_target();
     j["simd_request"] = kernels::simd_target_request();  // "" = automatic
+    j["huge_pages"] = huge_pages_description();
     j["llc_bytes"] = llc;
     fmt::print("{}\n", j.dump());
   }

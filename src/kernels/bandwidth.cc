@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/large_alloc.h"
 #include "core/thread_pool.h"
 
 namespace mtp::kernels {
@@ -24,7 +25,10 @@ uint64_t sum_words(const uint64_t* p, size_t n) {
 
 double stream_bandwidth(ThreadPool& pool, size_t bytes, int reps) {
   const size_t n = bytes / sizeof(uint64_t);
-  std::vector<uint64_t> buf(n);
+  // The same pages as the weights (huge where they are), so the limit is the
+  // one a weight stream can reach.
+  LargeBuffer mem = alloc_large(n * sizeof(uint64_t));
+  auto* buf = reinterpret_cast<uint64_t*>(mem.get());
   pool.parallel_for(n, [&](size_t b, size_t e, size_t) {  // first touch by the reading threads
     for (size_t i = b; i < e; ++i) buf[i] = i;
   }, 4096);
@@ -32,7 +36,7 @@ double stream_bandwidth(ThreadPool& pool, size_t bytes, int reps) {
   std::vector<double> t;
   for (int r = 0; r < reps + 1; ++r) {
     auto t0 = std::chrono::steady_clock::now();
-    pool.parallel_for(n, [&](size_t b, size_t e, size_t) { sink += sum_words(buf.data() + b, e - b); },
+    pool.parallel_for(n, [&](size_t b, size_t e, size_t) { sink += sum_words(buf + b, e - b); },
                       4096);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (r > 0) t.push_back(s);  // the first pass warms up

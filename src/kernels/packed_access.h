@@ -7,6 +7,7 @@
 #include <memory>
 #include <new>
 
+#include "core/large_alloc.h"
 #include "kernels/matmul.h"
 
 namespace mtp::kernels {
@@ -18,11 +19,8 @@ struct PackedMatrixAccess {
     m.cols_ = cols;
     m.hold_ = hold;
     m.bytes_ = bytes;
-    const size_t alloc = std::max<size_t>(64, (bytes + 63) / 64 * 64);
-    auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, alloc));
-    if (!p) throw std::bad_alloc();
-    std::memset(p, 0, alloc);  // zero padding rows / cols
-    m.data_ = std::shared_ptr<uint8_t[]>(p, std::free);
+    // Zeroed (padding rows / cols), on huge pages when large (core/large_alloc.h).
+    m.data_ = std::shared_ptr<uint8_t[]>(alloc_large(bytes));
   }
   static uint8_t* mut(PackedMatrix& m) { return m.data_.get(); }
 };
