@@ -89,6 +89,13 @@ std::vector<double> estimate_accept(std::span<const long> drafted, std::span<con
   return p;
 }
 
+double first_draft_seconds(double module_s, double module_row_s, int modules, int gap,
+                           double tokens_per_cycle, double mean_excess_s) {
+  const double tokens = std::min(double(std::max(0, gap)), std::max(1.0, tokens_per_cycle));
+  return module_s + tokens * double(std::max(0, modules)) * module_row_s +
+         std::max(0.0, mean_excess_s);
+}
+
 std::vector<int> allocate_drafts(const CostCurve& m, double module_s, int base_rows,
                                  double base_tokens, int max_rows,
                                  std::span<const BudgetSeq> seqs) {

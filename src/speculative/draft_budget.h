@@ -44,6 +44,20 @@ CostCurve forward_cost_curve(const model::Model& m, int q_max, int reps, ThreadP
 std::vector<double> estimate_accept(std::span<const long> drafted, std::span<const long> accepted,
                                     int k_max, double prior = 0.6);
 
+// Drafter seconds charged to a sequence's first draft of a step: module 0's
+// forward (module_s), the modules' catch-up on the tokens committed since its
+// last draft (modules × module_row_s per token) and the mean measured excess
+// of its drafting cycles over this model (proposer bookkeeping, sampling;
+// negative values count as 0). The catch-up is charged for at most
+// `tokens_per_cycle` tokens — what one drafting cycle commits, i.e. its
+// amortised share: a catch-up debt grows by a token every step a sequence
+// does not draft (and starts at the whole prompt), so charging all of it
+// would price a sequence out for good once it paused (measured on the 1 B
+// widened target: 1.013 rows per forward with a drafter worth 1.14x alone).
+// The real catch-up then runs, batched, in the next drafting cycle.
+double first_draft_seconds(double module_s, double module_row_s, int modules, int gap,
+                           double tokens_per_cycle, double mean_excess_s);
+
 struct BudgetSeq {
   std::vector<double> p;  // P_j, j < its draft limit (empty: does not speculate)
   double first_s = 0;     // drafter seconds of a cycle's first draft

@@ -106,8 +106,9 @@ struct Scheduler::Seq {
   // Committed length at the last propose: the drafter's modules still have to
   // catch up on the tokens since (lazily, in the next propose).
   int drafter_at = 0;
-  // Measured drafter seconds of this sequence's drafting cycles, and their count.
-  double draft_s = 0;
+  // Measured drafter seconds of this sequence's drafting cycles beyond the
+  // cost model (first_draft_seconds), summed, and their count.
+  double draft_excess_s = 0;
   long draft_cycles = 0;
   Clock::time_point admitted;
   double queue_s = 0, prompt_s = 0;
@@ -392,15 +393,13 @@ void Scheduler::plan_and_forward() {
       if (dec[i]->draft_k > 0) {
         const Seq& q = *dec[i];
         b[i].p = estimate_accept(q.stats.drafted, q.stats.accepted, q.draft_k, prior);
-        // The first draft pays the modules' catch-up on every token since
-        // the last propose (the whole prompt at first), then module 0.
-        const int gap = int(q.committed.size()) - q.drafter_at;
-        b[i].first_s = module_s_ + double(gap) * q.draft_k * module_row_s_;
-        // What its drafting cycles really cost (proposer bookkeeping and
-        // sampling included), when more than the model says.
-        if (q.draft_cycles > 0) {
-          b[i].first_s = std::max(b[i].first_s, q.draft_s / double(q.draft_cycles));
-        }
+        // Module 0, the amortised catch-up, and what its drafting cycles
+        // really cost beyond that model (first_draft_seconds).
+        double per_cycle = 1;
+        for (double pj : b[i].p) per_cycle += pj;
+        b[i].first_s = first_draft_seconds(
+            module_s_, module_row_s_, q.draft_k, int(q.committed.size()) - q.drafter_at,
+            per_cycle, q.draft_cycles > 0 ? q.draft_excess_s / double(q.draft_cycles) : 0.0);
       }
     }
     k = allocate_drafts(cost_, module_s_, rows, double(dec.size()) + first_tokens, opt_.max_rows,
@@ -420,10 +419,14 @@ void Scheduler::plan_and_forward() {
   for (size_t i = 0; i < dec.size(); ++i) {
     Seq& s = *dec[i];
     const double draft_before = s.stats.time_draft_s;
+    const int gap = int(s.committed.size()) - s.drafter_at;
     s.tree = &s.spec->draft(k[i]);
     if (k[i] > 0) {
+      // Measured seconds beyond the model: module 0, the catch-up of all gap
+      // tokens (paid in full here), one module per further draft.
+      const double modelled = module_s_ * k[i] + double(gap) * s.draft_k * module_row_s_;
       s.drafter_at = int(s.committed.size());
-      s.draft_s += s.stats.time_draft_s - draft_before;
+      s.draft_excess_s += s.stats.time_draft_s - draft_before - modelled;
       ++s.draft_cycles;
     }
     MTP_CHECK(s.target.forwarded() == int(s.committed.size()) - 1,

@@ -41,6 +41,26 @@ TEST(DraftBudget, MemoryBoundDraftsComputeBoundDoesNot) {
   EXPECT_EQ(allocate_drafts(flat, 0.0, 1, 1.0, 64, s), std::vector<int>({0}));
 }
 
+TEST(DraftBudget, CatchUpIsChargedItsAmortisedShareOnly) {
+  // module 0 0.05, a catch-up row 0.01 per module, 4 modules, 3 tokens/cycle.
+  EXPECT_DOUBLE_EQ(first_draft_seconds(0.05, 0.01, 4, 2, 3.0, 0.0), 0.05 + 2 * 0.04);
+  EXPECT_DOUBLE_EQ(first_draft_seconds(0.05, 0.01, 4, 3, 3.0, 0.0), 0.05 + 3 * 0.04);
+  // A long pause (or a whole prompt) costs what one cycle's tokens cost.
+  EXPECT_DOUBLE_EQ(first_draft_seconds(0.05, 0.01, 4, 500, 3.0, 0.0), 0.05 + 3 * 0.04);
+  // The measured excess adds; a negative one (the model overstates) does not.
+  EXPECT_DOUBLE_EQ(first_draft_seconds(0.05, 0.01, 4, 1, 3.0, 0.02), 0.05 + 0.04 + 0.02);
+  EXPECT_DOUBLE_EQ(first_draft_seconds(0.05, 0.01, 4, 1, 3.0, -0.5), 0.05 + 0.04);
+  // So a sequence that has waited 500 steps still drafts on a memory-bound
+  // target (a row more: 2 % of a forward), where charging the whole debt
+  // would stop it for good.
+  CostCurve flat({{1, 1.0}, {64, 2.26}});
+  std::vector<BudgetSeq> s = seqs(1);
+  s[0].first_s = first_draft_seconds(0.05, 0.01, 4, 500, 3.0, 0.0);
+  EXPECT_GT(total(allocate_drafts(flat, 0.05, 1, 1.0, 64, s)), 0);
+  s[0].first_s = 0.05 + 500 * 0.04;
+  EXPECT_EQ(total(allocate_drafts(flat, 0.05, 1, 1.0, 64, s)), 0);
+}
+
 TEST(DraftBudget, SpeculationShrinksAsTheBatchFills) {
   CostCurve curve({{1, 1.0}, {8, 1.7}, {64, 7.3}});  // 0.1 per row
   const int one = total(allocate_drafts(curve, 0.0, 1, 1.0, 256, seqs(1)));
