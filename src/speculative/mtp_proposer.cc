@@ -28,7 +28,6 @@ MtpProposer::MtpProposer(const drafter::Drafter& d, TargetSession& target, float
       sampler_(sampling),
       mode_(mode) {
   final_out_.assign(d.config().K, std::vector<float>(size_t(target.ctx()) * d_));
-  draft_out_.resize(d.config().K);
   d0_logits_.resize(runner_.logits_width());
   module_s_.assign(d.config().K, 0.0);
 }
@@ -42,7 +41,7 @@ void MtpProposer::run_module(int k, const float* h_in, float* h_out, float* logi
   if (chooser_) chooser_->observe_module(int(rows_.size()), s);
 }
 
-void MtpProposer::catch_up(std::span<const int32_t> committed) {
+void MtpProposer::catch_up(std::span<const int32_t> committed, int modules) {
   const int N = int(committed.size());
   const int q_max = runner_.kv(0).q_max();
   const size_t V = d0_logits_.size();
@@ -54,7 +53,7 @@ void MtpProposer::catch_up(std::span<const int32_t> committed) {
   if (d0_row_ != N - 2 && runner_.kv(0).length(0) > N - 2 && N >= 2) {
     runner_.kv(0).truncate(0, N - 2);
   }
-  for (int k = 0; k < modules_; ++k) {
+  for (int k = 0; k < std::min(modules, modules_); ++k) {
     const int end = drafter::module_row_count(N, k);  // final rows are [0, end)
     auto h_prev = [&](int t) {
       return k == 0 ? target_.hidden(t) : final_out_[k - 1].data() + size_t(t) * d_;
@@ -96,7 +95,11 @@ int32_t MtpProposer::choose(const float* lg, int64_t pos, DraftTree& tree, float
 
 void MtpProposer::propose(std::span<const int32_t> committed, int max_k, DraftTree& tree) {
   if (tree_opts_.is_tree()) return propose_tree(committed, max_k, tree);
-  catch_up(committed);
+  // Module 0 catches up here (its last final row yields d_0); modules k >= 1
+  // catch up inside their drafting call below — one weight read per module
+  // per cycle instead of two — or, when they do not draft this cycle, at a
+  // later propose (their cache length says where they are).
+  catch_up(committed, 1);
   const int N = int(committed.size());
   const size_t V = d0_logits_.size();
   tree.clear();
@@ -109,21 +112,32 @@ void MtpProposer::propose(std::span<const int32_t> committed, int max_k, DraftTr
   tree.push(drafts_.back(), -1, {DraftSource::Kind::Mtp, 0});
   history_.push_back({N, 0, drafts_.back(), max_logit});
   auto token_at = [&](int j) { return j < N ? committed[j] : drafts_[size_t(j - N)]; };
+  const int q_max = runner_.kv(0).q_max();
   for (int k = 1; k < std::min(max_k, modules_); ++k) {
-    const int final_len = drafter::module_row_count(N, k);  // module k's final rows
-    const int lo = final_len, hi = N - 2;                     // its non-final rows [lo, hi]
-    // module k-1's final rows are [0, prev_final); its non-final ones are in draft_out_.
-    const int prev_final = drafter::module_row_count(N, k - 1);
-    auto h_prev = [&](int t) {
-      return t < prev_final ? final_out_[k - 1].data() + size_t(t) * d_
-                            : draft_out_[k - 1].data() + size_t(t - prev_final) * d_;
-    };
-    drafter::gather_module_rows(0, k, lo, hi + 1, token_at, h_prev, d_, rows_, h_in_);
+    // Module k's rows: final [0, final_len), of which [c0, final_len) are not
+    // in its cache yet (the catch-up), and non-final [final_len, N - 1), from
+    // the drafts. One call runs both when they fit in q_max rows (a row's
+    // result does not depend on which rows share its call: batch invariance),
+    // earlier catch-up chunks run first. Outputs land in final_out_[k] at
+    // their row index; rows past final_len are scratch there, read by module
+    // k + 1 below and overwritten once they become final.
+    const int final_len = drafter::module_row_count(N, k);
+    const int end = N - 1;
+    auto h_prev = [&](int t) { return final_out_[k - 1].data() + size_t(t) * d_; };
+    int c0 = runner_.kv(k).length(0);
+    MTP_CHECK(c0 <= final_len && end - final_len <= q_max,
+              "module {}: cache length {}, final rows {}, rows {}, q_max {}", k, c0, final_len,
+              end, q_max);
+    for (; end - c0 > q_max; c0 += q_max) {  // catch-up chunks that do not fit with the drafts
+      drafter::gather_module_rows(0, k, c0, c0 + q_max, token_at, h_prev, d_, rows_, h_in_);
+      run_module(k, h_in_.data(), final_out_[k].data() + size_t(c0) * d_, nullptr, nullptr);
+    }
+    drafter::gather_module_rows(0, k, c0, end, token_at, h_prev, d_, rows_, h_in_);
     mask_.assign(rows_.size(), 0);
     mask_.back() = 1;
     logits_.resize(rows_.size() * V);
-    draft_out_[k].resize(rows_.size() * d_);
-    run_module(k, h_in_.data(), draft_out_[k].data(), logits_.data(), mask_.data());
+    run_module(k, h_in_.data(), final_out_[k].data() + size_t(c0) * d_, logits_.data(),
+               mask_.data());
     runner_.kv(k).truncate(0, final_len);  // non-final rows never stay in the cache
     const float* lg = logits_.data() + (rows_.size() - 1) * V;
     if (p_min_ > 0 && top_probability(lg, V) < p_min_) break;

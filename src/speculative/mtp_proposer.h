@@ -2,13 +2,16 @@
 // them (docs/SEMANTICS.md: "A row is final once all its inputs are committed"):
 //
 // With N committed tokens, module k's final rows are t ≤ N-2-k; they are
-// computed once, from the target's true capture hidden and true tokens, in one
-// batched call per module (k ascending) whenever the committed sequence grows
-// (commit → catch_up). Module 0's last final row, N-2, yields d_0. While
-// drafting, module k (k ≥ 1) computes its k non-final rows N-1-k .. N-2 from the
-// drafts d_0..d_{k-1}; row N-2 yields d_k. Those rows are rolled back from the
+// computed once, from the target's true capture hidden and true tokens, in
+// batched calls, k ascending: module 0 whenever the committed sequence grows
+// (commit → catch_up; its last final row, N-2, yields d_0), module k ≥ 1 in
+// the same call as its drafting rows (one read of its weights per cycle) —
+// or, while it does not draft, later, batched. While drafting, module k
+// (k ≥ 1) computes its k non-final rows N-1-k .. N-2 from the drafts
+// d_0..d_{k-1}; row N-2 yields d_k. Those rows are rolled back from the
 // module's KV right after, so the next catch-up recomputes them from the
 // committed tokens — the drafter never keeps state built from a rejected draft.
+// Trees catch every module up first (mtp_tree.cc).
 #pragma once
 #include <algorithm>
 #include <chrono>
@@ -73,7 +76,8 @@ class MtpProposer : public Proposer {
   const std::vector<double>& module_seconds() const { return module_s_; }
 
  private:
-  void catch_up(std::span<const int32_t> committed);
+  // Brings modules [0, min(modules, modules_)) up to date with `committed`.
+  void catch_up(std::span<const int32_t> committed, int modules = 1 << 30);
   // The tree drafting of propose() (mtp_tree.cc).
   void propose_tree(std::span<const int32_t> committed, int max_k, DraftTree& tree);
   // Children of `parent` (-1 = root) from a logits row for position pos:
@@ -88,8 +92,8 @@ class MtpProposer : public Proposer {
   float p_min_;
   int modules_;  // modules in use: [0, modules_)
   size_t d_;
-  std::vector<std::vector<float>> final_out_;  // [k][ctx · d]: h_k of final rows
-  std::vector<std::vector<float>> draft_out_;  // [k][k_rows · d]: h_k of non-final rows
+  // [k][ctx · d]: h_k of final rows; a chain's non-final rows past them (scratch).
+  std::vector<std::vector<float>> final_out_;
   std::vector<float> d0_logits_;               // module 0's logits at row d0_row_
   int d0_row_ = -1;
   std::vector<float> logits_;

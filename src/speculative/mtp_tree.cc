@@ -70,7 +70,9 @@ void MtpProposer::commit(std::span<const int32_t> committed) {
     chooser_->observe(last_widths_, ranks);
   }
   last_n_ = -1;
-  catch_up(committed);
+  // Chains: module 0 now, modules k >= 1 inside their next drafting call
+  // (propose). Trees read every module's final rows when they start.
+  catch_up(committed, tree_opts_.is_tree() ? modules_ : 1);
 }
 
 void MtpProposer::propose_tree(std::span<const int32_t> committed, int max_k, DraftTree& tree) {
