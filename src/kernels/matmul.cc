@@ -69,11 +69,15 @@ constexpr size_t kSuper = 32;      // cols per superchunk
 constexpr size_t kLanes = 16;      // semantic accumulator lanes per (o, r)
 constexpr size_t kTileQ = 4;       // activation rows per register tile
 constexpr size_t kGroupBytes = 256 << 10;  // weight bytes revisited per q-tile pass
-// Software prefetch distance in the weight stream. Without it a core reaches
-// DRAM bandwidth only at q = 1; with compute per byte (q >= 2) the hardware
-// prefetcher alone falls behind (measured: q = 4 cost 1.9x q = 1 without,
-// ~1.1x with). 4-16 KiB measured alike; 8 KiB is in the middle.
-constexpr size_t kPrefetchBytes = 8192;
+// Software prefetch distance in the weight stream, for q >= 2 only. With
+// compute per byte (q >= 2) the hardware prefetcher alone falls behind
+// (measured: q = 4 cost 1.9x q = 1 without, ~1.1x with); at q = 1 it keeps
+// up by itself, and on huge pages software prefetches only slow it (a
+// 16384x1024 bf16 product: 1.33-1.49 ms without, 1.71-1.86 ms with 8 KiB
+// ahead). Distances of 16-64 KiB measured alike for q = 2..4 on huge pages,
+// 2-8 KiB worse; 32 KiB is in the middle (docs/PERFORMANCE.md "Huge pages
+// and prefetch into L2").
+constexpr size_t kPrefetchBytes = 32 << 10;
 constexpr size_t kMaxStreamTiles = 4;      // q <= 16: block-major loop order
 // matmul() splits only products with more packed weight bytes × q than this
 // over the pool's threads; the calling thread does the others (see matmul()).
@@ -327,14 +331,19 @@ struct ChunkPrefetch {
 // the last chunk writes the valid rows of Y. Its passes are p0, p0 + 1, ...
 // of the chunk's plan. state: [kQ][kBlockRows][16], the tile's accumulators.
 template <size_t kQ, bool kBf16>
+//
+// nq <= kQ: the tile's real rows; rows nq..kQ-1 repeat row j0 and are not
+// written (a padded tile, see run_any_tile). Each output's operations are the
+// same in any tile, so padding changes no bits.
 HWY_INLINE void run_tile(const detail::MatmulArgs& a, size_t b, size_t j0, size_t s0, size_t s1,
-                         const ChunkPrefetch& pf, size_t p0, float* state) {
+                         const ChunkPrefetch& pf, size_t p0, float* state, size_t nq = kQ) {
   constexpr size_t kR = pass_shape(kQ).rows, kVs = pass_shape(kQ).vecs;
   const float* xr[kQ];
   const float* xt[kQ];
   for (size_t j = 0; j < kQ; ++j) {
-    xr[j] = a.x + (j0 + j) * a.x_stride;
-    xt[j] = a.xtail ? a.xtail + (j0 + j) * kSuper : nullptr;  // read only if cols % 32
+    const size_t row = j0 + (j < nq ? j : 0);
+    xr[j] = a.x + row * a.x_stride;
+    xt[j] = a.xtail ? a.xtail + row * kSuper : nullptr;  // read only if cols % 32
   }
   const size_t block_bytes = a.n_super * kBlockRows * kSuper * (kBf16 ? 2 : 4);
   const size_t o0 = b * kBlockRows, nk = std::min(kBlockRows, a.rows - o0);
@@ -346,9 +355,18 @@ HWY_INLINE void run_tile(const detail::MatmulArgs& a, size_t b, size_t j0, size_
                                state, out);
     if (!last) continue;
     for (size_t k = 0; k < kR && k0 + k < nk; ++k)
-      for (size_t j = 0; j < kQ; ++j) a.y[(j0 + j) * a.y_stride + o0 + k0 + k] = out[k][j];
+      for (size_t j = 0; j < nq; ++j) a.y[(j0 + j) * a.y_stride + o0 + k0 + k] = out[k][j];
   }
 }
+
+// A product of exactly 2 rows runs as a 4-row tile with 2 repeated rows where
+// that tile fits the registers in one pass (AVX3): measured on huge pages,
+// the 2-row tile streamed slower than the 4-row one (bf16 4096x4096 1.87 vs
+// 1.33 ms, 1024x8192 0.95 vs 0.65 ms: docs/PERFORMANCE.md "Huge pages and
+// prefetch into L2"); the extra FMAs are free while the call waits on DRAM.
+// With more rows the extra compute would show, and on 16-register targets
+// the 4-row tile takes 4 passes, so they keep the 2-row tile.
+constexpr bool kPadPairs = passes_of(4) == 1;
 
 // Tile of rows [j0, j0 + min(4, q - j0)).
 template <bool kBf16>
@@ -357,7 +375,9 @@ HWY_INLINE void run_any_tile(const detail::MatmulArgs& a, size_t b, size_t j0, s
   switch (std::min(kTileQ, a.q - j0)) {
     case 4: return run_tile<4, kBf16>(a, b, j0, s0, s1, pf, p0, state);
     case 3: return run_tile<3, kBf16>(a, b, j0, s0, s1, pf, p0, state);
-    case 2: return run_tile<2, kBf16>(a, b, j0, s0, s1, pf, p0, state);
+    case 2:
+      if (kPadPairs && a.q == 2) return run_tile<4, kBf16>(a, b, j0, s0, s1, pf, p0, state, 2);
+      return run_tile<2, kBf16>(a, b, j0, s0, s1, pf, p0, state);
     default: return run_tile<1, kBf16>(a, b, j0, s0, s1, pf, p0, state);
   }
 }
@@ -388,7 +408,7 @@ void block_tiles(const detail::MatmulArgs& a, size_t b, size_t t0, size_t t1, bo
     const uint8_t* at = a.w + b * block_bytes + s0 * sc_bytes;
     const size_t len = (s1 - s0) * sc_bytes;
     const size_t ahead = n_passes == 1 ? kPrefetchBytes : std::max(len, kPrefetchBytes);
-    const ChunkPrefetch pf{at + ahead, len, stream ? n_passes : 0, s1 - s0};
+    const ChunkPrefetch pf{at + ahead, len, stream && a.q > 1 ? n_passes : 0, s1 - s0};
     for (size_t t = t0, p = 0; t < t1; ++t) {
       float* ts = state + (t - t0) * kTileQ * kBlockRows * kStateLanes;  // tile's rows
       run_any_tile<kBf16>(a, b, t * kTileQ, s0, s1, pf, p, ts);
