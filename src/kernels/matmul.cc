@@ -640,8 +640,8 @@ void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, fl
   // waking the workers costs 1-16 µs, and below ~8 MiB the second thread
   // never won: 64x64 bf16 1 µs on one thread vs 10-16 µs on two; 512x2048
   // bf16 (2 MiB) at q = 1 and 4 was 7-15 % slower on two threads in every
-  // run; 2048x2048 (8 MiB) was even. So products of up to 8 MiB of weight
-  // bytes × q (the drafter's 64x64..512x2048 at q <= 4) stay on the calling
+  // run; 2048x2048 (8 MiB) was even. The threshold is kParallelMinWork
+  // (1 MiB, see there for why not 8): smaller products stay on the calling
   // thread. Which thread computes a block never changes its bits.
   if (pool && pool->size() > 1 &&
       w.bytes() * q > detail::g_parallel_min_work.load(std::memory_order_relaxed)) {
