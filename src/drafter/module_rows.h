@@ -43,15 +43,23 @@ void for_each_row_chunk(int begin, int end, int q_max, F&& fn) {
 // The rows [t0, t1) of module k for sequence `seq`: rows[i] = {seq, t,
 // tok_at(t+k+1)} and h_in[i] = h_prev(t) ([t1 - t0, d]), where tok_at(j) is the
 // sequence's token j and h_prev(t) returns h_{k-1}[t] ([d]).
+// append_module_rows appends them (a call of several sequences' rows).
+template <class TokAt, class HPrev>
+void append_module_rows(int seq, int k, int t0, int t1, TokAt&& tok_at, HPrev&& h_prev, size_t d,
+                        std::vector<model::Row>& rows, std::vector<float>& h_in) {
+  const size_t base = h_in.size();
+  h_in.resize(base + size_t(std::max(0, t1 - t0)) * d);
+  for (int t = t0; t < t1; ++t) {
+    rows.push_back({seq, t, tok_at(module_input_index(k, t))});
+    std::memcpy(h_in.data() + base + size_t(t - t0) * d, h_prev(t), d * sizeof(float));
+  }
+}
 template <class TokAt, class HPrev>
 void gather_module_rows(int seq, int k, int t0, int t1, TokAt&& tok_at, HPrev&& h_prev, size_t d,
                         std::vector<model::Row>& rows, std::vector<float>& h_in) {
   rows.clear();
-  h_in.resize(size_t(t1 - t0) * d);
-  for (int t = t0; t < t1; ++t) {
-    rows.push_back({seq, t, tok_at(module_input_index(k, t))});
-    std::memcpy(h_in.data() + size_t(t - t0) * d, h_prev(t), d * sizeof(float));
-  }
+  h_in.clear();
+  append_module_rows(seq, k, t0, t1, tok_at, h_prev, d, rows, h_in);
 }
 // The same over a whole token sequence.
 template <class HPrev>

@@ -89,19 +89,29 @@ std::vector<double> estimate_accept(std::span<const long> drafted, std::span<con
   return p;
 }
 
-double first_draft_seconds(double module_s, double module_row_s, int modules, int gap,
-                           double tokens_per_cycle, double mean_excess_s) {
+double first_draft_seconds(double module_row_s, int modules, int gap, double tokens_per_cycle,
+                           double mean_excess_s) {
   const double tokens = std::min(double(std::max(0, gap)), std::max(1.0, tokens_per_cycle));
-  return module_s + tokens * double(std::max(0, modules)) * module_row_s +
-         std::max(0.0, mean_excess_s);
+  return tokens * double(std::max(0, modules)) * module_row_s + std::max(0.0, mean_excess_s);
 }
 
-std::vector<int> allocate_drafts(const CostCurve& m, double module_s, int base_rows,
-                                 double base_tokens, int max_rows,
-                                 std::span<const BudgetSeq> seqs) {
-  std::vector<int> k(seqs.size(), 0);
+namespace {
+struct Allocation {
+  std::vector<int> k;
+  double tokens = 0, seconds = 0;
+};
+
+// Greedy drafts of at most `cap` per sequence, the calls of depths < cap
+// counted up front; seconds: with the calls of the depths in use only.
+Allocation allocate_capped(const CostCurve& m, const ModuleCost& module, int base_rows,
+                           double base_tokens, int max_rows, std::span<const BudgetSeq> seqs,
+                           int cap) {
+  Allocation a;
+  a.k.assign(seqs.size(), 0);
   int rows = base_rows;
-  double tokens = base_tokens, cost = m(rows);
+  double extra = 0;  // drafter seconds of the rows added
+  a.tokens = base_tokens;
+  const double calls = double(cap) * module.call_s;
   while (rows < max_rows) {
     // The next draft with the most expected tokens per second of extra cost
     // (ties: the lower index); every candidate adds one row.
@@ -109,20 +119,41 @@ std::vector<int> allocate_drafts(const CostCurve& m, double module_s, int base_r
     int best = -1;
     double best_gain = 0, best_cost = 0;
     for (size_t s = 0; s < seqs.size(); ++s) {
-      if (size_t(k[s]) >= seqs[s].p.size()) continue;
-      const double g = seqs[s].p[size_t(k[s])];
-      const double c = drow + (k[s] >= 1 ? module_s : seqs[s].first_s);
+      const int j = a.k[s];
+      if (j >= cap || size_t(j) >= seqs[s].p.size()) continue;
+      const double g = seqs[s].p[size_t(j)];
+      const double c = drow + (j == 0 ? seqs[s].first_s + module.row_s : j * module.row_s);
       if (best < 0 || g * best_cost > best_gain * c) best = int(s), best_gain = g, best_cost = c;
     }
     if (best < 0) break;
     // Worth it when it raises tokens per second: (T + g) / (C + dc) > T / C.
-    if (!(cost > 0) || best_gain * cost <= tokens * best_cost) break;
-    ++k[size_t(best)];
+    const double cost = m(rows) + extra + calls;
+    if (!(cost > 0) || best_gain * cost <= a.tokens * best_cost) break;
+    ++a.k[size_t(best)];
     ++rows;
-    tokens += best_gain;
-    cost += best_cost;
+    a.tokens += best_gain;
+    extra += best_cost - drow;
   }
-  return k;
+  const int used = a.k.empty() ? 0 : *std::max_element(a.k.begin(), a.k.end());
+  a.seconds = m(rows) + extra + double(used) * module.call_s;
+  return a;
+}
+}  // namespace
+
+std::vector<int> allocate_drafts(const CostCurve& m, const ModuleCost& module, int base_rows,
+                                 double base_tokens, int max_rows,
+                                 std::span<const BudgetSeq> seqs) {
+  size_t depth = 0;
+  for (const BudgetSeq& s : seqs) depth = std::max(depth, s.p.size());
+  Allocation best = allocate_capped(m, module, base_rows, base_tokens, max_rows, seqs, 0);
+  for (int cap = 1; cap <= int(depth); ++cap) {
+    Allocation a = allocate_capped(m, module, base_rows, base_tokens, max_rows, seqs, cap);
+    // A deeper cap only when it is strictly faster (tokens per second).
+    if (a.seconds > 0 && a.tokens * best.seconds > best.tokens * a.seconds * (1 + 1e-12)) {
+      best = std::move(a);
+    }
+  }
+  return best.k;
 }
 
 }  // namespace mtp::speculative

@@ -4,13 +4,19 @@
 //
 // A step that forwards R rows costs m(R) and emits T tokens (one per decoding
 // sequence, plus the accepted drafts). Adding draft j (0-based depth) to a
-// sequence adds one row (m(R + 1) − m(R)) and drafter time: for j = 0 the
-// sequence's drafter catch-up and first draft (first_s, measured per
-// sequence), for j >= 1 one module forward (module_s); it is expected to add P_j tokens, the probability that
-// drafts 0..j are all accepted (estimated per sequence, estimate_accept).
-// Drafts are added greedily, the most likely first, while they raise the
-// step's expected tokens per second (P_j / Δcost > T / cost) and the row
-// budget allows. Deeper drafts of a sequence come only after its shallower ones.
+// sequence adds one row (m(R + 1) − m(R)) and drafter time: module j's call,
+// whose weights are read once for every sequence drafting at depth j (the
+// scheduler batches them, mtp_chains.h: ModuleCost::call_s, paid once per
+// depth in use), the sequence's rows in it (row_s each: j non-final rows,
+// plus for j = 0 its catch-up, first_s); it is expected to add P_j tokens,
+// the probability that drafts 0..j are all accepted (estimated per sequence,
+// estimate_accept). For every depth cap c = 0..K the drafts are added
+// greedily, the most likely first, while they raise the step's expected
+// tokens per second (P_j / Δcost > T / cost, with the calls of depths < c
+// counted up front), and the cap with the best tokens per second wins — so a
+// call that no single sequence would pay for alone is made when enough
+// sequences share it. Deeper drafts of a sequence come only after its
+// shallower ones.
 #pragma once
 #include <span>
 #include <vector>
@@ -44,29 +50,37 @@ CostCurve forward_cost_curve(const model::Model& m, int q_max, int reps, ThreadP
 std::vector<double> estimate_accept(std::span<const long> drafted, std::span<const long> accepted,
                                     int k_max, double prior = 0.6);
 
-// Drafter seconds charged to a sequence's first draft of a step: module 0's
-// forward (module_s), the modules' catch-up on the tokens committed since its
-// last draft (modules × module_row_s per token) and the mean measured excess
-// of its drafting cycles over this model (proposer bookkeeping, sampling;
-// negative values count as 0). The catch-up is charged for at most
-// `tokens_per_cycle` tokens — what one drafting cycle commits, i.e. its
-// amortised share: a catch-up debt grows by a token every step a sequence
-// does not draft (and starts at the whole prompt), so charging all of it
-// would price a sequence out for good once it paused (measured on the 1 B
-// widened target: 1.013 rows per forward with a drafter worth 1.14x alone).
-// The real catch-up then runs, batched, in the next drafting cycle.
-double first_draft_seconds(double module_s, double module_row_s, int modules, int gap,
-                           double tokens_per_cycle, double mean_excess_s);
+// Drafter seconds charged to a sequence's first draft of a step beyond the
+// module calls: the modules' catch-up on the tokens committed since its last
+// draft (modules × module_row_s per token) and the mean measured excess of
+// its drafting cycles over this model (bookkeeping, sampling; negative values
+// count as 0). The catch-up is charged for at most `tokens_per_cycle` tokens —
+// what one drafting cycle commits, i.e. its amortised share: a catch-up debt
+// grows by a token every step a sequence does not draft (and starts at the
+// whole prompt), so charging all of it would price a sequence out for good
+// once it paused (measured on the 1 B widened target: 1.013 rows per forward
+// with a drafter worth 1.14x alone). The real catch-up then runs, batched,
+// in the next drafting cycle.
+double first_draft_seconds(double module_row_s, int modules, int gap, double tokens_per_cycle,
+                           double mean_excess_s);
+
+// A drafter module call: call_s for a call of a few rows (its weights read
+// once, shared by every sequence in the call), row_s for each further row.
+struct ModuleCost {
+  double call_s = 0;
+  double row_s = 0;
+};
 
 struct BudgetSeq {
   std::vector<double> p;  // P_j, j < its draft limit (empty: does not speculate)
-  double first_s = 0;     // drafter seconds of a cycle's first draft
+  double first_s = 0;     // drafter seconds of a cycle's first draft beyond its
+                          // module calls (first_draft_seconds)
 };
 
 // Draft lengths for one step. base_rows: the rows every sequence forwards
 // anyway (decode/verify roots, prefill chunks); base_tokens: the tokens they
 // emit; max_rows: the step's row budget (>= base_rows).
-std::vector<int> allocate_drafts(const CostCurve& m, double module_s, int base_rows,
+std::vector<int> allocate_drafts(const CostCurve& m, const ModuleCost& module, int base_rows,
                                  double base_tokens, int max_rows,
                                  std::span<const BudgetSeq> seqs);
 

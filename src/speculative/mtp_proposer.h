@@ -1,17 +1,6 @@
-// Drafts with the MTP modules, keeping their KV caches exactly as training sees
-// them (docs/SEMANTICS.md: "A row is final once all its inputs are committed"):
-//
-// With N committed tokens, module k's final rows are t ≤ N-2-k; they are
-// computed once, from the target's true capture hidden and true tokens, in
-// batched calls, k ascending: module 0 whenever the committed sequence grows
-// (commit → catch_up; its last final row, N-2, yields d_0), module k ≥ 1 in
-// the same call as its drafting rows (one read of its weights per cycle) —
-// or, while it does not draft, later, batched. While drafting, module k
-// (k ≥ 1) computes its k non-final rows N-1-k .. N-2 from the drafts
-// d_0..d_{k-1}; row N-2 yields d_k. Those rows are rolled back from the
-// module's KV right after, so the next catch-up recomputes them from the
-// committed tokens — the drafter never keeps state built from a rejected draft.
-// Trees catch every module up first (mtp_tree.cc).
+// Drafts for one generation with the MTP modules (mtp_chains.h: which rows
+// are final, how the modules catch up, how a chain is drafted — one call per
+// module per cycle). Trees catch every module up first (mtp_tree.cc).
 #pragma once
 #include <algorithm>
 #include <chrono>
@@ -22,6 +11,7 @@
 #include <vector>
 
 #include "drafter/mtp_runner.h"
+#include "speculative/mtp_chains.h"
 #include "speculative/spec_loop.h"
 #include "speculative/target_session.h"
 #include "speculative/tree_shape.h"
@@ -65,12 +55,7 @@ class MtpProposer : public Proposer {
 
   // Live draft logits' maxima, per cycle and module, for the live ≡
   // teacher-forced check (bitwise).
-  struct Draft {
-    int n_committed;
-    int k;
-    int32_t token;
-    float max_logit;
-  };
+  using Draft = MtpDraft;
   const std::vector<Draft>& history() const { return history_; }
   // Seconds spent in each module's forwards (catch-up and drafting).
   const std::vector<double>& module_seconds() const { return module_s_; }
@@ -84,18 +69,14 @@ class MtpProposer : public Proposer {
   // the w best, pushed onto the tree; cum: the parent's cumulative probability.
   void add_children(const float* lg, int64_t pos, int parent, int k, size_t w, double cum,
                     DraftTree& tree);
-  // Module k's draft from its logits row for the token at sequence position pos.
-  int32_t choose(const float* logits, int64_t pos, DraftTree& tree, float& max_logit);
+  // The one-sequence job of chains_ (slot 0) for `committed`.
+  MtpChains::Job job(std::span<const int32_t> committed, int max_k, DraftTree* tree);
 
   TargetSession& target_;
-  drafter::MtpRunner runner_;
+  MtpChains chains_;  // one slot
   float p_min_;
   int modules_;  // modules in use: [0, modules_)
   size_t d_;
-  // [k][ctx · d]: h_k of final rows; a chain's non-final rows past them (scratch).
-  std::vector<std::vector<float>> final_out_;
-  std::vector<float> d0_logits_;               // module 0's logits at row d0_row_
-  int d0_row_ = -1;
   std::vector<float> logits_;
   std::vector<model::Row> rows_;
   std::vector<float> h_in_;
@@ -104,7 +85,6 @@ class MtpProposer : public Proposer {
   std::vector<double> module_s_;
   Sampler sampler_;
   SpecSampling mode_;
-  std::vector<int32_t> drafts_;
   // Trees.
   TreeOptions tree_opts_;
   TreeChooser* chooser_ = nullptr;
@@ -117,11 +97,8 @@ class MtpProposer : public Proposer {
   std::vector<int> last_widths_;
   int last_n_ = -1;
   std::optional<std::chrono::steady_clock::time_point> cycle_started_;  // auto's cycle clock
-  // runner_.forward, timed per module.
+  // A tree's module call (chains_.runner().forward), timed per module.
   void run_module(int k, const float* h_in, float* h_out, float* logits, const uint8_t* mask);
 };
-
-// Top probability of a logits row (softmax max), for --draft-p-min.
-float top_probability(const float* logits, size_t vocab);
 
 }  // namespace mtp::speculative

@@ -27,22 +27,22 @@ void MtpProposer::set_tree(const TreeOptions& t, TreeChooser* chooser) {
     fail<InputError>("--tree needs --spec-sampling coupled (or temperature 0): rejection "
                      "sampling verifies chains only");
   }
-  if (t.kind == TreeOptions::Kind::Static && int(t.widths.size()) > runner_.K()) {
+  if (t.kind == TreeOptions::Kind::Static && int(t.widths.size()) > chains_.K()) {
     fail<InputError>("--tree {} is {} deep; the drafter has K = {} modules (one per depth)",
-                     t.describe(), t.widths.size(), runner_.K());
+                     t.describe(), t.widths.size(), chains_.K());
   }
   MTP_CHECK(t.kind != TreeOptions::Kind::Auto || chooser, "--tree auto needs a TreeChooser");
   tree_opts_ = t;
   chooser_ = chooser;
-  row_of_.assign(size_t(runner_.K()), {});
-  tree_out_.assign(size_t(runner_.K()), {});
+  row_of_.assign(size_t(chains_.K()), {});
+  tree_out_.assign(size_t(chains_.K()), {});
 }
 
 void MtpProposer::add_children(const float* lg, int64_t pos, int parent, int k, size_t w,
                                double cum, DraftTree& tree) {
-  const std::vector<int32_t>& vocab = runner_.drafter().config().draft_vocab;
+  const std::vector<int32_t>& vocab = chains_.runner().drafter().config().draft_vocab;
   const bool with_prob = tree_opts_.kind == TreeOptions::Kind::Budget;
-  sampler_.top(lg, runner_.logits_width(), pos, vocab.empty() ? nullptr : vocab.data(), w,
+  sampler_.top(lg, chains_.runner().logits_width(), pos, vocab.empty() ? nullptr : vocab.data(), w,
                with_prob, cand_);
   for (const Sampler::Candidate& c : cand_) {
     tree.push(c.id, parent, {DraftSource::Kind::Mtp, k});
@@ -86,12 +86,13 @@ void MtpProposer::propose_tree(std::span<const int32_t> committed, int max_k, Dr
   last_widths_.clear();
   catch_up(committed);
   const int N = int(committed.size());
-  const size_t V = d0_logits_.size();
+  const size_t V = chains_.runner().logits_width();
+  const float* d0_logits = chains_.d0_logits(0);
   tree.clear();
   cum_.clear();
   last_n_ = -1;
   last_tree_.clear();
-  if (max_k < 1 || d0_row_ != N - 2) return;
+  if (max_k < 1 || chains_.d0_row(0) != N - 2) return;
   const int depth_max = std::min(max_k, modules_);
   const bool budget = tree_opts_.kind == TreeOptions::Kind::Budget;
   std::vector<int> widths;
@@ -103,8 +104,8 @@ void MtpProposer::propose_tree(std::span<const int32_t> committed, int max_k, Dr
   const int beam = budget ? std::clamp(int(std::ceil(std::sqrt(double(tree_opts_.budget)))), 1, 8) : 0;
   const int D = budget ? depth_max : int(widths.size());
   if (D < 1) return;
-  if (p_min_ > 0 && top_probability(d0_logits_.data(), V) < p_min_) return;
-  add_children(d0_logits_.data(), N, -1, 0, size_t(budget ? beam : widths[0]), 1.0, tree);
+  if (p_min_ > 0 && top_probability(d0_logits, V) < p_min_) return;
+  add_children(d0_logits, N, -1, 0, size_t(budget ? beam : widths[0]), 1.0, tree);
 
   std::vector<int> depth(tree.size(), 1), expand;
   std::vector<uint8_t> on_path;
@@ -144,7 +145,7 @@ void MtpProposer::propose_tree(std::span<const int32_t> committed, int max_k, Dr
       MTP_CHECK(par < 0 || row_of_[size_t(k - 1)][size_t(par)] >= 0,
                 "module {} row of node {} has no input row", k, x);
       const float* h_prev =
-          par < 0 ? final_out_[size_t(k - 1)].data() + size_t(N - 1 - k) * d_
+          par < 0 ? chains_.out(0, k - 1) + size_t(N - 1 - k) * d_
                   : tree_out_[size_t(k - 1)].data() + size_t(row_of_[size_t(k - 1)][size_t(par)]) * d_;
       h_in_.insert(h_in_.end(), h_prev, h_prev + d_);
       mask_.push_back(0);

@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "drafter/mtp_runner.h"
-#include "speculative/mtp_proposer.h"
+#include "speculative/mtp_chains.h"
 #include "speculative/target_session.h"
 
 namespace mtp::speculative {
@@ -26,20 +26,22 @@ class NoProposer : public Proposer {
   void commit(std::span<const int32_t>) override {}
 };
 
-// The drafter of one sequence, built at its first propose(): a sequence the
-// budget never gives a draft allocates no module caches (exactness is
-// unaffected — MtpProposer catches up on every committed token when it starts).
-class LazyProposer : public Proposer {
+// The drafts of one sequence, prepared by the scheduler's batched drafter
+// (MtpChains::draft, one call per module for every sequence) before the
+// sequence's cycle asks for them.
+class PreparedProposer : public Proposer {
  public:
-  using Make = std::function<MtpProposer*()>;
-  explicit LazyProposer(Make make) : make_(std::move(make)) {}
-  void propose(std::span<const int32_t> committed, int max_k, DraftTree& tree) override {
-    make_()->propose(committed, max_k, tree);
+  void propose(std::span<const int32_t>, int max_k, DraftTree& tree) override {
+    MTP_CHECK(prepared_.max_depth() <= max_k, "prepared drafts of depth {} for a limit of {}",
+              prepared_.max_depth(), max_k);
+    std::swap(tree, prepared_);
+    prepared_.clear();
   }
-  void commit(std::span<const int32_t> committed) override { make_()->commit(committed); }
+  void commit(std::span<const int32_t>) override {}
+  DraftTree& prepared() { return prepared_; }
 
  private:
-  Make make_;
+  DraftTree prepared_;
 };
 
 // Median seconds of one forward of drafter module 0 over q rows with one
@@ -89,8 +91,9 @@ struct Scheduler::Seq {
   TargetSession target;
   TargetVerifier verifier;
   Sampler sampler;
-  std::optional<MtpProposer> proposer;  // built by `lazy` on first use
-  std::optional<LazyProposer> lazy;
+  PreparedProposer prepared;  // with a drafter
+  Sampler draft_sampler;      // the drafter's choices (its own draw counter)
+  std::vector<double> module_s;  // [K] this sequence's share of module seconds
   NoProposer none;
   std::vector<int32_t> committed;
   // Text the sink streamed, by the index of the token it became final with
@@ -122,7 +125,7 @@ struct Scheduler::Seq {
       const io::Tokenizer* tok, ThreadPool* pool)
       : id(id_), req(std::move(r)), target(m, kv, slot, pool),
         verifier(target, req.gen.sampler, req.mode), sampler(req.gen.sampler),
-        committed(req.prompt),
+        draft_sampler(req.gen.sampler), committed(req.prompt),
         sink(tok, stop_token_ids(m.config(), tok), req.gen.n_new, req.gen.stop,
              [this](std::string_view t) {
                if (closing) tail.append(t);
@@ -146,6 +149,7 @@ Scheduler::Scheduler(const model::Model& m, const io::Tokenizer* tok,
   }
   if (opt_.max_rows <= 0) opt_.max_rows = std::max(64, opt.parallel * 16);
   slots_.resize(size_t(opt.parallel));
+  if (drafter_) chains_.emplace(m, *drafter_, opt.parallel, ctx_);
   if (drafter_ && opt_.adaptive) {
     // Up to the rows the decode and verify rows of every slot can take (and a
     // little prefill): a big model's 64-row forward is dear to time.
@@ -242,15 +246,7 @@ void Scheduler::start(std::unique_ptr<Seq>& slot, uint64_t id, Request r) {
     q.draft_k = q.req.draft_k;
     q.stats.drafted.assign(size_t(q.draft_k), 0);
     q.stats.accepted.assign(size_t(q.draft_k), 0);
-    const drafter::Drafter* d = drafter_;
-    Seq* qp = &q;
-    q.lazy.emplace([d, qp]() -> MtpProposer* {
-      if (!qp->proposer) {
-        qp->proposer.emplace(*d, qp->target, qp->req.p_min, qp->draft_k, qp->req.gen.sampler,
-                             qp->req.mode);
-      }
-      return &*qp->proposer;
-    });
+    q.module_s.assign(size_t(drafter_->config().K), 0.0);
   }
   if (q.sink.done()) finish(s);  // n_new = 0: nothing to generate
 }
@@ -298,7 +294,7 @@ void Scheduler::finish(int slot) {
       pool_accepted_ += s.stats.accepted[0];
     }
     r->stats = s.stats;
-    if (s.proposer) r->stats->time_module_s = s.proposer->module_seconds();
+    r->stats->time_module_s = s.module_s;
   }
   Event e;
   e.kind = Event::Kind::Finish;
@@ -309,6 +305,7 @@ void Scheduler::finish(int slot) {
   events_.push_back(std::move(e));
   slots_[size_t(slot)].reset();
   kv_.truncate(slot, 0);  // the slot's K/V is free for the next sequence
+  if (chains_) chains_->release(slot);
 }
 
 bool Scheduler::cancel(uint64_t id) {
@@ -393,17 +390,18 @@ void Scheduler::plan_and_forward() {
       if (dec[i]->draft_k > 0) {
         const Seq& q = *dec[i];
         b[i].p = estimate_accept(q.stats.drafted, q.stats.accepted, q.draft_k, prior);
-        // Module 0, the amortised catch-up, and what its drafting cycles
-        // really cost beyond that model (first_draft_seconds).
+        // The amortised catch-up, and what its drafting cycles really cost
+        // beyond the model (first_draft_seconds); the module calls are
+        // shared by all sequences (allocate_drafts).
         double per_cycle = 1;
         for (double pj : b[i].p) per_cycle += pj;
         b[i].first_s = first_draft_seconds(
-            module_s_, module_row_s_, q.draft_k, int(q.committed.size()) - q.drafter_at,
-            per_cycle, q.draft_cycles > 0 ? q.draft_excess_s / double(q.draft_cycles) : 0.0);
+            module_row_s_, q.draft_k, int(q.committed.size()) - q.drafter_at, per_cycle,
+            q.draft_cycles > 0 ? q.draft_excess_s / double(q.draft_cycles) : 0.0);
       }
     }
-    k = allocate_drafts(cost_, module_s_, rows, double(dec.size()) + first_tokens, opt_.max_rows,
-                        b);
+    k = allocate_drafts(cost_, {module_s_, module_row_s_}, rows,
+                        double(dec.size()) + first_tokens, opt_.max_rows, b);
     // Exploration: while the pool has < 3 samples, a sequence's first decode
     // step drafts one token, so an estimate can leave the prior at all.
     for (size_t i = 0; i < dec.size(); ++i) {
@@ -413,22 +411,13 @@ void Scheduler::plan_and_forward() {
   } else {
     for (size_t i = 0; i < dec.size(); ++i) k[i] = dec[i]->draft_k;
   }
-  // Draft (per sequence) and lay out the rows.
+  draft(dec, k);
+  // Lay out the rows.
   rows_.clear();
   mask_.clear();
   for (size_t i = 0; i < dec.size(); ++i) {
     Seq& s = *dec[i];
-    const double draft_before = s.stats.time_draft_s;
-    const int gap = int(s.committed.size()) - s.drafter_at;
-    s.tree = &s.spec->draft(k[i]);
-    if (k[i] > 0) {
-      // Measured seconds beyond the model: module 0, the catch-up of all gap
-      // tokens (paid in full here), one module per further draft.
-      const double modelled = module_s_ * k[i] + double(gap) * s.draft_k * module_row_s_;
-      s.drafter_at = int(s.committed.size());
-      s.draft_excess_s += s.stats.time_draft_s - draft_before - modelled;
-      ++s.draft_cycles;
-    }
+    s.tree = &s.spec->draft(k[i]);  // the prepared drafts
     MTP_CHECK(s.target.forwarded() == int(s.committed.size()) - 1,
               "sequence {}: the target has forwarded {} positions, expected {}", s.id,
               s.target.forwarded(), s.committed.size() - 1);
@@ -480,7 +469,7 @@ void Scheduler::plan_and_forward() {
     const int32_t t = s.sampler.sample(logits_.data() + last * V, V, int64_t(s.committed.size()));
     if (s.sink.push(t)) {
       s.committed.push_back(t);
-      s.spec.emplace(s.lazy ? static_cast<Proposer&>(*s.lazy) : s.none, s.committed,
+      s.spec.emplace(s.req.speculate ? static_cast<Proposer&>(s.prepared) : s.none, s.committed,
                      s.sink, std::max(1, s.draft_k), ctx_, s.stats, nullptr);
     }
     emit_new_tokens(s, before, nullptr, nullptr);
@@ -501,6 +490,60 @@ void Scheduler::plan_and_forward() {
       // budget gives no drafts skips its module forwards meanwhile.
     }
     if (s.spec->done()) finish(s.target.seq());
+  }
+}
+
+void Scheduler::draft(std::span<Seq* const> dec, std::span<const int> k) {
+  // Every drafting sequence's chain in one call per module (mtp_chains.h).
+  std::vector<MtpChains::Job> jobs;
+  std::vector<Seq*> of;
+  for (size_t i = 0; i < dec.size(); ++i) {
+    Seq& s = *dec[i];
+    const int limit = k[i] > 0 ? s.spec->draft_limit(k[i]) : 0;
+    if (limit < 1) continue;
+    MtpChains::Job j;
+    j.slot = s.target.seq();
+    j.committed = s.committed;
+    j.target = &s.target;
+    j.pool = pool_;
+    j.modules = s.draft_k;
+    j.max_k = limit;
+    j.p_min = s.req.p_min;
+    j.sampler = &s.draft_sampler;
+    j.mode = s.req.mode;
+    j.tree = &s.prepared.prepared();
+    j.module_seconds = &s.module_s;
+    jobs.push_back(j);
+    of.push_back(&s);
+  }
+  if (jobs.empty()) return;
+  const auto t0 = Clock::now();
+  chains_->draft(jobs);
+  const double wall = seconds(t0, Clock::now());
+  // The model's seconds for these calls (allocate_drafts: one call per depth
+  // in use, row_s per row: the catch-up of every module on the tokens since
+  // the sequence last drafted, and module j's j non-final rows); the
+  // measured excess is shared by the sequences in proportion to their rows'
+  // measured seconds.
+  int depth = 0;
+  double modelled = 0, calls_s = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const Seq& s = *of[i];
+    const int d = jobs[i].tree->max_depth();
+    depth = std::max(depth, d);
+    const int gap = int(s.committed.size()) - s.drafter_at;
+    modelled += (double(gap) * s.draft_k + double(d) * (d - 1) / 2) * module_row_s_;
+    calls_s += jobs[i].seconds;
+  }
+  modelled += depth * module_s_;
+  const double excess = wall - modelled;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    Seq& s = *of[i];
+    const double share = calls_s > 0 ? jobs[i].seconds / calls_s : 1.0 / double(jobs.size());
+    s.stats.time_draft_s += wall * share;
+    s.draft_excess_s += excess * share;
+    ++s.draft_cycles;
+    s.drafter_at = int(s.committed.size());
   }
 }
 

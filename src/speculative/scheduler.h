@@ -12,7 +12,7 @@
 //      fills (acceptance: the sequence's own counters, with the depth-0 rate
 //      of all sequences so far as prior; while that pool has < 3 samples a
 //      sequence's first decode step drafts one token to explore), and drafts
-//      (the drafter's module forwards run per sequence);
+//      (one call per drafter module for all drafting sequences, mtp_chains.h);
 //   3. forms ONE Model::forward from the rows of every active sequence:
 //      prefill chunks (at most q_max rows each, within the row budget), and
 //      [next, drafts...] verify rows of decoding sequences (no drafts: a plain
@@ -50,6 +50,7 @@
 #include "speculative/draft_budget.h"
 #include "speculative/draft_tree.h"
 #include "speculative/generate.h"
+#include "speculative/mtp_chains.h"
 
 namespace mtp::speculative {
 
@@ -149,6 +150,9 @@ class Scheduler {
   void start(std::unique_ptr<Seq>& slot, uint64_t id, Request r);
   void finish(int slot);
   void plan_and_forward();
+  // Prepares the chains of the decoding sequences `dec` (k[i] drafts at most)
+  // with one call per drafter module for all of them.
+  void draft(std::span<Seq* const> dec, std::span<const int> k);
   void emit_new_tokens(Seq& s, size_t before, const DraftTree* tree,
                        const std::vector<int32_t>* accepted);
 
@@ -160,6 +164,7 @@ class Scheduler {
   int ctx_;
   model::KVCache kv_;
   CostCurve cost_;
+  std::optional<MtpChains> chains_;  // the drafter's modules of every slot
   double module_s_ = 0;      // one drafter module forward of a few rows
   double module_row_s_ = 0;  // each further row of a module forward
   long pool_drafted_ = 0, pool_accepted_ = 0;  // depth-0 counters of finished sequences

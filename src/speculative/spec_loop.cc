@@ -126,13 +126,17 @@ bool SpecSequence::done() {
 const DraftTree& SpecSequence::draft(int max_k) {
   MTP_CHECK(max_k >= 0 && max_k <= max_k_, "draft length {} outside 0..{}", max_k, max_k_);
   const auto t0 = Clock::now();
-  const int k_max = std::min(max_k, ctx_ - int(committed_.size()) - 1);
+  const int k_max = draft_limit(max_k);
   tree_.clear();
   if (k_max > 0) proposer_.propose(committed_, k_max, tree_);
   MTP_CHECK(tree_.max_depth() <= std::max(0, k_max), "proposer drafted depth {} for a limit of {}",
             tree_.max_depth(), k_max);
   stats_.time_draft_s += since(t0);
   return tree_;
+}
+
+int SpecSequence::draft_limit(int max_k) const {
+  return std::max(0, std::min(max_k, ctx_ - int(committed_.size()) - 1));
 }
 
 void SpecSequence::accept(std::span<const int32_t> choices) {

@@ -141,6 +141,9 @@ class SpecSequence {
   void accept(std::span<const int32_t> choices);
   // The nodes the last accept() kept (for Verifier::commit).
   const std::vector<int32_t>& accepted_nodes() const { return acc_.nodes; }
+  // The longest draft draft(max_k) asks the proposer for: max_k clipped so
+  // the committed sequence never exceeds ctx (0: no draft).
+  int draft_limit(int max_k) const;
   // 4b. The proposer's catch-up after the verifier committed.
   void commit_proposer();
 

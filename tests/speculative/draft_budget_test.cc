@@ -29,55 +29,74 @@ TEST(DraftBudget, CostCurveInterpolatesAndExtends) {
 TEST(DraftBudget, MemoryBoundDraftsComputeBoundDoesNot) {
   // Memory-bound: a row more costs 2 % of a forward.
   CostCurve flat({{1, 1.0}, {64, 2.26}});
-  EXPECT_EQ(allocate_drafts(flat, 0.0, 1, 1.0, 64, seqs(1)), std::vector<int>({4}));
+  EXPECT_EQ(allocate_drafts(flat, ModuleCost{0.0, 0.0}, 1, 1.0, 64, seqs(1)), std::vector<int>({4}));
   // Compute-bound: every row costs a whole forward; P_j < 1 never pays.
   CostCurve linear({{1, 1.0}, {64, 64.0}});
-  EXPECT_EQ(allocate_drafts(linear, 0.0, 1, 1.0, 64, seqs(1)), std::vector<int>({0}));
+  EXPECT_EQ(allocate_drafts(linear, ModuleCost{0.0, 0.0}, 1, 1.0, 64, seqs(1)), std::vector<int>({0}));
   // Drafter time counts: a module as dear as the forward stops deep drafts.
-  EXPECT_LT(total(allocate_drafts(flat, 1.0, 1, 1.0, 64, seqs(1))), 4);
+  EXPECT_LT(total(allocate_drafts(flat, ModuleCost{1.0, 0.0}, 1, 1.0, 64, seqs(1))), 4);
   // So does the first draft's catch-up.
   std::vector<BudgetSeq> s = seqs(1);
   s[0].first_s = 5.0;
-  EXPECT_EQ(allocate_drafts(flat, 0.0, 1, 1.0, 64, s), std::vector<int>({0}));
+  EXPECT_EQ(allocate_drafts(flat, ModuleCost{0.0, 0.0}, 1, 1.0, 64, s), std::vector<int>({0}));
 }
 
 TEST(DraftBudget, CatchUpIsChargedItsAmortisedShareOnly) {
-  // module 0 0.05, a catch-up row 0.01 per module, 4 modules, 3 tokens/cycle.
-  EXPECT_DOUBLE_EQ(first_draft_seconds(0.05, 0.01, 4, 2, 3.0, 0.0), 0.05 + 2 * 0.04);
-  EXPECT_DOUBLE_EQ(first_draft_seconds(0.05, 0.01, 4, 3, 3.0, 0.0), 0.05 + 3 * 0.04);
+  // A catch-up row 0.01 per module, 4 modules, 3 tokens/cycle.
+  EXPECT_DOUBLE_EQ(first_draft_seconds(0.01, 4, 2, 3.0, 0.0), 2 * 0.04);
+  EXPECT_DOUBLE_EQ(first_draft_seconds(0.01, 4, 3, 3.0, 0.0), 3 * 0.04);
   // A long pause (or a whole prompt) costs what one cycle's tokens cost.
-  EXPECT_DOUBLE_EQ(first_draft_seconds(0.05, 0.01, 4, 500, 3.0, 0.0), 0.05 + 3 * 0.04);
+  EXPECT_DOUBLE_EQ(first_draft_seconds(0.01, 4, 500, 3.0, 0.0), 3 * 0.04);
   // The measured excess adds; a negative one (the model overstates) does not.
-  EXPECT_DOUBLE_EQ(first_draft_seconds(0.05, 0.01, 4, 1, 3.0, 0.02), 0.05 + 0.04 + 0.02);
-  EXPECT_DOUBLE_EQ(first_draft_seconds(0.05, 0.01, 4, 1, 3.0, -0.5), 0.05 + 0.04);
+  EXPECT_DOUBLE_EQ(first_draft_seconds(0.01, 4, 1, 3.0, 0.02), 0.04 + 0.02);
+  EXPECT_DOUBLE_EQ(first_draft_seconds(0.01, 4, 1, 3.0, -0.5), 0.04);
   // So a sequence that has waited 500 steps still drafts on a memory-bound
   // target (a row more: 2 % of a forward), where charging the whole debt
   // would stop it for good.
   CostCurve flat({{1, 1.0}, {64, 2.26}});
   std::vector<BudgetSeq> s = seqs(1);
-  s[0].first_s = first_draft_seconds(0.05, 0.01, 4, 500, 3.0, 0.0);
-  EXPECT_GT(total(allocate_drafts(flat, 0.05, 1, 1.0, 64, s)), 0);
-  s[0].first_s = 0.05 + 500 * 0.04;
-  EXPECT_EQ(total(allocate_drafts(flat, 0.05, 1, 1.0, 64, s)), 0);
+  s[0].first_s = first_draft_seconds(0.01, 4, 500, 3.0, 0.0);
+  EXPECT_GT(total(allocate_drafts(flat, ModuleCost{0.05, 0.0}, 1, 1.0, 64, s)), 0);
+  s[0].first_s = 500 * 0.04;
+  EXPECT_EQ(total(allocate_drafts(flat, ModuleCost{0.05, 0.0}, 1, 1.0, 64, s)), 0);
+}
+
+TEST(DraftBudget, AModuleCallIsPaidOncePerDepthInUse) {
+  // A row more: 0.5 % of a forward; a module call 10 %.
+  CostCurve flat({{1, 1.0}, {65, 1.32}});
+  const ModuleCost module{0.1, 0.0};
+  // P_0 = 0.3: one draft alone (Δcost 0.105 for 0.3 tokens) pays at one
+  // sequence ...
+  const std::vector<double> low = {0.3};
+  EXPECT_EQ(total(allocate_drafts(flat, module, 1, 1.0, 64, seqs(1, low))), 1);
+  // ... but not as the only drafter among four (the step emits 4 tokens per
+  // 1.015 s: 0.3 tokens for 0.105 s lowers that) ...
+  std::vector<BudgetSeq> one_of_four = seqs(4, {});
+  one_of_four[0].p = low;
+  EXPECT_EQ(total(allocate_drafts(flat, module, 4, 4.0, 64, one_of_four)), 0);
+  // ... while four sequences that share the call all draft (1.2 tokens for
+  // 0.12 s): charging the call to each of them (0.42 s) would forbid it.
+  EXPECT_EQ(allocate_drafts(flat, module, 4, 4.0, 64, seqs(4, low)), std::vector<int>(4, 1));
+  EXPECT_EQ(total(allocate_drafts(flat, ModuleCost{0.0, 0.1}, 4, 4.0, 64, seqs(4, low))), 0);
 }
 
 TEST(DraftBudget, SpeculationShrinksAsTheBatchFills) {
   CostCurve curve({{1, 1.0}, {8, 1.7}, {64, 7.3}});  // 0.1 per row
-  const int one = total(allocate_drafts(curve, 0.0, 1, 1.0, 256, seqs(1)));
-  const int eight = total(allocate_drafts(curve, 0.0, 8, 8.0, 256, seqs(8)));
+  const int one = total(allocate_drafts(curve, ModuleCost{0.0, 0.0}, 1, 1.0, 256, seqs(1)));
+  const int eight = total(allocate_drafts(curve, ModuleCost{0.0, 0.0}, 8, 8.0, 256, seqs(8)));
   EXPECT_EQ(one, 4);
   EXPECT_LT(eight, 8 * one);
   EXPECT_GT(eight, 0);
   // The most likely drafts go first: no sequence gets depth 2 before every
   // one has depth 1 when they are alike.
-  std::vector<int> k = allocate_drafts(curve, 0.0, 8, 8.0, 256, seqs(8));
+  std::vector<int> k = allocate_drafts(curve, ModuleCost{0.0, 0.0}, 8, 8.0, 256, seqs(8));
   EXPECT_LE(*std::max_element(k.begin(), k.end()) - *std::min_element(k.begin(), k.end()), 1);
   // The row budget is a hard limit.
   CostCurve flat({{1, 1.0}, {64, 1.0}});
-  EXPECT_EQ(total(allocate_drafts(flat, 0.0, 8, 8.0, 11, seqs(8))), 3);
+  EXPECT_EQ(total(allocate_drafts(flat, ModuleCost{0.0, 0.0}, 8, 8.0, 11, seqs(8))), 3);
   // Sequences without drafts get none.
   const std::vector<BudgetSeq> mixed = {BudgetSeq{}, BudgetSeq{kHigh, 0}};
-  EXPECT_EQ(allocate_drafts(flat, 0.0, 2, 2.0, 64, mixed), std::vector<int>({0, 4}));
+  EXPECT_EQ(allocate_drafts(flat, ModuleCost{0.0, 0.0}, 2, 2.0, 64, mixed), std::vector<int>({0, 4}));
 }
 
 TEST(DraftBudget, AcceptanceEstimateFollowsTheCounters) {
