@@ -112,10 +112,11 @@ void run_generate_batch(GenerateArgs& a) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print(stderr,
              "[{} prompts, --parallel {} | {} tokens in {:.2f} s: {:.1f} tok/s total, {:.1f} tok/s "
-             "per sequence | {} forwards, {:.1f} rows each]\n",
+             "per sequence | {} forwards, {:.1f} rows each, {:.2f} s | drafter {:.2f} s]\n",
              prompts.size(), sched.parallel(), total, wall, wall > 0 ? total / wall : 0.0,
              prompts.empty() ? 0.0 : per_seq / double(prompts.size()), sched.forwards(),
-             sched.forwards() ? double(sched.forward_rows()) / double(sched.forwards()) : 0.0);
+             sched.forwards() ? double(sched.forward_rows()) / double(sched.forwards()) : 0.0,
+             sched.forward_seconds(), sched.draft_seconds());
 }
 
 void run_generate(GenerateArgs a) {

@@ -72,8 +72,20 @@ CostCurve forward_cost_curve(const model::Model& m, int q_max, int reps, ThreadP
   return CostCurve(std::move(pts));
 }
 
-std::vector<double> estimate_accept(std::span<const long> drafted, std::span<const long> accepted,
-                                    int k_max, double prior) {
+void AcceptCounters::step() {
+  for (double& x : drafted_) x *= kForget;
+  for (double& x : accepted_) x *= kForget;
+}
+
+void AcceptCounters::add(int reached, int accepted) {
+  for (int d = 0; d < std::min(reached, int(drafted_.size())); ++d) {
+    drafted_[size_t(d)] += 1;
+    if (d < accepted) accepted_[size_t(d)] += 1;
+  }
+}
+
+std::vector<double> estimate_accept(std::span<const double> drafted,
+                                    std::span<const double> accepted, int k_max, double prior) {
   constexpr double kWeight = 2.0;
   std::vector<double> p(size_t(std::max(0, k_max)));
   double pj = prior, prev = 1.0;

@@ -18,6 +18,7 @@
 // sequences share it. Deeper drafts of a sequence come only after its
 // shallower ones.
 #pragma once
+#include <algorithm>
 #include <span>
 #include <vector>
 
@@ -47,8 +48,32 @@ CostCurve forward_cost_curve(const model::Model& m, int q_max, int reps, ThreadP
 // P_j for j = 0 .. k_max-1 from a sequence's counters (SpecStats::drafted /
 // accepted: cycles whose tree / accepted path reached depth j + 1), smoothed
 // toward prior^(j+1) with weight 2, non-increasing in j.
-std::vector<double> estimate_accept(std::span<const long> drafted, std::span<const long> accepted,
-                                    int k_max, double prior = 0.6);
+std::vector<double> estimate_accept(std::span<const double> drafted,
+                                    std::span<const double> accepted, int k_max,
+                                    double prior = 0.6);
+
+// A sequence's depth counters for the budget, forgetting: every step of the
+// sequence (drafting or not) multiplies the counts by kForget. Acceptance
+// moves with the text, and a sequence whose first drafts failed must not be
+// priced out for good — its estimate, no longer fed, returns toward the prior
+// (after 10 steps the old counts weigh 0.35), it drafts again and measures
+// anew. (SpecStats keeps the plain totals for reporting.)
+class AcceptCounters {
+ public:
+  static constexpr double kForget = 0.9;
+  explicit AcceptCounters(int k_max = 0)
+      : drafted_(size_t(std::max(0, k_max)), 0.0), accepted_(drafted_) {}
+  void step();
+  // One verified cycle: its tree reached depth `reached`, its accepted path
+  // `accepted` drafts.
+  void add(int reached, int accepted);
+  std::vector<double> estimate(int k_max, double prior) const {
+    return estimate_accept(drafted_, accepted_, k_max, prior);
+  }
+
+ private:
+  std::vector<double> drafted_, accepted_;
+};
 
 // Drafter seconds charged to a sequence's first draft of a step beyond the
 // module calls: the modules' catch-up on the tokens committed since its last

@@ -103,6 +103,7 @@ struct Scheduler::Seq {
   bool closing = false;
   TokenSink sink;
   SpecStats stats;
+  AcceptCounters counters;  // the budget's (forgetting) acceptance counters
   std::optional<SpecSequence> spec;  // from the first generated token on
   int draft_k = 0;                   // longest draft (0: plain decoding)
   int prefilled = 0;                 // prompt positions forwarded
@@ -246,6 +247,7 @@ void Scheduler::start(std::unique_ptr<Seq>& slot, uint64_t id, Request r) {
     q.draft_k = q.req.draft_k;
     q.stats.drafted.assign(size_t(q.draft_k), 0);
     q.stats.accepted.assign(size_t(q.draft_k), 0);
+    q.counters = AcceptCounters(q.draft_k);
     q.module_s.assign(size_t(drafter_->config().K), 0.0);
   }
   if (q.sink.done()) finish(s);  // n_new = 0: nothing to generate
@@ -389,7 +391,7 @@ void Scheduler::plan_and_forward() {
     for (size_t i = 0; i < dec.size(); ++i) {
       if (dec[i]->draft_k > 0) {
         const Seq& q = *dec[i];
-        b[i].p = estimate_accept(q.stats.drafted, q.stats.accepted, q.draft_k, prior);
+        b[i].p = q.counters.estimate(q.draft_k, prior);
         // The amortised catch-up, and what its drafting cycles really cost
         // beyond the model (first_draft_seconds); the module calls are
         // shared by all sequences (allocate_drafts).
@@ -448,6 +450,7 @@ void Scheduler::plan_and_forward() {
   const double fwd_s = seconds(t0, Clock::now());
   ++forwards_;
   forward_rows_ += long(rows_.size());
+  forward_s_ += fwd_s;
   for (auto& p : slots_) {
     if (!p) continue;
     for (int j = 0; j < p->nrows; ++j) {
@@ -483,6 +486,10 @@ void Scheduler::plan_and_forward() {
     if (s.draft_k > 0) s.stats.time_verify_s += fwd_s;
     const size_t before = s.sink.tokens().size();
     s.spec->accept(s.choices);
+    s.counters.step();
+    if (!s.tree->empty()) {
+      s.counters.add(s.tree->max_depth(), int(s.spec->accepted_nodes().size()));
+    }
     emit_new_tokens(s, before, s.tree, &s.spec->accepted_nodes());
     if (!s.sink.done()) {
       s.verifier.commit(s.committed, s.spec->accepted_nodes());
@@ -520,6 +527,7 @@ void Scheduler::draft(std::span<Seq* const> dec, std::span<const int> k) {
   const auto t0 = Clock::now();
   chains_->draft(jobs);
   const double wall = seconds(t0, Clock::now());
+  draft_s_ += wall;
   // The model's seconds for these calls (allocate_drafts: one call per depth
   // in use, row_s per row: the catch-up of every module on the tokens since
   // the sequence last drafted, and module j's j non-final rows); the

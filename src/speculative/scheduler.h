@@ -137,6 +137,9 @@ class Scheduler {
   // Forwards run, and their rows, since construction.
   long forwards() const { return forwards_; }
   long forward_rows() const { return forward_rows_; }
+  // Seconds in those forwards, and in the drafter's module calls.
+  double forward_seconds() const { return forward_s_; }
+  double draft_seconds() const { return draft_s_; }
   // K/V positions held by slot s (tests: a freed slot holds none).
   int slot_length(int s) const { return kv_.length(s); }
   // The sequence in slot s (0: free) and the positions it has committed
@@ -174,6 +177,7 @@ class Scheduler {
   uint64_t next_id_ = 1;
   std::vector<Event> events_;
   long forwards_ = 0, forward_rows_ = 0;
+  double forward_s_ = 0, draft_s_ = 0;
   // Step scratch.
   std::vector<model::Row> rows_;
   std::vector<float> logits_, hidden_;

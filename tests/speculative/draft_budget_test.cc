@@ -106,9 +106,31 @@ TEST(DraftBudget, AcceptanceEstimateFollowsTheCounters) {
   EXPECT_DOUBLE_EQ(p[0], 0.6);
   EXPECT_LT(p[2], p[1]);
   // 100 cycles, every draft accepted: near 1; none accepted: near 0.
-  const std::vector<long> d = {100, 100, 100}, all = {100, 100, 100}, none = {0, 0, 0};
+  const std::vector<double> d = {100, 100, 100}, all = {100, 100, 100}, none = {0, 0, 0};
   for (double x : estimate_accept(d, all, 3)) EXPECT_GT(x, 0.98);
   for (double x : estimate_accept(d, none, 3)) EXPECT_LT(x, 0.02);
+}
+
+TEST(DraftBudget, ASequencePricedOutByBadLuckDraftsAgainLater) {
+  // A row more costs 45 % of a forward: P_0 = 0.6 (the prior) pays, 0.2 not.
+  CostCurve curve({{1, 1.0}, {8, 4.15}});
+  AcceptCounters c(1);
+  auto drafts = [&] {
+    BudgetSeq b{c.estimate(1, 0.6), 0.0};
+    return allocate_drafts(curve, ModuleCost{}, 1, 1.0, 64, {&b, 1})[0];
+  };
+  EXPECT_EQ(drafts(), 1);
+  for (int i = 0; i < 4; ++i) c.step(), c.add(1, 0);  // four rejected drafts
+  EXPECT_EQ(drafts(), 0);
+  int steps = 0;
+  while (drafts() == 0 && steps < 100) c.step(), ++steps;
+  // Back near the prior within a few tens of steps, not never.
+  EXPECT_GT(steps, 2);
+  EXPECT_LT(steps, 30);
+  // Plain totals (no forgetting) would stay priced out.
+  const std::vector<double> d = {4}, a = {0};
+  BudgetSeq plain{estimate_accept(d, a, 1, 0.6), 0.0};
+  EXPECT_EQ(allocate_drafts(curve, ModuleCost{}, 1, 1.0, 64, {&plain, 1})[0], 0);
 }
 
 }  // namespace
