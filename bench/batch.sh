@@ -6,7 +6,7 @@
 # plain generate's (identity under load).
 # REPS runs of each configuration, interleaved (no drafter, drafter, next N);
 # the table gives the median of each, the range in brackets.
-#   MODEL=... DRAFTER=... [PROMPTS=bench/prompts.jsonl] [N=64] [THREADS=1] [REPS=3] bash bench/batch.sh
+#   MODEL=... DRAFTER=... [WEIGHTS=bf16] [PROMPTS=bench/prompts.jsonl] [N=64] [THREADS=1] [REPS=3] bash bench/batch.sh
 set -euo pipefail
 BIN=${BIN:-build/bin/mtpspec}
 MODEL=${MODEL:?set MODEL}
@@ -18,6 +18,7 @@ REPS=${REPS:-3}
 OUT=${OUT:-bench/out/batch}
 mkdir -p "$OUT"
 common=(-m "$MODEL" -n "$N" --threads "$THREADS" --temp 0 --json)
+[ -n "${WEIGHTS:-}" ] && common+=(--weights "$WEIGHTS")
 # Plain generate, one prompt at a time.
 : > "$OUT/plain.jsonl"
 python3 -c 'import json,sys; [print(json.loads(l)["prompt"]) for l in open(sys.argv[1]) if l.strip()]' "$PROMPTS" |

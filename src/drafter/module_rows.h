@@ -7,7 +7,7 @@
 //   tok[t+k+2].
 //
 // Rows are forwarded in calls of at most q_max rows (the module's KV cache
-// bound). The speculative proposer (spec/mtp_proposer.cc), teacher forcing
+// bound). The speculative drafting (speculative/mtp_chains.cc, mtp_tree.cc), teacher forcing
 // (drafter/teacher_forced.cc), the parity gate (train/parity.cc) and the
 // training step (train/step.cc) all index through these functions, so an
 // off-by-one (the earlier system's first bug) cannot exist in one of them only.

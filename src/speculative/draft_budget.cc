@@ -16,7 +16,42 @@ CostCurve::CostCurve(std::vector<std::pair<int, double>> points) : pts_(std::mov
   }
 }
 
+double CostCurve::ratio(int q) const {
+  if (live_.empty()) return 1.0;
+  if (q <= live_.front().first) return live_.front().second;
+  if (q >= live_.back().first) return live_.back().second;
+  size_t i = 1;
+  while (live_[i].first < q) ++i;
+  const auto [q0, r0] = live_[i - 1];
+  const auto [q1, r1] = live_[i];
+  return r0 + (r1 - r0) * double(q - q0) / double(q1 - q0);
+}
+
 double CostCurve::operator()(int q) const {
+  if (q <= 0) return 0;
+  double v = timed(q) * ratio(q);
+  // Never decreasing: at least the value at every observed q below.
+  for (const auto& [lq, r] : live_) {
+    if (lq >= q) break;
+    v = std::max(v, timed(lq) * r);
+  }
+  return v;
+}
+
+void CostCurve::observe(int q, double seconds) {
+  const double t = timed(q);
+  if (q < 1 || !(seconds > 0) || !(t > 0)) return;
+  const double r = seconds / t;
+  auto it = std::lower_bound(live_.begin(), live_.end(), q,
+                             [](const auto& p, int x) { return p.first < x; });
+  if (it != live_.end() && it->first == q) {
+    it->second = (1 - kLive) * it->second + kLive * r;
+  } else {
+    live_.insert(it, {q, r});
+  }
+}
+
+double CostCurve::timed(int q) const {
   if (pts_.empty() || q <= 0) return 0;
   if (pts_.size() == 1) return pts_[0].second * q / pts_[0].first;
   size_t i = 1;
@@ -101,10 +136,9 @@ std::vector<double> estimate_accept(std::span<const double> drafted,
   return p;
 }
 
-double first_draft_seconds(double module_row_s, int modules, int gap, double tokens_per_cycle,
-                           double mean_excess_s) {
+double first_draft_seconds(double module_row_s, int modules, int gap, double tokens_per_cycle) {
   const double tokens = std::min(double(std::max(0, gap)), std::max(1.0, tokens_per_cycle));
-  return tokens * double(std::max(0, modules)) * module_row_s + std::max(0.0, mean_excess_s);
+  return tokens * double(std::max(0, modules)) * module_row_s;
 }
 
 namespace {

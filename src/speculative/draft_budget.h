@@ -27,17 +27,31 @@
 
 namespace mtp::speculative {
 
-// m(q): seconds of one forward of q rows, linear between measured points.
+// m(q): seconds of one forward of q rows, linear between measured points —
+// followed live where observe() is fed: the value at q is the timed curve
+// times the ratio of measured to timed seconds (an average over the
+// forwards of q rows seen, weight kLive for a new one), linear in q between
+// the q observed and constant beyond them, never decreasing in q. The
+// machine's speed moves (this project's 2-core VM: DRAM bandwidth by up to
+// 2x within an hour), and with it the shape: verify rows cost relatively more
+// when the weights stream faster, which a curve timed once at start misses.
 class CostCurve {
  public:
+  static constexpr double kLive = 0.1;
   CostCurve() = default;
   // points: (q, seconds), q ascending, at least one.
   explicit CostCurve(std::vector<std::pair<int, double>> points);
   double operator()(int q) const;
+  // The timed curve alone (no live ratio).
+  double timed(int q) const;
+  // A forward of q rows took `seconds`.
+  void observe(int q, double seconds);
   const std::vector<std::pair<int, double>>& points() const { return pts_; }
 
  private:
+  double ratio(int q) const;
   std::vector<std::pair<int, double>> pts_;
+  std::vector<std::pair<int, double>> live_;  // (q, measured / timed), q ascending
 };
 
 // Measures m(q) at q = 1, 2, 3, 4, 6, 8, 12, ... q_max (the fastest of `reps`
@@ -77,17 +91,16 @@ class AcceptCounters {
 
 // Drafter seconds charged to a sequence's first draft of a step beyond the
 // module calls: the modules' catch-up on the tokens committed since its last
-// draft (modules × module_row_s per token) and the mean measured excess of
-// its drafting cycles over this model (bookkeeping, sampling; negative values
-// count as 0). The catch-up is charged for at most `tokens_per_cycle` tokens —
-// what one drafting cycle commits, i.e. its amortised share: a catch-up debt
-// grows by a token every step a sequence does not draft (and starts at the
-// whole prompt), so charging all of it would price a sequence out for good
-// once it paused (measured on the 1 B widened target: 1.013 rows per forward
-// with a drafter worth 1.14x alone). The real catch-up then runs, batched,
-// in the next drafting cycle.
-double first_draft_seconds(double module_row_s, int modules, int gap, double tokens_per_cycle,
-                           double mean_excess_s);
+// draft (modules × module_row_s per token). The catch-up is charged for at
+// most `tokens_per_cycle` tokens — what one drafting cycle commits, i.e. its
+// amortised share: a catch-up debt grows by a token every step a sequence
+// does not draft (and starts at the whole prompt), so charging all of it
+// would price a sequence out for good once it paused (measured on the 1 B
+// widened target: 1.013 rows per forward with a drafter worth 1.14x alone).
+// The real catch-up then runs, batched, in the next drafting cycle; what it
+// costs beyond this share the scheduler's live ratio of measured to modelled
+// drafter time accounts for (scheduler.h).
+double first_draft_seconds(double module_row_s, int modules, int gap, double tokens_per_cycle);
 
 // A drafter module call: call_s for a call of a few rows (its weights read
 // once, shared by every sequence in the call), row_s for each further row.

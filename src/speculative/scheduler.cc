@@ -110,10 +110,9 @@ struct Scheduler::Seq {
   // Committed length at the last propose: the drafter's modules still have to
   // catch up on the tokens since (lazily, in the next propose).
   int drafter_at = 0;
-  // Measured drafter seconds of this sequence's drafting cycles beyond the
-  // cost model (first_draft_seconds), summed, and their count.
-  double draft_excess_s = 0;
-  long draft_cycles = 0;
+  // The catch-up seconds the budget charged this step's first draft
+  // (first_draft_seconds, before the live ratio).
+  double charged_s = 0;
   Clock::time_point admitted;
   double queue_s = 0, prompt_s = 0;
   // This step: rows [row0, row0 + nrows) of the forward.
@@ -392,17 +391,17 @@ void Scheduler::plan_and_forward() {
       if (dec[i]->draft_k > 0) {
         const Seq& q = *dec[i];
         b[i].p = q.counters.estimate(q.draft_k, prior);
-        // The amortised catch-up, and what its drafting cycles really cost
-        // beyond the model (first_draft_seconds); the module calls are
-        // shared by all sequences (allocate_drafts).
+        // The amortised catch-up (first_draft_seconds); the module calls
+        // are shared by all sequences (allocate_drafts). Every drafter cost
+        // is scaled by the live ratio of measured to modelled drafter time.
         double per_cycle = 1;
         for (double pj : b[i].p) per_cycle += pj;
-        b[i].first_s = first_draft_seconds(
-            module_row_s_, q.draft_k, int(q.committed.size()) - q.drafter_at, per_cycle,
-            q.draft_cycles > 0 ? q.draft_excess_s / double(q.draft_cycles) : 0.0);
+        dec[i]->charged_s = first_draft_seconds(
+            module_row_s_, q.draft_k, int(q.committed.size()) - q.drafter_at, per_cycle);
+        b[i].first_s = draft_ratio_ * dec[i]->charged_s;
       }
     }
-    k = allocate_drafts(cost_, {module_s_, module_row_s_}, rows,
+    k = allocate_drafts(cost_, {draft_ratio_ * module_s_, draft_ratio_ * module_row_s_}, rows,
                         double(dec.size()) + first_tokens, opt_.max_rows, b);
     // Exploration: while the pool has < 3 samples, a sequence's first decode
     // step drafts one token, so an estimate can leave the prior at all.
@@ -451,6 +450,7 @@ void Scheduler::plan_and_forward() {
   ++forwards_;
   forward_rows_ += long(rows_.size());
   forward_s_ += fwd_s;
+  if (drafter_ && opt_.adaptive) cost_.observe(int(rows_.size()), fwd_s);
   for (auto& p : slots_) {
     if (!p) continue;
     for (int j = 0; j < p->nrows; ++j) {
@@ -528,29 +528,32 @@ void Scheduler::draft(std::span<Seq* const> dec, std::span<const int> k) {
   chains_->draft(jobs);
   const double wall = seconds(t0, Clock::now());
   draft_s_ += wall;
-  // The model's seconds for these calls (allocate_drafts: one call per depth
-  // in use, row_s per row: the catch-up of every module on the tokens since
-  // the sequence last drafted, and module j's j non-final rows); the
-  // measured excess is shared by the sequences in proportion to their rows'
-  // measured seconds.
+  // The budget's model of these calls (allocate_drafts: one call per depth
+  // in use; per sequence its charged catch-up, its module-0 row and module
+  // j's j non-final rows, row_s each) against the measured time: the live
+  // ratio that scales every drafter cost of the next steps. It catches what
+  // the model leaves out or times wrong at start — the catch-up of a
+  // sequence that drafts intermittently (charged only one cycle's share),
+  // the machine's speed now, sampling and bookkeeping.
   int depth = 0;
   double modelled = 0, calls_s = 0;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const Seq& s = *of[i];
     const int d = jobs[i].tree->max_depth();
     depth = std::max(depth, d);
-    const int gap = int(s.committed.size()) - s.drafter_at;
-    modelled += (double(gap) * s.draft_k + double(d) * (d - 1) / 2) * module_row_s_;
+    modelled += s.charged_s + (1 + double(d) * (d - 1) / 2) * module_row_s_;
     calls_s += jobs[i].seconds;
   }
   modelled += depth * module_s_;
-  const double excess = wall - modelled;
+  if (modelled > 0 && wall > 0) {
+    draft_ratio_ = std::clamp((1 - kDraftRatioLive) * draft_ratio_ +
+                                  kDraftRatioLive * (wall / modelled),
+                              0.25, 16.0);
+  }
   for (size_t i = 0; i < jobs.size(); ++i) {
     Seq& s = *of[i];
     const double share = calls_s > 0 ? jobs[i].seconds / calls_s : 1.0 / double(jobs.size());
     s.stats.time_draft_s += wall * share;
-    s.draft_excess_s += excess * share;
-    ++s.draft_cycles;
     s.drafter_at = int(s.committed.size());
   }
 }

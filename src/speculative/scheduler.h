@@ -170,6 +170,10 @@ class Scheduler {
   std::optional<MtpChains> chains_;  // the drafter's modules of every slot
   double module_s_ = 0;      // one drafter module forward of a few rows
   double module_row_s_ = 0;  // each further row of a module forward
+  // Measured / modelled drafter seconds of the steps so far (an average,
+  // weight kDraftRatioLive for a new step): scales the budget's drafter costs.
+  static constexpr double kDraftRatioLive = 0.1;
+  double draft_ratio_ = 1.0;
   long pool_drafted_ = 0, pool_accepted_ = 0;  // depth-0 counters of finished sequences
   std::vector<std::unique_ptr<Seq>> slots_;
   std::deque<std::pair<uint64_t, Request>> queue_;
