@@ -56,13 +56,16 @@ void run_generate_batch(GenerateArgs& a) {
   fmt::print(stderr, "[scheduler: {} slots x {} positions, KV memory {:.1f} MiB{}]\n",
              sched.parallel(), sched.ctx(), double(sched.kv_bytes()) / (1 << 20),
              dr ? " (target + drafter)" : "");
-  if (dr) {
+  // The cost curve at its timed points: as timed at start, or as followed live.
+  auto print_curve = [&](const char* what, bool live) {
     std::string curve;
     for (const auto& [q, t] : sched.cost_curve().points()) {
-      curve += fmt::format("{}{}: {:.3g}", curve.empty() ? "" : ", ", q, t * 1e3);
+      curve += fmt::format("{}{}: {:.3g}", curve.empty() ? "" : ", ", q,
+                           (live ? sched.cost_curve()(q) : t) * 1e3);
     }
-    fmt::print(stderr, "[forward cost m(q), ms: {}]\n", curve);
-  }
+    fmt::print(stderr, "[forward cost m(q){}, ms: {}]\n", what, curve);
+  };
+  if (dr) print_curve("", false);
   std::vector<uint64_t> ids;
   for (const io::PromptEntry& p : prompts) {
     speculative::Request r;
@@ -110,6 +113,7 @@ void run_generate_batch(GenerateArgs& a) {
     if (e.kind == speculative::Event::Kind::Finish) print(*e.result);
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (dr) print_curve(" followed live", true);
   fmt::print(stderr,
              "[{} prompts, --parallel {} | {} tokens in {:.2f} s: {:.1f} tok/s total, {:.1f} tok/s "
              "per sequence | {} forwards, {:.1f} rows each, {:.2f} s | drafter {:.2f} s]\n",

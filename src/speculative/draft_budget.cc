@@ -150,13 +150,13 @@ struct Allocation {
 // Greedy drafts of at most `cap` per sequence, the calls of depths < cap
 // counted up front; seconds: with the calls of the depths in use only.
 Allocation allocate_capped(const CostCurve& m, const ModuleCost& module, int base_rows,
-                           double base_tokens, int max_rows, std::span<const BudgetSeq> seqs,
+                           int decode_rows, int max_rows, std::span<const BudgetSeq> seqs,
                            int cap) {
   Allocation a;
   a.k.assign(seqs.size(), 0);
   int rows = base_rows;
-  double extra = 0;  // drafter seconds of the rows added
-  a.tokens = base_tokens;
+  double extra = 0;  // seconds added: the drafts' rows (on the curve) and drafter time
+  a.tokens = decode_rows;
   const double calls = double(cap) * module.call_s;
   while (rows < max_rows) {
     // The next draft with the most expected tokens per second of extra cost
@@ -172,28 +172,29 @@ Allocation allocate_capped(const CostCurve& m, const ModuleCost& module, int bas
       if (best < 0 || g * best_cost > best_gain * c) best = int(s), best_gain = g, best_cost = c;
     }
     if (best < 0) break;
-    // Worth it when it raises tokens per second: (T + g) / (C + dc) > T / C.
-    const double cost = m(rows) + extra + calls;
+    // Worth it when it raises tokens per second: (T + g) / (C + dc) > T / C,
+    // T / C the decode rows' own rate (prefill rows are work done anyway).
+    const double cost = m(decode_rows) + extra + calls;
     if (!(cost > 0) || best_gain * cost <= a.tokens * best_cost) break;
     ++a.k[size_t(best)];
     ++rows;
     a.tokens += best_gain;
-    extra += best_cost - drow;
+    extra += best_cost;
   }
   const int used = a.k.empty() ? 0 : *std::max_element(a.k.begin(), a.k.end());
-  a.seconds = m(rows) + extra + double(used) * module.call_s;
+  a.seconds = m(decode_rows) + extra + double(used) * module.call_s;
   return a;
 }
 }  // namespace
 
 std::vector<int> allocate_drafts(const CostCurve& m, const ModuleCost& module, int base_rows,
-                                 double base_tokens, int max_rows,
-                                 std::span<const BudgetSeq> seqs) {
+                                 int decode_rows, int max_rows, std::span<const BudgetSeq> seqs) {
   size_t depth = 0;
   for (const BudgetSeq& s : seqs) depth = std::max(depth, s.p.size());
-  Allocation best = allocate_capped(m, module, base_rows, base_tokens, max_rows, seqs, 0);
+  Allocation best = allocate_capped(m, module, base_rows, decode_rows, max_rows, seqs, 0);
+  if (decode_rows < 1) return best.k;
   for (int cap = 1; cap <= int(depth); ++cap) {
-    Allocation a = allocate_capped(m, module, base_rows, base_tokens, max_rows, seqs, cap);
+    Allocation a = allocate_capped(m, module, base_rows, decode_rows, max_rows, seqs, cap);
     // A deeper cap only when it is strictly faster (tokens per second).
     if (a.seconds > 0 && a.tokens * best.seconds > best.tokens * a.seconds * (1 + 1e-12)) {
       best = std::move(a);

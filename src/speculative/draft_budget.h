@@ -2,7 +2,7 @@
 // measured cost of a forward of q rows, m(q) (the scheduler times a few q at
 // start, forward_cost_curve) — so speculation shrinks when the batch is full.
 //
-// A step that forwards R rows costs m(R) and emits T tokens (one per decoding
+// A step's decode rows cost m(R) and emit T tokens (one per decoding
 // sequence, plus the accepted drafts). Adding draft j (0-based depth) to a
 // sequence adds one row (m(R + 1) − m(R)) and drafter time: module j's call,
 // whose weights are read once for every sequence drafting at depth j (the
@@ -116,10 +116,14 @@ struct BudgetSeq {
 };
 
 // Draft lengths for one step. base_rows: the rows every sequence forwards
-// anyway (decode/verify roots, prefill chunks); base_tokens: the tokens they
-// emit; max_rows: the step's row budget (>= base_rows).
+// anyway (decode/verify roots, prefill chunks): a draft's row costs
+// m(base_rows + n + 1) − m(base_rows + n); decode_rows: the decode roots
+// among them, one token each — the rate to beat is theirs, m(decode_rows)
+// for decode_rows tokens (prefill rows are work that is done anyway: counting
+// them in the rate would make any draft look cheap beside a prompt chunk);
+// max_rows: the step's row budget (>= base_rows).
 std::vector<int> allocate_drafts(const CostCurve& m, const ModuleCost& module, int base_rows,
-                                 double base_tokens, int max_rows,
+                                 int decode_rows, int max_rows,
                                  std::span<const BudgetSeq> seqs);
 
 }  // namespace mtp::speculative

@@ -402,7 +402,7 @@ void Scheduler::plan_and_forward() {
       }
     }
     k = allocate_drafts(cost_, {draft_ratio_ * module_s_, draft_ratio_ * module_row_s_}, rows,
-                        double(dec.size()) + first_tokens, opt_.max_rows, b);
+                        int(dec.size()), opt_.max_rows, b);
     // Exploration: while the pool has < 3 samples, a sequence's first decode
     // step drafts one token, so an estimate can leave the prior at all.
     for (size_t i = 0; i < dec.size(); ++i) {

@@ -40,8 +40,8 @@ TEST(DraftBudget, CostCurveFollowsMeasuredForwards) {
   // So a single sequence drafts less than the timed curve says it should.
   CostCurve timed({{1, 1.0}, {8, 1.07}});
   const std::vector<double> p = {0.8, 0.6, 0.4, 0.2};
-  const int on_timed = total(allocate_drafts(timed, ModuleCost{}, 1, 1.0, 64, seqs(1, p)));
-  const int on_live = total(allocate_drafts(c, ModuleCost{}, 1, 1.0, 64, seqs(1, p)));
+  const int on_timed = total(allocate_drafts(timed, ModuleCost{}, 1, 1, 64, seqs(1, p)));
+  const int on_live = total(allocate_drafts(c, ModuleCost{}, 1, 1, 64, seqs(1, p)));
   EXPECT_EQ(on_timed, 4);
   EXPECT_LT(on_live, on_timed);
   // Nonsense timings are ignored.
@@ -53,16 +53,16 @@ TEST(DraftBudget, CostCurveFollowsMeasuredForwards) {
 TEST(DraftBudget, MemoryBoundDraftsComputeBoundDoesNot) {
   // Memory-bound: a row more costs 2 % of a forward.
   CostCurve flat({{1, 1.0}, {64, 2.26}});
-  EXPECT_EQ(allocate_drafts(flat, ModuleCost{0.0, 0.0}, 1, 1.0, 64, seqs(1)), std::vector<int>({4}));
+  EXPECT_EQ(allocate_drafts(flat, ModuleCost{0.0, 0.0}, 1, 1, 64, seqs(1)), std::vector<int>({4}));
   // Compute-bound: every row costs a whole forward; P_j < 1 never pays.
   CostCurve linear({{1, 1.0}, {64, 64.0}});
-  EXPECT_EQ(allocate_drafts(linear, ModuleCost{0.0, 0.0}, 1, 1.0, 64, seqs(1)), std::vector<int>({0}));
+  EXPECT_EQ(allocate_drafts(linear, ModuleCost{0.0, 0.0}, 1, 1, 64, seqs(1)), std::vector<int>({0}));
   // Drafter time counts: a module as dear as the forward stops deep drafts.
-  EXPECT_LT(total(allocate_drafts(flat, ModuleCost{1.0, 0.0}, 1, 1.0, 64, seqs(1))), 4);
+  EXPECT_LT(total(allocate_drafts(flat, ModuleCost{1.0, 0.0}, 1, 1, 64, seqs(1))), 4);
   // So does the first draft's catch-up.
   std::vector<BudgetSeq> s = seqs(1);
   s[0].first_s = 5.0;
-  EXPECT_EQ(allocate_drafts(flat, ModuleCost{0.0, 0.0}, 1, 1.0, 64, s), std::vector<int>({0}));
+  EXPECT_EQ(allocate_drafts(flat, ModuleCost{0.0, 0.0}, 1, 1, 64, s), std::vector<int>({0}));
 }
 
 TEST(DraftBudget, CatchUpIsChargedItsAmortisedShareOnly) {
@@ -78,9 +78,9 @@ TEST(DraftBudget, CatchUpIsChargedItsAmortisedShareOnly) {
   CostCurve flat({{1, 1.0}, {64, 2.26}});
   std::vector<BudgetSeq> s = seqs(1);
   s[0].first_s = first_draft_seconds(0.01, 4, 500, 3.0);
-  EXPECT_GT(total(allocate_drafts(flat, ModuleCost{0.05, 0.0}, 1, 1.0, 64, s)), 0);
+  EXPECT_GT(total(allocate_drafts(flat, ModuleCost{0.05, 0.0}, 1, 1, 64, s)), 0);
   s[0].first_s = 500 * 0.04;
-  EXPECT_EQ(total(allocate_drafts(flat, ModuleCost{0.05, 0.0}, 1, 1.0, 64, s)), 0);
+  EXPECT_EQ(total(allocate_drafts(flat, ModuleCost{0.05, 0.0}, 1, 1, 64, s)), 0);
 }
 
 TEST(DraftBudget, AModuleCallIsPaidOncePerDepthInUse) {
@@ -90,35 +90,47 @@ TEST(DraftBudget, AModuleCallIsPaidOncePerDepthInUse) {
   // P_0 = 0.3: one draft alone (Δcost 0.105 for 0.3 tokens) pays at one
   // sequence ...
   const std::vector<double> low = {0.3};
-  EXPECT_EQ(total(allocate_drafts(flat, module, 1, 1.0, 64, seqs(1, low))), 1);
+  EXPECT_EQ(total(allocate_drafts(flat, module, 1, 1, 64, seqs(1, low))), 1);
   // ... but not as the only drafter among four (the step emits 4 tokens per
   // 1.015 s: 0.3 tokens for 0.105 s lowers that) ...
   std::vector<BudgetSeq> one_of_four = seqs(4, {});
   one_of_four[0].p = low;
-  EXPECT_EQ(total(allocate_drafts(flat, module, 4, 4.0, 64, one_of_four)), 0);
+  EXPECT_EQ(total(allocate_drafts(flat, module, 4, 4, 64, one_of_four)), 0);
   // ... while four sequences that share the call all draft (1.2 tokens for
   // 0.12 s): charging the call to each of them (0.42 s) would forbid it.
-  EXPECT_EQ(allocate_drafts(flat, module, 4, 4.0, 64, seqs(4, low)), std::vector<int>(4, 1));
-  EXPECT_EQ(total(allocate_drafts(flat, ModuleCost{0.0, 0.1}, 4, 4.0, 64, seqs(4, low))), 0);
+  EXPECT_EQ(allocate_drafts(flat, module, 4, 4, 64, seqs(4, low)), std::vector<int>(4, 1));
+  EXPECT_EQ(total(allocate_drafts(flat, ModuleCost{0.0, 0.1}, 4, 4, 64, seqs(4, low))), 0);
 }
 
 TEST(DraftBudget, SpeculationShrinksAsTheBatchFills) {
   CostCurve curve({{1, 1.0}, {8, 1.7}, {64, 7.3}});  // 0.1 per row
-  const int one = total(allocate_drafts(curve, ModuleCost{0.0, 0.0}, 1, 1.0, 256, seqs(1)));
-  const int eight = total(allocate_drafts(curve, ModuleCost{0.0, 0.0}, 8, 8.0, 256, seqs(8)));
+  const int one = total(allocate_drafts(curve, ModuleCost{0.0, 0.0}, 1, 1, 256, seqs(1)));
+  const int eight = total(allocate_drafts(curve, ModuleCost{0.0, 0.0}, 8, 8, 256, seqs(8)));
   EXPECT_EQ(one, 4);
   EXPECT_LT(eight, 8 * one);
   EXPECT_GT(eight, 0);
   // The most likely drafts go first: no sequence gets depth 2 before every
   // one has depth 1 when they are alike.
-  std::vector<int> k = allocate_drafts(curve, ModuleCost{0.0, 0.0}, 8, 8.0, 256, seqs(8));
+  std::vector<int> k = allocate_drafts(curve, ModuleCost{0.0, 0.0}, 8, 8, 256, seqs(8));
   EXPECT_LE(*std::max_element(k.begin(), k.end()) - *std::min_element(k.begin(), k.end()), 1);
   // The row budget is a hard limit.
   CostCurve flat({{1, 1.0}, {64, 1.0}});
-  EXPECT_EQ(total(allocate_drafts(flat, ModuleCost{0.0, 0.0}, 8, 8.0, 11, seqs(8))), 3);
+  EXPECT_EQ(total(allocate_drafts(flat, ModuleCost{0.0, 0.0}, 8, 8, 11, seqs(8))), 3);
   // Sequences without drafts get none.
   const std::vector<BudgetSeq> mixed = {BudgetSeq{}, BudgetSeq{kHigh, 0}};
-  EXPECT_EQ(allocate_drafts(flat, ModuleCost{0.0, 0.0}, 2, 2.0, 64, mixed), std::vector<int>({0, 4}));
+  EXPECT_EQ(allocate_drafts(flat, ModuleCost{0.0, 0.0}, 2, 2, 64, mixed), std::vector<int>({0, 4}));
+}
+
+TEST(DraftBudget, APromptChunkInTheStepDoesNotMakeDraftsLookCheap) {
+  // Compute-bound: every row costs a forward's worth; no draft pays ...
+  CostCurve linear({{1, 1.0}, {64, 64.0}});
+  EXPECT_EQ(total(allocate_drafts(linear, ModuleCost{}, 1, 1, 64, seqs(1))), 0);
+  // ... also when 40 prompt rows share the step (its rate with them counted:
+  // 2 tokens per 41 row costs, which a 0.9 draft for one row would beat).
+  EXPECT_EQ(total(allocate_drafts(linear, ModuleCost{}, 41, 1, 64, seqs(1))), 0);
+  // Memory-bound: drafts pay with or without the prompt rows.
+  CostCurve flat({{1, 1.0}, {64, 2.26}});
+  EXPECT_EQ(total(allocate_drafts(flat, ModuleCost{}, 41, 1, 64, seqs(1))), 4);
 }
 
 TEST(DraftBudget, AcceptanceEstimateFollowsTheCounters) {
@@ -139,7 +151,7 @@ TEST(DraftBudget, ASequencePricedOutByBadLuckDraftsAgainLater) {
   AcceptCounters c(1);
   auto drafts = [&] {
     BudgetSeq b{c.estimate(1, 0.6), 0.0};
-    return allocate_drafts(curve, ModuleCost{}, 1, 1.0, 64, {&b, 1})[0];
+    return allocate_drafts(curve, ModuleCost{}, 1, 1, 64, {&b, 1})[0];
   };
   EXPECT_EQ(drafts(), 1);
   for (int i = 0; i < 4; ++i) c.step(), c.add(1, 0);  // four rejected drafts
@@ -152,7 +164,7 @@ TEST(DraftBudget, ASequencePricedOutByBadLuckDraftsAgainLater) {
   // Plain totals (no forgetting) would stay priced out.
   const std::vector<double> d = {4}, a = {0};
   BudgetSeq plain{estimate_accept(d, a, 1, 0.6), 0.0};
-  EXPECT_EQ(allocate_drafts(curve, ModuleCost{}, 1, 1.0, 64, {&plain, 1})[0], 0);
+  EXPECT_EQ(allocate_drafts(curve, ModuleCost{}, 1, 1, 64, {&plain, 1})[0], 0);
 }
 
 }  // namespace
