@@ -70,11 +70,18 @@ double module_seconds(const model::Model& m, const drafter::Drafter& d, int q, T
 
 namespace {
 // Positions per slot: --ctx (0: min(model maximum, 2048)), refused when all
-// slots' target K/V and capture hidden would not fit in available memory.
-int slot_ctx(const model::ModelConfig& c, const SchedulerOptions& opt) {
+// slots' target K/V and capture hidden — and, with a drafter, its modules'
+// K/V and outputs (allocated for every slot at start) — would not fit in
+// available memory.
+int slot_ctx(const model::ModelConfig& c, const SchedulerOptions& opt,
+             const drafter::Drafter* d) {
   const int ctx = resolve_ctx(c, opt.ctx > 0 ? opt.ctx : std::min(c.max_position, 2048));
-  const double per_pos =
-      (double(c.n_layers) * c.n_kv_heads * c.head_dim * 2 + c.d_model) * sizeof(float);
+  double per_pos = (double(c.n_layers) * c.n_kv_heads * c.head_dim * 2 + c.d_model) * sizeof(float);
+  if (d) {
+    const model::ModelConfig& b = d->block_config();
+    per_pos += double(d->config().K) *
+               (double(b.n_layers) * b.n_kv_heads * b.head_dim * 2 + c.d_model) * sizeof(float);
+  }
   const double need = per_pos * ctx * std::max(1, opt.parallel), avail = available_memory_bytes();
   if (avail > 0 && need > avail) {
     fail<InputError>("--parallel {} x --ctx {} needs {:.2f} GiB for the KV caches; {:.2f} GiB of "
@@ -139,7 +146,7 @@ struct Scheduler::Seq {
 Scheduler::Scheduler(const model::Model& m, const io::Tokenizer* tok,
                      const drafter::Drafter* drafter, const SchedulerOptions& opt, ThreadPool* pool)
     : m_(m), tok_(tok), drafter_(drafter), opt_(opt), pool_(pool),
-      ctx_(slot_ctx(m.config(), opt)),
+      ctx_(slot_ctx(m.config(), opt, drafter)),
       kv_(m.config(), std::max(1, opt.parallel), ctx_,
           std::max(opt.prefill_chunk, (drafter ? drafter->config().K : 0) + 1),
           /*tree_slots=*/0) {  // the scheduler verifies chains
