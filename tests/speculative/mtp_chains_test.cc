@@ -50,7 +50,6 @@ void check_batched_equals_alone(const test::Target& f, const drafter::Drafter& d
     s.sampler = std::make_unique<Sampler>(s.so);
   }
   long compared = 0, shared_calls = 0, deep = 0, long_jumps = 0;
-  chains.on_call = [&](int, int, double) {};
   for (int cycle = 0; cycle < 400; ++cycle) {
     std::vector<MtpChains::Job> jobs;
     std::vector<int> who;
