@@ -6,7 +6,10 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "cli/checks.h"
@@ -42,6 +45,27 @@ double bytes_per_token(const model::Model& m, int pos) {
   return b;
 }
 
+// The weight types the matrices are held in, by share of their bytes, e.g.
+// "q4_k 79%, q6_k 21%": a GGUF file's quantized tensors are held as stored
+// whatever --weights says (it applies to float tensors), so print what runs.
+std::string held_types(const model::Model& m) {
+  std::map<std::string, double> by;
+  double all = 0;
+  auto add = [&](const kernels::PackedMatrix& x) {
+    by[kernels::weight_type_name(x.hold())] += double(x.bytes());
+    all += double(x.bytes());
+  };
+  const auto& w = m.weights();
+  add(w.lm_head);
+  for (const auto& l : w.layers) add(l.wqkv), add(l.wo), add(l.w_gate_up), add(l.w_down);
+  std::vector<std::pair<double, std::string>> v;
+  for (const auto& [name, b] : by) v.emplace_back(-b, name);
+  std::sort(v.begin(), v.end());
+  std::string out;
+  for (const auto& [nb, name] : v) out += fmt::format("{}{} {:.0f}%", out.empty() ? "" : ", ", name, -nb / all * 100);
+  return out;
+}
+
 void run(BenchDecodeArgs a) {
   if (a.model.empty() == a.random.empty()) fail<InputError>("give exactly one of -m MODEL or --random PRESET");
   const std::string simd = kernels::simd_target_description();  // applies MTPSPEC_SIMD
@@ -57,8 +81,9 @@ void run(BenchDecodeArgs a) {
   if (a.pos + a.q_max + 1 > c.max_position) fail<InputError>("--pos {} + q-max exceeds the model's context {}", a.pos, c.max_position);
   const double bytes = bytes_per_token(m, a.pos);
   nlohmann::json rows = nlohmann::json::array();
-  fmt::print("model: {} ({} layers, d {}), weights {}, SIMD {}, huge pages {}, context position {}\n",
-             m.loaded().path, c.n_layers, c.d_model, a.weights, simd, huge_pages_description(), a.pos);
+  const std::string held = held_types(m);
+  fmt::print("model: {} ({} layers, d {}), matrices held as {}, SIMD {}, huge pages {}, context position {}\n",
+             m.loaded().path, c.n_layers, c.d_model, held, simd, huge_pages_description(), a.pos);
   fmt::print("bytes read per decoded token: {:.1f} MB\n", bytes / 1e6);
   for (int t : a.threads) {
     ThreadPool pool(t);
@@ -97,7 +122,7 @@ void run(BenchDecodeArgs a) {
     sampling.push_back({{"setting", label}, {"seconds", ts}, {"fraction_of_decode", t_dec > 0 ? ts / t_dec : 0}});
   }
   if (a.json) {
-    fmt::print("{}\n", nlohmann::json{{"model", m.loaded().path}, {"weights", a.weights},
+    fmt::print("{}\n", nlohmann::json{{"model", m.loaded().path}, {"weights", a.weights}, {"held", held},
                                       {"sampling", sampling},
                                       {"pos", a.pos}, {"simd", kernels::simd_target()},
                                       {"simd_request", kernels::simd_target_request()},

@@ -158,6 +158,28 @@ TEST(GgufCli, DrafterOfTheHfCheckpointIsRefusedOnItsGgufCopyUnlessWarn) {
   EXPECT_EQ(bad.status, 2);
 }
 
+// bench-decode says what the matrices are held in: a GGUF file's quantized
+// tensors run as stored, whatever --weights (which applies to float tensors).
+TEST(GgufCli, BenchDecodeNamesTheHeldTypesOfAQuantizedFile) {
+  RandomSpec s = RandomSpec::for_arch(model::Arch::Llama);
+  s.seed = 12;
+  const std::string hf = random_hf_checkpoint("gguf-held", s);
+  const std::string gguf = temp_dir("gguf-held") + "/model.gguf";
+  GgufConvert c;
+  c.matrix_type = 8;  // Q8_0
+  c.type_of = [](const std::string& n) { return n.find("ffn_down") != std::string::npos ? 2 : -1; };  // Q4_0
+  convert_hf_to_gguf(hf, gguf, c);
+  CliResult r = run_cli("bench-decode -m " + shell_quote(gguf) + " --threads 1 --q-max 2 --reps 1 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("matrices held as q8_0 "), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find("{\"held\"")));
+  const std::string held = j["held"];
+  EXPECT_NE(held.find("q8_0"), std::string::npos) << held;
+  EXPECT_NE(held.find("q4_0"), std::string::npos) << held;
+  EXPECT_EQ(held.find("bf16"), std::string::npos) << held;
+  EXPECT_EQ(j["weights"], "bf16");
+}
+
 }  // namespace
 }  // namespace mtp::test
 
