@@ -32,7 +32,7 @@ void run_init(const InitArgs& a) {
   auto tensors = drafter::random_drafter_tensors(lm.config, dc, a.seed);
   nlohmann::json training = {{"kind", "random-init"}, {"seed", a.seed}};
   drafter::write_drafter(a.out, lm.config, fp, dc, tensors, training,
-                         a.dtype == "bf16" ? DType::BF16 : DType::F32);
+                         drafter::DrafterStorage::parse(a.dtype));
   fmt::print("wrote random K={} drafter for target {} ({}) to {}\n", a.k, fp.substr(0, 16),
              model::arch_name(lm.config.arch), a.out);
 }
@@ -51,8 +51,11 @@ void add_init_drafter(CLI::App& root) {
   cmd->add_option("--seed", a->seed, "Random seed");
   cmd->add_option("--window", a->window, "Module attention window (0 = unlimited)")
       ->check(cli::NonNegative);
-  cmd->add_option("--dtype", a->dtype, "Stored precision of the tensors")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+  cmd->add_option("--dtype", a->dtype,
+                  "Stored precision of the tensors: fp32, bf16, or the matrices as ggml blocks "
+                  "q8_0, q4_0, q5_0, q4_k, q5_k, q6_k (norms F32; docs/FORMATS.md)")
+      ->check(CLI::IsMember(drafter::kDrafterStorageNames))
+      ->capture_default_str();
   cmd->callback([a] { run_init(*a); });
 }
 

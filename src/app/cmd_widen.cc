@@ -24,6 +24,7 @@ namespace {
 struct WidenArgs {
   std::string model, tokenizer, drafter, shape, out;
   std::string dtype = "bf16";
+  std::string drafter_dtype;  // "" = --dtype
   bool allow_inexact = false;
 };
 
@@ -57,7 +58,10 @@ void run_widen(const WidenArgs& a) {
     dst.config = model::read_hf_config(a.out);
     const std::string dst_fp = model::target_fingerprint(dst);
     const std::string out = (fs::path(a.out) / "drafter.safetensors").string();
-    drafter::widen_drafter(a.drafter, src_fp, plan, dtype, dst_fp, out);
+    drafter::widen_drafter(a.drafter, src_fp, plan,
+                           drafter::DrafterStorage::parse(a.drafter_dtype.empty() ? a.dtype
+                                                                                  : a.drafter_dtype),
+                           dst_fp, out);
     fmt::print("wrote {} for target {}\n", out, dst_fp.substr(0, 16));
   }
 }
@@ -81,6 +85,10 @@ void add_widen(CLI::App& root) {
   cmd->add_option("--dtype", a->dtype, "Stored precision of the matrices (embedding and norms "
                                        "stay F32)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
+  cmd->add_option("--drafter-dtype", a->drafter_dtype,
+                  "Stored precision of the widened drafter's matrices (default: --dtype): fp32, "
+                  "bf16, or ggml blocks q8_0, q4_0, q5_0, q4_k, q5_k, q6_k (docs/FORMATS.md)")
+      ->check(CLI::IsMember(drafter::kDrafterStorageNames));
   cmd->add_flag("--allow-inexact", a->allow_inexact,
                 "Accept a shape whose width ratio makes the result only within rounding");
   cmd->add_option("-o,--output", a->out, "Folder to write")->required()

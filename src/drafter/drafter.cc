@@ -1,5 +1,6 @@
 #include "drafter/drafter.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/ggml_type.h"
+#include "kernels/quant_blocks.h"
 #include "model/fingerprint.h"
 #include "model/layer_io.h"
 
@@ -57,7 +59,70 @@ void read_draft_vocab(const io::TensorSet& ts, const std::string& path, int voca
   std::memcpy(ids.data(), v->data, ids.size() * sizeof(int32_t));
   check_draft_vocab(ids, vocab, "drafter '" + path + "'");
 }
+
+// __metadata__["quantized"] (absent: none): {name: {"type": "q8_0", "shape":
+// [rows, cols]}} for the matrices stored as ggml blocks; every name must be
+// a matrix of this drafter and every type a block type.
+model::BlockTensors read_block_tensors(const io::Metadata& meta, const model::TensorShapes& shapes,
+                                       const std::string& path) {
+  model::BlockTensors out;
+  if (meta.find("quantized") == meta.end()) return out;
+  const nlohmann::json q = parse_meta(meta, "quantized", path);
+  for (const auto& [name, e] : q.items()) {
+    auto sh = std::find_if(shapes.begin(), shapes.end(), [&](const auto& x) { return x.first == name; });
+    if (sh == shapes.end() || sh->second.size() != 2) {
+      fail<FormatError>("drafter '{}': __metadata__['quantized'] names '{}', which is not a "
+                        "weight matrix of this drafter", path, name);
+    }
+    const std::string type = e.is_object() && e.contains("type") && e["type"].is_string()
+                                 ? e["type"].get<std::string>() : std::string();
+    kernels::WeightType wt = kernels::WeightType::F32;
+    try {
+      wt = kernels::parse_weight_type(type);
+    } catch (const InputError&) {
+    }
+    if (!kernels::weight_type_quantized(wt)) {
+      fail<FormatError>("drafter '{}': __metadata__['quantized']['{}'] has type '{}'; expected "
+                        "one of q8_0, q4_0, q5_0, q4_k, q5_k, q6_k", path, name, type);
+    }
+    const auto& shape = e.contains("shape") ? e["shape"] : nlohmann::json();
+    if (!shape.is_array() || shape.size() != 2 || !shape[0].is_number_integer() ||
+        !shape[1].is_number_integer()) {
+      fail<FormatError>("drafter '{}': __metadata__['quantized']['{}'] needs \"shape\": [rows, "
+                        "cols]", path, name);
+    }
+    const int64_t rows = shape[0], cols = shape[1];
+    const GgmlType gt = kernels::weight_ggml_type(wt);
+    if (rows <= 0 || cols <= 0 || cols % int64_t(ggml_type_info(uint32_t(gt)).block_elems) != 0) {
+      fail<FormatError>("drafter '{}': tensor '{}' is recorded as {} [{}, {}]; cols must be a "
+                        "positive multiple of its block of {}", path, name, type, rows, cols,
+                        ggml_type_info(uint32_t(gt)).block_elems);
+    }
+    out[name] = {gt, rows, cols};
+  }
+  return out;
+}
 }  // namespace
+
+DrafterStorage DrafterStorage::parse(const std::string& name) {
+  if (name == "fp32") return DType::F32;
+  if (name == "bf16") return DType::BF16;
+  DrafterStorage s(DType::BF16);
+  try {
+    s.blocks = kernels::parse_weight_type(name);
+  } catch (const InputError&) {
+  }
+  if (!s.quantized()) {
+    fail<InputError>("drafter storage '{}': expected fp32, bf16 or a block type q8_0, q4_0, "
+                     "q5_0, q4_k, q5_k, q6_k", name);
+  }
+  return s;
+}
+
+std::string DrafterStorage::name() const {
+  if (quantized()) return kernels::weight_type_name(blocks);
+  return floats == DType::BF16 ? "bf16" : "fp32";
+}
 
 void check_draft_vocab(const std::vector<int32_t>& ids, int vocab, const std::string& what) {
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -206,7 +271,8 @@ Drafter Drafter::from_tensor_set(const io::TensorSet& ts, const std::string& pat
   }
   dr.block_cfg_ = module_block_config(target, dr.cfg_);
   const auto shapes = drafter_tensor_shapes(target, dr.cfg_);
-  model::check_tensor_shapes(ts, shapes, "drafter " + path);
+  const model::BlockTensors blocks = read_block_tensors(dr.meta_, shapes, path);
+  model::check_tensor_shapes(ts, shapes, "drafter " + path, &blocks);
   // Every tensor must be one the config describes: a module mtp.K.* beyond
   // the metadata's K (or any stray tensor) means config and file disagree.
   {
@@ -224,15 +290,16 @@ Drafter Drafter::from_tensor_set(const io::TensorSet& ts, const std::string& pat
   for (int k = 0; k < dr.cfg_.K; ++k) {
     // A module stored in BF16 is held in BF16 whatever `hold` asks: the values
     // are exactly the stored ones either way, and half the bytes per draft.
+    // One stored as blocks holds them as stored and its BF16 fallback
+    // matrices in BF16 (DrafterStorage).
+    const DType eh = ts.get(prefix(k) + "eh_proj.weight").dtype;
     const kernels::WeightType module_hold =
-        ts.get(prefix(k) + "eh_proj.weight").dtype == DType::BF16 ? kernels::WeightType::BF16
-                                                                   : hold;
+        eh == DType::BF16 || eh == DType::U8 ? kernels::WeightType::BF16 : hold;
     MtpModule m;
     m.enorm = model::load_norm(ts, prefix(k) + "enorm.weight", op);
     m.hnorm = model::load_norm(ts, prefix(k) + "hnorm.weight", op);
-    m.eh_proj =
-        model::pack_rows({&model::finite_tensor(ts, prefix(k) + "eh_proj.weight")}, module_hold);
-    m.block = model::load_layer(ts, dr.block_cfg_, prefix(k) + "block.", module_hold);
+    m.eh_proj = model::load_matrix(ts, {prefix(k) + "eh_proj.weight"}, module_hold, &blocks);
+    m.block = model::load_layer(ts, dr.block_cfg_, prefix(k) + "block.", module_hold, &blocks);
     dr.modules_.push_back(std::move(m));
   }
   return dr;
@@ -288,19 +355,32 @@ namespace {
 // copies owned here) and __metadata__.
 struct Encoded {
   std::vector<std::vector<uint16_t>> bf;
+  std::vector<std::vector<uint8_t>> blocks;
   std::vector<io::TensorView> views;
   io::Metadata meta;
 };
+
+// The matrix `v` [rows, cols] as PackedMatrix::pack holds it in `blocks`
+// (one rule for file and memory; its hold() may be a fallback type).
+kernels::PackedMatrix pack_as_blocks(const std::vector<float>& v, const std::vector<int64_t>& shape,
+                                     kernels::WeightType blocks) {
+  return kernels::PackedMatrix::pack(v.data(), DType::F32, size_t(shape[0]), size_t(shape[1]),
+                                     blocks);
+}
 
 std::shared_ptr<Encoded> encode_drafter(const model::ModelConfig& target,
                                         const std::string& target_fingerprint,
                                         const DrafterConfig& d,
                                         const std::map<std::string, std::vector<float>>& tensors,
-                                        const nlohmann::json& training, DType stored,
-                                        bool vectors_f32) {
-  if (stored != DType::F32 && stored != DType::BF16) {
-    fail<InputError>("drafter tensors are stored as F32 or BF16, not {}", dtype_name(stored));
+                                        const nlohmann::json& training,
+                                        const DrafterStorage& st, bool vectors_f32) {
+  if (st.floats != DType::F32 && st.floats != DType::BF16) {
+    fail<InputError>("drafter tensors are stored as F32 or BF16, not {}", dtype_name(st.floats));
   }
+  // Block storage: vectors F32, matrices the blocks cannot hold in BF16.
+  const DType stored = st.quantized() ? DType::BF16 : st.floats;
+  vectors_f32 = vectors_f32 || st.quantized();
+  nlohmann::json quantized = nlohmann::json::object();
   auto shapes = drafter_tensor_shapes(target, d);
   if (tensors.size() != shapes.size()) {
     fail<ShapeError>("drafter has {} tensors; a K={} drafter for this target has {}",
@@ -308,6 +388,7 @@ std::shared_ptr<Encoded> encode_drafter(const model::ModelConfig& target,
   }
   auto e = std::make_shared<Encoded>();
   e->bf.resize(shapes.size());
+  e->blocks.reserve(shapes.size());  // views point into these buffers
   for (size_t i = 0; i < shapes.size(); ++i) {
     const auto& [name, shape] = shapes[i];
     auto it = tensors.find(name);
@@ -317,6 +398,16 @@ std::shared_ptr<Encoded> encode_drafter(const model::ModelConfig& target,
     if (it->second.size() != n) {
       fail<ShapeError>("drafter tensor '{}' has {} values; its shape needs {}", name,
                        it->second.size(), n);
+    }
+    if (st.quantized() && shape.size() == 2) {
+      const kernels::PackedMatrix m = pack_as_blocks(it->second, shape, st.blocks);
+      if (kernels::weight_type_quantized(m.hold())) {
+        const int64_t rb = int64_t(m.bytes() / size_t(shape[0]));
+        e->blocks.emplace_back(m.data(), m.data() + m.bytes());
+        e->views.push_back(io::make_view(name, DType::U8, {shape[0], rb}, e->blocks.back()));
+        quantized[name] = {{"type", kernels::weight_type_name(m.hold())}, {"shape", shape}};
+        continue;
+      }
     }
     if (stored == DType::F32 || (vectors_f32 && shape.size() == 1)) {
       e->views.push_back(io::make_view(name, DType::F32, shape, it->second));
@@ -340,6 +431,7 @@ std::shared_ptr<Encoded> encode_drafter(const model::ModelConfig& target,
                                   {"config_hash", model::sha256_hex(target.to_json().dump())},
                                   {"config", target.to_json()}}
                        .dump();
+  if (!quantized.empty()) meta["quantized"] = quantized.dump();
   meta["capture"] = kCapture;
   meta["training"] = training.dump();
   meta["created"] = utc_now();
@@ -350,7 +442,8 @@ std::shared_ptr<Encoded> encode_drafter(const model::ModelConfig& target,
 void write_drafter(const std::string& path, const model::ModelConfig& target,
                    const std::string& target_fingerprint, const DrafterConfig& d,
                    const std::map<std::string, std::vector<float>>& tensors,
-                   const nlohmann::json& training, DType stored, bool vectors_f32) {
+                   const nlohmann::json& training, const DrafterStorage& stored,
+                   bool vectors_f32) {
   auto e = encode_drafter(target, target_fingerprint, d, tensors, training, stored, vectors_f32);
   io::write_safetensors(path, e->views, e->meta);
 }
@@ -358,12 +451,44 @@ void write_drafter(const std::string& path, const model::ModelConfig& target,
 Drafter Drafter::from_tensors(const model::ModelConfig& target,
                               const std::string& target_fingerprint, const DrafterConfig& d,
                               const std::map<std::string, std::vector<float>>& tensors,
-                              const nlohmann::json& training, DType stored,
+                              const nlohmann::json& training, const DrafterStorage& stored,
                               kernels::WeightType hold) {
   auto e = encode_drafter(target, target_fingerprint, d, tensors, training, stored, false);
   const std::string label = "(in memory)";
   io::TensorSet ts = io::TensorSet::in_memory(label, e->views, e->meta, e);
   return from_tensor_set(ts, label, target, target_fingerprint, hold);
+}
+
+void round_to_storage(std::map<std::string, std::vector<float>>& tensors,
+                      const model::ModelConfig& target, const DrafterConfig& d,
+                      const DrafterStorage& s) {
+  if (!s.quantized()) {
+    if (s.floats != DType::F32) for (auto& [name, v] : tensors) round_to(s.floats, v.data(), v.size());
+    return;
+  }
+  for (const auto& [name, shape] : drafter_tensor_shapes(target, d)) {
+    auto it = tensors.find(name);
+    if (it == tensors.end() || shape.size() != 2) continue;  // vectors stay F32
+    const kernels::PackedMatrix m = pack_as_blocks(it->second, shape, s.blocks);
+    for (size_t r = 0; r < size_t(shape[0]); ++r) m.row_f32(r, it->second.data() + r * size_t(shape[1]));
+  }
+}
+
+Drafter Drafter::with_float_matrices() const {
+  Drafter out = *this;
+  auto to_f32 = [](kernels::PackedMatrix& m) {
+    if (!m.is_composite() && !kernels::weight_type_quantized(m.hold())) return;
+    std::vector<float> v(m.rows() * m.cols());
+    for (size_t r = 0; r < m.rows(); ++r) m.row_f32(r, v.data() + r * m.cols());
+    m = kernels::PackedMatrix::pack(v.data(), DType::F32, m.rows(), m.cols(), kernels::WeightType::F32);
+  };
+  for (MtpModule& mod : out.modules_) {
+    to_f32(mod.eh_proj);
+    for (kernels::PackedMatrix* x : {&mod.block.wqkv, &mod.block.wo, &mod.block.w_gate_up, &mod.block.w_down})
+      to_f32(*x);
+  }
+  out.heads_ = std::make_shared<HeadCache>();
+  return out;
 }
 
 std::map<std::string, std::vector<float>> random_drafter_tensors(const model::ModelConfig& target,

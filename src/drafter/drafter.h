@@ -10,7 +10,8 @@
 // File (safetensors): mtp.{k}.enorm.weight, mtp.{k}.hnorm.weight,
 // mtp.{k}.eh_proj.weight [d, 2d], and mtp.{k}.block.<HF layer names>;
 // optionally draft_vocab (I32 [n], see DrafterConfig); a module stored in BF16
-// is held in BF16 (its exact values);
+// is held in BF16 (its exact values), matrices stored as ggml blocks
+// (DrafterStorage) are held as stored, bit for bit;
 // __metadata__: format = "mtpspec-drafter", format_version, config, target,
 // capture, training, created (docs/FORMATS.md).
 #pragma once
@@ -69,6 +70,31 @@ struct MtpModule {
 std::vector<std::pair<std::string, std::vector<int64_t>>> drafter_tensor_shapes(
     const model::ModelConfig& target, const DrafterConfig& d);
 
+// How a drafter file stores its tensors (init-drafter / export --dtype): all
+// F32, all BF16, or the matrices as ggml blocks of a quantized type — U8
+// tensors [rows, row bytes] named in __metadata__["quantized"] (docs/
+// FORMATS.md) — with norms and biases in F32 and any matrix the block type
+// cannot hold (PackedMatrix::pack's fallback to bf16: cols not a multiple of
+// 32) in BF16. Implicit from a DType (the float storages).
+inline const std::vector<std::string> kDrafterStorageNames{"fp32", "bf16", "q8_0", "q4_0",
+                                                           "q5_0", "q4_k", "q5_k", "q6_k"};
+struct DrafterStorage {
+  DType floats = DType::F32;                              // F32 | BF16
+  kernels::WeightType blocks = kernels::WeightType::F32;  // a block type, or F32 (none)
+  DrafterStorage(DType f = DType::F32) : floats(f) {}     // NOLINT: implicit on purpose
+  // "fp32" | "bf16" | a block type ("q8_0" ... "q6_k"); InputError otherwise.
+  static DrafterStorage parse(const std::string& name);
+  bool quantized() const { return kernels::weight_type_quantized(blocks); }
+  std::string name() const;  // the --dtype spelling
+};
+
+// The values a drafter computes with once stored as `s` (what the parity gate
+// compares against): bf16-rounded, or each matrix quantized to its blocks and
+// dequantized (exact in fp32); F32 leaves them as they are.
+void round_to_storage(std::map<std::string, std::vector<float>>& tensors,
+                      const model::ModelConfig& target, const DrafterConfig& d,
+                      const DrafterStorage& s);
+
 // What Drafter::load does when the drafter's recorded target fingerprint is
 // not this target's (--drafter-target-mismatch): refuse (ConfigError), or
 // load it with one warning line on stderr. The output stays the target's
@@ -96,8 +122,13 @@ class Drafter {
   static Drafter from_tensors(const model::ModelConfig& target,
                               const std::string& target_fingerprint, const DrafterConfig& d,
                               const std::map<std::string, std::vector<float>>& tensors,
-                              const nlohmann::json& training, DType stored,
+                              const nlohmann::json& training, const DrafterStorage& stored,
                               kernels::WeightType hold);
+
+  // A copy whose block-quantized matrices are held as fp32 (their exact
+  // dequantized values), so the fp32 kernels run them: what the parity gate
+  // compares against libtorch. Float-held matrices are shared unchanged.
+  Drafter with_float_matrices() const;
 
   const DrafterConfig& config() const { return cfg_; }
   const model::ModelConfig& block_config() const { return block_cfg_; }
@@ -129,13 +160,13 @@ class Drafter {
 kernels::PackedMatrix sub_head(const kernels::PackedMatrix& head, std::span<const int32_t> ids);
 
 // Writes a drafter file. `tensors`: fp32 values by name (every name of
-// drafter_tensor_shapes, nothing else), stored as `stored` (F32 or BF16).
+// drafter_tensor_shapes, nothing else), stored as `stored` (DrafterStorage).
 // `training`: free-form summary stored under __metadata__["training"].
 // `vectors_f32`: norm weights and biases stay F32 whatever `stored` is.
 void write_drafter(const std::string& path, const model::ModelConfig& target,
                    const std::string& target_fingerprint, const DrafterConfig& d,
                    const std::map<std::string, std::vector<float>>& tensors,
-                   const nlohmann::json& training, DType stored = DType::F32,
+                   const nlohmann::json& training, const DrafterStorage& stored = {},
                    bool vectors_f32 = false);
 
 // Random initial weights (init-drafter, tests): normal(0, 1/sqrt(fan_in)) for

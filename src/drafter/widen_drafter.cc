@@ -13,7 +13,8 @@ std::string prefix(int k) { return "mtp." + std::to_string(k) + "."; }
 }  // namespace
 
 void widen_drafter(const std::string& src_path, const std::string& src_fingerprint,
-                   const model::WidenPlan& plan, DType dtype, const std::string& dst_fingerprint,
+                   const model::WidenPlan& plan, const DrafterStorage& stored,
+                   const std::string& dst_fingerprint,
                    const std::string& out_path) {
   // F32 hold: every packed value is the stored one (a BF16 file is held BF16,
   // whose values are exact in fp32 too).
@@ -59,7 +60,7 @@ void widen_drafter(const std::string& src_path, const std::string& src_fingerpri
                          {"from_target", src_fingerprint},
                          {"exact", plan.exact()},
                          {"inexact", plan.inexact}};
-  write_drafter(out_path, plan.dst, dst_fingerprint, src.config(), out, training, dtype,
+  write_drafter(out_path, plan.dst, dst_fingerprint, src.config(), out, training, stored,
                 /*vectors_f32=*/true);
 }
 

@@ -11,16 +11,18 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "drafter/drafter.h"
 #include "model/widen.h"
 
 namespace mtp::drafter {
 
 // Loads the drafter at `src_path` (refused unless made for `src_fingerprint`,
 // the source target's), widens it by `plan` and writes it to `out_path`:
-// matrices in `dtype` (F32 or BF16), norms in F32, metadata naming
+// matrices stored as `stored` (F32, BF16 or ggml blocks), norms in F32, metadata naming
 // `dst_fingerprint`; `training` records the original's summary and the plan.
 void widen_drafter(const std::string& src_path, const std::string& src_fingerprint,
-                   const model::WidenPlan& plan, DType dtype, const std::string& dst_fingerprint,
+                   const model::WidenPlan& plan, const DrafterStorage& stored,
+                   const std::string& dst_fingerprint,
                    const std::string& out_path);
 
 }  // namespace mtp::drafter

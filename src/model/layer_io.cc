@@ -7,6 +7,7 @@
 #include "core/thread_pool.h"
 
 #include "core/error.h"
+#include "kernels/quant_blocks.h"
 
 namespace mtp::model {
 
@@ -50,10 +51,28 @@ TensorShapes layer_tensor_shapes(const ModelConfig& c, const std::string& p) {
 }
 
 void check_tensor_shapes(const TensorSet& ts, const TensorShapes& expected,
-                         const std::string& what) {
+                         const std::string& what, const BlockTensors* blocks) {
   for (auto& [name, shape] : expected) {
     const TensorView* v = ts.find(name);
     if (!v) fail<FormatError>("tensor '{}' not found in '{}' ({})", name, ts.source(), what);
+    const auto b = blocks ? blocks->find(name) : BlockTensors::const_iterator();
+    if (blocks && b != blocks->end()) {
+      const BlockTensor& bt = b->second;
+      const std::vector<int64_t> logical{bt.rows, bt.cols};
+      if (logical != shape) {
+        fail<ShapeError>("tensor '{}' in '{}' is recorded as {} {}; {} implies {}", name,
+                         ts.file_of(name), ggml_type_name(uint32_t(bt.type)), shape_str(logical),
+                         what, shape_str(shape));
+      }
+      const int64_t rb = int64_t(ggml_row_bytes(uint32_t(bt.type), size_t(bt.cols)));
+      if (v->dtype != DType::U8 || v->shape != std::vector<int64_t>{bt.rows, rb}) {
+        fail<ShapeError>("tensor '{}' in '{}' is recorded as {} {}, so it must be U8 [{}, {}] "
+                         "(its rows of blocks); it is {} {}", name, ts.file_of(name),
+                         ggml_type_name(uint32_t(bt.type)), shape_str(logical), bt.rows, rb,
+                         dtype_name(v->dtype), shape_str(v->shape));
+      }
+      continue;
+    }
     if (v->dtype != DType::F32 && v->dtype != DType::BF16 && v->dtype != DType::F16) {
       fail<ShapeError>("tensor '{}' in '{}' has dtype {}; weights must be F32, BF16 or F16", name,
                        ts.file_of(name), dtype_name(v->dtype));
@@ -100,6 +119,50 @@ PackedMatrix pack_rows(const std::vector<const TensorView*>& parts, kernels::Wei
   return PackedMatrix::pack(buf.data(), dt, rows, cols, hold);
 }
 
+PackedMatrix load_matrix(const TensorSet& ts, const std::vector<std::string>& names,
+                         kernels::WeightType hold, const BlockTensors* blocks) {
+  auto block_of = [&](const std::string& n) -> const BlockTensor* {
+    if (!blocks) return nullptr;
+    auto it = blocks->find(n);
+    return it == blocks->end() ? nullptr : &it->second;
+  };
+  if (std::none_of(names.begin(), names.end(), block_of)) {
+    std::vector<const TensorView*> parts;
+    for (const auto& n : names) parts.push_back(&finite_tensor(ts, n));
+    return pack_rows(parts, hold);
+  }
+  std::vector<PackedMatrix> packed;
+  for (size_t i = 0; i < names.size();) {
+    const BlockTensor* b = block_of(names[i]);
+    if (!b) {
+      packed.push_back(pack_rows({&finite_tensor(ts, names[i])}, hold));
+      ++i;
+      continue;
+    }
+    // A run of parts of one block type: their rows of blocks back to back.
+    std::vector<uint8_t> buf;
+    int64_t rows = 0;
+    std::vector<float> vals(size_t(b->cols));
+    size_t j = i;
+    for (; j < names.size() && block_of(names[j]) && block_of(names[j])->type == b->type; ++j) {
+      const TensorView& v = ts.get(names[j]);
+      const size_t rb = ggml_row_bytes(uint32_t(b->type), size_t(b->cols));
+      const auto* src = static_cast<const uint8_t*>(v.data);
+      for (int64_t r = 0; r < block_of(names[j])->rows; ++r) {
+        kernels::dequantize_row(b->type, src + size_t(r) * rb, vals.size(), vals.data());
+        check_finite(vals.data(), vals.size(),
+                     fmt::format("row {} of tensor '{}' in '{}' ({} blocks)", r, names[j],
+                                 ts.file_of(names[j]), ggml_type_name(uint32_t(b->type))));
+      }
+      buf.insert(buf.end(), src, src + v.nbytes);
+      rows += block_of(names[j])->rows;
+    }
+    packed.push_back(PackedMatrix::pack_blocks(buf.data(), b->type, size_t(rows), size_t(b->cols)));
+    i = j;
+  }
+  return packed.size() == 1 ? std::move(packed[0]) : PackedMatrix::concat_rows(std::move(packed));
+}
+
 std::vector<float> load_norm(const TensorSet& ts, const std::string& name, bool one_plus) {
   const TensorView& v = finite_tensor(ts, name);
   return norm_weight(v.data, v.dtype, v.numel(), one_plus);
@@ -123,7 +186,7 @@ void run_load_tasks(size_t n, const std::function<void(size_t)>& task) {
 }
 
 LayerWeights load_layer(const TensorSet& ts, const ModelConfig& c, const std::string& p,
-                        kernels::WeightType hold) {
+                        kernels::WeightType hold, const BlockTensors* blocks) {
   const bool op = c.norm_one_plus;
   LayerWeights w;
   w.attn_norm = load_norm(ts, p + "input_layernorm.weight", op);
@@ -146,15 +209,12 @@ LayerWeights load_layer(const TensorSet& ts, const ModelConfig& c, const std::st
       to_f32(v.data, v.dtype, v.numel(), w.qkv_bias.data() + off);
     }
   }
-  w.wqkv = pack_rows({&finite_tensor(ts, p + "self_attn.q_proj.weight"),
-                      &finite_tensor(ts, p + "self_attn.k_proj.weight"),
-                      &finite_tensor(ts, p + "self_attn.v_proj.weight")},
-                     hold);
-  w.wo = pack_rows({&finite_tensor(ts, p + "self_attn.o_proj.weight")}, hold);
-  w.w_gate_up = pack_rows({&finite_tensor(ts, p + "mlp.gate_proj.weight"),
-                           &finite_tensor(ts, p + "mlp.up_proj.weight")},
-                          hold);
-  w.w_down = pack_rows({&finite_tensor(ts, p + "mlp.down_proj.weight")}, hold);
+  const std::string a = p + "self_attn.", m = p + "mlp.";
+  w.wqkv = load_matrix(ts, {a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"}, hold,
+                       blocks);
+  w.wo = load_matrix(ts, {a + "o_proj.weight"}, hold, blocks);
+  w.w_gate_up = load_matrix(ts, {m + "gate_proj.weight", m + "up_proj.weight"}, hold, blocks);
+  w.w_down = load_matrix(ts, {m + "down_proj.weight"}, hold, blocks);
   return w;
 }
 

@@ -5,10 +5,12 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/ggml_type.h"
 #include "io/safetensors.h"
 #include "kernels/matmul.h"
 #include "model/config.h"
@@ -18,6 +20,16 @@ namespace mtp::model {
 
 using TensorShapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
+// Matrices stored as ggml blocks in a safetensors file (a quantized drafter,
+// docs/FORMATS.md "Drafter file"): a U8 tensor [rows, ggml_row_bytes(type,
+// cols)] under the matrix's own name; its block type and logical shape come
+// from the file's __metadata__ (safetensors has no block dtypes).
+struct BlockTensor {
+  GgmlType type;
+  int64_t rows = 0, cols = 0;
+};
+using BlockTensors = std::map<std::string, BlockTensor>;
+
 // "[2, 3]": a shape for messages.
 std::string shape_str(const std::vector<int64_t>& s);
 
@@ -26,8 +38,10 @@ TensorShapes layer_tensor_shapes(const ModelConfig& c, const std::string& prefix
 
 // Checks presence, dtype (F32/BF16/F16) and shape of each expected tensor;
 // throws FormatError / ShapeError naming the tensor, the file and `what`.
+// Tensors named in `blocks` must instead be U8 [rows, row bytes] with the
+// logical shape [rows, cols] expected.
 void check_tensor_shapes(const io::TensorSet& ts, const TensorShapes& expected,
-                         const std::string& what);
+                         const std::string& what, const BlockTensors* blocks = nullptr);
 
 // The tensor, after a NaN/Inf check (FormatError naming it).
 const io::TensorView& finite_tensor(const io::TensorSet& ts, const std::string& name);
@@ -45,8 +59,15 @@ kernels::PackedMatrix pack_rows(const std::vector<const io::TensorView*>& parts,
 // on the scheduling.
 void run_load_tasks(size_t n, const std::function<void(size_t)>& task);
 
-// One layer of family `c` under `prefix`.
+// The row-wise concatenation of the named [r_i, cols] tensors as one matrix:
+// float tensors held as `hold` (pack_rows), tensors in `blocks` as stored, bit
+// for bit, whatever `hold` (after a check that every value is finite); a
+// matrix of parts of several types is composite (PackedMatrix::concat_rows).
+kernels::PackedMatrix load_matrix(const io::TensorSet& ts, const std::vector<std::string>& names,
+                                  kernels::WeightType hold, const BlockTensors* blocks = nullptr);
+
+// One layer of family `c` under `prefix` (its matrices through load_matrix).
 LayerWeights load_layer(const io::TensorSet& ts, const ModelConfig& c, const std::string& prefix,
-                        kernels::WeightType hold);
+                        kernels::WeightType hold, const BlockTensors* blocks = nullptr);
 
 }  // namespace mtp::model

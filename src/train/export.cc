@@ -42,10 +42,14 @@ LoadedRun load_run(const std::string& run_dir, const std::string& model_override
   return r;
 }
 
-// What the engine holds when the file stores BF16: the torch side uses the same values.
-void round_tensors(std::map<std::string, std::vector<float>>& t, DType stored) {
-  if (stored == DType::F32) return;
-  for (auto& [name, v] : t) round_to(stored, v.data(), v.size());
+// training["stored"]: "F32" / "BF16" (the safetensors spelling, as files
+// written before block storage have it) or a block type ("q8_0").
+std::string storage_label(const drafter::DrafterStorage& s) {
+  return s.quantized() ? s.name() : std::string(dtype_name(s.floats));
+}
+drafter::DrafterStorage storage_from_label(const std::string& l) {
+  if (l == "F32" || l == "BF16") return dtype_from_name(l);
+  return drafter::DrafterStorage::parse(l);
 }
 
 std::string default_shards(const Checkpoint& c, const std::string& given) {
@@ -58,9 +62,6 @@ std::string default_shards(const Checkpoint& c, const std::string& given) {
 }  // namespace
 
 ExportReport export_drafter(const ExportOptions& o) {
-  if (o.stored != DType::F32 && o.stored != DType::BF16) {
-    fail<InputError>("drafter tensors are stored as fp32 or bf16");
-  }
   LoadedRun run = load_run(o.run_dir, o.model);
   const nlohmann::json& s = run.ckpt.state;
   const model::ModelConfig& cfg = run.target->config();
@@ -87,7 +88,10 @@ ExportReport export_drafter(const ExportOptions& o) {
     }
   }
   auto tensors = checkpoint_tensors(run.ckpt, o.ema);
-  round_tensors(tensors, o.stored);
+  // Blocks are written from the trained values (quantizing dequantized values
+  // need not give the same blocks back); parity runs on their dequantization.
+  const auto trained = o.stored.quantized() ? tensors : decltype(tensors){};
+  drafter::round_to_storage(tensors, cfg, dc, o.stored);
   rep.step = s.value("step", 0L);
   rep.fingerprint = run.fingerprint;
   const long total = s.value("total_steps", 0L);
@@ -108,14 +112,17 @@ ExportReport export_drafter(const ExportOptions& o) {
       {"simd_target", kernels::simd_target()},
       {"torch_version", s.value("torch_version", std::string())},
       {"run_dir", fs::absolute(o.run_dir).string()},
-      {"stored", std::string(dtype_name(o.stored))},
+      {"stored", storage_label(o.stored)},
       {"draft_vocab", dv_meta}};
   // Parity runs on the drafter as it will be stored (same rounding), built in
   // memory; the file is written only when the gate passed.
   if (o.parity) {
-    drafter::Drafter eng = drafter::Drafter::from_tensors(cfg, run.fingerprint, dc, tensors,
-                                                          training, o.stored,
-                                                          kernels::WeightType::F32);
+    // Block storage: the dequantized values in fp32 (the file's values; the
+    // quantized kernels' own accuracy is the kernels' contract, quant_dot.h).
+    drafter::Drafter eng = drafter::Drafter::from_tensors(
+        cfg, run.fingerprint, dc, tensors, training,
+        o.stored.quantized() ? drafter::DrafterStorage(DType::F32) : o.stored,
+        kernels::WeightType::F32);
     ParityOptions po;
     po.shards_dir = default_shards(run.ckpt, o.shards_dir);
     po.threads = resolve_threads(o.threads);
@@ -128,7 +135,8 @@ ExportReport export_drafter(const ExportOptions& o) {
                   "trained ones; nothing was written to '{}'", o.run_dir, o.out);
     }
   }
-  drafter::write_drafter(o.out, cfg, run.fingerprint, dc, tensors, training, o.stored);
+  drafter::write_drafter(o.out, cfg, run.fingerprint, dc, o.stored.quantized() ? trained : tensors,
+                         training, o.stored);
   if (o.verbose) {
     fmt::print("wrote K={} drafter ({} weights, step {}/{}) for target {} to {}\n", dc.K,
                o.ema ? "EMA" : "raw", rep.step, total, run.fingerprint.substr(0, 16), o.out);
@@ -140,19 +148,20 @@ ParityReport parity_for_run(const RunParityOptions& o) {
   LoadedRun run = load_run(o.run_dir, o.model);
   const model::ModelConfig& cfg = run.target->config();
   drafter::Drafter eng =
-      drafter::Drafter::load(o.drafter, cfg, run.fingerprint, kernels::WeightType::F32);
+      drafter::Drafter::load(o.drafter, cfg, run.fingerprint, kernels::WeightType::F32)
+          .with_float_matrices();
   bool ema = false;
-  DType stored = DType::F32;
+  drafter::DrafterStorage stored;
   auto it = eng.metadata().find("training");
   if (it != eng.metadata().end()) {
     auto tr = nlohmann::json::parse(it->second, nullptr, false);
     if (!tr.is_discarded() && tr.is_object()) {
       ema = tr.value("weights", std::string("raw")) == "ema";
-      stored = dtype_from_name(tr.value("stored", std::string("F32")));
+      stored = storage_from_label(tr.value("stored", std::string("F32")));
     }
   }
   auto tensors = checkpoint_tensors(run.ckpt, ema);
-  round_tensors(tensors, stored);
+  drafter::round_to_storage(tensors, cfg, eng.config(), stored);
   ParityOptions po;
   po.shards_dir = default_shards(run.ckpt, o.shards_dir);
   po.threads = resolve_threads(o.threads);

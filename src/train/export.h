@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
+#include "drafter/drafter.h"
 #include "train/parity.h"
 
 namespace mtp::train {
@@ -24,7 +25,7 @@ struct ExportOptions {
   std::string model;        // "" = the target path recorded in the run
   std::string shards_dir;   // parity inputs; "" = the run's shards if present
   bool ema = false;
-  DType stored = DType::F32;  // F32 or BF16
+  drafter::DrafterStorage stored;  // fp32, bf16 or a ggml block type (drafter/drafter.h)
   int draft_vocab = 0;      // > 0: draft among the n most frequent training labels
   bool parity = true;
   int threads = 0;          // 0 = physical cores

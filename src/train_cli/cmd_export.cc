@@ -26,8 +26,12 @@ void add_export(CLI::App& root) {
   cmd->add_option("-m,--model", o->model, "Target model (default: the one recorded in the run)");
   cmd->add_option("--shards", o->shards_dir,
                   "Shards for the parity inputs (default: the run's, when present)");
-  cmd->add_option("--dtype", *dtype, "Stored precision of the drafter tensors")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+  cmd->add_option("--dtype", *dtype,
+                  "Stored precision of the drafter tensors: fp32, bf16, or the matrices as ggml "
+                  "blocks q8_0, q4_0, q5_0, q4_k, q5_k, q6_k (norms F32; the parity gate runs "
+                  "on the dequantized values; docs/FORMATS.md)")
+      ->check(CLI::IsMember(drafter::kDrafterStorageNames))
+      ->capture_default_str();
   cmd->add_option("--draft-vocab", o->draft_vocab,
                   "Let the modules draft only among the N tokens most frequent in the run's "
                   "training labels (reads that part of the target's head per draft; output "
@@ -37,7 +41,7 @@ void add_export(CLI::App& root) {
       ->check(cli::NonNegative);
   cmd->add_flag("--no-parity", *no_parity, "Skip the parity gate");
   cmd->callback([o, dtype, no_parity] {
-    o->stored = *dtype == "bf16" ? DType::BF16 : DType::F32;
+    o->stored = drafter::DrafterStorage::parse(*dtype);
     o->parity = !*no_parity;
     train::export_drafter(*o);
   });

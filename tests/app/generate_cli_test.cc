@@ -158,6 +158,43 @@ TEST(GgufCli, DrafterOfTheHfCheckpointIsRefusedOnItsGgufCopyUnlessWarn) {
   EXPECT_EQ(bad.status, 2);
 }
 
+// A drafter stored as ggml blocks (init-drafter --dtype q8_0 / q4_k) on a
+// quantized GGUF target: the output is the target's, token for token, greedy
+// and sampled.
+TEST(GgufCli, QuantizedDrafterOnAQuantizedTargetKeepsThePlainOutput) {
+  RandomSpec s = RandomSpec::for_arch(model::Arch::Llama);
+  s.seed = 13;
+  const std::string hf = random_hf_checkpoint("gguf-qdrafter", s);
+  const std::string dir = temp_dir("gguf-qdrafter");
+  const std::string gguf = dir + "/model.gguf";
+  GgufConvert c;
+  c.matrix_type = 8;  // Q8_0
+  convert_hf_to_gguf(hf, gguf, c);
+  for (const char* dtype : {"q8_0", "q4_k"}) {
+    const std::string drafter = dir + "/drafter-" + dtype + ".safetensors";
+    CliResult init = run_cli("init-drafter -m " + shell_quote(gguf) + " -o " + shell_quote(drafter) +
+                             " --k 2 --dtype " + dtype);
+    ASSERT_EQ(init.status, 0) << init.err;
+    for (const char* sampling : {"--temp 0", "--temp 0.8 --seed 3"}) {
+      const std::string common = std::string("generate -m ") + shell_quote(gguf) +
+                                 " -p 'abc de' -n 24 --threads 1 --json " + sampling;
+      CliResult spec = run_cli(common + " --no-gate --drafter " + shell_quote(drafter));
+      CliResult plain = run_cli(common + " --no-spec");
+      ASSERT_EQ(spec.status, 0) << spec.err;
+      ASSERT_EQ(plain.status, 0) << plain.err;
+      const auto a = nlohmann::json::parse(spec.out), b = nlohmann::json::parse(plain.out);
+      EXPECT_EQ(a["token_ids"], b["token_ids"]) << dtype << " " << sampling;
+      ASSERT_GE(a["token_ids"].size(), 1u);
+      // The blocks drafter ran (--no-gate: every cycle).
+      EXPECT_GT(a["stats"]["drafted"][0].get<long>(), 0) << a["stats"].dump();
+    }
+  }
+  CliResult bad = run_cli("init-drafter -m " + shell_quote(gguf) + " -o " +
+                          shell_quote(dir + "/x.safetensors") + " --dtype q3_k");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("q3_k"), std::string::npos) << bad.err;
+}
+
 // bench-decode says what the matrices are held in: a GGUF file's quantized
 // tensors run as stored, whatever --weights (which applies to float tensors).
 TEST(GgufCli, BenchDecodeNamesTheHeldTypesOfAQuantizedFile) {

@@ -39,6 +39,17 @@ TEST(WidenCli, WidenedStories260KGeneratesTheGoldenText) {
                         " -p '' -n 200 --temp 0 --threads 1");
   ASSERT_EQ(s.status, 0) << s.err;
   EXPECT_EQ(s.out, expected);
+  // The drafter widened into Q8_0 blocks (--drafter-dtype): still the golden text.
+  const std::string outq = dir + "/wide-q8";
+  CliResult wq = run_cli("widen -m " + shell_quote(model) + " --drafter " + shell_quote(drafter) +
+                         " --shape d_model=256,layers=6,ffn=512,heads=16,kv_heads=8 --dtype fp32 "
+                         "--drafter-dtype q8_0 -o " + shell_quote(outq));
+  ASSERT_EQ(wq.status, 0) << wq.err;
+  EXPECT_NE(read_file(outq + "/drafter.safetensors").find("\"quantized\""), std::string::npos);
+  CliResult sq = run_cli("generate -m " + shell_quote(outq) + " -p '' -n 200 --temp 0 --threads 1 "
+                         "--no-gate");
+  ASSERT_EQ(sq.status, 0) << sq.err;
+  EXPECT_EQ(sq.out, expected);
 }
 
 TEST(WidenCli, BadShapesExitWithStatus2) {

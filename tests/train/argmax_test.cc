@@ -94,6 +94,30 @@ TEST(Argmax, PlantedIndexAbove65535SurvivesTrainingParityAndExport) {
     }
   }
   EXPECT_EQ(planted, rows) << "engine argmax != planted index " << kPlanted;
+
+  // Stored as Q8_0 blocks: the gate runs on the dequantized values (and
+  // passes), the file holds Q8_0 and still predicts the planted index; the
+  // parity subcommand's path agrees on the written file.
+  eo.out = run + "/drafter-q8_0.safetensors";
+  eo.stored = drafter::DrafterStorage::parse("q8_0");
+  ExportReport eq = export_drafter(eo);
+  ASSERT_TRUE(eq.parity_ran);
+  EXPECT_TRUE(eq.parity.passed) << eq.parity.text();
+  drafter::Drafter dq =
+      drafter::Drafter::load(eo.out, t.model->config(), t.fingerprint, kernels::WeightType::F32);
+  EXPECT_EQ(dq.modules()[0].eh_proj.hold(), kernels::WeightType::Q8_0);
+  long qplanted = 0;
+  for (const auto& seq : held) {
+    auto pred = test::engine_predictions(t, dq, seq)[0];
+    for (size_t i = 1; i + 2 < seq.size(); i += 2) qplanted += pred[i] == kPlanted;
+  }
+  EXPECT_EQ(qplanted, rows) << "Q8_0 drafter argmax != planted index";
+  RunParityOptions po;
+  po.run_dir = run;
+  po.drafter = eo.out;
+  po.threads = 1;
+  ParityReport pq = parity_for_run(po);
+  EXPECT_TRUE(pq.passed) << pq.text();
 }
 
 }  // namespace
