@@ -73,7 +73,13 @@ SourceGate::Choice SourceGate::choose(std::span<const int> available) {
     }
   }
   if (!o_.enabled) return best;
-  // A probe: the source idle longest past its interval, with its full chain.
+  // A probe: the source idle longest past its interval, with the chain length
+  // its own estimates rate best. Not always the full chain: where verify rows
+  // are dear (a compute-bound target, e.g. quantized weights with m(5) ≈ 3.4),
+  // a full-length probe of a losing source costs several decode steps — and
+  // for the MTP drafter a catch-up of every module — while its first
+  // positions decide whether it can win at all (measured: a gated drafter on
+  // the Q4_K memory-bound target ran 12-15 % below plain with full probes).
   int probe = -1;
   for (size_t s = 0; s < src_.size(); ++s) {
     const Source& x = src_[s];
@@ -83,8 +89,13 @@ SourceGate::Choice SourceGate::choose(std::span<const int> available) {
     }
   }
   if (probe >= 0) {
-    const int len = std::min(available[size_t(probe)], max_k_);
-    return {probe, len, true, value(probe, len)};
+    const int a = std::min(available[size_t(probe)], max_k_);
+    Choice c{probe, 1, true, value(probe, 1)};
+    for (int len = 2; len <= a; ++len) {
+      const double v = value(probe, len);
+      if (v > c.value) c.len = len, c.value = v;
+    }
+    return c;
   }
   return best;
 }

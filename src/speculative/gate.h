@@ -15,7 +15,9 @@
 // Plain decoding is the option "no drafts": 1 token for verify_s(1).
 // The choice maximises E / cost over sources and L. A source whose best is
 // below plain (break-even) is skipped; every source not verified for its probe
-// interval is verified once with its full proposal (a probe), the interval
+// interval is verified once (a probe) with the chain length its own estimates
+// rate best — not necessarily its full proposal: on a target whose verify rows
+// are dear, the short probe is the cheap one (gate.cc) —, the interval
 // doubling (up to probe_max) while probes do not win and resetting when the
 // source wins on merit — so a useless source costs only its probes.
 // Sources whose proposals cost nothing (lookups) are also judged every cycle
