@@ -193,3 +193,33 @@ TEST(Gate, ExpectedTokensFollowTheRollingAcceptance) {
 
 }  // namespace
 }  // namespace mtp::speculative
+
+namespace mtp::speculative {
+namespace {
+
+// The probe of a source below break-even verifies the length its own
+// estimates rate best: one draft where verify rows are dear (a quantized
+// target's m(q)), the whole proposal where they are nearly free.
+int probe_len(const std::vector<double>& verify_s) {
+  GateOptions o;
+  o.learn_costs = false;
+  o.probe_every = 4;
+  SourceGate g(1, 4, CostModel{verify_s}, o);
+  for (int i = 0; i < 6; ++i) g.observe(0, 4, 0);  // rejected at position 0: below plain
+  const std::vector<int> avail{4};
+  for (int c = 0; c < 64; ++c) {
+    const SourceGate::Choice ch = g.choose(avail);
+    EXPECT_TRUE(ch.source < 0 || ch.probe) << "a losing source chosen on merit";
+    if (ch.probe) return ch.len;
+    g.tick(ch);
+  }
+  return -1;
+}
+
+TEST(Gate, AProbeVerifiesTheLengthTheSourceRatesBest) {
+  EXPECT_EQ(probe_len({1.0, 1.6, 2.1, 2.5, 3.4}), 1);        // dear rows (Q4_K-like)
+  EXPECT_EQ(probe_len({1.0, 1.2, 1.2, 1.2, 1.2}), 4);         // extra rows free after the first
+}
+
+}  // namespace
+}  // namespace mtp::speculative
