@@ -24,6 +24,8 @@ void print_bench(const BenchResult& r, std::FILE* out) {
              r.baseline_tok_s, r.spec_tok_s, r.speedup, r.spread.min, r.spread.max, r.spread.stdev);
   fmt::print(out, "end to end (prompt processing included, drafter's share of it too): speedup {:.3f}\n",
              r.end_to_end_speedup);
+  fmt::print(out, "drafting: K = {} drafts every cycle (not gated; generate's default skips a drafter "
+                  "below break-even: bench --sources mtp,mtp-nogate measures both)\n", r.K);
   fmt::print(out, "outputs differing from plain: {} (must be 0)\n", r.flips);
   fmt::print(out, "target output diversity: distinct-2 {:.3f} (a repetitive target inflates acceptance)\n",
              r.target_distinct_2);
