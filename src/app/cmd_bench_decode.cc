@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -34,12 +35,20 @@ struct BenchDecodeArgs {
   bool json = false;
 };
 
-// Bytes one decode step reads: every weight matrix (the embedding only gives one
-// row) plus the K and V of `pos` earlier positions in every layer.
-double bytes_per_token(const model::Model& m, int pos) {
+// The weight matrices one decode step streams (the embedding only gives one
+// row, so it is not among them).
+std::vector<const kernels::PackedMatrix*> streamed_matrices(const model::Model& m) {
   const auto& w = m.weights();
-  double b = double(w.lm_head.bytes());
-  for (const auto& l : w.layers) b += double(l.wqkv.bytes() + l.wo.bytes() + l.w_gate_up.bytes() + l.w_down.bytes());
+  std::vector<const kernels::PackedMatrix*> out{&w.lm_head};
+  for (const auto& l : w.layers) out.insert(out.end(), {&l.wqkv, &l.wo, &l.w_gate_up, &l.w_down});
+  return out;
+}
+
+// Bytes one decode step reads: the streamed matrices plus the K and V of `pos`
+// earlier positions in every layer.
+double bytes_per_token(const model::Model& m, int pos) {
+  double b = 0;
+  for (const auto* x : streamed_matrices(m)) b += double(x->bytes());
   const auto& c = m.config();
   b += double(c.n_layers) * pos * c.n_kv_heads * c.head_dim * 2 * sizeof(float);
   return b;
@@ -48,16 +57,19 @@ double bytes_per_token(const model::Model& m, int pos) {
 // The weight types the matrices are held in, by share of their bytes, e.g.
 // "q4_k 79%, q6_k 21%": a GGUF file's quantized tensors are held as stored
 // whatever --weights says (it applies to float tensors), so print what runs.
+// A composite matrix (Q4_K_M's Q4_K q/k with Q6_K v) counts each part.
 std::string held_types(const model::Model& m) {
   std::map<std::string, double> by;
   double all = 0;
-  auto add = [&](const kernels::PackedMatrix& x) {
+  std::function<void(const kernels::PackedMatrix&)> add = [&](const kernels::PackedMatrix& x) {
+    if (x.is_composite()) {
+      for (const auto& p : x.parts()) add(p);
+      return;
+    }
     by[kernels::weight_type_name(x.hold())] += double(x.bytes());
     all += double(x.bytes());
   };
-  const auto& w = m.weights();
-  add(w.lm_head);
-  for (const auto& l : w.layers) add(l.wqkv), add(l.wo), add(l.w_gate_up), add(l.w_down);
+  for (const auto* x : streamed_matrices(m)) add(*x);
   std::vector<std::pair<double, std::string>> v;
   for (const auto& [name, b] : by) v.emplace_back(-b, name);
   std::sort(v.begin(), v.end());

@@ -143,19 +143,20 @@ PackedMatrix load_matrix(const TensorSet& ts, const std::vector<std::string>& na
     std::vector<uint8_t> buf;
     int64_t rows = 0;
     std::vector<float> vals(size_t(b->cols));
+    const size_t rb = ggml_row_bytes(uint32_t(b->type), size_t(b->cols));
     size_t j = i;
-    for (; j < names.size() && block_of(names[j]) && block_of(names[j])->type == b->type; ++j) {
+    for (const BlockTensor* bj; j < names.size() && (bj = block_of(names[j])) && bj->type == b->type;
+         ++j) {
       const TensorView& v = ts.get(names[j]);
-      const size_t rb = ggml_row_bytes(uint32_t(b->type), size_t(b->cols));
       const auto* src = static_cast<const uint8_t*>(v.data);
-      for (int64_t r = 0; r < block_of(names[j])->rows; ++r) {
+      for (int64_t r = 0; r < bj->rows; ++r) {
         kernels::dequantize_row(b->type, src + size_t(r) * rb, vals.size(), vals.data());
         check_finite(vals.data(), vals.size(),
                      fmt::format("row {} of tensor '{}' in '{}' ({} blocks)", r, names[j],
                                  ts.file_of(names[j]), ggml_type_name(uint32_t(b->type))));
       }
       buf.insert(buf.end(), src, src + v.nbytes);
-      rows += block_of(names[j])->rows;
+      rows += bj->rows;
     }
     packed.push_back(PackedMatrix::pack_blocks(buf.data(), b->type, size_t(rows), size_t(b->cols)));
     i = j;
