@@ -8,7 +8,10 @@
 // the split (threads split output rows only).
 //
 // AVX2 and AVX3 use integer intrinsics (maddubs/madd; 256-bit on AVX2,
-// 512-bit chunk pairs on AVX3) inside the Highway target; the other targets
+// 512-bit chunk pairs on AVX3) inside the Highway target; on a CPU with
+// AVX512_VNNI the AVX3 kernels fuse them (vpdpbusd for the 32-element types:
+// (xq + 128)·code started at −128·Σcode; vpdpwssd for the K types' scale
+// step) — the same exact integers, so the same bits; the other targets
 // (SSE4, scalar) run the reference itself (quant_dot_ref_rows). Measured on
 // the Zen 4 host, AVX3 and AVX2 run these kernels at the same speed (its
 // 512-bit integer ops are double-pumped): docs/PERFORMANCE.md.
@@ -47,6 +50,7 @@ struct QuantArgs {
   size_t q;
   float* y;
   size_t y_stride;
+  bool vnni;  // AVX3 only: use the VNNI instantiations (CPU has AVX512_VNNI)
 };
 constexpr size_t kQuantTile = 4;       // activation rows per register tile
 constexpr size_t kQuantPrefetch = 2048;  // bytes ahead in the weight stream
@@ -104,30 +108,32 @@ HWY_INLINE __m256i codes32(const uint8_t* b) {
 
 // The contract's integer lanes P[l] = Σ (signed code)·xq of one block for one
 // row: Q8_0 by the sign trick (|w| · ±x, exact: pairs <= 2·128·127), Q4_0 and
-// Q5_0 as Σ q·xq − offset·Σ xq (xo: the row's QuantAct::xoff of this block).
+// Q5_0 as xneg + Σ q·xq (xn: the row's QuantAct::xneg of this block).
 template <int kT>
-HWY_INLINE __m256i lanes32(__m256i wv, __m256i aw, const int8_t* x, const int32_t* xo) {
+HWY_INLINE __m256i lanes32(__m256i wv, __m256i aw, const int8_t* x, const int32_t* xn) {
   const __m256i ones = _mm256_set1_epi16(1);
   if constexpr (kT == 0) return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(ld256(x), wv)), ones);
-  return _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wv, ld256(x)), ones), ld256(xo));
+  return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wv, ld256(x)), ones), ld256(xn));
 }
 
 // kQ activation rows against one weight row of a 32-element type.
-template <int kT, size_t kQ>
+template <int kT, size_t kQ, bool kVnni>
 HWY_INLINE void tile32(const uint8_t* w, size_t bb, size_t nb, const int8_t* const* xq,
-                       const float* const* xd, const int32_t* const* xo, bool pf, float* out) {
+                       const uint8_t* const* /*xu*/, const float* const* xd,
+                       const int32_t* const* xn, bool pf, float* out) {
+  static_assert(!kVnni, "no VNNI kernels on AVX2");
   __m256 acc[kQ][2];
   for (size_t j = 0; j < kQ; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
   auto block = [&](size_t b, size_t par) __attribute__((always_inline)) {
     const uint8_t* blk = w + b * bb;
     const __m256i wv = codes32<kT>(blk);
     const __m256i aw = kT == 0 ? _mm256_sign_epi8(wv, wv) : wv;
-    const float dw = f16(blk);
+    const __m256 dw = _mm256_set1_ps(f16(blk));
 #pragma GCC unroll 4
     for (size_t j = 0; j < kQ; ++j) {
-      const __m256i p = lanes32<kT>(wv, aw, xq[j] + 32 * b, kT ? xo[j] + 8 * b : nullptr);
-      const __m256 s = _mm256_set1_ps(dw * xd[j][b]);
-      acc[j][par] = _mm256_add_ps(acc[j][par], _mm256_mul_ps(_mm256_cvtepi32_ps(p), s));
+      const __m256i p = lanes32<kT>(wv, aw, xq[j] + 32 * b, kT ? xn[j] + 8 * b : nullptr);
+      const __m256 s = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd[j] + b));
+      acc[j][par] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[j][par]);
     }
   };
   size_t b = 0;
@@ -175,9 +181,10 @@ HWY_INLINE void prefetch_block(const uint8_t* blk, size_t bb) {
 }
 
 // kQ activation rows against one weight row of a K type (kT: 3 Q4_K, 4 Q5_K, 5 Q6_K).
-template <int kT, size_t kQ>
+template <int kT, size_t kQ, bool kVnni>
 HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* const* xq,
                       const float* const* xd, const float* const* bs, bool pf, float* out) {
+  static_assert(!kVnni, "no VNNI kernels on AVX2");
   __m256 acc[kQ];
   __m256 macc[kQ][2];
   for (size_t j = 0; j < kQ; ++j) acc[j] = macc[j][0] = macc[j][1] = _mm256_setzero_ps();
@@ -233,10 +240,10 @@ HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* con
     }
     for (size_t j = 0; j < kQ; ++j) {
       const float sj = s * xd[j][sb];
-      acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(_mm256_cvtepi32_ps(P[j]), _mm256_set1_ps(sj)));
+      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(P[j]), _mm256_set1_ps(sj), acc[j]);
       const float* bf = bs[j] + 16 * sb;
-      macc[j][0] = _mm256_add_ps(macc[j][0], _mm256_mul_ps(wmin[0], _mm256_loadu_ps(bf)));
-      macc[j][1] = _mm256_add_ps(macc[j][1], _mm256_mul_ps(wmin[1], _mm256_loadu_ps(bf + 8)));
+      macc[j][0] = _mm256_fmadd_ps(wmin[0], _mm256_loadu_ps(bf), macc[j][0]);
+      macc[j][1] = _mm256_fmadd_ps(wmin[1], _mm256_loadu_ps(bf + 8), macc[j][1]);
     }
   }
   for (size_t j = 0; j < kQ; ++j)
@@ -244,6 +251,20 @@ HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* con
 }
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// AVX512_VNNI as inline assembly: Highway's AVX3 target does not enable VNNI
+// (and a target attribute would stop the helpers above from inlining); only
+// the kVnni instantiations execute them, and only where the CPU has VNNI.
+// dpbusd: acc[i] += Σ_{k<4} u8(u[4i+k])·s8(s[4i+k]); dpwssd: acc[i] +=
+// Σ_{k<2} s16(a[2i+k])·s16(b[2i+k]); both exact (no saturation) for our ranges.
+HWY_INLINE __m512i dpbusd(__m512i acc, __m512i u, __m512i s) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "vm"(s));
+  return acc;
+}
+HWY_INLINE __m512i dpwssd(__m512i acc, __m512i a, __m512i b) {
+  asm("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "vm"(b));
+  return acc;
+}
+
 // AVX-512: the same integer lanes and fp32 operations, two 32-element chunks
 // per 512-bit vector. 32-element types: lanes 0..7 hold block b, 8..15 block
 // b + 1 — the contract's even/odd accumulator lanes. K types: the 16 int32
@@ -251,13 +272,28 @@ HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* con
 HWY_INLINE __m512i pair512(__m256i lo, __m256i hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
-HWY_INLINE __m512 pair512(float lo, float hi) {
-  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(lo)), _mm256_set1_ps(hi), 1);
+
+// The scales of blocks b and b + 1 of one activation row in lanes 0..7 and
+// 8..15 (one 8-byte load and a permute).
+alignas(64) static constexpr int32_t kHalf[16] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
+HWY_INLINE __m512 dx_pair(const float* xd) {
+  const __m128 two = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(xd)));
+  return _mm512_permutexvar_ps(_mm512_load_si512(kHalf), _mm512_castps128_ps512(two));
+}
+// The fp16 scales of the blocks at b0 and b0 + bb, the same way (exact).
+HWY_INLINE __m512 dw_pair(const uint8_t* b0, size_t bb) {
+  uint16_t h0, h1;
+  std::memcpy(&h0, b0, 2);
+  std::memcpy(&h1, b0 + bb, 2);
+  const __m128 two = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(h0 | uint32_t{h1} << 16)));
+  return _mm512_permutexvar_ps(_mm512_load_si512(kHalf), _mm512_castps128_ps512(two));
 }
 
-template <int kT, size_t kQ>
+// (xu: the rows' QuantAct::qu, used by the VNNI instantiation only.)
+template <int kT, size_t kQ, bool kVnni>
 HWY_INLINE void tile32_512(const uint8_t* w, size_t bb, size_t nb, const int8_t* const* xq,
-                           const float* const* xd, const int32_t* const* xo, bool pf, float* out) {
+                           const uint8_t* const* xu, const float* const* xd,
+                           const int32_t* const* xn, bool pf, float* out) {
   __m512 acc[kQ];
   for (size_t j = 0; j < kQ; ++j) acc[j] = _mm512_setzero_ps();
   const __m512i ones = _mm512_set1_epi16(1), zero = _mm512_setzero_si512();
@@ -266,30 +302,41 @@ HWY_INLINE void tile32_512(const uint8_t* w, size_t bb, size_t nb, const int8_t*
     const uint8_t* b0 = w + b * bb;
     if (pf) _mm_prefetch(reinterpret_cast<const char*>(b0 + kQuantPrefetch), _MM_HINT_T0);
     const __m512i wv = pair512(codes32<kT>(b0), codes32<kT>(b0 + bb));
+    // VNNI: the signed codes c against xq + 128, started at −128·Σc.
+    __m512i ws = wv, ncorr = zero;
+    if constexpr (kVnni) {
+      if constexpr (kT != 0) ws = _mm512_sub_epi8(wv, _mm512_set1_epi8(kT == 1 ? 8 : 16));
+      ncorr = _mm512_sub_epi32(zero, dpbusd(zero, _mm512_set1_epi8(-128), ws));
+    }
     const __m512i aw = kT == 0 ? _mm512_abs_epi8(wv) : wv;
     const __mmask64 neg = _mm512_movepi8_mask(wv);  // Q8_0: x·sign(w) = x, or 0 − x where w < 0
-    const __m512 dw = pair512(f16(b0), f16(b0 + bb));
+    const __m512 dw = dw_pair(b0, bb);
 #pragma GCC unroll 4
     for (size_t j = 0; j < kQ; ++j) {
-      const __m512i xv = _mm512_loadu_si512(xq[j] + 32 * b);
       __m512i p;
-      if constexpr (kT == 0)
+      if constexpr (kVnni) {
+        p = dpbusd(ncorr, _mm512_loadu_si512(xu[j] + 32 * b), ws);
+      } else if constexpr (kT == 0) {
+        const __m512i xv = _mm512_loadu_si512(xq[j] + 32 * b);
         p = _mm512_madd_epi16(_mm512_maddubs_epi16(aw, _mm512_mask_sub_epi8(xv, neg, zero, xv)), ones);
-      else  // Q4_0/Q5_0: unsigned codes, minus offset · Σ xq (see lanes32)
-        p = _mm512_sub_epi32(_mm512_madd_epi16(_mm512_maddubs_epi16(wv, xv), ones),
-                             _mm512_loadu_si512(xo[j] + 8 * b));
-      const __m512 s = _mm512_mul_ps(dw, pair512(xd[j][b], xd[j][b + 1]));
-      acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_cvtepi32_ps(p), s));
+      } else {  // Q4_0/Q5_0: unsigned codes, plus xneg = −offset · Σ xq (see lanes32)
+        const __m512i xv = _mm512_loadu_si512(xq[j] + 32 * b);
+        p = _mm512_add_epi32(_mm512_madd_epi16(_mm512_maddubs_epi16(wv, xv), ones),
+                             _mm512_loadu_si512(xn[j] + 8 * b));
+      }
+      const __m512 s = _mm512_mul_ps(dw, dx_pair(xd[j] + b));
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc[j]);
     }
   }
   if (b < nb) {  // a last, even block: lanes 0..7 only
     const uint8_t* b0 = w + b * bb;
     const __m256i wv = codes32<kT>(b0), aw = kT == 0 ? _mm256_sign_epi8(wv, wv) : wv;
-    const float dw = f16(b0);
+    const __m256 dw = _mm256_set1_ps(f16(b0));
     for (size_t j = 0; j < kQ; ++j) {
-      const __m256i p = lanes32<kT>(wv, aw, xq[j] + 32 * b, kT ? xo[j] + 8 * b : nullptr);
-      const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * xd[j][b]));
-      acc[j] = _mm512_mask_add_ps(acc[j], 0x00FF, acc[j], _mm512_castps256_ps512(t));
+      const __m256i p = lanes32<kT>(wv, aw, xq[j] + 32 * b, kT ? xn[j] + 8 * b : nullptr);
+      const __m256 s = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd[j] + b));
+      acc[j] = _mm512_mask3_fmadd_ps(_mm512_castps256_ps512(_mm256_cvtepi32_ps(p)),
+                                     _mm512_castps256_ps512(s), acc[j], 0x00FF);
     }
   }
   for (size_t j = 0; j < kQ; ++j)
@@ -297,7 +344,7 @@ HWY_INLINE void tile32_512(const uint8_t* w, size_t bb, size_t nb, const int8_t*
                                    _mm512_extractf32x8_ps(acc[j], 1))) - 0.f;
 }
 
-template <int kT, size_t kQ>
+template <int kT, size_t kQ, bool kVnni>
 HWY_INLINE void tilek_512(const uint8_t* w, size_t bb, size_t nsb, const int8_t* const* xq,
                           const float* const* xd, const float* const* bs, bool pf, float* out) {
   __m256 acc[kQ];
@@ -308,15 +355,18 @@ HWY_INLINE void tilek_512(const uint8_t* w, size_t bb, size_t nsb, const int8_t*
   for (size_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk = w + sb * bb;
     if (pf) prefetch_block(blk, bb);
-    __m512i P[kQ];
-    for (size_t j = 0; j < kQ; ++j) P[j] = _mm512_setzero_si512();
+    // Two integer accumulators per row (pairs 0, 2 and 1, 3; exact sums):
+    // vpdpwssd's latency would otherwise chain the four pairs of a row.
+    __m512i P[kQ], P1[kQ];
+    for (size_t j = 0; j < kQ; ++j) P[j] = P1[j] = _mm512_setzero_si512();
     // Elements [64·p, 64·p + 64) of the block: codes qv, int16 scales scv.
     auto pair = [&](__m512i qv, __m512i scv, size_t p) __attribute__((always_inline)) {
 #pragma GCC unroll 4
-      for (size_t j = 0; j < kQ; ++j)
-        P[j] = _mm512_add_epi32(
-            P[j], _mm512_madd_epi16(
-                      _mm512_maddubs_epi16(qv, _mm512_loadu_si512(xq[j] + 256 * sb + 64 * p)), scv));
+      for (size_t j = 0; j < kQ; ++j) {
+        const __m512i t = _mm512_maddubs_epi16(qv, _mm512_loadu_si512(xq[j] + 256 * sb + 64 * p));
+        __m512i& acc_p = p % 2 ? P1[j] : P[j];
+        acc_p = kVnni ? dpwssd(acc_p, t, scv) : _mm512_add_epi32(acc_p, _mm512_madd_epi16(t, scv));
+      }
     };
     float s;
     __m512 wminz;
@@ -361,10 +411,11 @@ HWY_INLINE void tilek_512(const uint8_t* w, size_t bb, size_t nsb, const int8_t*
                             _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(min_factors_i8(mn))));
     }
     for (size_t j = 0; j < kQ; ++j) {
-      const __m256i p8 = _mm256_add_epi32(_mm512_castsi512_si256(P[j]), _mm512_extracti64x4_epi64(P[j], 1));
+      const __m512i pj = _mm512_add_epi32(P[j], P1[j]);
+      const __m256i p8 = _mm256_add_epi32(_mm512_castsi512_si256(pj), _mm512_extracti64x4_epi64(pj, 1));
       const float sj = s * xd[j][sb];
-      acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(_mm256_cvtepi32_ps(p8), _mm256_set1_ps(sj)));
-      maccz[j] = _mm512_add_ps(maccz[j], _mm512_mul_ps(wminz, _mm512_loadu_ps(bs[j] + 16 * sb)));
+      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p8), _mm256_set1_ps(sj), acc[j]);
+      maccz[j] = _mm512_fmadd_ps(wminz, _mm512_loadu_ps(bs[j] + 16 * sb), maccz[j]);
     }
   }
   for (size_t j = 0; j < kQ; ++j)
@@ -378,25 +429,27 @@ HWY_INLINE void tilek_512(const uint8_t* w, size_t bb, size_t nsb, const int8_t*
 #define MTP_QUANT_TILEK tilek
 #endif
 
-template <int kT, size_t kQ>
+template <int kT, size_t kQ, bool kVnni>
 HWY_INLINE void run_tile(const detail::QuantArgs& a, const uint8_t* w, size_t j0, bool pf, float* out) {
   const int8_t* xq[kQ];
-  const int32_t* xo[kQ];
+  const uint8_t* xu[kQ];
+  const int32_t* xn[kQ];
   const float* xd[kQ];
   const float* bs[kQ];
   for (size_t j = 0; j < kQ; ++j) {
     xq[j] = a.a->qrow(j0 + j);
-    xo[j] = kT == 1 || kT == 2 ? a.a->orow(j0 + j) : nullptr;
+    xu[j] = kT < 3 ? a.a->urow(j0 + j) : nullptr;
+    xn[j] = kT == 1 || kT == 2 ? a.a->nrow(j0 + j) : nullptr;
     xd[j] = a.a->drow(j0 + j);
     bs[j] = kT >= 3 ? a.a->bfrow(j0 + j) : nullptr;
   }
   if constexpr (kT < 3)
-    MTP_QUANT_TILE32<kT, kQ>(w, a.row_bytes / (a.cols / 32), a.cols / 32, xq, xd, xo, pf, out);
+    MTP_QUANT_TILE32<kT, kQ, kVnni>(w, a.row_bytes / (a.cols / 32), a.cols / 32, xq, xu, xd, xn, pf, out);
   else
-    MTP_QUANT_TILEK<kT, kQ>(w, a.row_bytes / (a.cols / 256), a.cols / 256, xq, xd, bs, pf, out);
+    MTP_QUANT_TILEK<kT, kQ, kVnni>(w, a.row_bytes / (a.cols / 256), a.cols / 256, xq, xd, bs, pf, out);
 }
 
-template <int kT>
+template <int kT, bool kVnni>
 void rows_impl(const detail::QuantArgs& a, size_t o0, size_t o1) {
   float out[detail::kQuantTile];
   for (size_t o = o0; o < o1; ++o) {
@@ -405,10 +458,10 @@ void rows_impl(const detail::QuantArgs& a, size_t o0, size_t o1) {
       const size_t n = std::min(detail::kQuantTile, a.q - j0);
       const bool pf = j0 == 0;  // the first tile streams the row in
       switch (n) {
-        case 4: run_tile<kT, 4>(a, w, j0, pf, out); break;
-        case 3: run_tile<kT, 3>(a, w, j0, pf, out); break;
-        case 2: run_tile<kT, 2>(a, w, j0, pf, out); break;
-        default: run_tile<kT, 1>(a, w, j0, pf, out); break;
+        case 4: run_tile<kT, 4, kVnni>(a, w, j0, pf, out); break;
+        case 3: run_tile<kT, 3, kVnni>(a, w, j0, pf, out); break;
+        case 2: run_tile<kT, 2, kVnni>(a, w, j0, pf, out); break;
+        default: run_tile<kT, 1, kVnni>(a, w, j0, pf, out); break;
       }
       for (size_t j = 0; j < n; ++j) a.y[(j0 + j) * a.y_stride + o] = out[j];
     }
@@ -416,15 +469,23 @@ void rows_impl(const detail::QuantArgs& a, size_t o0, size_t o1) {
 }
 static_assert(detail::kQuantTile == 4, "rows_impl handles tiles of 1..4 rows");
 
-void QuantRows(const detail::QuantArgs& a, size_t o0, size_t o1) {
+template <bool kVnni>
+void rows_of_type(const detail::QuantArgs& a, size_t o0, size_t o1) {
   switch (a.t) {
-    case GgmlType::Q8_0: return rows_impl<0>(a, o0, o1);
-    case GgmlType::Q4_0: return rows_impl<1>(a, o0, o1);
-    case GgmlType::Q5_0: return rows_impl<2>(a, o0, o1);
-    case GgmlType::Q4_K: return rows_impl<3>(a, o0, o1);
-    case GgmlType::Q5_K: return rows_impl<4>(a, o0, o1);
-    default: return rows_impl<5>(a, o0, o1);
+    case GgmlType::Q8_0: return rows_impl<0, kVnni>(a, o0, o1);
+    case GgmlType::Q4_0: return rows_impl<1, kVnni>(a, o0, o1);
+    case GgmlType::Q5_0: return rows_impl<2, kVnni>(a, o0, o1);
+    case GgmlType::Q4_K: return rows_impl<3, kVnni>(a, o0, o1);
+    case GgmlType::Q5_K: return rows_impl<4, kVnni>(a, o0, o1);
+    default: return rows_impl<5, kVnni>(a, o0, o1);
   }
+}
+
+void QuantRows(const detail::QuantArgs& a, size_t o0, size_t o1) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  if (a.vnni) return rows_of_type<true>(a, o0, o1);
+#endif
+  rows_of_type<false>(a, o0, o1);
 }
 #undef MTP_QUANT_TILE32
 #undef MTP_QUANT_TILEK
@@ -448,13 +509,24 @@ namespace mtp::kernels {
 HWY_EXPORT(QuantRows);
 
 namespace detail {
+namespace {
+std::atomic<bool> g_vnni_allowed{true};
+bool cpu_has_vnni() {
+  static const bool has = __builtin_cpu_supports("avx512vnni");
+  return has;
+}
+}  // namespace
+
+bool quant_vnni_active() { return cpu_has_vnni() && g_vnni_allowed.load(std::memory_order_relaxed); }
+void set_quant_vnni(bool allowed) { g_vnni_allowed.store(allowed, std::memory_order_relaxed); }
+
 void matmul_quant(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, float* y,
                   size_t y_stride, ThreadPool* pool) {
   const GgmlType t = weight_ggml_type(w.hold());
   thread_local QuantAct act;
   quantize_act(t, x, x_stride, q, w.cols(), act);
-  const QuantArgs a{t, w.data(), ggml_row_bytes(static_cast<uint32_t>(t), w.cols()), w.rows(),
-                    w.cols(), &act, q, y, y_stride};
+  const QuantArgs a{t,   w.data(), ggml_row_bytes(static_cast<uint32_t>(t), w.cols()), w.rows(),
+                    w.cols(), &act, q, y, y_stride, quant_vnni_active()};
   auto fn = HWY_DYNAMIC_DISPATCH(QuantRows);
   // As matmul(): threads only for enough work; they split output rows.
   if (pool && pool->size() > 1 && w.bytes() * q > g_parallel_min_work.load(std::memory_order_relaxed)) {

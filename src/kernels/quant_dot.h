@@ -20,7 +20,9 @@
 //              macc[g] += (dmin·float(m_{g/2})) · (float(bsum16_g)·dx)
 //   Q6_K:      P[l] = Σ_c sc_{2c + (l >= 4)} · Σ q·xq (q in 0..63), s = d·dx;
 //              macc[g] += (d·float(32·sc_g)) · (float(bsum16_g)·dx)
-// (every · and + one fp32 rounding, no FMA), blocks in increasing order.
+// (s, d·float(…) and float(bsum16)·dx are single fp32 products; every
+// "acc += a·b" is ONE fused multiply-add, fma(a, b, acc), one rounding — the
+// kernels use vfmadd, the reference std::fma), blocks in increasing order.
 // Then y = tree(acc) − tree(macc) (32-element types: macc = 0), tree =
 // t[l] += t[l + h] for h = 8 (16 lanes only), 4, 2, 1. (float(bsum16)·dx is
 // row-local, computed once per call in quantize_act.) Integer sums are exact
@@ -48,14 +50,20 @@ struct QuantAct {
   std::vector<float> d;               // [rows, cols / ab]
   std::vector<int16_t> bsum;          // [rows, cols / 16] (K types)
   std::vector<float> bsumf;           // [rows, cols / 16]: float(bsum)·dx (K types)
-  // [rows, cols / 4]: offset · Σ of each 4 xq, offset 8 (Q4_0) or 16 (Q5_0),
-  // so the kernels can multiply the unsigned codes q and subtract it (exact).
-  std::vector<int32_t> xoff;
+  // Q4_0/Q5_0, [rows, cols / 4]: −offset · Σ of each 4 xq (offset 8 or 16),
+  // so the kernels can multiply the unsigned stored codes q and start the lane
+  // sums at it: Σ (q − offset)·xq = xneg + Σ q·xq, exactly.
+  std::vector<int32_t> xneg;
+  // 32-element types, [rows, cols]: xq + 128 as unsigned bytes, for VNNI's
+  // u8·s8 product against the signed codes c, started at −128·Σc (weight
+  // side): Σ c·xq = Σ c·(xq + 128) − 128·Σ c, exactly.
+  std::vector<uint8_t> qu;
   const int8_t* qrow(size_t r) const { return q.data() + r * cols; }
   const float* drow(size_t r) const { return d.data() + r * (cols / ab); }
   const int16_t* brow(size_t r) const { return bsum.data() + r * (cols / 16); }
   const float* bfrow(size_t r) const { return bsumf.data() + r * (cols / 16); }
-  const int32_t* orow(size_t r) const { return xoff.data() + r * (cols / 4); }
+  const int32_t* nrow(size_t r) const { return xneg.data() + r * (cols / 4); }
+  const uint8_t* urow(size_t r) const { return qu.data() + r * cols; }
 };
 
 // Quantizes rows x[r·x_stride, +cols) for weights of type t (a block type).
@@ -72,5 +80,12 @@ void quant_dot_ref_rows(GgmlType t, const uint8_t* w, const QuantAct& a, size_t 
 
 // matmul()'s threshold for using the pool (matmul.cc).
 extern std::atomic<size_t> g_parallel_min_work;
+
+// Whether the AVX-512 quantized kernels use VNNI (vpdpbusd/vpdpwssd: the same
+// exact integer lane sums in fewer instructions, so the same bits): true where
+// the CPU has AVX512_VNNI and set_quant_vnni(false) was not called (tests run
+// the kernels both ways; reports name it).
+bool quant_vnni_active();
+void set_quant_vnni(bool allowed);
 
 }  // namespace mtp::kernels::detail

@@ -36,6 +36,16 @@ void codes32(GgmlType t, const uint8_t* b, int* c) {
   }
 }
 
+// nearbyint(v) clamped to [-127, 127], for |v| <= 127·(1 + 2^-23) (v = x·127/amax):
+// adding and subtracting 1.5·2^23 rounds to the nearest integer, ties to even,
+// exactly as nearbyint in the default rounding mode (fp-contract is off), and
+// unlike the libm call it vectorizes (quantize_act runs once per product).
+float round_code(float v) {
+  constexpr float kMagic = 12582912.f;  // 1.5 · 2^23
+  const float r = (v + kMagic) - kMagic;
+  return std::min(127.f, std::max(-127.f, r));
+}
+
 float tree(float* t, size_t n) {
   for (size_t h = n / 2; h >= 1; h /= 2)
     for (size_t l = 0; l < h; ++l) t[l] = t[l] + t[l + h];
@@ -58,7 +68,7 @@ void dot32(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n,
         int32_t p = 0;
         for (int i = 4 * l; i < 4 * l + 4; ++i) p += c[i] * xq[i];
         float& v = acc[r * 16 + static_cast<size_t>(l) + 8 * (b % 2)];
-        v = v + static_cast<float>(p) * s;
+        v = std::fma(static_cast<float>(p), s, v);
       }
     }
   }
@@ -113,11 +123,11 @@ void dotk(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n, 
           p += sc_of[32 * c + 4 * l] * part;
         }
         float& v = acc[r * 8 + static_cast<size_t>(l)];
-        v = v + static_cast<float>(p) * s;
+        v = std::fma(static_cast<float>(p), s, v);
       }
       for (size_t g = 0; g < 16; ++g) {
         float& u = macc[r * 16 + g];
-        u = u + wmin[g] * bf[g];
+        u = std::fma(wmin[g], bf[g], u);
       }
     }
   }
@@ -139,7 +149,8 @@ void quantize_act(GgmlType t, const float* x, size_t x_stride, size_t rows, size
   out.bsum.resize(ab == 256 ? rows * cols / 16 : 0);
   out.bsumf.resize(out.bsum.size());
   const int off = t == GgmlType::Q4_0 ? 8 : t == GgmlType::Q5_0 ? 16 : 0;
-  out.xoff.resize(off ? rows * cols / 4 : 0);
+  out.xneg.resize(off ? rows * cols / 4 : 0);
+  out.qu.resize(ab == 32 ? rows * cols : 0);
   for (size_t r = 0; r < rows; ++r) {
     const float* xr = x + r * x_stride;
     int8_t* q = out.q.data() + r * cols;
@@ -149,11 +160,13 @@ void quantize_act(GgmlType t, const float* x, size_t x_stride, size_t rows, size
       const float inv = amax > 0 ? 127.f / amax : 0.f;
       out.d[r * (cols / ab) + b] = amax / 127.f;
       for (size_t i = b * ab; i < (b + 1) * ab; ++i)
-        q[i] = static_cast<int8_t>(std::min(127.f, std::max(-127.f, std::nearbyint(xr[i] * inv))));
+        q[i] = static_cast<int8_t>(round_code(xr[i] * inv));
     }
     if (off)
       for (size_t g = 0; g < cols / 4; ++g)
-        out.xoff[r * (cols / 4) + g] = off * (q[4 * g] + q[4 * g + 1] + q[4 * g + 2] + q[4 * g + 3]);
+        out.xneg[r * (cols / 4) + g] = -off * (q[4 * g] + q[4 * g + 1] + q[4 * g + 2] + q[4 * g + 3]);
+    if (ab == 32)
+      for (size_t i = 0; i < cols; ++i) out.qu[r * cols + i] = static_cast<uint8_t>(q[i] + 128);
     if (ab == 256)
       for (size_t g = 0; g < cols / 16; ++g) {
         int s = 0;

@@ -1,5 +1,6 @@
 // Quantized weight kernels (kernels/matmul_quant.cc): on every SIMD target the
-// host runs, the kernel gives quant_dot_ref's bits (the contract of
+// host runs (the AVX-512 one with and without VNNI where the CPU has it:
+// "avx3-novnni"), the kernel gives quant_dot_ref's bits (the contract of
 // quant_dot.h), is batch-invariant (q = 1..16, 1 and 2 threads), and is within
 // the activation-quantization bound of the fp32 product of the dequantized
 // weights; pack_blocks keeps GGUF blocks bit for bit.
@@ -11,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
@@ -28,14 +30,29 @@ constexpr WeightType kQuantTypes[] = {WeightType::Q8_0, WeightType::Q4_0, Weight
 using test::randn;
 uint32_t bits(float f) { return test::float_bits(f); }
 
+// Every SIMD target the host runs, plus "avx3-novnni" (the AVX-512 kernels
+// without their VNNI instantiations) where the host runs both.
+std::vector<std::string> quant_targets() {
+  std::vector<std::string> t = available_simd_targets();
+  if (std::find(t.begin(), t.end(), "avx3") != t.end() && detail::quant_vnni_active())
+    t.insert(t.begin() + 1, "avx3-novnni");
+  return t;
+}
+const std::string kNoVnni = "-novnni";
+
 class QuantMatmul : public ::testing::TestWithParam<std::tuple<std::string, WeightType>> {
  protected:
   void SetUp() override {
-    set_simd_target(std::get<0>(GetParam()));
+    std::string name = std::get<0>(GetParam());
+    const bool novnni = name.size() > kNoVnni.size() && name.ends_with(kNoVnni);
+    if (novnni) name.resize(name.size() - kNoVnni.size());
+    set_simd_target(name);
+    detail::set_quant_vnni(!novnni);
     prev_ = detail::set_parallel_min_work(0);  // split every product over the threads
   }
   void TearDown() override {
     set_simd_target("");
+    detail::set_quant_vnni(true);
     detail::set_parallel_min_work(prev_);
   }
   WeightType type() const { return std::get<1>(GetParam()); }
@@ -46,10 +63,11 @@ class QuantMatmul : public ::testing::TestWithParam<std::tuple<std::string, Weig
 };
 INSTANTIATE_TEST_SUITE_P(
     Simd, QuantMatmul,
-    ::testing::Combine(::testing::ValuesIn(available_simd_targets()),
-                       ::testing::ValuesIn(kQuantTypes)),
+    ::testing::Combine(::testing::ValuesIn(quant_targets()), ::testing::ValuesIn(kQuantTypes)),
     [](const auto& info) {
-      return std::get<0>(info.param) + "_" + weight_type_name(std::get<1>(info.param));
+      std::string name = std::get<0>(info.param) + "_" + weight_type_name(std::get<1>(info.param));
+      std::replace(name.begin(), name.end(), '-', '_');
+      return name;
     });
 
 TEST_P(QuantMatmul, EqualsReferenceBitForBit) {
@@ -70,6 +88,69 @@ TEST_P(QuantMatmul, EqualsReferenceBitForBit) {
       const float want = detail::quant_dot_ref(weight_ggml_type(type()), w.data() + o * rb, act, r);
       ASSERT_EQ(bits(y[r * rows + o]), bits(want)) << "row " << r << " out " << o;
     }
+}
+
+// Random bytes are valid blocks of every type once the fp16 scales are finite:
+// every code pattern (Q8_0's −128 too, every 6-bit K scale and min, Q6_K's
+// negative scales) against activations at ±127, the extremes of the integer
+// ranges the kernels rely on (no saturation, no overflow).
+TEST_P(QuantMatmul, RandomBlockBytesEqualReference) {
+  std::mt19937 rng(15);
+  const GgmlType t = weight_ggml_type(type());
+  const size_t rows = 23, c = cols(), q = 7, rb = ggml_row_bytes(static_cast<uint32_t>(t), c);
+  const size_t bb = ggml_type_info(static_cast<uint32_t>(t)).block_bytes;
+  std::vector<uint8_t> blocks(rows * rb);
+  for (auto& b : blocks) b = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
+  auto put_f16 = [&](uint8_t* p) {
+    const uint16_t h = f32_to_f16(scale(rng));
+    std::memcpy(p, &h, 2);
+  };
+  for (size_t off = 0; off < blocks.size(); off += bb) {
+    if (t == GgmlType::Q6_K) {
+      put_f16(&blocks[off + 208]);
+    } else {
+      put_f16(&blocks[off]);
+      if (t == GgmlType::Q4_K || t == GgmlType::Q5_K) put_f16(&blocks[off + 2]);
+    }
+  }
+  const PackedMatrix w = PackedMatrix::pack_blocks(blocks.data(), t, rows, c);
+  auto x = randn(q * c, rng);
+  for (size_t i = 0; i < x.size(); i += 3) x[i] = x[i] > 0 ? 100.f : -100.f;  // codes ±127
+  std::vector<float> y(q * rows);
+  matmul(w, x.data(), q, y.data(), nullptr);
+  detail::QuantAct act;
+  detail::quantize_act(t, x.data(), c, q, c, act);
+  for (size_t r = 0; r < q; ++r)
+    for (size_t o = 0; o < rows; ++o) {
+      const float want = detail::quant_dot_ref(t, w.data() + o * rb, act, r);
+      ASSERT_EQ(bits(y[r * rows + o]), bits(want)) << "row " << r << " out " << o;
+    }
+}
+
+// quant_dot.h's activation codes, literally: nearbyint(x · 127/amax) per
+// block, ties to even (x = amax · (k + 0.5)/127 lands on ties), dx = amax/127.
+TEST(QuantAct, CodesAreNearestEvenOfTheScaledValues) {
+  std::mt19937 rng(16);
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+    const size_t c = 512, ab = detail::act_block(t);
+    auto x = randn(3 * c, rng);
+    for (size_t i = 0; i < x.size(); i += 5) x[i] = (static_cast<float>(rng() % 254) - 126.5f) / 127.f;
+    for (size_t b = 0; b < x.size(); b += ab) x[b] = 1.f;  // amax 1 where no larger |x|
+    detail::QuantAct act;
+    detail::quantize_act(t, x.data(), c, 3, c, act);
+    for (size_t r = 0; r < 3; ++r)
+      for (size_t b = 0; b < c / ab; ++b) {
+        float amax = 0;
+        for (size_t i = 0; i < ab; ++i) amax = std::max(amax, std::fabs(x[r * c + b * ab + i]));
+        ASSERT_EQ(bits(act.drow(r)[b]), bits(amax / 127.f));
+        for (size_t i = 0; i < ab; ++i) {
+          const float v = std::nearbyint(x[r * c + b * ab + i] * (127.f / amax));
+          ASSERT_EQ(act.qrow(r)[b * ab + i], static_cast<int8_t>(std::clamp(v, -127.f, 127.f)))
+              << "row " << r << " element " << b * ab + i;
+        }
+      }
+  }
 }
 
 TEST_P(QuantMatmul, BatchInvariant) {
