@@ -137,6 +137,7 @@ void run(BenchDecodeArgs a) {
     fmt::print("{}\n", nlohmann::json{{"model", m.loaded().path}, {"weights", a.weights}, {"held", held},
                                       {"sampling", sampling},
                                       {"pos", a.pos}, {"simd", kernels::simd_target()},
+                                      {"quant_vnni", kernels::simd_quant_vnni()},
                                       {"simd_request", kernels::simd_target_request()},
                                       {"huge_pages", huge_pages_description()},
                                       {"rows", rows}}.dump());

@@ -272,6 +272,7 @@ void run_bench(const BenchArgs& a) {
       j["stream_bandwidth"].push_back({{"threads", threads[k]}, {"bytes_per_s", bw[k]}});
     j["simd_target"] = kernels::simd_target();
     j["simd_request"] = kernels::simd_target_request();  // "" = automatic
+    j["quant_vnni"] = kernels::simd_quant_vnni();
     j["huge_pages"] = huge_pages_description();
     j["llc_bytes"] = llc;
     fmt::print("{}\n", j.dump());

@@ -41,6 +41,7 @@ HWY_AFTER_NAMESPACE();
 #include <mutex>
 
 #include "core/error.h"
+#include "kernels/quant_dot.h"
 #include "kernels/simd.h"
 
 namespace mtp::kernels {
@@ -151,9 +152,15 @@ bool simd_target_has_fma() {
   return HWY_DYNAMIC_DISPATCH(HasFma)();
 }
 
+bool simd_quant_vnni() {
+  return std::string(simd_target()).rfind("AVX3", 0) == 0 && detail::quant_vnni_active();
+}
+
 std::string simd_target_description() {
   const std::string req = simd_target_request();
-  return std::string(simd_target()) + (req.empty() ? " (automatic)" : " (MTPSPEC_SIMD=" + req + ")");
+  const std::string name = simd_target();
+  return name + (simd_quant_vnni() ? " + VNNI" : "") +
+         (req.empty() ? " (automatic)" : " (MTPSPEC_SIMD=" + req + ")");
 }
 
 namespace detail {

@@ -50,6 +50,11 @@ const char* simd_target();
 // avx3 and avx2, false on sse4 and scalar (product rounded, then the sum).
 bool simd_target_has_fma();
 
+// Whether the quantized kernels (matmul_quant.cc) run their AVX512_VNNI
+// instantiations now: on the avx3 target of a CPU that has VNNI (the same bits
+// either way; reports say which ran).
+bool simd_quant_vnni();
+
 // simd_target() and how it was chosen, for reports: "AVX2 (MTPSPEC_SIMD=avx2)",
 // "AVX3 (automatic)".
 std::string simd_target_description();
