@@ -30,6 +30,7 @@
 #include "kernels/matmul.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_dot.h"
+#include "kernels/simd.h"
 
 #pragma GCC optimize("fp-contract=off")
 
@@ -50,7 +51,7 @@ struct QuantArgs {
   size_t q;
   float* y;
   size_t y_stride;
-  bool vnni;  // AVX3 only: use the VNNI instantiations (CPU has AVX512_VNNI)
+  bool vnni;  // simd_quant_vnni(): the AVX3 target runs its VNNI instantiations
 };
 constexpr size_t kQuantTile = 4;       // activation rows per register tile
 constexpr size_t kQuantPrefetch = 2048;  // bytes ahead in the weight stream
@@ -438,7 +439,7 @@ HWY_INLINE void run_tile(const detail::QuantArgs& a, const uint8_t* w, size_t j0
   const float* bs[kQ];
   for (size_t j = 0; j < kQ; ++j) {
     xq[j] = a.a->qrow(j0 + j);
-    xu[j] = kT < 3 ? a.a->urow(j0 + j) : nullptr;
+    xu[j] = kVnni && kT < 3 ? a.a->urow(j0 + j) : nullptr;  // qu is filled for VNNI only
     xn[j] = kT == 1 || kT == 2 ? a.a->nrow(j0 + j) : nullptr;
     xd[j] = a.a->drow(j0 + j);
     bs[j] = kT >= 3 ? a.a->bfrow(j0 + j) : nullptr;
@@ -523,10 +524,11 @@ void set_quant_vnni(bool allowed) { g_vnni_allowed.store(allowed, std::memory_or
 void matmul_quant(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, float* y,
                   size_t y_stride, ThreadPool* pool) {
   const GgmlType t = weight_ggml_type(w.hold());
+  const bool vnni = simd_quant_vnni();  // one decision for the inputs and the kernel
   thread_local QuantAct act;
-  quantize_act(t, x, x_stride, q, w.cols(), act);
-  const QuantArgs a{t,   w.data(), ggml_row_bytes(static_cast<uint32_t>(t), w.cols()), w.rows(),
-                    w.cols(), &act, q, y, y_stride, quant_vnni_active()};
+  quantize_act(t, x, x_stride, q, w.cols(), act, vnni);
+  const size_t row_bytes = ggml_row_bytes(static_cast<uint32_t>(t), w.cols());
+  const QuantArgs a{t, w.data(), row_bytes, w.rows(), w.cols(), &act, q, y, y_stride, vnni};
   auto fn = HWY_DYNAMIC_DISPATCH(QuantRows);
   // As matmul(): threads only for enough work; they split output rows.
   if (pool && pool->size() > 1 && w.bytes() * q > g_parallel_min_work.load(std::memory_order_relaxed)) {

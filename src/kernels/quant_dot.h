@@ -67,8 +67,10 @@ struct QuantAct {
 };
 
 // Quantizes rows x[r·x_stride, +cols) for weights of type t (a block type).
+// qu is filled only with vnni (the VNNI kernels' input; an odd last block
+// still takes the xneg path); the reference reads neither.
 void quantize_act(GgmlType t, const float* x, size_t x_stride, size_t rows, size_t cols,
-                  QuantAct& out);
+                  QuantAct& out, bool vnni = false);
 
 // The contract above for weight row `w` (ggml blocks of type t) and
 // activation row r of a.
@@ -81,10 +83,11 @@ void quant_dot_ref_rows(GgmlType t, const uint8_t* w, const QuantAct& a, size_t 
 // matmul()'s threshold for using the pool (matmul.cc).
 extern std::atomic<size_t> g_parallel_min_work;
 
-// Whether the AVX-512 quantized kernels use VNNI (vpdpbusd/vpdpwssd: the same
-// exact integer lane sums in fewer instructions, so the same bits): true where
-// the CPU has AVX512_VNNI and set_quant_vnni(false) was not called (tests run
-// the kernels both ways; reports name it).
+// Whether the AVX-512 quantized kernels may use VNNI (vpdpbusd/vpdpwssd: the
+// same exact integer lane sums in fewer instructions, so the same bits): true
+// where the CPU has AVX512_VNNI and set_quant_vnni(false) was not called (tests
+// run the kernels both ways). Whether they do now also depends on the target:
+// simd_quant_vnni() (simd.h).
 bool quant_vnni_active();
 void set_quant_vnni(bool allowed);
 

@@ -140,7 +140,7 @@ size_t act_block(GgmlType t) {
 }
 
 void quantize_act(GgmlType t, const float* x, size_t x_stride, size_t rows, size_t cols,
-                  QuantAct& out) {
+                  QuantAct& out, bool vnni) {
   const size_t ab = act_block(t);
   MTP_CHECK(cols % ab == 0, "quantize_act: cols {} not a multiple of {}", cols, ab);
   out.rows = rows, out.cols = cols, out.ab = ab;
@@ -150,7 +150,7 @@ void quantize_act(GgmlType t, const float* x, size_t x_stride, size_t rows, size
   out.bsumf.resize(out.bsum.size());
   const int off = t == GgmlType::Q4_0 ? 8 : t == GgmlType::Q5_0 ? 16 : 0;
   out.xneg.resize(off ? rows * cols / 4 : 0);
-  out.qu.resize(ab == 32 ? rows * cols : 0);
+  out.qu.resize(ab == 32 && vnni ? rows * cols : 0);
   for (size_t r = 0; r < rows; ++r) {
     const float* xr = x + r * x_stride;
     int8_t* q = out.q.data() + r * cols;
@@ -162,10 +162,10 @@ void quantize_act(GgmlType t, const float* x, size_t x_stride, size_t rows, size
       for (size_t i = b * ab; i < (b + 1) * ab; ++i)
         q[i] = static_cast<int8_t>(round_code(xr[i] * inv));
     }
-    if (off)
+    if (!out.xneg.empty())
       for (size_t g = 0; g < cols / 4; ++g)
         out.xneg[r * (cols / 4) + g] = -off * (q[4 * g] + q[4 * g + 1] + q[4 * g + 2] + q[4 * g + 3]);
-    if (ab == 32)
+    if (!out.qu.empty())
       for (size_t i = 0; i < cols; ++i) out.qu[r * cols + i] = static_cast<uint8_t>(q[i] + 128);
     if (ab == 256)
       for (size_t g = 0; g < cols / 16; ++g) {

@@ -38,6 +38,7 @@ HWY_AFTER_NAMESPACE();
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "core/error.h"
@@ -152,8 +153,8 @@ bool simd_target_has_fma() {
   return HWY_DYNAMIC_DISPATCH(HasFma)();
 }
 
-bool simd_quant_vnni() {
-  return std::string(simd_target()).rfind("AVX3", 0) == 0 && detail::quant_vnni_active();
+bool simd_quant_vnni() {  // per quantized product: no string building
+  return std::strncmp(simd_target(), "AVX3", 4) == 0 && detail::quant_vnni_active();
 }
 
 std::string simd_target_description() {
