@@ -8,10 +8,12 @@
 // the split (threads split output rows only).
 //
 // AVX2 and AVX3 use integer intrinsics (maddubs/madd; 256-bit on AVX2,
-// 512-bit chunk pairs on AVX3) inside the Highway target; on a CPU with
-// AVX512_VNNI the AVX3 kernels fuse them (vpdpbusd for the 32-element types:
-// (xq + 128)·code started at −128·Σcode; vpdpwssd for the K types' scale
-// step) — the same exact integers, so the same bits; the other targets
+// 512-bit chunk pairs on AVX3) inside the Highway target; where the CPU has
+// VNNI for the target (AVX512_VNNI for AVX3; AVX-VNNI, the VEX-encoded 256-bit
+// form of Intel's Alder Lake and later, for AVX2) the kernels fuse them
+// (vpdpbusd for the 32-element types: (xq + 128)·code started at −128·Σcode;
+// vpdpwssd for the K types' scale step) — the same exact integers, so the
+// same bits; the other targets
 // (SSE4, scalar) run the reference itself (quant_dot_ref_rows). Measured on
 // the Zen 4 host, AVX3 and AVX2 run these kernels at the same speed (its
 // 512-bit integer ops are double-pumped): docs/PERFORMANCE.md.
@@ -51,7 +53,7 @@ struct QuantArgs {
   size_t q;
   float* y;
   size_t y_stride;
-  bool vnni;  // simd_quant_vnni(): the AVX3 target runs its VNNI instantiations
+  bool vnni;  // simd_quant_vnni(): the AVX3/AVX2 target runs its VNNI instantiations
 };
 constexpr size_t kQuantTile = 4;       // activation rows per register tile
 constexpr size_t kQuantPrefetch = 2048;  // bytes ahead in the weight stream
@@ -76,6 +78,18 @@ HWY_INLINE float reduce8(__m256 v) {
   t = _mm_add_ps(t, _mm_movehl_ps(t, t));
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
 }
+// AVX-VNNI (VEX, 256-bit) as inline assembly, for the AVX2 target's kVnni
+// instantiations (run only where the CPU has AVX-VNNI; Highway's AVX2 target
+// does not enable it). Same products and sums as the AVX-512 forms below.
+HWY_INLINE __m256i dpbusd256(__m256i acc, __m256i u, __m256i s) {
+  asm("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "xm"(s));
+  return acc;
+}
+HWY_INLINE __m256i dpwssd256(__m256i acc, __m256i a, __m256i b) {
+  asm("%{vex%} vpdpwssd %2, %1, %0" : "+x"(acc) : "x"(a), "xm"(b));
+  return acc;
+}
+
 // The 8 mins m_j as int16 pairs (m0, m0, m1, m1, ...): madd against the 16
 // sums of 16 gives m_j · bsum32_j in lane j.
 // The 16 weight-side min factors of quant_dot.h as int32 (before the fp32
@@ -118,21 +132,28 @@ HWY_INLINE __m256i lanes32(__m256i wv, __m256i aw, const int8_t* x, const int32_
 }
 
 // kQ activation rows against one weight row of a 32-element type.
+// kVnni (AVX-VNNI): P = dpbusd(−128·Σc, xq + 128, c) with c the signed codes,
+// one instruction per block and row (xu: the rows' QuantAct::qu).
 template <int kT, size_t kQ, bool kVnni>
 HWY_INLINE void tile32(const uint8_t* w, size_t bb, size_t nb, const int8_t* const* xq,
-                       const uint8_t* const* /*xu*/, const float* const* xd,
+                       const uint8_t* const* xu, const float* const* xd,
                        const int32_t* const* xn, bool pf, float* out) {
-  static_assert(!kVnni, "no VNNI kernels on AVX2");
   __m256 acc[kQ][2];
   for (size_t j = 0; j < kQ; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
   auto block = [&](size_t b, size_t par) __attribute__((always_inline)) {
     const uint8_t* blk = w + b * bb;
     const __m256i wv = codes32<kT>(blk);
     const __m256i aw = kT == 0 ? _mm256_sign_epi8(wv, wv) : wv;
+    __m256i ws = wv, ncorr = _mm256_setzero_si256();
+    if constexpr (kVnni) {
+      if constexpr (kT != 0) ws = _mm256_sub_epi8(wv, _mm256_set1_epi8(kT == 1 ? 8 : 16));
+      ncorr = _mm256_sub_epi32(ncorr, dpbusd256(ncorr, _mm256_set1_epi8(-128), ws));
+    }
     const __m256 dw = _mm256_set1_ps(f16(blk));
 #pragma GCC unroll 4
     for (size_t j = 0; j < kQ; ++j) {
-      const __m256i p = lanes32<kT>(wv, aw, xq[j] + 32 * b, kT ? xn[j] + 8 * b : nullptr);
+      const __m256i p = kVnni ? dpbusd256(ncorr, ld256(xu[j] + 32 * b), ws)
+                              : lanes32<kT>(wv, aw, xq[j] + 32 * b, kT ? xn[j] + 8 * b : nullptr);
       const __m256 s = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd[j] + b));
       acc[j][par] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[j][par]);
     }
@@ -185,20 +206,27 @@ HWY_INLINE void prefetch_block(const uint8_t* blk, size_t bb) {
 template <int kT, size_t kQ, bool kVnni>
 HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* const* xq,
                       const float* const* xd, const float* const* bs, bool pf, float* out) {
-  static_assert(!kVnni, "no VNNI kernels on AVX2");
   __m256 acc[kQ];
   __m256 macc[kQ][2];
   for (size_t j = 0; j < kQ; ++j) acc[j] = macc[j][0] = macc[j][1] = _mm256_setzero_ps();
   for (size_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk = w + sb * bb;
     if (pf) prefetch_block(blk, bb);
-    __m256i P[kQ];
-    for (size_t j = 0; j < kQ; ++j) P[j] = _mm256_setzero_si256();
+    // kVnni: two integer accumulators per row (even and odd chunks; exact
+    // sums), so vpdpwssd's latency does not chain the eight chunks of a row.
+    __m256i P[kQ], P1[kQ];
+    for (size_t j = 0; j < kQ; ++j) P[j] = P1[j] = _mm256_setzero_si256();
     auto chunk = [&](__m256i qv, __m256i scv, size_t c) __attribute__((always_inline)) {
 #pragma GCC unroll 4
-      for (size_t j = 0; j < kQ; ++j)
-        P[j] = _mm256_add_epi32(
-            P[j], _mm256_madd_epi16(_mm256_maddubs_epi16(qv, ld256(xq[j] + 256 * sb + 32 * c)), scv));
+      for (size_t j = 0; j < kQ; ++j) {
+        const __m256i t = _mm256_maddubs_epi16(qv, ld256(xq[j] + 256 * sb + 32 * c));
+        if constexpr (kVnni) {
+          __m256i& acc_c = c % 2 ? P1[j] : P[j];
+          acc_c = dpwssd256(acc_c, t, scv);
+        } else {
+          P[j] = _mm256_add_epi32(P[j], _mm256_madd_epi16(t, scv));
+        }
+      }
     };
     float s;
     __m256 wmin[2];
@@ -241,7 +269,8 @@ HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* con
     }
     for (size_t j = 0; j < kQ; ++j) {
       const float sj = s * xd[j][sb];
-      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(P[j]), _mm256_set1_ps(sj), acc[j]);
+      const __m256i pj = kVnni ? _mm256_add_epi32(P[j], P1[j]) : P[j];
+      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pj), _mm256_set1_ps(sj), acc[j]);
       const float* bf = bs[j] + 16 * sb;
       macc[j][0] = _mm256_fmadd_ps(wmin[0], _mm256_loadu_ps(bf), macc[j][0]);
       macc[j][1] = _mm256_fmadd_ps(wmin[1], _mm256_loadu_ps(bf + 8), macc[j][1]);
@@ -290,6 +319,18 @@ HWY_INLINE __m512 dw_pair(const uint8_t* b0, size_t bb) {
   return _mm512_permutexvar_ps(_mm512_load_si512(kHalf), _mm512_castps128_ps512(two));
 }
 
+// The codes of two Q4_0 blocks (at b0 and b0 + bb) as codes32<1> gives them,
+// paired: each block's 16 qs bytes broadcast to two 128-bit lanes, the second
+// lane shifted right by 4 (a per-word shift), then the low nibbles — 5
+// instructions instead of 11 (q = 1 Q4_0 is bound by this unpacking on Intel).
+HWY_INLINE __m512i q4_0_codes_pair(const uint8_t* b0, size_t bb) {
+  const __m256i q0 = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + 2)));
+  const __m256i q1 = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + bb + 2)));
+  const __m512i shift = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0,
+                                         0x0004000400040004, 0x0004000400040004, 0, 0);
+  return _mm512_and_si512(_mm512_srlv_epi16(pair512(q0, q1), shift), _mm512_set1_epi8(0x0F));
+}
+
 // (xu: the rows' QuantAct::qu, used by the VNNI instantiation only.)
 template <int kT, size_t kQ, bool kVnni>
 HWY_INLINE void tile32_512(const uint8_t* w, size_t bb, size_t nb, const int8_t* const* xq,
@@ -302,7 +343,7 @@ HWY_INLINE void tile32_512(const uint8_t* w, size_t bb, size_t nb, const int8_t*
   for (; b + 2 <= nb; b += 2) {
     const uint8_t* b0 = w + b * bb;
     if (pf) _mm_prefetch(reinterpret_cast<const char*>(b0 + kQuantPrefetch), _MM_HINT_T0);
-    const __m512i wv = pair512(codes32<kT>(b0), codes32<kT>(b0 + bb));
+    const __m512i wv = kT == 1 ? q4_0_codes_pair(b0, bb) : pair512(codes32<kT>(b0), codes32<kT>(b0 + bb));
     // VNNI: the signed codes c against xq + 128, started at −128·Σc.
     __m512i ws = wv, ncorr = zero;
     if constexpr (kVnni) {
@@ -483,9 +524,7 @@ void rows_of_type(const detail::QuantArgs& a, size_t o0, size_t o1) {
 }
 
 void QuantRows(const detail::QuantArgs& a, size_t o0, size_t o1) {
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-  if (a.vnni) return rows_of_type<true>(a, o0, o1);
-#endif
+  if (a.vnni) return rows_of_type<true>(a, o0, o1);  // AVX512_VNNI or AVX-VNNI
   rows_of_type<false>(a, o0, o1);
 }
 #undef MTP_QUANT_TILE32
@@ -512,13 +551,16 @@ HWY_EXPORT(QuantRows);
 namespace detail {
 namespace {
 std::atomic<bool> g_vnni_allowed{true};
-bool cpu_has_vnni() {
-  static const bool has = __builtin_cpu_supports("avx512vnni");
-  return has;
-}
 }  // namespace
 
-bool quant_vnni_active() { return cpu_has_vnni() && g_vnni_allowed.load(std::memory_order_relaxed); }
+bool cpu_has_quant_vnni(std::string_view target) {
+  static const bool avx512 = __builtin_cpu_supports("avx512vnni");
+  static const bool avx = __builtin_cpu_supports("avxvnni");
+  if (target.starts_with("AVX3")) return avx512;
+  if (target == "AVX2") return avx;
+  return false;
+}
+bool quant_vnni_allowed() { return g_vnni_allowed.load(std::memory_order_relaxed); }
 void set_quant_vnni(bool allowed) { g_vnni_allowed.store(allowed, std::memory_order_relaxed); }
 
 void matmul_quant(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, float* y,

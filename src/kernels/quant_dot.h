@@ -34,6 +34,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "core/ggml_type.h"
@@ -68,9 +69,19 @@ struct QuantAct {
 
 // Quantizes rows x[r·x_stride, +cols) for weights of type t (a block type).
 // qu is filled only with vnni (the VNNI kernels' input; an odd last block
-// still takes the xneg path); the reference reads neither.
+// still takes the xneg path); the reference reads neither. quantize_act is
+// the vectorized form the kernels call (quant_act.cc), quantize_act_ref the
+// scalar statement of the contract; every field is equal bit for bit (tests).
 void quantize_act(GgmlType t, const float* x, size_t x_stride, size_t rows, size_t cols,
                   QuantAct& out, bool vnni = false);
+void quantize_act_ref(GgmlType t, const float* x, size_t x_stride, size_t rows, size_t cols,
+                      QuantAct& out, bool vnni = false);
+// The offset of the stored codes of Q4_0 (8) and Q5_0 (16); 0 otherwise (xneg).
+int act_code_offset(GgmlType t);
+// The two halves both quantizers share: sizing `out` for rows × cols of type
+// t (checks cols), and row r's integer sums of its codes (xneg, bsum, bsumf).
+void act_prepare(GgmlType t, size_t rows, size_t cols, bool vnni, QuantAct& out);
+void act_sums(GgmlType t, size_t r, QuantAct& out);
 
 // The contract above for weight row `w` (ggml blocks of type t) and
 // activation row r of a.
@@ -83,12 +94,14 @@ void quant_dot_ref_rows(GgmlType t, const uint8_t* w, const QuantAct& a, size_t 
 // matmul()'s threshold for using the pool (matmul.cc).
 extern std::atomic<size_t> g_parallel_min_work;
 
-// Whether the AVX-512 quantized kernels may use VNNI (vpdpbusd/vpdpwssd: the
-// same exact integer lane sums in fewer instructions, so the same bits): true
-// where the CPU has AVX512_VNNI and set_quant_vnni(false) was not called (tests
-// run the kernels both ways). Whether they do now also depends on the target:
-// simd_quant_vnni() (simd.h).
-bool quant_vnni_active();
+// VNNI in the quantized kernels (vpdpbusd/vpdpwssd: the same exact integer
+// lane sums in fewer instructions, so the same bits). cpu_has_quant_vnni:
+// whether this CPU has the VNNI form of a Highway target ("AVX3*":
+// AVX512_VNNI, "AVX2": AVX-VNNI; others: none). quant_vnni_allowed: false
+// after set_quant_vnni(false) (tests run the kernels both ways). Whether a
+// product uses it: simd_quant_vnni() (simd.h), both for the current target.
+bool cpu_has_quant_vnni(std::string_view target);
+bool quant_vnni_allowed();
 void set_quant_vnni(bool allowed);
 
 }  // namespace mtp::kernels::detail

@@ -139,8 +139,9 @@ size_t act_block(GgmlType t) {
   return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K ? 256 : 32;
 }
 
-void quantize_act(GgmlType t, const float* x, size_t x_stride, size_t rows, size_t cols,
-                  QuantAct& out, bool vnni) {
+int act_code_offset(GgmlType t) { return t == GgmlType::Q4_0 ? 8 : t == GgmlType::Q5_0 ? 16 : 0; }
+
+void act_prepare(GgmlType t, size_t rows, size_t cols, bool vnni, QuantAct& out) {
   const size_t ab = act_block(t);
   MTP_CHECK(cols % ab == 0, "quantize_act: cols {} not a multiple of {}", cols, ab);
   out.rows = rows, out.cols = cols, out.ab = ab;
@@ -148,9 +149,35 @@ void quantize_act(GgmlType t, const float* x, size_t x_stride, size_t rows, size
   out.d.resize(rows * cols / ab);
   out.bsum.resize(ab == 256 ? rows * cols / 16 : 0);
   out.bsumf.resize(out.bsum.size());
-  const int off = t == GgmlType::Q4_0 ? 8 : t == GgmlType::Q5_0 ? 16 : 0;
-  out.xneg.resize(off ? rows * cols / 4 : 0);
+  out.xneg.resize(act_code_offset(t) ? rows * cols / 4 : 0);
   out.qu.resize(ab == 32 && vnni ? rows * cols : 0);
+}
+
+void act_sums(GgmlType t, size_t r, QuantAct& out) {
+  const size_t cols = out.cols;
+  const int8_t* __restrict q = out.qrow(r);
+  if (!out.xneg.empty()) {
+    const int off = act_code_offset(t);
+    int32_t* __restrict xn = out.xneg.data() + r * (cols / 4);
+    for (size_t g = 0; g < cols / 4; ++g) xn[g] = -off * (q[4 * g] + q[4 * g + 1] + q[4 * g + 2] + q[4 * g + 3]);
+  }
+  if (out.ab == 256) {
+    int16_t* __restrict bs = out.bsum.data() + r * (cols / 16);
+    float* __restrict bf = out.bsumf.data() + r * (cols / 16);
+    const float* d = out.drow(r);
+    for (size_t g = 0; g < cols / 16; ++g) {
+      int s = 0;
+      for (size_t i = 16 * g; i < 16 * g + 16; ++i) s += q[i];
+      bs[g] = static_cast<int16_t>(s);
+      bf[g] = static_cast<float>(s) * d[g / 16];
+    }
+  }
+}
+
+void quantize_act_ref(GgmlType t, const float* x, size_t x_stride, size_t rows, size_t cols,
+                      QuantAct& out, bool vnni) {
+  act_prepare(t, rows, cols, vnni, out);
+  const size_t ab = out.ab;
   for (size_t r = 0; r < rows; ++r) {
     const float* xr = x + r * x_stride;
     int8_t* q = out.q.data() + r * cols;
@@ -162,18 +189,9 @@ void quantize_act(GgmlType t, const float* x, size_t x_stride, size_t rows, size
       for (size_t i = b * ab; i < (b + 1) * ab; ++i)
         q[i] = static_cast<int8_t>(round_code(xr[i] * inv));
     }
-    if (!out.xneg.empty())
-      for (size_t g = 0; g < cols / 4; ++g)
-        out.xneg[r * (cols / 4) + g] = -off * (q[4 * g] + q[4 * g + 1] + q[4 * g + 2] + q[4 * g + 3]);
     if (!out.qu.empty())
       for (size_t i = 0; i < cols; ++i) out.qu[r * cols + i] = static_cast<uint8_t>(q[i] + 128);
-    if (ab == 256)
-      for (size_t g = 0; g < cols / 16; ++g) {
-        int s = 0;
-        for (size_t i = 16 * g; i < 16 * g + 16; ++i) s += q[i];
-        out.bsum[r * (cols / 16) + g] = static_cast<int16_t>(s);
-        out.bsumf[r * (cols / 16) + g] = static_cast<float>(s) * out.d[r * (cols / ab) + g / 16];
-      }
+    act_sums(t, r, out);
   }
 }
 

@@ -154,13 +154,14 @@ bool simd_target_has_fma() {
 }
 
 bool simd_quant_vnni() {  // per quantized product: no string building
-  return std::strncmp(simd_target(), "AVX3", 4) == 0 && detail::quant_vnni_active();
+  return detail::quant_vnni_allowed() && detail::cpu_has_quant_vnni(simd_target());
 }
 
 std::string simd_target_description() {
   const std::string req = simd_target_request();
   const std::string name = simd_target();
-  return name + (simd_quant_vnni() ? " + VNNI" : "") +
+  const char* vnni = !simd_quant_vnni() ? "" : name == "AVX2" ? " + AVX-VNNI" : " + VNNI";
+  return name + vnni +
          (req.empty() ? " (automatic)" : " (MTPSPEC_SIMD=" + req + ")");
 }
 

@@ -1,12 +1,13 @@
 // Quantized weight kernels (kernels/matmul_quant.cc): on every SIMD target the
-// host runs (the AVX-512 one with and without VNNI where the CPU has it:
-// "avx3-novnni"), the kernel gives quant_dot_ref's bits (the contract of
+// host runs (AVX-512 and AVX2 with and without VNNI where the CPU has it:
+// "avx3-novnni", "avx2-novnni"), the kernel gives quant_dot_ref's bits (the contract of
 // quant_dot.h), is batch-invariant (q = 1..16, 1 and 2 threads), and is within
 // the activation-quantization bound of the fp32 product of the dequantized
 // weights; pack_blocks keeps GGUF blocks bit for bit.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <tuple>
@@ -30,13 +31,16 @@ constexpr WeightType kQuantTypes[] = {WeightType::Q8_0, WeightType::Q4_0, Weight
 using test::randn;
 uint32_t bits(float f) { return test::float_bits(f); }
 
-// Every SIMD target the host runs, plus "avx3-novnni" (the AVX-512 kernels
-// without their VNNI instantiations) where the host runs both.
+// Every SIMD target the host runs, plus "<target>-novnni" (the target's
+// kernels without their VNNI instantiations) where the CPU has its VNNI form.
 std::vector<std::string> quant_targets() {
-  std::vector<std::string> t = available_simd_targets();
-  if (std::find(t.begin(), t.end(), "avx3") != t.end() && detail::quant_vnni_active())
-    t.insert(t.begin() + 1, "avx3-novnni");
-  return t;
+  std::vector<std::string> out;
+  for (const std::string& t : available_simd_targets()) {
+    out.push_back(t);
+    const char* hwy_name = t == "avx3" ? "AVX3" : t == "avx2" ? "AVX2" : "";
+    if (detail::cpu_has_quant_vnni(hwy_name)) out.push_back(t + "-novnni");
+  }
+  return out;
 }
 const std::string kNoVnni = "-novnni";
 
@@ -150,6 +154,39 @@ TEST(QuantAct, CodesAreNearestEvenOfTheScaledValues) {
               << "row " << r << " element " << b * ab + i;
         }
       }
+  }
+}
+
+// The vectorized activation quantization (quant_act.cc) against the scalar
+// statement of the contract, every field bit for bit, with and without qu:
+// random rows plus blocks of zeros, ties, ±127-code values, negative zero,
+// denormals, huge values, an infinity and a NaN (its block's codes follow the
+// reference's std::max/std::min: NaN is skipped by amax and coded −127).
+TEST_P(QuantMatmul, ActivationQuantizationEqualsReference) {
+  std::mt19937 rng(17);
+  const GgmlType t = weight_ggml_type(type());
+  const size_t c = 1024, ab = detail::act_block(t), q = 5;
+  auto x = randn(q * c, rng);
+  for (size_t i = 0; i < x.size(); i += 7) x[i] = (static_cast<float>(rng() % 254) - 126.5f) / 127.f;
+  for (size_t i = 0; i < ab; ++i) x[i] = 0.f;                        // an all-zero block
+  for (size_t i = ab; i < 2 * ab; ++i) x[i] = i % 2 ? -0.f : 1e-40f;  // denormals, −0
+  x[2 * ab + 3] = 3e38f;
+  x[3 * ab + 1] = std::numeric_limits<float>::infinity();
+  x[4 * ab + 5] = x[5 * ab - 1] = std::numeric_limits<float>::quiet_NaN();  // also last in a block
+  x[c + 2] = -1e-30f;
+  for (bool vnni : {false, true}) {
+    detail::QuantAct got, want;
+    detail::quantize_act(t, x.data(), c, q, c, got, vnni);
+    detail::quantize_act_ref(t, x.data(), c, q, c, want, vnni);
+    ASSERT_EQ(got.q, want.q);
+    ASSERT_EQ(got.qu, want.qu);
+    ASSERT_EQ(got.xneg, want.xneg);
+    ASSERT_EQ(got.bsum, want.bsum);
+    ASSERT_EQ(got.d.size(), want.d.size());
+    for (size_t i = 0; i < got.d.size(); ++i) ASSERT_EQ(bits(got.d[i]), bits(want.d[i])) << i;
+    ASSERT_EQ(got.bsumf.size(), want.bsumf.size());
+    for (size_t i = 0; i < got.bsumf.size(); ++i)
+      ASSERT_EQ(bits(got.bsumf[i]), bits(want.bsumf[i])) << i;
   }
 }
 
