@@ -100,6 +100,7 @@ struct MatmulArgs {
   float* y;
   size_t y_stride;
   size_t q;
+  bool prefetch;  // software prefetch of the weight stream (see prefetch_single_row)
 };
 
 }  // namespace mtp::kernels::detail
@@ -408,7 +409,7 @@ void block_tiles(const detail::MatmulArgs& a, size_t b, size_t t0, size_t t1, bo
     const uint8_t* at = a.w + b * block_bytes + s0 * sc_bytes;
     const size_t len = (s1 - s0) * sc_bytes;
     const size_t ahead = n_passes == 1 ? kPrefetchBytes : std::max(len, kPrefetchBytes);
-    const ChunkPrefetch pf{at + ahead, len, stream && a.q > 1 ? n_passes : 0, s1 - s0};
+    const ChunkPrefetch pf{at + ahead, len, stream && a.prefetch ? n_passes : 0, s1 - s0};
     for (size_t t = t0, p = 0; t < t1; ++t) {
       float* ts = state + (t - t0) * kTileQ * kBlockRows * kStateLanes;  // tile's rows
       run_any_tile<kBf16>(a, b, t * kTileQ, s0, s1, pf, p, ts);
@@ -463,6 +464,16 @@ std::atomic<size_t> g_parallel_min_work{kParallelMinWork};
 size_t set_parallel_min_work(size_t bytes_times_q) {
   return g_parallel_min_work.exchange(bytes_times_q);
 }
+namespace {
+std::atomic<int> g_prefetch_q1{-1};  // -1: by CPU vendor
+}  // namespace
+bool prefetch_single_row() {
+  const int v = g_prefetch_q1.load(std::memory_order_relaxed);
+  if (v >= 0) return v != 0;
+  static const bool intel = __builtin_cpu_is("intel");  // see matmul.h
+  return intel;
+}
+int set_prefetch_single_row(int mode) { return g_prefetch_q1.exchange(mode); }
 }  // namespace detail
 
 namespace {
@@ -632,7 +643,8 @@ void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, fl
   }
   const detail::MatmulArgs a{w.data(), w.rows(), cols, ns, nfull,
                              w.hold() == WeightType::BF16,
-                             x, x_stride, tail, y, y_stride, q};
+                             x, x_stride, tail, y, y_stride, q,
+                             q > 1 || detail::prefetch_single_row()};
   const size_t nb = (w.rows() + kBlockRows - 1) / kBlockRows;
   auto fn = HWY_DYNAMIC_DISPATCH(MatmulBlocks);
   // Threads only for enough work. Measured (bench-kernels, weights from DRAM,

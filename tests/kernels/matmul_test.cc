@@ -100,6 +100,25 @@ TEST(Pack, RoundTripsHeldValues) {
   }
 }
 
+// The q = 1 software prefetch (on by CPU vendor, matmul.h) only moves data
+// into cache early: forced on and off, a q = 1 product gives the same bits.
+TEST(Matmul, SingleRowPrefetchChangesNoBits) {
+  std::mt19937 rng(41);
+  for (WeightType hold : {WeightType::F32, WeightType::BF16}) {
+    const size_t rows = 70, cols = 300;
+    const auto w = randn(rows * cols, rng), x = randn(cols, rng);
+    const PackedMatrix m = PackedMatrix::pack(w.data(), DType::F32, rows, cols, hold);
+    std::vector<float> y0(rows), y1(rows);
+    const int prev = detail::set_prefetch_single_row(0);
+    matmul(m, x.data(), 1, y0.data(), nullptr);
+    detail::set_prefetch_single_row(1);
+    EXPECT_TRUE(detail::prefetch_single_row());
+    matmul(m, x.data(), 1, y1.data(), nullptr);
+    detail::set_prefetch_single_row(prev);
+    for (size_t o = 0; o < rows; ++o) ASSERT_EQ(bits(y0[o]), bits(y1[o])) << "row " << o;
+  }
+}
+
 TEST(Pack, Bf16RoundsToNearestEven) {
   // 1 + 2^-8 is exactly halfway between bf16 1 and 1 + 2^-7: ties go to even (1).
   float vals[4] = {1.f + 0x1p-8f, 1.f + 3 * 0x1p-8f, -(1.f + 0x1p-8f), 1.f + 0x1p-8f + 0x1p-20f};
