@@ -69,7 +69,8 @@ constexpr size_t kSuper = 32;      // cols per superchunk
 constexpr size_t kLanes = 16;      // semantic accumulator lanes per (o, r)
 constexpr size_t kTileQ = 4;       // activation rows per register tile
 constexpr size_t kGroupBytes = 256 << 10;  // weight bytes revisited per q-tile pass
-// Software prefetch distance in the weight stream, for q >= 2 only. With
+// Software prefetch distance in the weight stream, for q >= 2 (and q = 1 where
+// detail::prefetch_single_row(): on Intel; the Zen 4 measurements below). With
 // compute per byte (q >= 2) the hardware prefetcher alone falls behind
 // (measured: q = 4 cost 1.9x q = 1 without, ~1.1x with); at q = 1 it keeps
 // up by itself, and on huge pages software prefetches only slow it (a
