@@ -99,7 +99,9 @@ void run(BenchDecodeArgs a) {
   fmt::print("bytes read per decoded token: {:.1f} MB\n", bytes / 1e6);
   for (int t : a.threads) {
     ThreadPool pool(t);
-    const double bw = kernels::stream_bandwidth(pool, std::max<size_t>(4 * kernels::llc_bytes(), 256u << 20), 7);
+    const double bw =
+        kernels::stream_bandwidth(pool, std::max<size_t>(4 * kernels::llc_bytes(), 256u << 20), 7)
+            .median;
     const std::vector<double> times = speculative::forward_times(m, a.pos, a.q_max, a.reps, &pool);
     const double t1 = times[0];
     const double limit = bw / bytes;  // tok/s if every byte streamed at bandwidth

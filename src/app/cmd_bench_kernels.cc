@@ -4,52 +4,16 @@
 //
 // Honesty about memory-boundness: every timed call uses a different packed copy
 // of the matrix, cycling through copies that total >= 4x the last-level cache,
-// so weights always come from DRAM as in a real decode. The bandwidth probe reads
-// a buffer of the same >= 4x LLC size with a SIMD sum.
+// so weights always come from DRAM as in a real decode. The bandwidth probe
+// (kernels/bandwidth.h, the one bench-decode uses too) reads a buffer of the
+// same >= 4x LLC size.
 //
-// This file is compiled once per SIMD target (Highway foreach_target) for the
-// bandwidth probe only; everything else is in the HWY_ONCE section.
-
-#undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "app/cmd_bench_kernels.cc"
-#include <hwy/foreach_target.h>  // IWYU pragma: keep
-#include <hwy/cache_control.h>
-#include <hwy/highway.h>
-
-HWY_BEFORE_NAMESPACE();
-namespace mtp::app::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
-
-// Sum of p[0, n) (n a multiple of 4 vectors), four independent accumulators
-// so the loop is bound by loads, not add latency, and the same 4 KiB software
-// prefetch as the matmul kernel, so it measures what a core can stream.
-float StreamSum(const float* p, size_t n) {
-  const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d);
-  auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t i = 0; i + 4 * N <= n; i += 4 * N) {
-    for (size_t l = 0; l < 4 * N * sizeof(float); l += 64)
-      hwy::Prefetch(reinterpret_cast<const char*>(p + i) + 4096 + l);
-    a0 = hn::Add(a0, hn::LoadU(d, p + i));
-    a1 = hn::Add(a1, hn::LoadU(d, p + i + N));
-    a2 = hn::Add(a2, hn::LoadU(d, p + i + 2 * N));
-    a3 = hn::Add(a3, hn::LoadU(d, p + i + 3 * N));
-  }
-  return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
-}
-
-}  // namespace mtp::app::HWY_NAMESPACE
-HWY_AFTER_NAMESPACE();
-
-#if HWY_ONCE
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -61,10 +25,10 @@ HWY_AFTER_NAMESPACE();
 #include "core/error.h"
 #include "core/large_alloc.h"
 #include "core/thread_pool.h"
+#include "kernels/bandwidth.h"
 #include "kernels/matmul.h"
 
 namespace mtp::app {
-HWY_EXPORT(StreamSum);
 
 namespace {
 
@@ -94,29 +58,6 @@ size_t parse_size(const std::string& s, const char* what) {
   fail<InputError>("bench-kernels: bad {} '{}' (want a positive integer)", what, s);
 }
 
-// Size of the level-3 cache of cpu0 from sysfs ("32768K"); 32 MiB if unknown.
-size_t llc_bytes() {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path dir = "/sys/devices/system/cpu/cpu0/cache";
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.path().filename().string().rfind("index", 0) != 0) continue;
-    std::ifstream lv(e.path() / "level"), sz(e.path() / "size");
-    int level = 0;
-    std::string size;
-    if (!(lv >> level) || level != 3 || !(sz >> size) || size.empty()) continue;
-    size_t mult = 1;
-    if (size.back() == 'K') mult = 1 << 10;
-    if (size.back() == 'M') mult = 1 << 20;
-    if (mult != 1) size.pop_back();
-    try {
-      return std::stoull(size) * mult;
-    } catch (const std::exception&) {
-    }
-  }
-  return size_t(32) << 20;
-}
-
 double now_s() {
   using clk = std::chrono::steady_clock;
   return std::chrono::duration<double>(clk::now().time_since_epoch()).count();
@@ -125,33 +66,6 @@ double now_s() {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
-}
-
-// Read-only streaming bandwidth (bytes/s) with `pool`'s threads over buf:
-// median and best of `reps` passes.
-struct Bandwidth {
-  double median, best;
-};
-Bandwidth stream_bandwidth(const float* buf, size_t n, ThreadPool& pool, int reps) {
-  const size_t unit = 1024;  // floats per parallel_for unit (multiple of 4 vectors)
-  volatile float sink = 0;
-  std::vector<double> times;
-  for (int r = 0; r < reps + 1; ++r) {
-    std::vector<float> part(pool.size(), 0.f);
-    double t0 = now_s();
-    pool.parallel_for(
-        n / unit,
-        [&](size_t b, size_t e, size_t t) {
-          part[t] = HWY_DYNAMIC_DISPATCH(StreamSum)(buf + b * unit, (e - b) * unit);
-        },
-        1);
-    double t = now_s() - t0;
-    for (float p : part) sink = sink + p;
-    if (r > 0) times.push_back(t);  // first pass warms page tables
-  }
-  (void)sink;
-  const double bytes = double(n / unit * unit) * 4;
-  return {bytes / median(times), bytes / *std::min_element(times.begin(), times.end())};
 }
 
 struct Row {
@@ -181,21 +95,16 @@ void run_bench(const BenchArgs& a) {
   if (dtypes.empty() || shapes.empty() || threads.empty())
     fail<InputError>("bench-kernels: empty --dtype, --shapes or --threads list");
 
-  const size_t llc = llc_bytes(), footprint = 4 * llc;
+  const size_t llc = kernels::llc_bytes(), footprint = 4 * llc;
   std::vector<std::unique_ptr<ThreadPool>> pools;
   for (int t : threads) pools.push_back(std::make_unique<ThreadPool>(t));
 
   // Streaming bandwidth per thread count.
-  std::vector<Bandwidth> bws(threads.size());
+  std::vector<kernels::Bandwidth> bws(threads.size());
   std::vector<double> bw(threads.size());  // medians
-  {
-    // The weights' kind of pages (huge where they are: core/large_alloc.h).
-    LargeBuffer mem = alloc_large(footprint);
-    float* buf = reinterpret_cast<float*>(mem.get());
-    std::fill(buf, buf + footprint / 4, 1.f);
-    for (size_t k = 0; k < threads.size(); ++k)
-      bws[k] = stream_bandwidth(buf, footprint / 4, *pools[k], std::max(5, a.reps / 3));
-    for (size_t k = 0; k < threads.size(); ++k) bw[k] = bws[k].median;
+  for (size_t k = 0; k < threads.size(); ++k) {
+    bws[k] = kernels::stream_bandwidth(*pools[k], footprint, std::max(5, a.reps / 3));
+    bw[k] = bws[k].median;
   }
   if (!a.json) {
     fmt::print("SIMD target {}; huge pages {}; LLC {} MiB; matrices cycled over >= {} MiB\n",
@@ -306,4 +215,3 @@ void add_bench_kernels(CLI::App& root) {
 }
 
 }  // namespace mtp::app
-#endif  // HWY_ONCE

@@ -1,4 +1,5 @@
-// Memory-system facts the benchmarks compare against.
+// Memory-system facts the benchmarks compare against: ONE bandwidth probe
+// (bench-kernels and bench-decode both report against it) and the LLC size.
 #pragma once
 #include <cstddef>
 
@@ -8,11 +9,21 @@ class ThreadPool;
 
 namespace mtp::kernels {
 
-// Read-only streaming bandwidth in bytes/s with the pool's threads, over a
-// buffer of `bytes` (use ≥ 4× the last-level cache). Median of `reps` passes.
-double stream_bandwidth(ThreadPool& pool, size_t bytes, int reps);
+// Read-only streaming bandwidth in bytes/s with the pool's threads over a
+// buffer of `bytes` (use >= 4x the last-level cache) on the weights' kind of
+// pages (core/large_alloc.h): the median and the best of `reps` timed passes
+// after one warm-up pass. Each thread sums its share with SIMD loads (the
+// current SIMD target, four accumulators, software prefetch 4 KiB ahead), so
+// the probe is bound by the memory system, not by arithmetic: it is the
+// limit a weight stream can approach, and "decode reaches N % of the limit"
+// is measured against it.
+struct Bandwidth {
+  double median = 0, best = 0;
+};
+Bandwidth stream_bandwidth(ThreadPool& pool, size_t bytes, int reps);
 
-// Last-level cache size in bytes (sysfs; 32 MiB if unknown).
+// Size of the last-level cache of cpu0 in bytes from sysfs (the level-3
+// cache; else the largest level >= 2), 32 MiB if unknown.
 size_t llc_bytes();
 
 }  // namespace mtp::kernels

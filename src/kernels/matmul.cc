@@ -80,6 +80,25 @@ constexpr size_t kGroupBytes = 256 << 10;  // weight bytes revisited per q-tile 
 // and prefetch into L2").
 constexpr size_t kPrefetchBytes = 32 << 10;
 constexpr size_t kMaxStreamTiles = 4;      // q <= 16: block-major loop order
+// Decode/verify products whose q activation rows exceed kL1XBytes (x no longer
+// stays in L1 while the weights stream past: 4096 cols at q >= 2) run
+// chunk-major over groups of kGroupBlocks blocks where a 4-row tile is one
+// pass (AVX3): each column chunk of x (<= kChunkXBytes, all q rows) is read
+// from L2 once per group instead of once per block. Measured on a 2-core
+// Zen 5 VM (48 GB/s per core), AVX3 bf16 4096x4096 from DRAM: q = 4 1.69 ->
+// 1.24 ms, q = 8 2.48 -> 2.0 ms, q = 16 4.96 -> 3.5 ms (q = 1 0.97 ms);
+// groups of 8..32 blocks measured alike, 16 in the middle. On AVX2 (several
+// passes per tile, already chunked within a block) it made q = 2..3 slower
+// (compute-bound there), so those targets keep the block-major order.
+// docs/PERFORMANCE.md "Session 12".
+constexpr size_t kL1XBytes = 24 << 10;
+constexpr size_t kGroupBlocks = 16;
+// The grouped order's accumulators, one buffer per thread for all targets:
+// kGroupBlocks × kMaxStreamTiles tiles × [4 rows][kBlockRows][16 lanes] floats.
+inline float* group_state() {
+  alignas(64) static thread_local float buf[16 * 4 * 4 * 4 * 16];
+  return buf;
+}
 // matmul() splits only products with more packed weight bytes × q than this
 // over the pool's threads; the calling thread does the others (see matmul()).
 // Below ~1 MiB waking the second thread costs more than it saves (+15 µs on
@@ -102,6 +121,7 @@ struct MatmulArgs {
   size_t y_stride;
   size_t q;
   bool prefetch;  // software prefetch of the weight stream (see prefetch_single_row)
+  size_t n_blocks;  // packed blocks of the whole matrix (prefetches stay inside)
 };
 
 }  // namespace mtp::kernels::detail
@@ -111,6 +131,7 @@ HWY_BEFORE_NAMESPACE();
 namespace mtp::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using detail::kBlockRows;
+using detail::kGroupBlocks;
 using detail::kLanes;
 using detail::kPrefetchBytes;
 using detail::kSuper;
@@ -384,6 +405,29 @@ HWY_INLINE void run_any_tile(const detail::MatmulArgs& a, size_t b, size_t j0, s
   }
 }
 
+static_assert(kGroupBlocks * detail::kMaxStreamTiles * kTileQ * kBlockRows * kStateLanes ==
+                  16 * 4 * 4 * 4 * 16,
+              "group_state() holds the grouped order's accumulators");
+
+// Passes that tiles [t0, t1) of activation rows take over one chunk of a block.
+HWY_INLINE size_t tile_passes(const detail::MatmulArgs& a, size_t t0, size_t t1) {
+  size_t n = 0;
+  for (size_t t = t0; t < t1; ++t) n += passes_of(std::min(kTileQ, a.q - t * kTileQ));
+  return n;
+}
+
+// Tiles [t0, t1) against block b over superchunks [s0, s1), with the chunk's
+// prefetch plan. state: [(t1 - t0)·4][kBlockRows][16] floats.
+template <bool kBf16>
+HWY_INLINE void chunk_tiles(const detail::MatmulArgs& a, size_t b, size_t t0, size_t t1,
+                            size_t s0, size_t s1, const ChunkPrefetch& pf, float* state) {
+  for (size_t t = t0, p = 0; t < t1; ++t) {
+    float* ts = state + (t - t0) * kTileQ * kBlockRows * kStateLanes;  // tile's rows
+    run_any_tile<kBf16>(a, b, t * kTileQ, s0, s1, pf, p, ts);
+    p += passes_of(std::min(kTileQ, a.q - t * kTileQ));
+  }
+}
+
 // Tiles [t0, t1) against block b, chunk by chunk. `stream`: these passes are
 // the first to read the block, so they prefetch ahead in the weight stream
 // (one chunk's bytes per chunk, shared out among the passes).
@@ -393,8 +437,7 @@ void block_tiles(const detail::MatmulArgs& a, size_t b, size_t t0, size_t t1, bo
                  float* state) {
   const size_t sc_bytes = kBlockRows * kSuper * (kBf16 ? 2 : 4);
   const size_t block_bytes = a.n_super * sc_bytes;
-  size_t n_passes = 0;
-  for (size_t t = t0; t < t1; ++t) n_passes += passes_of(std::min(kTileQ, a.q - t * kTileQ));
+  const size_t n_passes = tile_passes(a, t0, t1);
   const size_t x_rows = std::min(a.q, t1 * kTileQ) - t0 * kTileQ;
   // Chunks of <= kChunkXBytes of x where a tile takes several passes; else
   // whole rows (one pass per tile reads its x once per block; measured on
@@ -411,10 +454,46 @@ void block_tiles(const detail::MatmulArgs& a, size_t b, size_t t0, size_t t1, bo
     const size_t len = (s1 - s0) * sc_bytes;
     const size_t ahead = n_passes == 1 ? kPrefetchBytes : std::max(len, kPrefetchBytes);
     const ChunkPrefetch pf{at + ahead, len, stream && a.prefetch ? n_passes : 0, s1 - s0};
-    for (size_t t = t0, p = 0; t < t1; ++t) {
-      float* ts = state + (t - t0) * kTileQ * kBlockRows * kStateLanes;  // tile's rows
-      run_any_tile<kBf16>(a, b, t * kTileQ, s0, s1, pf, p, ts);
-      p += passes_of(std::min(kTileQ, a.q - t * kTileQ));
+    chunk_tiles<kBf16>(a, b, t0, t1, s0, s1, pf, state);
+  }
+}
+
+// Chunk size of the grouped order: the largest power of two of superchunks
+// whose x rows (all q) fit kChunkXBytes (a power of two measured faster than
+// the exact fit: q = 3, 5..7 at 4096 cols ran ~15 % slower with odd chunks).
+inline size_t group_chunk(size_t q) {
+  const size_t fit = std::max<size_t>(1, kChunkXBytes / (q * kSuper * sizeof(float)));
+  size_t c = 1;
+  while (c * 2 <= fit) c *= 2;
+  return c;
+}
+
+// Blocks [g0, g1), all tiles, chunk-major (see kGroupBlocks): for each column
+// chunk, every block of the group, so the chunk's activation rows stay in L1
+// across the group. Each block's accumulators wait in its state between
+// chunks (a store and reload of fp32 values: no bits change). The weights are
+// read as g1 - g0 interleaved streams of one chunk each; every block-chunk
+// prefetches the segment the group reads g1 - g0 segments later (its own next
+// chunk; after the last chunk, the next group's block).
+// state: [g1 - g0][n_tiles·4][kBlockRows][16] floats.
+template <bool kBf16>
+void group_chunks(const detail::MatmulArgs& a, size_t g0, size_t g1, size_t n_tiles,
+                  float* state) {
+  const size_t sc_bytes = kBlockRows * kSuper * (kBf16 ? 2 : 4);
+  const size_t block_bytes = a.n_super * sc_bytes;
+  const size_t n_passes = tile_passes(a, 0, n_tiles);
+  const size_t per_block = n_tiles * kTileQ * kBlockRows * kStateLanes;
+  const size_t chunk = group_chunk(a.q), n_group = g1 - g0;
+  for (size_t s0 = 0; s0 < a.n_super; s0 += chunk) {
+    const size_t s1 = std::min(a.n_super, s0 + chunk);
+    const bool more = s1 < a.n_super;
+    for (size_t b = g0; b < g1; ++b) {
+      const size_t nb = more ? b : b + n_group;  // block and chunk prefetched
+      const size_t ns0 = more ? s1 : 0, ns1 = std::min(a.n_super, ns0 + chunk);
+      const bool ok = a.prefetch && nb < a.n_blocks;
+      const ChunkPrefetch pf{a.w + nb * block_bytes + ns0 * sc_bytes, (ns1 - ns0) * sc_bytes,
+                             ok ? n_passes : 0, s1 - s0};
+      chunk_tiles<kBf16>(a, b, 0, n_tiles, s0, s1, pf, state + (b - g0) * per_block);
     }
   }
 }
@@ -427,6 +506,13 @@ void blocks_impl(const detail::MatmulArgs& a, size_t b0, size_t b1) {
   const size_t n_tiles = (a.q + kTileQ - 1) / kTileQ;
   HWY_ALIGN float state[detail::kMaxStreamTiles * kTileQ * kBlockRows * kStateLanes];
   if (n_tiles <= detail::kMaxStreamTiles) {
+    const size_t x_bytes = a.q * a.n_super * kSuper * sizeof(float);
+    if (kPadPairs && a.q > 1 && x_bytes > detail::kL1XBytes) {
+      for (size_t g0 = b0; g0 < b1; g0 += kGroupBlocks)
+        group_chunks<kBf16>(a, g0, std::min(b1, g0 + kGroupBlocks), n_tiles,
+                            detail::group_state());
+      return;
+    }
     // Decode / verify: all tiles of a block, chunk by chunk (the chunk stays
     // in L1) while the prefetch keeps DRAM busy.
     for (size_t b = b0; b < b1; ++b) block_tiles<kBf16>(a, b, 0, n_tiles, true, state);
@@ -623,9 +709,15 @@ void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, fl
   // copied (q·cols·4 bytes, small next to the weights) into a 64-byte-aligned
   // buffer with a stride of a multiple of 16 floats. Only addresses change:
   // the values, and so the bits of Y, are the same.
+  // Rows whose stride is a multiple of 4 KiB are copied too (q >= 2): their
+  // vectors at the same column fall in one L1 set, and q of them plus the
+  // weight lines exceed its ways (measured: AVX3 bf16 4096x4096, q = 9..16,
+  // 5-10 % faster with the stride padded by one cache line).
   thread_local AlignedRows xcopy;
-  if (reinterpret_cast<uintptr_t>(x) % 64 != 0 || x_stride % 16 != 0) {
-    const size_t stride = (cols + 15) / 16 * 16;
+  const bool aliased = q > 1 && x_stride % 1024 == 0;
+  if (reinterpret_cast<uintptr_t>(x) % 64 != 0 || x_stride % 16 != 0 || aliased) {
+    size_t stride = (cols + 15) / 16 * 16;
+    if (stride % 1024 == 0) stride += 16;
     float* dst = xcopy.get(q * stride);
     for (size_t j = 0; j < q; ++j) std::memcpy(dst + j * stride, x + j * x_stride, cols * 4);
     x = dst;
@@ -645,8 +737,9 @@ void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, fl
   const detail::MatmulArgs a{w.data(), w.rows(), cols, ns, nfull,
                              w.hold() == WeightType::BF16,
                              x, x_stride, tail, y, y_stride, q,
-                             q > 1 || detail::prefetch_single_row()};
-  const size_t nb = (w.rows() + kBlockRows - 1) / kBlockRows;
+                             q > 1 || detail::prefetch_single_row(),
+                             (w.rows() + kBlockRows - 1) / kBlockRows};
+  const size_t nb = a.n_blocks;
   auto fn = HWY_DYNAMIC_DISPATCH(MatmulBlocks);
   // Threads only for enough work. Measured (bench-kernels, weights from DRAM,
   // and a temporary in-cache harness; 2-core host shared with other builds):

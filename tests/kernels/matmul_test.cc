@@ -156,7 +156,12 @@ TEST_P(BatchInvariance, RowsNeverDependOnBatchThreadsOrOrder) {
   ThreadPool pool2(2), pool3(3);
   const Shape shapes[] = {{1, 1},   {3, 7},    {4, 16},  {5, 17},  {9, 31},  {13, 32},
                           {17, 33}, {64, 100}, {67, 257}, {30, 512}, {130, 95},
-                          {9, 8200}};  // blocks > L2 group: several groups for q > 16
+                          {9, 8200},  // blocks > L2 group: several groups for q > 16
+                          // x past L1 (the grouped chunk-major order, matmul.cc
+                          // kGroupBlocks): more blocks than a group and a partial
+                          // group, a partial block and superchunk; 2048 = a 4 KiB
+                          // stride in the shuffled subsets (the aliasing copy).
+                          {75, 1100}, {70, 2048}};
   for (auto [rows, cols] : shapes) {
     auto wf = randn(rows * cols, rng);
     auto w = PackedMatrix::pack(wf.data(), DType::F32, rows, cols, hold);
