@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 namespace mtp::kernels {
 
@@ -49,6 +50,27 @@ void attend(const float* q, const float* k, const float* v, size_t stride, size_
 void attend_slots(const float* q, const float* k, const float* v, size_t stride,
                   const uint32_t* slots, size_t n, size_t head_dim, float scale, float cap,
                   float* scores, float* out);
+
+// One query of attend_group: head vector q attending to positions [lo, hi];
+// scores: its scratch of hi - lo + 1 floats (the probabilities on return);
+// out: its head_dim outputs.
+struct AttendQuery {
+  const float* q;
+  size_t lo, hi;
+  float* scores;
+  float* out;
+};
+inline constexpr size_t kAttendGroupMax = 64;  // queries per attend_group call
+
+// attend() for several queries that read the same k/v (the query heads of one
+// kv head, for the rows of one sequence), each over its own positions: every
+// query's out and scores are attend's, bit for bit. The keys are read once for
+// all (narrow heads: one in-register transpose per block of keys serves every
+// query) and the weighted sums of several queries run as independent chains.
+// The union of the ranges must fit the ring (max hi - min lo < n_slots) and
+// there are at most kAttendGroupMax queries (ShapeError otherwise).
+void attend_group(std::span<const AttendQuery> qs, const float* k, const float* v, size_t stride,
+                  size_t n_slots, size_t head_dim, float scale, float cap);
 
 // fp32 lanes of the SIMD target chosen at runtime (16 on AVX3, 8 on AVX2).
 size_t simd_f32_lanes();

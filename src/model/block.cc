@@ -109,32 +109,79 @@ void block_forward(const ModelConfig& c, bool sliding, const LayerWeights& L,
   }
   const size_t group = H / KV;
   const size_t window = size_t(c.sliding_window);
-  const size_t max_span = sliding ? std::min(window, size_t(kv.ctx())) : size_t(kv.ctx());
   const float scale = c.score_scale();
-  auto attn = [&](size_t b, size_t e, size_t) {
-    std::vector<float> scores(max_span);
-    for (size_t t = b; t < e; ++t) {
-      size_t r = t / H, h = t % H;
-      const Row& row = rows[r];
-      size_t hi = size_t(row.pos);
-      size_t lo = sliding && hi + 1 > window ? hi + 1 - window : 0;
-      size_t kvh = h / group;
-      const float* qh = s.qkv.data() + r * qkv_dim + h * hd;
-      const float* kh = kv.k(row.seq, kv_layer) + kvh * hd;
-      const float* vh = kv.v(row.seq, kv_layer) + kvh * hd;
-      float* out = s.att.data() + (r * H + h) * hd;
-      if (row.node >= 0) {  // a tree row: its own key list, the same keys decode would read
-        const size_t n = s.tree_key_off[r + 1] - s.tree_key_off[r];
-        kern::attend_slots(qh, kh, vh, kv_dim, s.tree_keys.data() + s.tree_key_off[r], n, hd,
-                           scale, c.attn_softcap, scores.data(), out);
-      } else {
-        kern::attend(qh, kh, vh, kv_dim, slots, lo, hi, hd, scale, c.attn_softcap, scores.data(),
-                     out);
+  auto key_range = [&](const Row& row, size_t& lo, size_t& hi) {
+    hi = size_t(row.pos);
+    lo = sliding && hi + 1 > window ? hi + 1 - window : 0;
+  };
+  // Units of work: a tree row alone (its own key list: attend_slots per head),
+  // or a run of consecutive rows of one sequence (rows of a verify or a
+  // prompt chunk) whose key ranges fit the ring together, at most
+  // kAttendGroupMax / group rows: per kv head, ONE attend_group call for the
+  // run's rows × the kv head's query heads, every output attend()'s bits
+  // (kernels/ops.h), the keys read once for all of them.
+  auto& units = s.attn_units;  // rows [first, second) of each unit
+  units.clear();
+  const size_t run_max = std::max<size_t>(1, kern::kAttendGroupMax / group);
+  for (size_t r = 0; r < q;) {
+    size_t e = r + 1;
+    if (rows[r].node < 0) {
+      size_t lo0, hi0;
+      key_range(rows[r], lo0, hi0);
+      size_t ulo = lo0, uhi = hi0;
+      while (e < q && e - r < run_max && rows[e].node < 0 && rows[e].seq == rows[r].seq) {
+        size_t lo, hi;
+        key_range(rows[e], lo, hi);
+        if (std::max(uhi, hi) - std::min(ulo, lo) >= slots) break;
+        ulo = std::min(ulo, lo);
+        uhi = std::max(uhi, hi);
+        ++e;
       }
     }
+    units.emplace_back(r, e);
+    r = e;
+  }
+  auto attn = [&](size_t b, size_t e, size_t) {
+    std::vector<float> scores;
+    std::vector<kern::AttendQuery> qs;
+    for (size_t t = b; t < e; ++t) {
+      const size_t r0 = units[t / KV].first, r1 = units[t / KV].second;
+      const size_t kvh = t % KV;
+      const Row& first = rows[r0];
+      const float* kh = kv.k(first.seq, kv_layer) + kvh * hd;
+      const float* vh = kv.v(first.seq, kv_layer) + kvh * hd;
+      if (first.node >= 0) {  // a tree row: its own key list, the same keys decode would read
+        const size_t r = r0, n = s.tree_key_off[r + 1] - s.tree_key_off[r];
+        scores.resize(std::max(scores.size(), n));
+        for (size_t h = kvh * group; h < (kvh + 1) * group; ++h)
+          kern::attend_slots(s.qkv.data() + r * qkv_dim + h * hd, kh, vh, kv_dim,
+                             s.tree_keys.data() + s.tree_key_off[r], n, hd, scale,
+                             c.attn_softcap, scores.data(), s.att.data() + (r * H + h) * hd);
+        continue;
+      }
+      size_t total = 0;
+      for (size_t r = r0; r < r1; ++r) {
+        size_t lo, hi;
+        key_range(rows[r], lo, hi);
+        total += group * (hi - lo + 1);
+      }
+      scores.resize(std::max(scores.size(), total));
+      qs.clear();
+      size_t at = 0;
+      for (size_t r = r0; r < r1; ++r) {
+        size_t lo, hi;
+        key_range(rows[r], lo, hi);
+        for (size_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+          qs.push_back({s.qkv.data() + r * qkv_dim + h * hd, lo, hi, scores.data() + at,
+                        s.att.data() + (r * H + h) * hd});
+          at += hi - lo + 1;
+        }
+      }
+      kern::attend_group(qs, kh, vh, kv_dim, slots, hd, scale, c.attn_softcap);
+    }
   };
-  if (pool) pool->parallel_for(q * H, attn);
-  else attn(0, q * H, 0);
+  if (pool) pool->parallel_for(units.size() * KV, attn);
+  else attn(0, units.size() * KV, 0);
   kern::matmul(L.wo, s.att.data(), q, s.proj.data(), pool);  // [q, d]
   for (size_t r = 0; r < q; ++r) {
     float* p = s.proj.data() + r * d;

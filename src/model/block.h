@@ -4,6 +4,7 @@
 // so both run exactly the same batch-invariant code.
 #pragma once
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -31,6 +32,7 @@ struct BlockScratch {
   std::vector<float> xn, qkv, att, proj, gu, act;
   std::vector<uint32_t> tree_keys;    // tree rows' key slots, concatenated
   std::vector<size_t> tree_key_off;   // [q + 1]: row r's keys at [off[r], off[r + 1])
+  std::vector<std::pair<size_t, size_t>> attn_units;  // attention units: rows [first, second)
 };
 
 // x: [q, d] residual stream, updated in place. The rows' K/V go to layer

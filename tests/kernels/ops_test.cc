@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/ops.h"
 #include "kernels/ops_ref.h"
 #include "kernels/simd.h"
@@ -359,6 +360,72 @@ TEST_P(Ops, AttendRowsBitwiseIndependentOfBatch) {
       }
     }
   }
+}
+
+// attend_group: several queries reading the same k/v (a kv head's query heads
+// over the rows of a verify), each over its own positions, give attend()'s bits
+// for each — whatever else shares the call, and reading no slot outside the
+// union of their ranges (those hold NaN).
+TEST_P(Ops, AttendGroupEqualsAttendPerQuery) {
+  std::mt19937 rng(21);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (size_t hd : {1, 3, 4, 5, 8, 12, 16, 24, 64, 72, 128}) {
+    for (float cap : {0.f, 5.f}) {
+      for (int trial = 0; trial < 6; ++trial) {
+        const size_t stride = hd + 5, n_slots = 20 + rng() % 60;
+        const size_t U = 1 + rng() % n_slots;            // union of the ranges
+        const size_t lo = rng() % 200;                   // the ring wraps for lo > 0
+        const size_t nq = 1 + rng() % 40;
+        std::vector<float> k(n_slots * stride, nan), v(n_slots * stride, nan);
+        for (size_t u = 0; u < U; ++u) {
+          const size_t slot = (lo + u) % n_slots;
+          auto kr = randn(hd, rng), vr = randn(hd, rng);
+          std::copy(kr.begin(), kr.end(), k.begin() + slot * stride);
+          std::copy(vr.begin(), vr.end(), v.begin() + slot * stride);
+        }
+        const auto qv = randn(nq * hd, rng, 2.f);
+        std::vector<AttendQuery> qs(nq);
+        // Every query's scores in one buffer, NaN between them: a score read
+        // outside a query's own range shows in its output.
+        std::vector<float> scores(nq * (U + 16), nan);
+        std::vector<std::vector<float>> outs(nq, std::vector<float>(hd, -7.f));
+        for (size_t i = 0; i < nq; ++i) {
+          size_t a = rng() % U, b = rng() % U;
+          if (a > b) std::swap(a, b);
+          if (i == 0) a = 0;        // the union is [lo, lo + U)
+          if (i == 1) b = U - 1;
+          if (nq == 1) b = U - 1;
+          qs[i] = {qv.data() + i * hd, lo + a, lo + b, scores.data() + i * (U + 16) + 8,
+                   outs[i].data()};
+        }
+        const float scale = 1.f / std::sqrt(float(hd));
+        attend_group(qs, k.data(), v.data(), stride, n_slots, hd, scale, cap);
+        for (size_t i = 0; i < nq; ++i) {
+          SCOPED_TRACE(::testing::Message() << "hd=" << hd << " cap=" << cap << " trial="
+                                            << trial << " query " << i << " of " << nq << " ["
+                                            << qs[i].lo << "," << qs[i].hi << "] slots "
+                                            << n_slots);
+          std::vector<float> ws(qs[i].hi - qs[i].lo + 1), wo(hd);
+          attend(qs[i].q, k.data(), v.data(), stride, n_slots, qs[i].lo, qs[i].hi, hd, scale,
+                 cap, ws.data(), wo.data());
+          for (size_t d = 0; d < hd; ++d) ASSERT_EQ(bits(outs[i][d]), bits(wo[d])) << "out " << d;
+          for (size_t j = 0; j < ws.size(); ++j)
+            ASSERT_EQ(bits(qs[i].scores[j]), bits(ws[j])) << "p " << j;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(Ops, AttendGroupRefusesRangesPastTheRing) {
+  std::vector<float> k(10 * 4, 0.f), v = k, q(4, 1.f), s(16), o(4);
+  const AttendQuery wide[] = {{q.data(), 3, 5, s.data(), o.data()},
+                              {q.data(), 5, 13, s.data(), o.data()}};  // [3, 13]: 11 > 10 slots
+  EXPECT_THROW(attend_group(wide, k.data(), v.data(), 4, 10, 4, 1.f, 0.f), ShapeError);
+  const AttendQuery empty[] = {{q.data(), 5, 4, s.data(), o.data()}};
+  EXPECT_THROW(attend_group(empty, k.data(), v.data(), 4, 10, 4, 1.f, 0.f), ShapeError);
+  std::vector<AttendQuery> many(kAttendGroupMax + 1, {q.data(), 0, 0, s.data(), o.data()});
+  EXPECT_THROW(attend_group(many, k.data(), v.data(), 4, 10, 4, 1.f, 0.f), ShapeError);
 }
 
 TEST_P(Ops, ArgmaxTiesAndNaN) {
