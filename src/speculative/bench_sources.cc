@@ -108,6 +108,9 @@ SourcesResult run_sources(const BenchInputs& in, const SourceBenchOptions& o, in
     }
   }
 
+  // One gate per source across all prompts and repeats (gate.h GateMemory),
+  // as a process serving many requests keeps it.
+  std::vector<GateMemory> gates(o.sources.size());
   const uint64_t seed = in.sampling.seed;
   for (int r = 0; r < repeat; ++r) {
     go.sampler.seed = seed + uint64_t(r);
@@ -127,6 +130,7 @@ SourcesResult run_sources(const BenchInputs& in, const SourceBenchOptions& o, in
         so.cost = cost;
         so.lookup = o.lookup;
         so.gate = o.gate && s != "mtp-nogate";
+        so.gate_memory = &gates[i];
         if (s == "mtp" || s == "mtp-nogate" || (s == "union" && in.drafter)) {
           so.drafter = in.drafter;
           so.draft_k = o.draft_k;

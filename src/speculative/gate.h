@@ -31,13 +31,14 @@
 // node budget priced by verify_s(nodes + 1), and observe() each source on the
 // deepest node of its own chain that was accepted.
 #pragma once
+#include <optional>
 #include <span>
 #include <vector>
 
 namespace mtp::speculative {
 
-// Seconds of a q-row verify forward for q = 1..m.size() (m[q-1]), extrapolated
-// linearly beyond.
+// Seconds of a q-row verify forward for q = 1..m.size(): max(m[0..q-1])
+// (monotone: more rows never cost less), extrapolated linearly beyond.
 struct CostModel {
   std::vector<double> verify_s;
   double at(int q) const;
@@ -52,6 +53,11 @@ struct GateOptions {
   double prior_weight = 1.0;
   int probe_every = 16;       // cycles without a verify before a probe
   int probe_max = 128;        // the interval's cap while probes keep losing
+  // A source is chosen on merit only when its value beats plain decoding by
+  // this fraction: costs are timed on a noisy machine, and a tie is no gain
+  // (a useless source whose extra row looks free would otherwise be verified
+  // every cycle). Probes are not affected.
+  double min_gain = 0.03;
   bool learn_costs = true;    // follow live verify/draft times (tests: fixed costs)
   double cost_ema = 0.1;      // weight of a new timing
 };
@@ -89,6 +95,9 @@ class SourceGate {
   double value(int source, int len) const { return expected_tokens(source, len) / cycle_seconds(source, len); }
   double plain_value() const { return 1.0 / cost_.at(1); }
   const GateOptions& options() const { return o_; }
+  int n_sources() const { return int(src_.size()); }
+  const CostModel& cost() const { return cost_; }
+  int max_k() const { return max_k_; }
 
  private:
   struct Source {
@@ -102,6 +111,21 @@ class SourceGate {
   CostModel cost_;
   GateOptions o_;
   std::vector<Source> src_;
+};
+
+// The gate kept across generations (SpecOptions::gate_memory): what one
+// generation learned — live acceptance per source and position, live costs,
+// the probe schedule — is where the next one starts, instead of the prior. A
+// process that serves many generations with one source set (bench --sources,
+// a server) then explores a source once, not once per generation: a drafter
+// below break-even costs only its probes from the second generation on.
+// Empty until the first generation; a generation with another source set or
+// draft length starts it afresh (from that generation's cost curve).
+struct GateMemory {
+  std::optional<SourceGate> gate;
+  // The gate for n_sources sources and chains up to max_k, made from `cost`
+  // and `o` when there is none of that shape yet.
+  SourceGate& get(int n_sources, int max_k, const CostModel& cost, const GateOptions& o);
 };
 
 }  // namespace mtp::speculative

@@ -120,6 +120,9 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
     fail<InputError>("draft length {} is outside 1..{} (the drafter's K)", draft_k,
                      spec.drafter->config().K);
   }
+  // Sources of the union (union_proposer.h): the lookups, then the drafter.
+  const int union_sources = int(spec.lookup_prompt) + int(spec.history != nullptr) +
+                            int(spec.drafter != nullptr);
   if (speculate) {
     res.stats = SpecStats{};
     res.stats->tree = spec.tree.describe();
@@ -146,7 +149,10 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
       }
       proposer->prefill(prompt_ids);
     }
-    if (speculate && spec.uses_union() && !spec.tree.is_tree() && !cost) {
+    const bool remembered = spec.gate_memory && spec.gate_memory->gate &&
+                            spec.gate_memory->gate->n_sources() == union_sources &&
+                            spec.gate_memory->gate->max_k() == loop_k;
+    if (speculate && spec.uses_union() && !spec.tree.is_tree() && !cost && !remembered) {
       cost = CostModel::from_times(session_forward_times(target, loop_k + 1));
     }
   }
@@ -169,9 +175,16 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
         if (spec.history) lookups.push_back(&history.emplace(*spec.history, spec.lookup.max_draft));
         GateOptions g = spec.gate_options;
         g.enabled = spec.gate;
-        UnionProposer u(std::move(lookups), proposer ? &*proposer : nullptr, draft_k, loop_k,
-                        *cost, g, &*res.stats);
-        speculative_loop(verifier, u, committed, sink, loop_k, ctx, *res.stats, trace);
+        MtpProposer* mtp = proposer ? &*proposer : nullptr;
+        std::optional<UnionProposer> u;
+        if (spec.gate_memory) {
+          SourceGate& shared = spec.gate_memory->get(
+              union_sources, loop_k, cost ? *cost : spec.gate_memory->gate->cost(), g);
+          u.emplace(std::move(lookups), mtp, draft_k, loop_k, shared, &*res.stats);
+        } else {
+          u.emplace(std::move(lookups), mtp, draft_k, loop_k, *cost, g, &*res.stats);
+        }
+        speculative_loop(verifier, *u, committed, sink, loop_k, ctx, *res.stats, trace);
       } else {
         speculative_loop(verifier, *proposer, committed, sink, draft_k, ctx, *res.stats, trace);
       }

@@ -48,6 +48,10 @@ struct SpecOptions {
   LookupOptions lookup;                   // --lookup-ngram-max, --lookup-max-draft
   bool gate = false;                      // skip sources below break-even (--no-gate: off)
   GateOptions gate_options;               // .enabled is set from `gate`
+  // The union's gate shared across generations (gate.h GateMemory: it keeps
+  // learning, so a source below break-even is explored once per process, not
+  // once per generation), or null: each generation starts from the prior.
+  GateMemory* gate_memory = nullptr;
   // Draft trees from the drafter (tree_shape.h; Chain = chains). A tree
   // replaces the union: no lookups, no gate (auto chooses its shape from the
   // measured m(q) curve and live acceptance instead).

@@ -15,10 +15,24 @@ double since(std::chrono::steady_clock::time_point t) {
 UnionProposer::UnionProposer(std::vector<ChainSource*> lookups, MtpProposer* mtp, int mtp_k,
                              int max_k, CostModel cost, GateOptions gate, SpecStats* stats)
     : lookups_(std::move(lookups)), mtp_(mtp), mtp_k_(mtp ? mtp_k : 0),
-      gate_(int(lookups_.size()) + (mtp ? 1 : 0), max_k, std::move(cost), gate), stats_(stats) {
+      own_gate_(std::in_place, int(lookups_.size()) + (mtp ? 1 : 0), max_k, std::move(cost), gate),
+      gate_(&*own_gate_), stats_(stats) {
   MTP_CHECK(!mtp || mtp_k >= 1, "MTP source with draft length {}", mtp_k);
   proposals_.resize(lookups_.size());
   available_.resize(lookups_.size() + (mtp ? 1 : 0));
+}
+
+UnionProposer::UnionProposer(std::vector<ChainSource*> lookups, MtpProposer* mtp, int mtp_k,
+                             int max_k, SourceGate& gate, SpecStats* stats)
+    : lookups_(std::move(lookups)), mtp_(mtp), mtp_k_(mtp ? mtp_k : 0), gate_(&gate),
+      stats_(stats) {
+  MTP_CHECK(!mtp || mtp_k >= 1, "MTP source with draft length {}", mtp_k);
+  const int n = int(lookups_.size()) + (mtp ? 1 : 0);
+  MTP_CHECK(gate.n_sources() == n && gate.max_k() == max_k,
+            "shared gate for {} sources / max_k {} used by a union of {} / {}", gate.n_sources(),
+            gate.max_k(), n, max_k);
+  proposals_.resize(lookups_.size());
+  available_.resize(size_t(n));
 }
 
 DepthCounts* UnionProposer::counts(DraftSource::Kind k) {
@@ -34,7 +48,7 @@ void UnionProposer::propose(std::span<const int32_t> committed, int max_k, Draft
     if (int(proposals_[i].size()) > max_k) proposals_[i].resize(size_t(max_k));
     const double s = since(t0);
     available_[i] = int(proposals_[i].size());
-    gate_.observe_draft(int(i), std::max(1, available_[i]), s);
+    gate_->observe_draft(int(i), std::max(1, available_[i]), s);
     if (DepthCounts* c = counts(lookups_[i]->kind())) {
       c->proposed += long(proposals_[i].size());
       c->time_s += s;
@@ -42,7 +56,7 @@ void UnionProposer::propose(std::span<const int32_t> committed, int max_k, Draft
   }
   const int mtp_index = int(lookups_.size());
   if (mtp_) available_[size_t(mtp_index)] = std::min(max_k, mtp_k_);
-  last_ = gate_.choose(available_);
+  last_ = gate_->choose(available_);
   last_n_ = N;
   if (last_.source >= 0 && last_.source < mtp_index) {
     const auto& p = proposals_[size_t(last_.source)];
@@ -60,7 +74,7 @@ void UnionProposer::propose(std::span<const int32_t> committed, int max_k, Draft
     // Per-cycle cost when used every cycle: drafting + the catch-up of one
     // cycle's rows (the catch-up of skipped cycles is batched, cheaper per row).
     const int cycles = std::max(1, int(choices_.size()) - last_mtp_cycle_);
-    gate_.observe_draft(mtp_index, std::max(1, len), draft_s + catch_s / cycles);
+    gate_->observe_draft(mtp_index, std::max(1, len), draft_s + catch_s / cycles);
     last_mtp_cycle_ = int(choices_.size());
     if (DepthCounts* c = counts(DraftSource::Kind::Mtp)) {
       c->proposed += long(len);
@@ -85,10 +99,10 @@ void UnionProposer::commit(std::span<const int32_t> committed) {
   if (!pending_) return;  // no proposal this cycle (the context left no room to draft)
   pending_ = false;
   // Verify + accept took the time since propose returned: a (len + 1)-row cycle.
-  gate_.observe_verify(last_len_ + 1, since(proposed_at_));
+  gate_->observe_verify(last_len_ + 1, since(proposed_at_));
   const int accepted = std::clamp(int(committed.size()) - last_n_ - 1, 0, last_len_);
-  gate_.observe(last_.source, last_len_, accepted);
-  gate_.tick(last_);
+  gate_->observe(last_.source, last_len_, accepted);
+  gate_->tick(last_);
   // The lookups not verified, judged against what the target emitted.
   const std::span<const int32_t> truth = committed.subspan(size_t(std::min(last_n_, int(committed.size()))));
   for (size_t i = 0; i < lookups_.size(); ++i) {
@@ -96,7 +110,7 @@ void UnionProposer::commit(std::span<const int32_t> committed) {
     if (int(i) == last_.source || p.empty()) continue;
     const size_t n = std::min(p.size(), truth.size());
     const int matched = int(std::mismatch(p.begin(), p.begin() + long(n), truth.begin()).first - p.begin());
-    gate_.observe_shadow(int(i), int(p.size()), matched, int(truth.size()));
+    gate_->observe_shadow(int(i), int(p.size()), matched, int(truth.size()));
   }
 }
 

@@ -24,6 +24,7 @@
 // SpecSequence adds drafted / accepted by position for the verified nodes.
 #pragma once
 #include <chrono>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -39,13 +40,20 @@ class UnionProposer : public Proposer {
   // Sources are indexed lookups first, then MTP. stats may be null.
   UnionProposer(std::vector<ChainSource*> lookups, MtpProposer* mtp, int mtp_k, int max_k,
                 CostModel cost, GateOptions gate, SpecStats* stats);
+  // The same with a gate kept by the caller (GateMemory: it outlives this
+  // generation); its shape must be this union's (sources, max_k).
+  UnionProposer(std::vector<ChainSource*> lookups, MtpProposer* mtp, int mtp_k, int max_k,
+                SourceGate& gate, SpecStats* stats);
+
+  UnionProposer(const UnionProposer&) = delete;  // gate_ may point into own_gate_
+  UnionProposer& operator=(const UnionProposer&) = delete;
 
   void propose(std::span<const int32_t> committed, int max_k, DraftTree& tree) override;
   // Records what the last verify accepted (and judges the lookups not verified
   // against the emitted tokens: gate.h); the MTP catch-up waits (see above).
   void commit(std::span<const int32_t> committed) override;
 
-  const SourceGate& gate() const { return gate_; }
+  const SourceGate& gate() const { return *gate_; }
   // The sequence of choices (source index, -1 plain), for tests.
   const std::vector<int>& choices() const { return choices_; }
 
@@ -55,7 +63,8 @@ class UnionProposer : public Proposer {
   std::vector<ChainSource*> lookups_;
   MtpProposer* mtp_;
   int mtp_k_;
-  SourceGate gate_;
+  std::optional<SourceGate> own_gate_;
+  SourceGate* gate_;  // own_gate_ or the caller's
   SpecStats* stats_;
   std::vector<std::vector<int32_t>> proposals_;
   std::vector<int> available_, choices_;

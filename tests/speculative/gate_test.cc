@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <optional>
 #include <random>
 
 #include "speculative/union_proposer.h"
@@ -68,7 +69,7 @@ CostModel linear_cost(int q_max) {
 }
 
 UnionRun run(const std::vector<int32_t>& stream, std::vector<ChainSource*> sources, int n_new,
-        int max_k, bool gate = true) {
+        int max_k, bool gate = true, GateMemory* memory = nullptr) {
   UnionRun r;
   std::vector<int32_t> committed(stream.begin(), stream.begin() + 4);
   TokenSink sink(nullptr, {}, n_new, {}, nullptr, committed.back());
@@ -76,12 +77,19 @@ UnionRun run(const std::vector<int32_t>& stream, std::vector<ChainSource*> sourc
   GateOptions g;
   g.enabled = gate;
   g.learn_costs = false;  // timings of scripted sources are noise: fixed costs
-  UnionProposer u(std::move(sources), nullptr, 0, max_k, linear_cost(max_k + 1), g, &r.stats);
+  std::optional<UnionProposer> u;
+  const int n = int(sources.size());
+  if (memory) {
+    u.emplace(std::move(sources), nullptr, 0, max_k,
+              memory->get(n, max_k, linear_cost(max_k + 1), g), &r.stats);
+  } else {
+    u.emplace(std::move(sources), nullptr, 0, max_k, linear_cost(max_k + 1), g, &r.stats);
+  }
   r.stats.drafted.assign(size_t(max_k), 0);
   r.stats.accepted.assign(size_t(max_k), 0);
-  speculative_loop(v, u, committed, sink, max_k, 100000, r.stats, &r.trace);
+  speculative_loop(v, *u, committed, sink, max_k, 100000, r.stats, &r.trace);
   r.tokens = sink.tokens();
-  r.choices = u.choices();
+  r.choices = u->choices();
   r.rows = v.rows;
   return r;
 }
@@ -126,6 +134,60 @@ TEST(Gate, SourceThatTurnsUselessStopsBeingVerified) {
   const DepthCounts& st = r.stats.sources.at("scripted");
   EXPECT_EQ(st.chosen, long(std::count(r.choices.begin(), r.choices.end(), 0)));
   EXPECT_GE(st.proposed, st.verified());
+}
+
+// A gate kept across generations (GateMemory) starts the next generation
+// where the last one ended: a useless source explored in the first is only
+// probed in the second, where a fresh gate explores it all over again.
+TEST(Gate, MemoryCarriesWhatAGenerationLearnedToTheNext) {
+  const auto stream = random_stream(1000, 5);
+  ScriptedSource useless(stream, 4, [](size_t) { return false; });
+  auto verified = [](const UnionRun& r) { return std::count(r.choices.begin(), r.choices.end(), 0); };
+  const UnionRun fresh1 = run(stream, {&useless}, 200, 4);
+  const UnionRun fresh2 = run(stream, {&useless}, 200, 4);
+  GateMemory memory;
+  const UnionRun kept1 = run(stream, {&useless}, 200, 4, true, &memory);
+  const SourceGate* gate = &*memory.gate;
+  const UnionRun kept2 = run(stream, {&useless}, 200, 4, true, &memory);
+  const std::vector<int32_t> want(stream.begin() + 4, stream.begin() + 204);
+  for (const UnionRun* r : {&fresh1, &fresh2, &kept1, &kept2}) EXPECT_EQ(r->tokens, want);
+  EXPECT_EQ(&*memory.gate, gate) << "same shape: the same gate";
+  EXPECT_EQ(verified(kept1), verified(fresh1));  // the first generation explores alike
+  EXPECT_EQ(verified(fresh2), verified(fresh1));
+  ASSERT_GE(verified(fresh2), 3) << "the prior explores the source";
+  // The second one only probes: at most one per probe interval (>= 16 cycles).
+  EXPECT_LE(verified(kept2), long(kept2.choices.size() / 16 + 1));
+  EXPECT_LT(verified(kept2) * 3, verified(fresh2));
+  // Another shape (sources, max_k) starts afresh, from the prior.
+  SourceGate& other = memory.get(2, 4, linear_cost(5), GateOptions{});
+  EXPECT_EQ(other.n_sources(), 2);
+  EXPECT_DOUBLE_EQ(other.acceptance(0, 0), GateOptions{}.prior_accept);
+}
+
+// Per-q costs are timed and followed separately, so a noisy machine can make
+// a 2-row verify look cheaper than a 1-row one; the gate must still read more
+// rows as never cheaper (CostModel::at) and a tie as no gain (min_gain), or a
+// useless source looks free and is verified on "merit" every cycle.
+TEST(Gate, AVerifyOfMoreRowsNeverLooksCheaper) {
+  CostModel c{{1.0, 0.95, 1.2}};
+  EXPECT_DOUBLE_EQ(c.at(1), 1.0);
+  EXPECT_DOUBLE_EQ(c.at(2), 1.0);
+  EXPECT_DOUBLE_EQ(c.at(3), 1.2);
+  EXPECT_DOUBLE_EQ(c.at(5), 1.2 + 2 * 0.25);
+  const auto stream = random_stream(1200, 9);
+  ScriptedSource useless(stream, 1, [](size_t) { return false; });
+  StreamVerifier v(stream);
+  std::vector<int32_t> committed(stream.begin(), stream.begin() + 4);
+  TokenSink sink(nullptr, {}, 1000, {}, nullptr, committed.back());
+  GateOptions g;
+  g.learn_costs = false;
+  SpecStats stats;
+  stats.drafted.assign(1, 0);
+  stats.accepted.assign(1, 0);
+  UnionProposer u({&useless}, nullptr, 0, 1, CostModel{{1.0, 0.95}}, g, &stats);
+  speculative_loop(v, u, committed, sink, 1, 100000, stats, nullptr);
+  const long verified = std::count(u.choices().begin(), u.choices().end(), 0);
+  EXPECT_LE(verified, 40) << "of " << u.choices().size() << " cycles";
 }
 
 TEST(Gate, SourceThatRecoversIsChosenAgain) {
