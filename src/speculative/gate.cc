@@ -73,12 +73,18 @@ SourceGate::Choice SourceGate::choose(std::span<const int> available) {
   Choice best;
   const double bar = o_.enabled ? plain_value() * (1 + o_.min_gain) : 0;
   best.value = o_.enabled ? plain_value() : 0;
+  Choice last;  // the best of the source last chosen on merit
   for (size_t s = 0; s < src_.size(); ++s) {
     const int a = std::min(available[s], max_k_);
     for (int len = 1; len <= a; ++len) {
       const double v = value(int(s), len);
       if (v > best.value && v > bar) best = {int(s), len, false, v};
+      if (int(s) == last_merit_ && v > last.value && v > bar) last = {int(s), len, false, v};
     }
+  }
+  if (o_.enabled && last.source >= 0 && last.source != best.source &&
+      last.value * (1 + o_.min_gain) >= best.value) {
+    best = last;  // hysteresis: not switched by a fluctuation
   }
   if (!o_.enabled) return best;
   // A probe: the source idle longest past its interval, with the chain length
@@ -146,6 +152,7 @@ void SourceGate::observe_draft(int source, int len, double seconds) {
 }
 
 void SourceGate::tick(const Choice& c) {
+  if (c.source < 0) last_merit_ = -1;
   for (size_t s = 0; s < src_.size(); ++s) {
     Source& x = src_[s];
     if (int(s) != c.source) {
@@ -154,6 +161,7 @@ void SourceGate::tick(const Choice& c) {
     }
     x.idle = 0;
     if (!c.probe) {
+      last_merit_ = c.source;
       x.interval = o_.probe_every;  // won on merit
     } else {
       x.interval = std::min(o_.probe_max, x.interval * 2);

@@ -56,7 +56,10 @@ struct GateOptions {
   // A source is chosen on merit only when its value beats plain decoding by
   // this fraction: costs are timed on a noisy machine, and a tie is no gain
   // (a useless source whose extra row looks free would otherwise be verified
-  // every cycle). Probes are not affected.
+  // every cycle). Likewise the source chosen on merit last keeps being chosen
+  // until another beats it by this fraction (rolling estimates of ~10
+  // observations fluctuate; switching on every fluctuation verified weaker
+  // lookups in place of the drafter). Probes are not affected.
   double min_gain = 0.03;
   bool learn_costs = true;    // follow live verify/draft times (tests: fixed costs)
   double cost_ema = 0.1;      // weight of a new timing
@@ -111,6 +114,7 @@ class SourceGate {
   CostModel cost_;
   GateOptions o_;
   std::vector<Source> src_;
+  int last_merit_ = -1;  // the source last chosen on merit (-1: plain)
 };
 
 // The gate kept across generations (SpecOptions::gate_memory): what one
