@@ -19,7 +19,7 @@
 // 512-bit integer ops are double-pumped): docs/PERFORMANCE.md.
 // Layout and loop order: weight rows are stored as in the GGUF file, one
 // after another (one linear stream). For each output row, q is processed in
-// tiles of <= 4 activation rows; a weight block is loaded and unpacked once
+// tiles of <= 4 (AVX2) or 8 (AVX-512) activation rows; a weight block is loaded and unpacked once
 // per tile and used by all its rows (the tile's accumulators stay in
 // registers), so verify rows cost integer work, not memory traffic. Every
 // loop over a tile's rows carries `#pragma GCC unroll`: only fully unrolled
@@ -58,7 +58,14 @@ struct QuantArgs {
   size_t y_stride;
   bool vnni;  // simd_quant_vnni(): the AVX3/AVX2 target runs its VNNI instantiations
 };
-constexpr size_t kQuantTile = 4;       // activation rows per register tile
+// Activation rows per register tile: 4 on AVX2 (16 vector registers), 8 on
+// AVX-512 (32: a K-type row keeps three accumulators). Trees and chains of
+// K >= 4 verify 5..8 rows; one pass over each weight block for all of them
+// pays the block's unpacking once (bench-kernels 4096², Zen 5: Q4_K q5/q1
+// 2.6-3.0 -> 2.0-2.1, Q8_0 q8/q1 3.2-4.0 -> 2.35-2.5; K types at 7-8 rows run
+// short of registers and gain little).
+constexpr size_t kQuantTile = 4;
+constexpr size_t kQuantTile512 = 8;
 constexpr size_t kQuantPrefetch = 2048;  // bytes ahead in the weight stream
 }  // namespace mtp::kernels::detail
 #endif
@@ -142,7 +149,7 @@ HWY_INLINE void tile32(const uint8_t* w, size_t bb, size_t nb, const int8_t* con
                        const uint8_t* const* xu, const float* const* xd,
                        const int32_t* const* xn, bool pf, float* out) {
   __m256 acc[kQ][2];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (size_t j = 0; j < kQ; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
   auto block = [&](size_t b, size_t par) __attribute__((always_inline)) {
     const uint8_t* blk = w + b * bb;
@@ -154,7 +161,7 @@ HWY_INLINE void tile32(const uint8_t* w, size_t bb, size_t nb, const int8_t* con
       ncorr = _mm256_sub_epi32(ncorr, dpbusd256(ncorr, _mm256_set1_epi8(-128), ws));
     }
     const __m256 dw = _mm256_set1_ps(f16(blk));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (size_t j = 0; j < kQ; ++j) {
       const __m256i p = kVnni ? dpbusd256(ncorr, ld256(xu[j] + 32 * b), ws)
                               : lanes32<kT>(wv, aw, xq[j] + 32 * b, kT ? xn[j] + 8 * b : nullptr);
@@ -169,7 +176,7 @@ HWY_INLINE void tile32(const uint8_t* w, size_t bb, size_t nb, const int8_t* con
     block(b + 1, 1);
   }
   if (b < nb) block(b, 0);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (size_t j = 0; j < kQ; ++j) out[j] = reduce8(_mm256_add_ps(acc[j][0], acc[j][1])) - 0.f;
 }
 
@@ -213,7 +220,7 @@ HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* con
                       const float* const* xd, const float* const* bs, bool pf, float* out) {
   __m256 acc[kQ];
   __m256 macc[kQ][2];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (size_t j = 0; j < kQ; ++j) acc[j] = macc[j][0] = macc[j][1] = _mm256_setzero_ps();
   for (size_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk = w + sb * bb;
@@ -221,10 +228,10 @@ HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* con
     // kVnni: two integer accumulators per row (even and odd chunks; exact
     // sums), so vpdpwssd's latency does not chain the eight chunks of a row.
     __m256i P[kQ], P1[kQ];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (size_t j = 0; j < kQ; ++j) P[j] = P1[j] = _mm256_setzero_si256();
     auto chunk = [&](__m256i qv, __m256i scv, size_t c) __attribute__((always_inline)) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (size_t j = 0; j < kQ; ++j) {
         const __m256i t = _mm256_maddubs_epi16(qv, ld256(xq[j] + 256 * sb + 32 * c));
         if constexpr (kVnni) {
@@ -243,7 +250,7 @@ HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* con
       for (size_t h = 0; h < 2; ++h) {
         __m256i qv[4];
         q6_codes(blk, h, qv);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (size_t k = 0; k < 4; ++k) {
           const size_t c = 4 * h + k;
           const __m256i scv = _mm256_inserti128_si256(
@@ -262,7 +269,7 @@ HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* con
       unpack_scales_k4(blk + 4, sc, mn);
       const uint8_t* qs = blk + (kT == 4 ? 48 : 16);
       __m256i qh = kT == 4 ? ld256(blk + 16) : _mm256_setzero_si256();
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (size_t c = 0; c < 4; ++c) {
         __m256i lo, hi;
         k45_codes<kT>(qs, c, qh, lo, hi);
@@ -275,7 +282,7 @@ HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* con
       wmin[0] = _mm256_mul_ps(dmv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mf)));
       wmin[1] = _mm256_mul_ps(dmv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(mf, 8))));
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (size_t j = 0; j < kQ; ++j) {
       const float sj = s * xd[j][sb];
       const __m256i pj = kVnni ? _mm256_add_epi32(P[j], P1[j]) : P[j];
@@ -285,7 +292,7 @@ HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* con
       macc[j][1] = _mm256_fmadd_ps(wmin[1], _mm256_loadu_ps(bf + 8), macc[j][1]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (size_t j = 0; j < kQ; ++j)
     out[j] = reduce8(acc[j]) - reduce8(_mm256_add_ps(macc[j][0], macc[j][1]));
 }
@@ -347,7 +354,7 @@ HWY_INLINE void tile32_512(const uint8_t* w, size_t bb, size_t nb, const int8_t*
                            const uint8_t* const* xu, const float* const* xd,
                            const int32_t* const* xn, bool pf, float* out) {
   __m512 acc[kQ];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (size_t j = 0; j < kQ; ++j) acc[j] = _mm512_setzero_ps();
   const __m512i ones = _mm512_set1_epi16(1), zero = _mm512_setzero_si512();
   size_t b = 0;
@@ -364,7 +371,7 @@ HWY_INLINE void tile32_512(const uint8_t* w, size_t bb, size_t nb, const int8_t*
     const __m512i aw = kT == 0 ? _mm512_abs_epi8(wv) : wv;
     const __mmask64 neg = _mm512_movepi8_mask(wv);  // Q8_0: x·sign(w) = x, or 0 − x where w < 0
     const __m512 dw = dw_pair(b0, bb);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (size_t j = 0; j < kQ; ++j) {
       __m512i p;
       if constexpr (kVnni) {
@@ -385,7 +392,7 @@ HWY_INLINE void tile32_512(const uint8_t* w, size_t bb, size_t nb, const int8_t*
     const uint8_t* b0 = w + b * bb;
     const __m256i wv = codes32<kT>(b0), aw = kT == 0 ? _mm256_sign_epi8(wv, wv) : wv;
     const __m256 dw = _mm256_set1_ps(f16(b0));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (size_t j = 0; j < kQ; ++j) {
       const __m256i p = lanes32<kT>(wv, aw, xq[j] + 32 * b, kT ? xn[j] + 8 * b : nullptr);
       const __m256 s = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd[j] + b));
@@ -393,7 +400,7 @@ HWY_INLINE void tile32_512(const uint8_t* w, size_t bb, size_t nb, const int8_t*
                                      _mm512_castps256_ps512(s), acc[j], 0x00FF);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (size_t j = 0; j < kQ; ++j)
     out[j] = reduce8(_mm256_add_ps(_mm512_castps512_ps256(acc[j]),
                                    _mm512_extractf32x8_ps(acc[j], 1))) - 0.f;
@@ -404,7 +411,7 @@ HWY_INLINE void tilek_512(const uint8_t* w, size_t bb, size_t nsb, const int8_t*
                           const float* const* xd, const float* const* bs, bool pf, float* out) {
   __m256 acc[kQ];
   __m512 maccz[kQ];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (size_t j = 0; j < kQ; ++j) acc[j] = _mm256_setzero_ps(), maccz[j] = _mm512_setzero_ps();
   alignas(64) static constexpr int16_t kLaneOver8[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
                                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
@@ -412,16 +419,19 @@ HWY_INLINE void tilek_512(const uint8_t* w, size_t bb, size_t nsb, const int8_t*
     const uint8_t* blk = w + sb * bb;
     if (pf) prefetch_block(blk, bb);
     // Two integer accumulators per row (pairs 0, 2 and 1, 3; exact sums):
-    // vpdpwssd's latency would otherwise chain the four pairs of a row.
+    // vpdpwssd's latency would otherwise chain the four pairs of a row. Tiles
+    // of more than 4 rows have independent chains enough and keep one (the
+    // registers go to the rows).
+    constexpr bool kTwo = kQ <= 4;
     __m512i P[kQ], P1[kQ];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (size_t j = 0; j < kQ; ++j) P[j] = P1[j] = _mm512_setzero_si512();
     // Elements [64·p, 64·p + 64) of the block: codes qv, int16 scales scv.
     auto pair = [&](__m512i qv, __m512i scv, size_t p) __attribute__((always_inline)) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (size_t j = 0; j < kQ; ++j) {
         const __m512i t = _mm512_maddubs_epi16(qv, _mm512_loadu_si512(xq[j] + 256 * sb + 64 * p));
-        __m512i& acc_p = p % 2 ? P1[j] : P[j];
+        __m512i& acc_p = kTwo && p % 2 ? P1[j] : P[j];
         acc_p = kVnni ? dpwssd(acc_p, t, scv) : _mm512_add_epi32(acc_p, _mm512_madd_epi16(t, scv));
       }
     };
@@ -456,7 +466,7 @@ HWY_INLINE void tilek_512(const uint8_t* w, size_t bb, size_t nsb, const int8_t*
       const __m512i sc16 = _mm512_castsi128_si512(
           _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
       const __m512i half = _mm512_srli_epi16(_mm512_load_si512(kLaneOver8), 1);  // 0 x16, 1 x16
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (size_t c = 0; c < 4; ++c) {
         __m256i lo, hi;
         k45_codes<kT>(qs, c, qh, lo, hi);
@@ -468,25 +478,27 @@ HWY_INLINE void tilek_512(const uint8_t* w, size_t bb, size_t nsb, const int8_t*
       wminz = _mm512_mul_ps(_mm512_set1_ps(f16(blk + 2)),
                             _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(min_factors_i8(mn))));
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (size_t j = 0; j < kQ; ++j) {
-      const __m512i pj = _mm512_add_epi32(P[j], P1[j]);
+      const __m512i pj = kTwo ? _mm512_add_epi32(P[j], P1[j]) : P[j];
       const __m256i p8 = _mm256_add_epi32(_mm512_castsi512_si256(pj), _mm512_extracti64x4_epi64(pj, 1));
       const float sj = s * xd[j][sb];
       acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p8), _mm256_set1_ps(sj), acc[j]);
       maccz[j] = _mm512_fmadd_ps(wminz, _mm512_loadu_ps(bs[j] + 16 * sb), maccz[j]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (size_t j = 0; j < kQ; ++j)
     out[j] = reduce8(acc[j]) - reduce8(_mm256_add_ps(_mm512_castps512_ps256(maccz[j]),
                                                      _mm512_extractf32x8_ps(maccz[j], 1)));
 }
 #define MTP_QUANT_TILE32 tile32_512
 #define MTP_QUANT_TILEK tilek_512
+constexpr size_t kTile = detail::kQuantTile512;
 #else
 #define MTP_QUANT_TILE32 tile32
 #define MTP_QUANT_TILEK tilek
+constexpr size_t kTile = detail::kQuantTile;
 #endif
 
 template <int kT, size_t kQ, bool kVnni>
@@ -496,7 +508,7 @@ HWY_INLINE void run_tile(const detail::QuantArgs& a, const uint8_t* w, size_t j0
   const int32_t* xn[kQ];
   const float* xd[kQ];
   const float* bs[kQ];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (size_t j = 0; j < kQ; ++j) {
     xq[j] = a.a->qrow(j0 + j);
     xu[j] = kVnni && kT < 3 ? a.a->urow(j0 + j) : nullptr;  // qu is filled for VNNI only
@@ -512,23 +524,34 @@ HWY_INLINE void run_tile(const detail::QuantArgs& a, const uint8_t* w, size_t j0
 
 template <int kT, bool kVnni>
 void rows_impl(const detail::QuantArgs& a, size_t o0, size_t o1) {
-  float out[detail::kQuantTile];
+  float out[kTile];
   for (size_t o = o0; o < o1; ++o) {
     const uint8_t* w = a.w + o * a.row_bytes;
-    for (size_t j0 = 0; j0 < a.q; j0 += detail::kQuantTile) {
-      const size_t n = std::min(detail::kQuantTile, a.q - j0);
+    for (size_t j0 = 0; j0 < a.q; j0 += kTile) {
+      const size_t n = std::min(kTile, a.q - j0);
       const bool pf = j0 == 0;  // the first tile streams the row in
       switch (n) {
-        case 4: run_tile<kT, 4, kVnni>(a, w, j0, pf, out); break;
-        case 3: run_tile<kT, 3, kVnni>(a, w, j0, pf, out); break;
+        case 1: run_tile<kT, 1, kVnni>(a, w, j0, pf, out); break;
         case 2: run_tile<kT, 2, kVnni>(a, w, j0, pf, out); break;
-        default: run_tile<kT, 1, kVnni>(a, w, j0, pf, out); break;
+        case 3: run_tile<kT, 3, kVnni>(a, w, j0, pf, out); break;
+        case 4: run_tile<kT, 4, kVnni>(a, w, j0, pf, out); break;
+        default:
+          if constexpr (kTile == 8) {
+            switch (n) {
+              case 5: run_tile<kT, 5, kVnni>(a, w, j0, pf, out); break;
+              case 6: run_tile<kT, 6, kVnni>(a, w, j0, pf, out); break;
+              case 7: run_tile<kT, 7, kVnni>(a, w, j0, pf, out); break;
+              default: run_tile<kT, 8, kVnni>(a, w, j0, pf, out); break;
+            }
+          }
+          break;
       }
       for (size_t j = 0; j < n; ++j) a.y[(j0 + j) * a.y_stride + o] = out[j];
     }
   }
 }
-static_assert(detail::kQuantTile == 4, "rows_impl handles tiles of 1..4 rows");
+static_assert(detail::kQuantTile == 4 && detail::kQuantTile512 == 8,
+              "rows_impl handles tiles of 1..4 rows (AVX2) or 1..8 (AVX-512)");
 
 template <bool kVnni>
 void rows_of_type(const detail::QuantArgs& a, size_t o0, size_t o1) {
