@@ -27,6 +27,8 @@ SourceGate::SourceGate(int n_sources, int max_k, CostModel cost, GateOptions o)
     : max_k_(max_k), cost_(std::move(cost)), o_(o) {
   MTP_CHECK(max_k >= 1 && n_sources >= 0, "gate for {} sources, max_k {}", n_sources, max_k);
   cost_.at(1);
+  cost_age_.assign(size_t(max_k) + 1, 0);
+  cost_live_.assign(size_t(max_k) + 1, false);
   src_.resize(size_t(n_sources));
   for (Source& s : src_) {
     s.acc.assign(size_t(max_k), o_.prior_accept * o_.prior_weight);
@@ -111,6 +113,19 @@ SourceGate::Choice SourceGate::choose(std::span<const int> available) {
     }
     return c;
   }
+  // A length probe (GateOptions::length_probe_every): of the merit choice's
+  // two neighbouring lengths, the one whose verify was timed live longest ago.
+  if (o_.learn_costs && best.source >= 0) {
+    const int a = std::min(available[size_t(best.source)], max_k_);
+    int oldest = o_.length_probe_every - 1;
+    for (int len : {best.len - 1, best.len + 1}) {  // q = len + 1 <= max_k + 1
+      if (len >= 1 && len <= a && cost_age_[size_t(len)] > oldest) {
+        oldest = cost_age_[size_t(len)];
+        best.len = len;
+      }
+    }
+    best.value = value(best.source, best.len);
+  }
   return best;
 }
 
@@ -142,7 +157,12 @@ void SourceGate::observe_verify(int q, double seconds) {
   if (!o_.learn_costs || q < 1 || seconds <= 0) return;
   while (int(cost_.verify_s.size()) < q) cost_.verify_s.push_back(cost_.at(int(cost_.verify_s.size()) + 1));
   double& c = cost_.verify_s[size_t(q - 1)];
-  c = (1 - o_.cost_ema) * c + o_.cost_ema * seconds;
+  // The first live timing of q rows replaces a starting point above it (a
+  // point timed in a noisy moment reads slow, never fast); one above it is
+  // just another timing (a first live timing can be the noisy one).
+  const bool first = q <= int(cost_live_.size()) && !cost_live_[size_t(q - 1)];
+  c = first && seconds < c ? seconds : (1 - o_.cost_ema) * c + o_.cost_ema * seconds;
+  if (q <= int(cost_age_.size())) cost_age_[size_t(q - 1)] = 0, cost_live_[size_t(q - 1)] = true;
 }
 
 void SourceGate::observe_draft(int source, int len, double seconds) {
@@ -153,6 +173,7 @@ void SourceGate::observe_draft(int source, int len, double seconds) {
 
 void SourceGate::tick(const Choice& c) {
   if (c.source < 0) last_merit_ = -1;
+  for (int& age : cost_age_) ++age;
   for (size_t s = 0; s < src_.size(); ++s) {
     Source& x = src_[s];
     if (int(s) != c.source) {

@@ -63,6 +63,14 @@ struct GateOptions {
   double min_gain = 0.03;
   bool learn_costs = true;    // follow live verify/draft times (tests: fixed costs)
   double cost_ema = 0.1;      // weight of a new timing
+  // Verify costs are followed live only for the row counts verified, so a
+  // point of the starting curve timed in a noisy moment (a 1.7x spike at
+  // q = 4, say) would keep its length from ever being chosen. With
+  // learn_costs, a chain length next to the one chosen on merit whose verify
+  // cost was not timed live for this many cycles is verified once instead
+  // (the neighbour of the best choice: nearly the same value), and the first
+  // live timing of a row count replaces the starting curve's point when lower.
+  int length_probe_every = 32;
 };
 
 class SourceGate {
@@ -115,6 +123,11 @@ class SourceGate {
   GateOptions o_;
   std::vector<Source> src_;
   int last_merit_ = -1;  // the source last chosen on merit (-1: plain)
+  // [q - 1], q = 1..max_k + 1: cycles since a q-row verify was timed live
+  // (or since the gate began), and whether it ever was (until then its cost
+  // is the starting curve's point).
+  std::vector<int> cost_age_;
+  std::vector<bool> cost_live_;
 };
 
 // The gate kept across generations (SpecOptions::gate_memory): what one

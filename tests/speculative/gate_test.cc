@@ -190,6 +190,35 @@ TEST(Gate, AVerifyOfMoreRowsNeverLooksCheaper) {
   EXPECT_LE(verified, 40) << "of " << u.choices().size() << " cycles";
 }
 
+// A verify cost timed in a noisy moment (q = 4 read at 3x its true cost) does
+// not lock the gate out of that length: a length probe times it live, the
+// live timing replaces the starting point, and the gate moves on to the best
+// length (without length probes it verifies 2 drafts forever).
+TEST(Gate, ACostTimedInANoisyMomentIsRetimedLive) {
+  const std::vector<double> truth{1.0, 1.1, 1.2, 1.3, 1.4};  // seconds of q = 1..5 rows
+  for (bool probes : {false, true}) {
+    GateOptions o;
+    if (!probes) o.length_probe_every = 1 << 30;
+    SourceGate g(1, 4, CostModel{{1.0, 1.1, 1.2, 3.9, 1.4}}, o);
+    const std::vector<int> avail{4};
+    std::vector<int> lens;
+    for (int cycle = 0; cycle < 200; ++cycle) {
+      const SourceGate::Choice c = g.choose(avail);
+      ASSERT_EQ(c.source, 0);
+      g.observe(0, c.len, c.len);  // always right
+      g.observe_verify(c.len + 1, truth[size_t(c.len)]);
+      g.tick(c);
+      lens.push_back(c.len);
+    }
+    const long at4 = std::count(lens.end() - 50, lens.end(), 4);
+    if (probes) {
+      EXPECT_GE(at4, 45);
+    } else {
+      EXPECT_EQ(at4, 0);
+    }
+  }
+}
+
 // Proposes `len` tokens, each the stream's own with probability p (its own
 // random draws), else a wrong one.
 class NoisySource : public ChainSource {
