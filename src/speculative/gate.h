@@ -5,7 +5,8 @@
 // Per source s and draft position j the gate keeps a rolling acceptance
 // α_s[j] = P(draft j accepted | drafts 0..j-1 accepted): decayed counts
 // (weight `decay` per observation of that position), starting from a prior of
-// `prior_accept` with weight `prior_weight` that decays like an observation.
+// weight `prior_weight` that decays like an observation: `prior_accept` at
+// position 0, the estimate of position j - 1 at position j.
 // A chain of L drafts from s is then expected to yield
 //     E_s(L) = 1 + Σ_{i<L} Π_{j≤i} α_s[j]  tokens (the +1: the target's own)
 // for a cycle costing verify_s(L + 1) + draft_s(L) seconds, where verify_s(q)
@@ -49,7 +50,7 @@ struct CostModel {
 struct GateOptions {
   bool enabled = true;        // false: never skip (always the best source with a proposal)
   double decay = 0.9;         // rolling weight per observation of a position (~10 cycles)
-  double prior_accept = 0.5;  // α of a position never observed
+  double prior_accept = 0.5;  // α of position 0 never observed (deeper: the position above's α)
   double prior_weight = 1.0;
   int probe_every = 16;       // cycles without a verify before a probe
   int probe_max = 128;        // the interval's cap while probes keep losing
@@ -113,6 +114,7 @@ class SourceGate {
  private:
   struct Source {
     std::vector<double> acc, seen;  // [pos] decayed accepted / observed
+    std::vector<double> prior;      // [pos] the prior's weight, decayed like an observation
     std::vector<double> draft_s;    // [len] live drafting seconds (< 0: never seen)
     int idle = 0;                   // cycles since last verified
     int interval = 0;               // current probe interval

@@ -219,6 +219,28 @@ TEST(Gate, ACostTimedInANoisyMomentIsRetimedLive) {
   }
 }
 
+// A draft position the gate never verifies starts from the estimate of the
+// position above it, not from the fixed prior: a source right at every depth,
+// first verified 2 drafts deep, is soon verified 3 deep (with the fixed prior
+// 0.5 at the third position, 2 drafts look best forever under these costs).
+TEST(Gate, ADeeperPositionNeverVerifiedIsPricedFromTheOneAbove) {
+  GateOptions o;
+  o.learn_costs = false;  // fixed costs, no length probes
+  SourceGate g(1, 3, CostModel{{1.0, 1.1, 1.2, 1.45}}, o);
+  const std::vector<int> avail{3};
+  std::vector<int> lens;
+  for (int cycle = 0; cycle < 50; ++cycle) {
+    const SourceGate::Choice c = g.choose(avail);
+    ASSERT_EQ(c.source, 0);
+    g.observe(0, c.len, c.len);  // always right
+    g.tick(c);
+    lens.push_back(c.len);
+  }
+  EXPECT_EQ(lens.front(), 2);
+  EXPECT_GE(std::count(lens.end() - 30, lens.end(), 3), 30);
+  EXPECT_GT(g.acceptance(0, 2), 0.9);
+}
+
 // Proposes `len` tokens, each the stream's own with probability p (its own
 // random draws), else a wrong one.
 class NoisySource : public ChainSource {
