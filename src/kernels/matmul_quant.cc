@@ -19,9 +19,10 @@
 // 512-bit integer ops are double-pumped): docs/PERFORMANCE.md.
 // Layout and loop order: weight rows are stored as in the GGUF file, one
 // after another (one linear stream). For each output row, q is processed in
-// tiles of <= 4 (AVX2) or 8 (AVX-512) activation rows; a weight block is loaded and unpacked once
-// per tile and used by all its rows (the tile's accumulators stay in
-// registers), so verify rows cost integer work, not memory traffic. Every
+// tiles of <= 4 (AVX2) or 8 (AVX-512) activation rows; a weight block is
+// loaded and unpacked once per tile and used by all its rows (the tile's
+// accumulators stay in registers), so verify rows cost integer work, not
+// memory traffic. Every
 // loop over a tile's rows carries `#pragma GCC unroll`: only fully unrolled
 // do the per-row accumulator arrays stay in registers (GCC 12 kept the K
 // types' on the stack: Q4_K q4/q1 3.2 -> 1.9 on Zen 5 once unrolled).

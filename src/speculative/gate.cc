@@ -39,24 +39,31 @@ SourceGate::SourceGate(int n_sources, int max_k, CostModel cost, GateOptions o)
   }
 }
 
-double SourceGate::acceptance(int source, int pos) const {
-  const Source& s = src_[size_t(source)];
-  const size_t p = size_t(std::min(pos, max_k_ - 1));
-  // The prior of a deeper position is the estimate of the one above it, not
-  // prior_accept: a position the gate never verifies (a length it does not
-  // choose) would otherwise keep prior_accept (0.5) for good and price that
-  // length out — a drafter right 85 % of the time at every depth was held
-  // at 2 of its 3 drafts. Each position's prior weight decays like an
-  // observation of it.
-  const double prior = p == 0 ? o_.prior_accept : acceptance(source, int(p) - 1);
+double SourceGate::estimate(const Source& s, size_t p, double prior) const {
   const double w = s.seen[p] + s.prior[p];
   return w > 0 ? (s.acc[p] + s.prior[p] * prior) / w : 0.0;
 }
 
+// The prior of a deeper position is the estimate of the one above it, not
+// prior_accept: a position the gate never verifies (a length it does not
+// choose) would otherwise keep prior_accept (0.5) for good and price that
+// length out — a drafter right 85 % of the time at every depth was held at 2
+// of its 3 drafts. Each position's prior weight decays like an observation of
+// it. Hence the walk from position 0 (here and in expected_tokens).
+double SourceGate::acceptance(int source, int pos) const {
+  const Source& s = src_[size_t(source)];
+  const size_t last = size_t(std::min(pos, max_k_ - 1));
+  double a = o_.prior_accept;
+  for (size_t p = 0; p <= last; ++p) a = estimate(s, p, a);
+  return a;
+}
+
 double SourceGate::expected_tokens(int source, int len) const {
-  double e = 1, reach = 1;
+  const Source& s = src_[size_t(source)];
+  double e = 1, reach = 1, a = o_.prior_accept;
   for (int i = 0; i < len; ++i) {
-    reach *= acceptance(source, i);
+    if (i < max_k_) a = estimate(s, size_t(i), a);  // positions past max_k - 1 reuse the last
+    reach *= a;
     e += reach;
   }
   return e;

@@ -120,6 +120,8 @@ class SourceGate {
     int interval = 0;               // current probe interval
   };
   double draft_seconds(const Source& s, int len) const;
+  // α at position p from its decayed counts and the prior `prior` (gate.cc).
+  double estimate(const Source& s, size_t p, double prior) const;
   int max_k_;
   CostModel cost_;
   GateOptions o_;

@@ -190,6 +190,23 @@ TEST(Gate, AVerifyOfMoreRowsNeverLooksCheaper) {
   EXPECT_LE(verified, 40) << "of " << u.choices().size() << " cycles";
 }
 
+// Runs a one-source gate for `cycles` cycles on a source that is always right
+// (every draft accepted), its verifies timed at truth[q - 1] when given;
+// returns the chain length chosen each cycle.
+std::vector<int> always_right_lengths(SourceGate& g, int cycles, const std::vector<double>* truth) {
+  const std::vector<int> avail{g.max_k()};
+  std::vector<int> lens;
+  for (int cycle = 0; cycle < cycles; ++cycle) {
+    const SourceGate::Choice c = g.choose(avail);
+    EXPECT_EQ(c.source, 0);
+    g.observe(0, c.len, c.len);
+    if (truth) g.observe_verify(c.len + 1, (*truth)[size_t(c.len)]);
+    g.tick(c);
+    lens.push_back(c.len);
+  }
+  return lens;
+}
+
 // A verify cost timed in a noisy moment (q = 4 read at 3x its true cost) does
 // not lock the gate out of that length: a length probe times it live, the
 // live timing replaces the starting point, and the gate moves on to the best
@@ -200,16 +217,7 @@ TEST(Gate, ACostTimedInANoisyMomentIsRetimedLive) {
     GateOptions o;
     if (!probes) o.length_probe_every = 1 << 30;
     SourceGate g(1, 4, CostModel{{1.0, 1.1, 1.2, 3.9, 1.4}}, o);
-    const std::vector<int> avail{4};
-    std::vector<int> lens;
-    for (int cycle = 0; cycle < 200; ++cycle) {
-      const SourceGate::Choice c = g.choose(avail);
-      ASSERT_EQ(c.source, 0);
-      g.observe(0, c.len, c.len);  // always right
-      g.observe_verify(c.len + 1, truth[size_t(c.len)]);
-      g.tick(c);
-      lens.push_back(c.len);
-    }
+    const std::vector<int> lens = always_right_lengths(g, 200, &truth);
     const long at4 = std::count(lens.end() - 50, lens.end(), 4);
     if (probes) {
       EXPECT_GE(at4, 45);
@@ -227,15 +235,7 @@ TEST(Gate, ADeeperPositionNeverVerifiedIsPricedFromTheOneAbove) {
   GateOptions o;
   o.learn_costs = false;  // fixed costs, no length probes
   SourceGate g(1, 3, CostModel{{1.0, 1.1, 1.2, 1.45}}, o);
-  const std::vector<int> avail{3};
-  std::vector<int> lens;
-  for (int cycle = 0; cycle < 50; ++cycle) {
-    const SourceGate::Choice c = g.choose(avail);
-    ASSERT_EQ(c.source, 0);
-    g.observe(0, c.len, c.len);  // always right
-    g.tick(c);
-    lens.push_back(c.len);
-  }
+  const std::vector<int> lens = always_right_lengths(g, 50, nullptr);
   EXPECT_EQ(lens.front(), 2);
   EXPECT_GE(std::count(lens.end() - 30, lens.end(), 3), 30);
   EXPECT_GT(g.acceptance(0, 2), 0.9);
