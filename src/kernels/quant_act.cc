@@ -88,6 +88,7 @@ void quantize_act(GgmlType t, const float* x, size_t x_stride, size_t rows, size
     if (!out.qu.empty()) offset(out.qrow(r), cols, out.qu.data() + r * cols);
     act_sums(t, r, out);  // integer sums of the codes: shared with the reference
   }
+  act_pairs(out);
 }
 
 }  // namespace mtp::kernels::detail

@@ -57,14 +57,26 @@ struct QuantAct {
   std::vector<int32_t> xneg;
   // 32-element types, [rows, cols]: xq + 128 as unsigned bytes, for VNNI's
   // u8·s8 product against the signed codes c, started at −128·Σc (weight
-  // side): Σ c·xq = Σ c·(xq + 128) − 128·Σ c, exactly.
+  // side): Σ c·xq = Σ c·(xq + 128) − 128·Σ c, exactly. (Starting each row's
+  // lanes at an activation-side −128·Σ4 xq instead, as xneg, saves the
+  // weight-side dpbusd but reads cols int32 more per row: 8 rows of 4096
+  // then outgrow L1 and an 8-row Q8_0 product ran 3x slower on Zen 5.)
   std::vector<uint8_t> qu;
+  // 32-element types, the scales d of each tile of kPairTileRows rows by block
+  // pair, [ceil(rows / 8), cols / 64, 16]: pair p of tile t holds row 8t + j's
+  // d of blocks 2p and 2p + 1 in lanes 2j and 2j + 1 (rows past `rows`: 0).
+  // The AVX-512 kernels form the products d_w·dx of a pair for 8 rows in one
+  // multiply and hand each row its two by a permute (the same single fp32
+  // products as the contract's).
+  static constexpr size_t kPairTileRows = 8;
+  std::vector<float> dpair;
   const int8_t* qrow(size_t r) const { return q.data() + r * cols; }
   const float* drow(size_t r) const { return d.data() + r * (cols / ab); }
   const int16_t* brow(size_t r) const { return bsum.data() + r * (cols / 16); }
   const float* bfrow(size_t r) const { return bsumf.data() + r * (cols / 16); }
   const int32_t* nrow(size_t r) const { return xneg.data() + r * (cols / 4); }
   const uint8_t* urow(size_t r) const { return qu.data() + r * cols; }
+  const float* pair_tile(size_t r) const { return dpair.data() + r / kPairTileRows * (cols / 64) * 16; }
 };
 
 // Quantizes rows x[r·x_stride, +cols) for weights of type t (a block type).
@@ -82,6 +94,8 @@ int act_code_offset(GgmlType t);
 // t (checks cols), and row r's integer sums of its codes (xneg, bsum, bsumf).
 void act_prepare(GgmlType t, size_t rows, size_t cols, bool vnni, QuantAct& out);
 void act_sums(GgmlType t, size_t r, QuantAct& out);
+// dpair from d (both quantizers, after every row's d is set).
+void act_pairs(QuantAct& out);
 
 // The contract above for weight row `w` (ggml blocks of type t) and
 // activation row r of a.

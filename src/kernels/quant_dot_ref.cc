@@ -151,6 +151,18 @@ void act_prepare(GgmlType t, size_t rows, size_t cols, bool vnni, QuantAct& out)
   out.bsumf.resize(out.bsum.size());
   out.xneg.resize(act_code_offset(t) ? rows * cols / 4 : 0);
   out.qu.resize(ab == 32 && vnni ? rows * cols : 0);
+  constexpr size_t kT = QuantAct::kPairTileRows;
+  out.dpair.assign(ab == 32 ? (rows + kT - 1) / kT * (cols / 64) * 16 : 0, 0.f);
+}
+
+void act_pairs(QuantAct& out) {
+  if (out.dpair.empty()) return;
+  const size_t np = out.cols / 64;  // whole pairs (an odd last block has none)
+  for (size_t r = 0; r < out.rows; ++r) {
+    const float* d = out.drow(r);
+    float* dst = out.dpair.data() + r / QuantAct::kPairTileRows * np * 16 + 2 * (r % QuantAct::kPairTileRows);
+    for (size_t p = 0; p < np; ++p) dst[16 * p] = d[2 * p], dst[16 * p + 1] = d[2 * p + 1];
+  }
 }
 
 void act_sums(GgmlType t, size_t r, QuantAct& out) {
@@ -193,6 +205,7 @@ void quantize_act_ref(GgmlType t, const float* x, size_t x_stride, size_t rows, 
       for (size_t i = 0; i < cols; ++i) out.qu[r * cols + i] = static_cast<uint8_t>(q[i] + 128);
     act_sums(t, r, out);
   }
+  act_pairs(out);
 }
 
 void quant_dot_ref_rows(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n,

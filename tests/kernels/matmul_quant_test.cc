@@ -184,6 +184,8 @@ TEST_P(QuantMatmul, ActivationQuantizationEqualsReference) {
     ASSERT_EQ(got.bsum, want.bsum);
     ASSERT_EQ(got.d.size(), want.d.size());
     for (size_t i = 0; i < got.d.size(); ++i) ASSERT_EQ(bits(got.d[i]), bits(want.d[i])) << i;
+    ASSERT_EQ(got.dpair.size(), want.dpair.size());
+    for (size_t i = 0; i < got.dpair.size(); ++i) ASSERT_EQ(bits(got.dpair[i]), bits(want.dpair[i])) << i;
     ASSERT_EQ(got.bsumf.size(), want.bsumf.size());
     for (size_t i = 0; i < got.bsumf.size(); ++i)
       ASSERT_EQ(bits(got.bsumf[i]), bits(want.bsumf[i])) << i;
