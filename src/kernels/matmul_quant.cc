@@ -58,6 +58,11 @@ struct QuantArgs {
   float* y;
   size_t y_stride;
   bool vnni;  // simd_quant_vnni(): the AVX3/AVX2 target runs its VNNI instantiations
+  // Software prefetch of the weight stream (by the first tile of each output
+  // row): q >= 2 always, q = 1 as the fp32/bf16 kernels (prefetch_single_row:
+  // by CPU vendor). On Zen 5 a q = 1 K-type product ran 5-15 % faster
+  // without (Q4_K 4096² 0.32 -> 0.29 ms; docs/PERFORMANCE.md Session 14).
+  bool prefetch;
 };
 // Activation rows per register tile: 4 on AVX2 (16 vector registers), 8 on
 // AVX-512 (32: a K-type row keeps three accumulators). Trees and chains of
@@ -480,17 +485,31 @@ HWY_INLINE void tilek_512(const uint8_t* w, size_t bb, size_t nsb, const int8_t*
       uint8_t sc[8], mn[8];
       unpack_scales_k4(blk + 4, sc, mn);
       const uint8_t* qs = blk + (kT == 4 ? 48 : 16);
-      __m256i qh = kT == 4 ? ld256(blk + 16) : _mm256_setzero_si256();
       const __m512i sc16 = _mm512_castsi128_si512(
           _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
       const __m512i half = _mm512_srli_epi16(_mm512_load_si512(kLaneOver8), 1);  // 0 x16, 1 x16
+      // Sub-blocks 2c (low 256 bits) and 2c + 1 (high) of the codes: the 32
+      // qs bytes of chunk c in both halves, the high half shifted right by 4
+      // (one per-word shift), then the low nibbles — 2 operations per pair
+      // instead of k45_codes' 3 and the insert. Q5_K: the fifth bits (bit 2c
+      // of qh[l] low, 2c + 1 high) shifted to bit 4 the same way.
+      const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
+      const __m512i hi4 = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0x0004000400040004,
+                                           0x0004000400040004, 0, 0, 0, 0);
+      __m512i qh = kT == 4 ? _mm512_broadcast_i64x4(ld256(blk + 16)) : _mm512_setzero_si512();
+      const __m512i qh_shift = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0003000300030003,
+                                                0x0003000300030003, 0x0004000400040004, 0x0004000400040004,
+                                                0x0004000400040004, 0x0004000400040004);
 #pragma GCC unroll 8
       for (size_t c = 0; c < 4; ++c) {
-        __m256i lo, hi;
-        k45_codes<kT>(qs, c, qh, lo, hi);
+        __m512i qv = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(ld256(qs + 32 * c)), hi4), m4);
+        if constexpr (kT == 4) {
+          qv = _mm512_or_si512(qv, _mm512_and_si512(_mm512_sllv_epi16(qh, qh_shift), m10));
+          qh = _mm512_srli_epi16(qh, 2);
+        }
         // lanes 0..15: sc_2c, 16..31: sc_2c+1
         const __m512i idx = _mm512_add_epi16(half, _mm512_set1_epi16(static_cast<int16_t>(2 * c)));
-        pair(pair512(lo, hi), _mm512_permutexvar_epi16(idx, sc16), c);
+        pair(qv, _mm512_permutexvar_epi16(idx, sc16), c);
       }
       s = f16(blk);
       wminz = _mm512_mul_ps(_mm512_set1_ps(f16(blk + 2)),
@@ -548,7 +567,7 @@ void rows_impl(const detail::QuantArgs& a, size_t o0, size_t o1) {
     const uint8_t* w = a.w + o * a.row_bytes;
     for (size_t j0 = 0; j0 < a.q; j0 += kTile) {
       const size_t n = std::min(kTile, a.q - j0);
-      const bool pf = j0 == 0;  // the first tile streams the row in
+      const bool pf = a.prefetch && j0 == 0;  // the first tile streams the row in
       switch (n) {
         case 1: run_tile<kT, 1, kVnni>(a, w, j0, pf, out); break;
         case 2: run_tile<kT, 2, kVnni>(a, w, j0, pf, out); break;
@@ -633,7 +652,8 @@ void matmul_quant(const PackedMatrix& w, const float* x, size_t x_stride, size_t
   thread_local QuantAct act;
   quantize_act(t, x, x_stride, q, w.cols(), act, vnni);
   const size_t row_bytes = ggml_row_bytes(static_cast<uint32_t>(t), w.cols());
-  const QuantArgs a{t, w.data(), row_bytes, w.rows(), w.cols(), &act, q, y, y_stride, vnni};
+  const QuantArgs a{t,    w.data(), row_bytes, w.rows(), w.cols(), &act,
+                    q,    y,        y_stride,  vnni,     q > 1 || prefetch_single_row()};
   auto fn = HWY_DYNAMIC_DISPATCH(QuantRows);
   // As matmul(): threads only for enough work; they split output rows.
   if (pool && pool->size() > 1 && w.bytes() * q > g_parallel_min_work.load(std::memory_order_relaxed)) {
