@@ -6,7 +6,11 @@
 // of the matrix, cycling through copies that total >= 4x the last-level cache,
 // so weights always come from DRAM as in a real decode. The bandwidth probe
 // (kernels/bandwidth.h, the one bench-decode uses too) reads a buffer of the
-// same >= 4x LLC size.
+// same >= 4x LLC size. --in-cache instead calls one copy of each matrix
+// repeatedly: for a matrix that fits the cache that times the kernels'
+// arithmetic alone (unpacking, multiplies), far steadier on a noisy host than
+// DRAM-bound timings, and what says whether q = 1 is bound by memory or by
+// compute.
 //
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
@@ -38,6 +42,7 @@ struct BenchArgs {
   std::vector<std::string> threads{"1", "2"}, dtypes{"fp32", "bf16"},
       shapes{"4096x4096", "2048x8192"};
   int q_max = 8, reps = 30;
+  bool in_cache = false;
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -107,8 +112,13 @@ void run_bench(const BenchArgs& a) {
     bw[k] = bws[k].median;
   }
   if (!a.json) {
-    fmt::print("SIMD target {}; huge pages {}; LLC {} MiB; matrices cycled over >= {} MiB\n",
-               target, huge_pages_description(), llc >> 20, footprint >> 20);
+    if (a.in_cache)
+      fmt::print("SIMD target {}; huge pages {}; LLC {} MiB; one copy of each matrix, called "
+                 "repeatedly (--in-cache: %bw compares with the DRAM stream)\n",
+                 target, huge_pages_description(), llc >> 20);
+    else
+      fmt::print("SIMD target {}; huge pages {}; LLC {} MiB; matrices cycled over >= {} MiB\n",
+                 target, huge_pages_description(), llc >> 20, footprint >> 20);
     for (size_t k = 0; k < threads.size(); ++k)
       fmt::print("read bandwidth, {} thread(s): {:.1f} GB/s (best pass {:.1f})\n", threads[k],
                  bws[k].median / 1e9, bws[k].best / 1e9);
@@ -126,7 +136,14 @@ void run_bench(const BenchArgs& a) {
       std::vector<float> src(out * in);
       for (auto& v : src) v = nd(rng);
       auto first = kernels::PackedMatrix::pack(src.data(), DType::F32, out, in, dt);
-      const size_t n_mats = std::max<size_t>(2, (footprint + first.bytes() - 1) / first.bytes());
+      const size_t n_mats =
+          a.in_cache ? 1 : std::max<size_t>(2, (footprint + first.bytes() - 1) / first.bytes());
+      if (a.in_cache && first.bytes() > llc / 2)
+        fmt::print(stderr,
+                   "bench-kernels: --in-cache: a {:.1f} MiB {} {}x{} matrix does not fit half the "
+                   "{} MiB last-level cache; its timings are DRAM-bound anyway\n",
+                   double(first.bytes()) / (1 << 20), kernels::weight_type_name(dt), out, in,
+                   llc >> 20);
       std::vector<kernels::PackedMatrix> mats{first};
       while (mats.size() < n_mats)
         mats.push_back(kernels::PackedMatrix::pack(src.data(), DType::F32, out, in, dt));
@@ -184,6 +201,7 @@ void run_bench(const BenchArgs& a) {
     j["quant_vnni"] = kernels::simd_quant_vnni();
     j["huge_pages"] = huge_pages_description();
     j["llc_bytes"] = llc;
+    j["in_cache"] = a.in_cache;
     fmt::print("{}\n", j.dump());
   }
 }
@@ -211,6 +229,10 @@ void add_bench_kernels(CLI::App& root) {
       ->capture_default_str();
   cmd->add_option("--reps", a->reps, "Timed calls per (dtype, shape, threads, q); median reported")
       ->capture_default_str();
+  cmd->add_flag("--in-cache", a->in_cache,
+                "Call one copy of each matrix repeatedly instead of cycling copies over >= 4x the "
+                "last-level cache: for a matrix that fits the cache (e.g. 256x4096), the kernels' "
+                "arithmetic cost without DRAM");
   cmd->callback([a] { run_bench(*a); });
 }
 

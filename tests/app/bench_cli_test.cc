@@ -120,6 +120,19 @@ TEST(BenchCli, BadTargetFlagsGiveClearErrors) {
   fails_with("bench --random tiny --draft-k 5 --cycle-cost --report r.md", "--report is not used");
 }
 
+// bench-kernels --in-cache: one copy per matrix, said in the JSON; every
+// (dtype, q) row timed.
+TEST(BenchKernelsCli, InCacheJson) {
+  CliResult r = run_cli("bench-kernels --in-cache --dtype q8_0,bf16 --shapes 64x512 --q-max 2 "
+                        "--reps 3 --threads 1 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["in_cache"], true);
+  ASSERT_EQ(j["rows"].size(), 4u);
+  for (const auto& row : j["rows"]) EXPECT_GT(row["time_s"].get<double>(), 0.0);
+  EXPECT_EQ(j["rows"][0]["shape"][1], 512);
+}
+
 TEST(DriftCli, JsonSchemaIsStable) {
   MTP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
   std::string prompts = std::string(MTPSPEC_SOURCE_DIR) + "/bench/prompts.jsonl";
