@@ -112,13 +112,12 @@ void run_bench(const BenchArgs& a) {
     bw[k] = bws[k].median;
   }
   if (!a.json) {
-    if (a.in_cache)
-      fmt::print("SIMD target {}; huge pages {}; LLC {} MiB; one copy of each matrix, called "
-                 "repeatedly (--in-cache: %bw compares with the DRAM stream)\n",
-                 target, huge_pages_description(), llc >> 20);
-    else
-      fmt::print("SIMD target {}; huge pages {}; LLC {} MiB; matrices cycled over >= {} MiB\n",
-                 target, huge_pages_description(), llc >> 20, footprint >> 20);
+    const std::string layout =
+        a.in_cache ? "one copy of each matrix, called repeatedly (--in-cache: %bw compares with "
+                     "the DRAM stream)"
+                   : fmt::format("matrices cycled over >= {} MiB", footprint >> 20);
+    fmt::print("SIMD target {}; huge pages {}; LLC {} MiB; {}\n", target, huge_pages_description(),
+               llc >> 20, layout);
     for (size_t k = 0; k < threads.size(); ++k)
       fmt::print("read bandwidth, {} thread(s): {:.1f} GB/s (best pass {:.1f})\n", threads[k],
                  bws[k].median / 1e9, bws[k].best / 1e9);

@@ -181,9 +181,13 @@ HWY_INLINE void tile32(const uint8_t* w, size_t bb, size_t nb, const int8_t* con
     const __m256 dw = _mm256_set1_ps(f16(blk));
 #pragma GCC unroll 8
     for (size_t j = 0; j < kQ; ++j) {
-      const __m256i p = kXneg<kT, kQ> && kVnni ? dpbusd256(ld256(xn[j] + 8 * b), wv, ld256(xq[j] + 32 * b))
-                        : kVnni          ? dpbusd256(ncorr, ld256(xu[j] + 32 * b), ws)
-                              : lanes32<kT>(wv, aw, xq[j] + 32 * b, kT ? xn[j] + 8 * b : nullptr);
+      __m256i p;
+      if constexpr (kVnni && kXneg<kT, kQ>)
+        p = dpbusd256(ld256(xn[j] + 8 * b), wv, ld256(xq[j] + 32 * b));
+      else if constexpr (kVnni)
+        p = dpbusd256(ncorr, ld256(xu[j] + 32 * b), ws);
+      else
+        p = lanes32<kT>(wv, aw, xq[j] + 32 * b, kT ? xn[j] + 8 * b : nullptr);
       const __m256 s = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd[j] + b));
       acc[j][par] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[j][par]);
     }
@@ -346,22 +350,19 @@ HWY_INLINE __m512 dx_pair(const float* xd) {
   const __m128 two = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(xd)));
   return _mm512_permutexvar_ps(_mm512_load_si512(kHalf), _mm512_castps128_ps512(two));
 }
-// The fp16 scales of the blocks at b0 and b0 + bb, the same way (exact).
+// The fp16 scales of the blocks at b0 and b0 + bb in lanes 0 and 1 (exact).
+HWY_INLINE __m128 dw_two(const uint8_t* b0, size_t bb) {
+  uint16_t h0, h1;
+  std::memcpy(&h0, b0, 2);
+  std::memcpy(&h1, b0 + bb, 2);
+  return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(h0 | uint32_t{h1} << 16)));
+}
+// Those two as dx_pair lays them out (lanes 0..7, 8..15).
 HWY_INLINE __m512 dw_pair(const uint8_t* b0, size_t bb) {
-  uint16_t h0, h1;
-  std::memcpy(&h0, b0, 2);
-  std::memcpy(&h1, b0 + bb, 2);
-  const __m128 two = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(h0 | uint32_t{h1} << 16)));
-  return _mm512_permutexvar_ps(_mm512_load_si512(kHalf), _mm512_castps128_ps512(two));
+  return _mm512_permutexvar_ps(_mm512_load_si512(kHalf), _mm512_castps128_ps512(dw_two(b0, bb)));
 }
-// The fp16 scales of the blocks at b0 and b0 + bb, alternating in all 16
-// lanes (a0 a1 a0 a1 ...: the layout of QuantAct::dpair; exact).
-HWY_INLINE __m512 dw_pairs(const uint8_t* b0, size_t bb) {
-  uint16_t h0, h1;
-  std::memcpy(&h0, b0, 2);
-  std::memcpy(&h1, b0 + bb, 2);
-  return _mm512_broadcast_f32x2(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(h0 | uint32_t{h1} << 16))));
-}
+// Those two alternating in all 16 lanes (a0 a1 a0 a1 ...: QuantAct::dpair's layout).
+HWY_INLINE __m512 dw_pairs(const uint8_t* b0, size_t bb) { return _mm512_broadcast_f32x2(dw_two(b0, bb)); }
 // The codes of two Q4_0 blocks (at b0 and b0 + bb) as codes32<1> gives them,
 // paired: each block's 16 qs bytes broadcast to two 128-bit lanes, the second
 // lane shifted right by 4 (a per-word shift), then the low nibbles — 5
