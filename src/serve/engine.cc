@@ -106,13 +106,17 @@ class SerialEngine final : public Engine {
         running_ = job.handle;
         cancel_running_ = job.cancelled;
       }
-      execute(job);
-      std::lock_guard<std::mutex> lk(mu_);
-      running_ = 0;
+      const Event done = execute(job);
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        running_ = 0;  // off the gauges before the Done is seen (engine.h)
+      }
+      job.on_event(done);
     }
   }
 
-  void execute(Job& job) {
+  // Runs the job, delivering its token events; returns its Done event.
+  Event execute(Job& job) {
     Event done;
     done.type = Event::Type::Done;
     done.prompt_tokens = int(job.req.prompt.size());
@@ -120,8 +124,7 @@ class SerialEngine final : public Engine {
       std::lock_guard<std::mutex> lk(mu_);
       if (cancel_running_) {
         done.finish_reason = "cancelled";
-        job.on_event(done);
-        return;
+        return done;
       }
     }
     speculative::GenerateOptions o;
@@ -157,7 +160,7 @@ class SerialEngine final : public Engine {
       done.finish_reason = "error";
       done.error = e.what();
     }
-    job.on_event(done);
+    return done;
   }
 
   const model::Model& m_;

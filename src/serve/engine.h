@@ -82,6 +82,8 @@ class Engine {
   // Ends the request as soon as possible (finish "cancelled"); unknown or
   // finished handles are ignored.
   virtual void cancel(Handle h) = 0;
+  // Gauges. A request leaves them before its Done event is delivered (never
+  // after), so whoever has seen the Done reads gauges without it (/metrics).
   virtual size_t queue_depth() const = 0;  // submitted, not yet running
   virtual size_t running() const = 0;
   // Stops accepting; cancel_all: cancels queued and running requests. Returns

@@ -3,6 +3,7 @@
 // one mutex (a few updates per request, never per token).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -22,19 +23,31 @@ class Metrics {
   // A request cancelled because its client went away (a stream that ended
   // early, or a non-streamed request whose client disconnected).
   void client_gone(bool stream);
-  // The text exposition, with the engine's gauges.
-  std::string prometheus(size_t queue_depth, size_t running) const;
+  struct Gauges {
+    size_t queue_depth = 0;  // submitted, not yet running
+    size_t running = 0;      // being generated
+  };
+  // The text exposition. The counters are copied first and gauges() is called
+  // after, outside this object's lock (an engine calls finished() under its
+  // own lock, so taking the engine's lock under ours could deadlock). With the
+  // engines' rule that a request leaves their gauges before its Done event
+  // reaches finished(), one scrape never counts a request both as finished
+  // and as running or queued.
+  std::string prometheus(const std::function<Gauges()>& gauges) const;
 
  private:
+  struct Counters {
+    std::map<std::string, long> requests;   // by endpoint
+    std::map<int, long> errors;             // by HTTP status
+    std::map<std::string, long> finishes;   // by finish reason
+    long tokens = 0;
+    long gone[2] = {0, 0};                  // client_gone: [non-streamed, streamed]
+    std::vector<long> drafted, accepted;    // by draft position
+    long verify_forwards = 0, verify_rows = 0;  // speculative cycles, rows they verified
+    long plain_forwards = 0;                // one-row decode steps of plain requests
+  };
   mutable std::mutex mu_;
-  std::map<std::string, long> requests_;   // by endpoint
-  std::map<int, long> errors_;             // by HTTP status
-  std::map<std::string, long> finishes_;   // by finish reason
-  long tokens_ = 0;
-  long gone_[2] = {0, 0};                  // client_gone: [non-streamed, streamed]
-  std::vector<long> drafted_, accepted_;   // by draft position
-  long verify_forwards_ = 0, verify_rows_ = 0;  // speculative cycles, rows they verified
-  long plain_forwards_ = 0;                // one-row decode steps of plain requests
+  Counters c_;
 };
 
 }  // namespace mtp::serve

@@ -166,8 +166,9 @@ void Server::routes() {
     res.set_content(page_html(), "text/html; charset=utf-8");
   });
   http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.prometheus(engine_.queue_depth(), engine_.running()),
-                    "text/plain; version=0.0.4");
+    res.set_content(metrics_.prometheus([this] {
+      return Metrics::Gauges{engine_.queue_depth(), engine_.running()};
+    }), "text/plain; version=0.0.4");
   });
   http_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     const EngineInfo& i = engine_.info();

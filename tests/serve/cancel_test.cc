@@ -11,11 +11,13 @@
 #include <httplib.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
 #include "model/forward.h"
 #include "model/random_model.h"
+#include "serve/metrics.h"
 #include "serve/serve_util.h"
 #include "serve/server.h"
 
@@ -33,19 +35,8 @@ void check_cancel_on_disconnect(bool batched) {
                                      kernels::WeightType::F32, 7));
   test::ByteTokenizer tok(/*eos=*/false);
   ThreadPool pool(1);
-  EngineInfo info;
-  info.model_id = "random";
-  info.ctx = kCtx;
-  std::unique_ptr<Engine> engine;
-  if (batched) {
-    speculative::SchedulerOptions sched;
-    sched.parallel = 2;
-    sched.ctx = kCtx;
-    sched.adaptive = false;
-    engine = make_batched_engine(m, tok, &pool, nullptr, 0, info, sched);
-  } else {
-    engine = make_serial_engine(m, tok, &pool, nullptr, 0, info);
-  }
+  std::unique_ptr<Engine> engine =
+      test::make_engine(batched, m, tok, &pool, nullptr, 0, "random", kCtx, 2);
   ServerOptions so;
   so.port = 0;
   Server server(*engine, tok, so);
@@ -88,6 +79,53 @@ void check_cancel_on_disconnect(bool batched) {
   EXPECT_EQ(json::parse(r->body)["usage"]["completion_tokens"], 8);
   server.stop();
   th.join();
+}
+
+// engine.h: a request leaves the gauges before its Done is delivered, so a
+// /metrics scrape that counts it as finished never also counts it as running
+// (the CI once saw running 1 beside finished 1). The Done callback lingers,
+// which widens the window a late gauge update would leave open.
+void check_gauges_before_done(bool batched) {
+  model::Model m(model::random_model({"gauges", 64, 1, 2, 2, 128, 259, 256},
+                                     kernels::WeightType::F32, 3));
+  test::ByteTokenizer tok(/*eos=*/false);
+  ThreadPool pool(1);
+  std::unique_ptr<Engine> engine =
+      test::make_engine(batched, m, tok, &pool, nullptr, 0, "random", 256, 2);
+  std::atomic<bool> done{false};
+  Request r;
+  r.prompt = {1, 2, 3};
+  r.max_tokens = 4;
+  engine->submit(r, [&](const Event& e) {
+    if (e.type != Event::Type::Done) return;
+    done = true;
+    std::this_thread::sleep_for(200ms);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!done && std::chrono::steady_clock::now() - t0 < 60s) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(done);
+  EXPECT_EQ(engine->running(), 0u);
+  EXPECT_EQ(engine->queue_depth(), 0u);
+  engine->shutdown(false);
+}
+
+TEST(ServeGauges, SerialEngineDropsARequestBeforeItsDone) { check_gauges_before_done(false); }
+TEST(ServeGauges, BatchedEngineDropsARequestBeforeItsDone) { check_gauges_before_done(true); }
+
+// Metrics::prometheus copies the counters, then asks for the gauges outside
+// its lock: a finish recorded while the gauges are read is not in this
+// scrape (it would be, with the gauges read first), and the callback may
+// take locks under which finished() is called without deadlocking.
+TEST(ServeGauges, CountersAreReadBeforeTheGauges) {
+  Metrics metrics;
+  const std::string text = metrics.prometheus([&] {
+    metrics.finished("stop", 5, nullptr);
+    return Metrics::Gauges{0, 0};
+  });
+  EXPECT_EQ(text.find("mtpspec_requests_finished_total{"), std::string::npos) << text;
+  EXPECT_EQ(test::metric(text, "mtpspec_tokens_generated_total"), 0) << text;
+  const std::string after = metrics.prometheus([] { return Metrics::Gauges{}; });
+  EXPECT_EQ(test::metric(after, "mtpspec_requests_finished_total{reason=\"stop\"}"), 1) << after;
 }
 
 TEST(ServeCancel, SerialEngineStopsANonStreamedRequestWhoseClientLeft) {

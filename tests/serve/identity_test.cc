@@ -21,6 +21,7 @@
 #include "cli_util.h"
 #include "drafter/drafter.h"
 #include "model/loader.h"
+#include "serve/serve_util.h"
 #include "serve/server.h"
 #include "test_util.h"
 
@@ -81,19 +82,8 @@ void check_identity(const std::string& path, bool batched) {
   model::Model m(std::move(lm));
   drafter::Drafter d = drafter::Drafter::load(dpath, m.loaded(), kernels::WeightType::F32);
   ThreadPool pool(1);
-  EngineInfo info;
-  info.model_id = "stories260K";
-  info.ctx = 256;
-  std::unique_ptr<Engine> engine;
-  if (batched) {
-    speculative::SchedulerOptions sched;
-    sched.parallel = 4;
-    sched.ctx = 256;
-    sched.adaptive = false;
-    engine = make_batched_engine(m, *tok, &pool, &d, 3, info, sched);
-  } else {
-    engine = make_serial_engine(m, *tok, &pool, &d, 3, info);
-  }
+  std::unique_ptr<Engine> engine =
+      test::make_engine(batched, m, *tok, &pool, &d, 3, "stories260K", 256, 4);
   ServerOptions so;
   so.port = 0;
   Server server(*engine, *tok, so);
@@ -148,7 +138,7 @@ void check_identity(const std::string& path, bool batched) {
   EXPECT_EQ(json::parse(r.out)["text"], alone[3]);
   server.stop();
   th.join();
-  std::string metrics = server.metrics().prometheus(0, 0);
+  std::string metrics = server.metrics().prometheus([] { return Metrics::Gauges{}; });
   EXPECT_NE(metrics.find("mtpspec_acceptance{position=\"2\"}"), std::string::npos) << metrics;
 }
 

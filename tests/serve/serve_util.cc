@@ -80,4 +80,19 @@ std::string poll_until(const std::function<std::string()>& get,
   return s;
 }
 
+std::unique_ptr<serve::Engine> make_engine(bool batched, const model::Model& m,
+                                           const io::Tokenizer& tok, ThreadPool* pool,
+                                           const drafter::Drafter* drafter, int draft_k,
+                                           const std::string& model_id, int ctx, int parallel) {
+  serve::EngineInfo info;
+  info.model_id = model_id;
+  info.ctx = ctx;
+  if (!batched) return serve::make_serial_engine(m, tok, pool, drafter, draft_k, info);
+  speculative::SchedulerOptions sched;
+  sched.parallel = parallel;
+  sched.ctx = ctx;
+  sched.adaptive = false;
+  return serve::make_batched_engine(m, tok, pool, drafter, draft_k, info, sched);
+}
+
 }  // namespace mtp::test

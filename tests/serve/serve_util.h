@@ -3,11 +3,13 @@
 #pragma once
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "io/tokenizer.h"
+#include "serve/engine.h"
 
 namespace mtp::test {
 
@@ -43,5 +45,12 @@ double metric(const std::string& exposition, const std::string& series);
 std::string poll_until(const std::function<std::string()>& get,
                        const std::function<bool(const std::string&)>& pred,
                        std::chrono::milliseconds timeout);
+
+// The serial engine, or the continuous-batching one (`parallel` slots, fixed
+// draft length: not adaptive), over `m` with context `ctx`.
+std::unique_ptr<serve::Engine> make_engine(bool batched, const model::Model& m,
+                                           const io::Tokenizer& tok, ThreadPool* pool,
+                                           const drafter::Drafter* drafter, int draft_k,
+                                           const std::string& model_id, int ctx, int parallel);
 
 }  // namespace mtp::test
