@@ -186,10 +186,14 @@ HWY_INLINE float reduce16(const hn::Vec<DF>* acc) {
 //   AVX3 (32 registers, kV = 1): budget 16: kR = 4 for every kQ <= 4;
 //   AVX2 (16 registers, kV = 2): budget 16 for kQ <= 3, 8 for kQ = 4:
 //        kQ = 1: kR = 4; kQ = 2: kR = 4 (x and weights then partly come
-//        from L1 as memory operands); kQ = 3: kR = 2; kQ = 4: kR = 1.
+//        from L1 as memory operands); kQ = 3: kR = 4, one vector per pass
+//        (12 chains, each x load serving 4 FMAs); kQ = 4: kR = 1, but a
+//        4-row tile runs as a 3-row and a 1-row tile there (kSplitFour).
 // Measured in cache (temporary harness, AVX2 bf16 64x4096, time vs q = 1):
 // q = 2 took 1.65x with kR = 4 and 2.3x with kR = 2 (8 accumulators); q = 4
 // 3.8x with kR = 1 and the same with kR = 2 (16 accumulators, spilling).
+// Zen 5, AVX2 bf16 96x4096 in L2 (bench-kernels --in-cache, session 16): q = 3
+// 0.033 -> 0.030 ms with kR = 4 one vector per pass instead of kR = 2 both.
 // The pass shape changes which accumulators are live together, never the
 // operations of one (o, r): every lane sees the same FMA sequence.
 constexpr size_t acc_budget(size_t kq) {
@@ -204,15 +208,29 @@ struct PassShape {
   size_t rows, vecs;  // kR, kVs
 };
 constexpr PassShape pass_shape(size_t kq) {
+  if (kV == 2 && kq == 3 && acc_budget(kq) == 16) return {4, 1};  // AVX2, see above
   for (size_t vs : {kV, size_t(1)})
     for (size_t r : {size_t(4), size_t(2), size_t(1)})
       if (r * kq * vs <= acc_budget(kq)) return {r, vs};
   return {1, 1};
 }
 
+// A tile of 4 activation rows runs as a tile of 3 and a tile of 1 on AVX2:
+// 16 registers hold 8 accumulator vectors beside the weights and x of a
+// 4-row pass (16 would spill), and 8 chains of dependent FMAs barely cover
+// the FMA latency; the 3-row tile keeps 12 and the 1-row tile 8. Measured on
+// Zen 5 (session 16, AVX2 bf16, docs/PERFORMANCE.md "Session 16"): q = 4
+// 0.045 -> 0.040 ms in L2 (96x4096), q4/q1 from DRAM 1.41-1.80 -> 1.36-1.69
+// (4096², 2048x8192, 11264x2048), 4-7 % on the 1 B target's 1024-col shapes;
+// q = 8 (two such tiles) ~ -12 %. Each output keeps its operations.
+constexpr bool kSplitFour = kV == 2 && acc_budget(4) == 8;
+
 // Passes one tile of kq activation rows takes over a block (chunk).
-constexpr size_t passes_of(size_t kq) {
+constexpr size_t shape_passes(size_t kq) {
   return kBlockRows / pass_shape(kq).rows * (kV / pass_shape(kq).vecs);
+}
+constexpr size_t passes_of(size_t kq) {
+  return kSplitFour && kq == 4 ? shape_passes(3) + shape_passes(1) : shape_passes(kq);
 }
 
 // Software prefetch into L2, not L1 (prefetcht2; __builtin_prefetch locality 1).
@@ -396,7 +414,14 @@ template <bool kBf16>
 HWY_INLINE void run_any_tile(const detail::MatmulArgs& a, size_t b, size_t j0, size_t s0,
                              size_t s1, const ChunkPrefetch& pf, size_t p0, float* state) {
   switch (std::min(kTileQ, a.q - j0)) {
-    case 4: return run_tile<4, kBf16>(a, b, j0, s0, s1, pf, p0, state);
+    case 4:
+      if constexpr (kSplitFour) {  // rows j0..j0+2, then j0+3 (its state after theirs)
+        run_tile<3, kBf16>(a, b, j0, s0, s1, pf, p0, state);
+        return run_tile<1, kBf16>(a, b, j0 + 3, s0, s1, pf, p0 + passes_of(3),
+                                  state + 3 * kBlockRows * kStateLanes);
+      } else {
+        return run_tile<4, kBf16>(a, b, j0, s0, s1, pf, p0, state);
+      }
     case 3: return run_tile<3, kBf16>(a, b, j0, s0, s1, pf, p0, state);
     case 2:
       if (kPadPairs && a.q == 2) return run_tile<4, kBf16>(a, b, j0, s0, s1, pf, p0, state, 2);
