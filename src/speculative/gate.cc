@@ -148,6 +148,7 @@ SourceGate::Choice SourceGate::choose(std::span<const int> available) {
 void SourceGate::observe(int source, int len, int accepted) {
   if (source < 0 || len <= 0) return;
   Source& s = src_[size_t(source)];
+  s.paid = (accepted + 1) / cycle_seconds(source, len) > plain_value() * (1 + o_.min_gain);
   // Positions 0..accepted were reached; the first `accepted` were accepted.
   for (int j = 0; j <= std::min(accepted, len - 1); ++j) {
     const size_t p = size_t(std::min(j, max_k_ - 1));
@@ -202,8 +203,8 @@ void SourceGate::tick(const Choice& c) {
     if (!c.probe) {
       last_merit_ = c.source;
       x.interval = o_.probe_every;  // won on merit
-    } else {
-      x.interval = std::min(o_.probe_max, x.interval * 2);
+    } else {  // see gate.h: a paying probe is followed by another
+      x.interval = x.paid ? 1 : std::min(o_.probe_max, std::max(o_.probe_every, x.interval * 2));
     }
   }
 }

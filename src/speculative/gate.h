@@ -19,8 +19,13 @@
 // interval is verified once (a probe) with the chain length its own estimates
 // rate best — not necessarily its full proposal: on a target whose verify rows
 // are dear, the short probe is the cheap one (gate.cc) —, the interval
-// doubling (up to probe_max) while probes do not win and resetting when the
-// source wins on merit — so a useless source costs only its probes.
+// doubling (up to probe_max) while probes do not pay and resetting when the
+// source wins on merit — so a useless source costs only its probes. A probe
+// that pays (its accepted tokens per second beat plain decoding) is followed
+// by another in the next cycle unless the source wins on merit by then: a
+// drafter (no shadow judgements: it runs only when verified) right again
+// after a hard patch would otherwise climb back one doubling interval per
+// probe (16 + 32 + 64 + 128 cycles: most of a generation).
 // Sources whose proposals cost nothing (lookups) are also judged every cycle
 // against the tokens the target emitted (observe_shadow), so their estimates
 // stay live while another source is verified.
@@ -118,6 +123,7 @@ class SourceGate {
     std::vector<double> draft_s;    // [len] live drafting seconds (< 0: never seen)
     int idle = 0;                   // cycles since last verified
     int interval = 0;               // current probe interval
+    bool paid = false;              // the last verify beat plain decoding
   };
   double draft_seconds(const Source& s, int len) const;
   // α at position p from its decayed counts and the prior `prior` (gate.cc).

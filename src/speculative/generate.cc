@@ -120,9 +120,14 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
     fail<InputError>("draft length {} is outside 1..{} (the drafter's K)", draft_k,
                      spec.drafter->config().K);
   }
-  // Sources of the union (union_proposer.h): the lookups, then the drafter.
-  const int union_sources = int(spec.lookup_prompt) + int(spec.history != nullptr) +
-                            int(spec.drafter != nullptr);
+  // Sources of the union (union_proposer.h): the lookups, then the drafter;
+  // its gate has one arm per (lookup, evidence class) and one for the drafter.
+  std::optional<PromptLookup> prompt;
+  std::optional<HistorySource> history;
+  std::vector<ChainSource*> lookups;
+  if (spec.lookup_prompt) lookups.push_back(&prompt.emplace(spec.lookup));
+  if (spec.history) lookups.push_back(&history.emplace(*spec.history, spec.lookup.max_draft));
+  const int union_sources = UnionProposer::gate_arms(lookups, spec.drafter != nullptr);
   if (speculate) {
     res.stats = SpecStats{};
     res.stats->tree = spec.tree.describe();
@@ -168,11 +173,6 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
       TargetVerifier verifier(target, opt.sampler, spec.mode);
       std::vector<CycleTrace>* trace = spec.record_trace ? &res.trace : nullptr;
       if (spec.uses_union() && !spec.tree.is_tree()) {
-        std::optional<PromptLookup> prompt;
-        std::optional<HistorySource> history;
-        std::vector<ChainSource*> lookups;
-        if (spec.lookup_prompt) lookups.push_back(&prompt.emplace(spec.lookup));
-        if (spec.history) lookups.push_back(&history.emplace(*spec.history, spec.lookup.max_draft));
         GateOptions g = spec.gate_options;
         g.enabled = spec.gate;
         MtpProposer* mtp = proposer ? &*proposer : nullptr;

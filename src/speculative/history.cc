@@ -70,7 +70,7 @@ void HistoryStore::add(std::span<const int32_t> doc) {
             memory_bytes(), budget_);
 }
 
-int32_t HistoryStore::best_next(std::span<const int32_t> ctx) const {
+int32_t HistoryStore::best_next(std::span<const int32_t> ctx, int* n_out) const {
   const int len = int(ctx.size());
   for (int n = std::min(ngram_max_, len); n >= 1; --n) {
     auto it = table_.find(ngram_hash(ctx.data() + len - n, n));
@@ -79,30 +79,36 @@ int32_t HistoryStore::best_next(std::span<const int32_t> ctx) const {
     for (const Count& c : it->second) {
       if (!best || c.n > best->n || (c.n == best->n && c.token < best->token)) best = &c;
     }
+    *n_out = n;
     return best->token;
   }
   return -1;
 }
 
-void HistoryStore::propose(std::span<const int32_t> context, int max_k,
-                           std::vector<int32_t>& out) const {
+int HistoryStore::propose(std::span<const int32_t> context, int max_k,
+                          std::vector<int32_t>& out) const {
   out.clear();
-  if (table_.empty() || max_k < 1 || context.empty()) return;
+  if (table_.empty() || max_k < 1 || context.empty()) return 0;
   // The last ngram_max tokens of context + drafts.
   const size_t keep = std::min(context.size(), size_t(ngram_max_));
   std::vector<int32_t> ctx(context.end() - long(keep), context.end());
+  int first_n = 0;
   for (int k = 0; k < max_k; ++k) {
-    const int32_t t = best_next(ctx);
-    if (t < 0) return;
+    int n = 0;
+    const int32_t t = best_next(ctx, &n);
+    if (t < 0) break;
+    if (k == 0) first_n = n;
     out.push_back(t);
     ctx.push_back(t);
     if (ctx.size() > size_t(ngram_max_)) ctx.erase(ctx.begin());
   }
+  return first_n;
 }
 
 std::vector<int32_t> history_reference(const std::deque<std::vector<int32_t>>& docs,
                                        int ngram_max, std::span<const int32_t> context,
-                                       int max_k) {
+                                       int max_k, int* first_n) {
+  if (first_n) *first_n = 0;
   std::vector<int32_t> ctx(context.begin(), context.end()), out;
   for (int k = 0; k < max_k; ++k) {
     int32_t pick = -1;
@@ -120,6 +126,7 @@ std::vector<int32_t> history_reference(const std::deque<std::vector<int32_t>>& d
       for (const auto& [t, c] : count) {  // ascending ids: ties go to the smallest
         if (c > best) best = c, pick = t;
       }
+      if (pick >= 0 && k == 0 && first_n) *first_n = n;
     }
     if (pick < 0) break;
     out.push_back(pick);

@@ -35,8 +35,9 @@ class HistoryStore {
   HistoryStore(int ngram_max, size_t budget_bytes);
 
   void add(std::span<const int32_t> doc);
-  // Up to max_k drafts continuing `context` (out is cleared first).
-  void propose(std::span<const int32_t> context, int max_k, std::vector<int32_t>& out) const;
+  // Up to max_k drafts continuing `context` (out is cleared first). Returns
+  // the length n of the suffix whose counts gave the first draft (0: none).
+  int propose(std::span<const int32_t> context, int max_k, std::vector<int32_t>& out) const;
 
   size_t memory_bytes() const;
   size_t budget_bytes() const { return budget_; }
@@ -55,7 +56,9 @@ class HistoryStore {
     int32_t n;
   };
   void apply(std::span<const int32_t> doc, int delta);
-  int32_t best_next(std::span<const int32_t> ctx) const;  // -1: none
+  // The most frequent continuation of ctx's longest suffix with counts (-1:
+  // none); *n = that suffix's length.
+  int32_t best_next(std::span<const int32_t> ctx, int* n) const;
 
   int ngram_max_;
   size_t budget_;
@@ -64,9 +67,11 @@ class HistoryStore {
   size_t n_tokens_ = 0, n_counts_ = 0;
 };
 
-// The brute-force definition of HistoryStore::propose over `docs` (tests).
+// The brute-force definition of HistoryStore::propose over `docs` (tests);
+// *first_n (if given) = what propose returns.
 std::vector<int32_t> history_reference(const std::deque<std::vector<int32_t>>& docs,
-                                       int ngram_max, std::span<const int32_t> context, int max_k);
+                                       int ngram_max, std::span<const int32_t> context, int max_k,
+                                       int* first_n = nullptr);
 
 // A HistoryStore as a union source (the store is read, never written, while
 // generating; the caller adds finished outputs).
@@ -75,12 +80,16 @@ class HistorySource : public ChainSource {
   HistorySource(const HistoryStore& store, int max_draft) : store_(store), max_draft_(max_draft) {}
   DraftSource::Kind kind() const override { return DraftSource::Kind::History; }
   void propose(std::span<const int32_t> committed, int max_k, std::vector<int32_t>& out) override {
-    store_.propose(committed, std::min(max_k, max_draft_), out);
+    last_class_ = std::max(0, store_.propose(committed, std::min(max_k, max_draft_), out) - 1);
   }
+  // The first draft's matched context length n - 1 (see ChainSource).
+  int classes() const override { return store_.ngram_max(); }
+  int last_class() const override { return last_class_; }
 
  private:
   const HistoryStore& store_;
   int max_draft_;
+  int last_class_ = 0;
 };
 
 }  // namespace mtp::speculative

@@ -50,6 +50,7 @@ void PromptLookup::sync(std::span<const int32_t> committed) {
 void PromptLookup::propose(std::span<const int32_t> committed, int max_k,
                            std::vector<int32_t>& out) {
   out.clear();
+  last_class_ = 0;
   sync(committed);
   const int N = int(tokens_.size());
   const int limit = std::min(max_k, o_.max_draft);
@@ -63,12 +64,14 @@ void PromptLookup::propose(std::span<const int32_t> committed, int max_k,
     if (!std::equal(suffix, suffix + n, tokens_.data() + e - n + 1)) continue;  // collision
     const int end = std::min(N, e + 1 + limit);
     out.assign(tokens_.begin() + e + 1, tokens_.begin() + end);
+    last_class_ = n - 1;
     return;
   }
 }
 
 std::vector<int32_t> prompt_lookup_reference(std::span<const int32_t> c, const LookupOptions& o,
-                                             int max_k) {
+                                             int max_k, int* matched) {
+  if (matched) *matched = 0;
   const int N = int(c.size());
   const int limit = std::min(max_k, o.max_draft);
   if (limit < 1 || N < 2) return {};
@@ -78,6 +81,7 @@ std::vector<int32_t> prompt_lookup_reference(std::span<const int32_t> c, const L
       for (int i = 0; i < n && match; ++i) match = c[size_t(e - i)] == c[size_t(N - 1 - i)];
       if (!match) continue;
       const int end = std::min(N, e + 1 + limit);
+      if (matched) *matched = n;
       return {c.begin() + e + 1, c.begin() + end};
     }
   }

@@ -32,6 +32,14 @@ class ChainSource {
   // = no proposal). Within one generation `committed` only grows by appending.
   virtual void propose(std::span<const int32_t> committed, int max_k,
                        std::vector<int32_t>& out) = 0;
+  // Evidence classes: the last proposal's class, 0..classes()-1. The union's
+  // gate keeps live acceptance per (source, class), so a source whose
+  // proposals differ in quality by something it knows when proposing is
+  // judged per proposal, not by its average. The lookups: the matched suffix
+  // length n - 1 (a 4-token match continues right far more often than a
+  // 1-token one).
+  virtual int classes() const { return 1; }
+  virtual int last_class() const { return 0; }
 };
 
 struct LookupOptions {
@@ -50,6 +58,8 @@ class PromptLookup : public ChainSource {
   // Brings the tables up to `committed` (only the new tokens; a sequence
   // shorter than the one seen restarts from scratch), then looks up.
   void propose(std::span<const int32_t> committed, int max_k, std::vector<int32_t>& out) override;
+  int classes() const override { return o_.ngram_max; }
+  int last_class() const override { return last_class_; }
   // The tables' update alone (propose calls it).
   void sync(std::span<const int32_t> committed);
   size_t seen() const { return tokens_.size(); }
@@ -57,13 +67,16 @@ class PromptLookup : public ChainSource {
  private:
   void add_token(int32_t t);
   LookupOptions o_;
+  int last_class_ = 0;  // matched n - 1 of the last proposal
   std::vector<int32_t> tokens_;
   std::vector<std::unordered_map<uint64_t, int32_t>> last_end_;  // [n-1]: hash -> end position
 };
 
 // The brute-force definition PromptLookup implements (for tests): scans every
 // earlier end position, longest n first, the most recent occurrence wins.
+// *matched (if given) = that n (0: no proposal).
 std::vector<int32_t> prompt_lookup_reference(std::span<const int32_t> committed,
-                                             const LookupOptions& o, int max_k);
+                                             const LookupOptions& o, int max_k,
+                                             int* matched = nullptr);
 
 }  // namespace mtp::speculative

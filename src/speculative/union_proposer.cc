@@ -12,27 +12,45 @@ double since(std::chrono::steady_clock::time_point t) {
 }
 }  // namespace
 
+int UnionProposer::gate_arms(std::span<ChainSource* const> lookups, bool mtp) {
+  int n = mtp ? 1 : 0;
+  for (const ChainSource* s : lookups) n += s->classes();
+  return n;
+}
+
+void UnionProposer::init_arms() {
+  MTP_CHECK(!mtp_ || mtp_k_ >= 1, "MTP source with draft length {}", mtp_k_);
+  proposals_.resize(lookups_.size());
+  prop_arm_.assign(lookups_.size(), -1);
+  for (size_t i = 0; i < lookups_.size(); ++i) {
+    MTP_CHECK(lookups_[i]->classes() >= 1, "a lookup with {} classes", lookups_[i]->classes());
+    arm0_.push_back(int(arm_owner_.size()));
+    arm_owner_.insert(arm_owner_.end(), size_t(lookups_[i]->classes()), int(i));
+  }
+  if (mtp_) {
+    mtp_arm_ = int(arm_owner_.size());
+    arm_owner_.push_back(int(lookups_.size()));
+  }
+  available_.assign(arm_owner_.size(), 0);
+}
+
 UnionProposer::UnionProposer(std::vector<ChainSource*> lookups, MtpProposer* mtp, int mtp_k,
                              int max_k, CostModel cost, GateOptions gate, SpecStats* stats)
     : lookups_(std::move(lookups)), mtp_(mtp), mtp_k_(mtp ? mtp_k : 0),
-      own_gate_(std::in_place, int(lookups_.size()) + (mtp ? 1 : 0), max_k, std::move(cost), gate),
+      own_gate_(std::in_place, gate_arms(lookups_, mtp != nullptr), max_k, std::move(cost), gate),
       gate_(&*own_gate_), stats_(stats) {
-  MTP_CHECK(!mtp || mtp_k >= 1, "MTP source with draft length {}", mtp_k);
-  proposals_.resize(lookups_.size());
-  available_.resize(lookups_.size() + (mtp ? 1 : 0));
+  init_arms();
 }
 
 UnionProposer::UnionProposer(std::vector<ChainSource*> lookups, MtpProposer* mtp, int mtp_k,
                              int max_k, SourceGate& gate, SpecStats* stats)
     : lookups_(std::move(lookups)), mtp_(mtp), mtp_k_(mtp ? mtp_k : 0), gate_(&gate),
       stats_(stats) {
-  MTP_CHECK(!mtp || mtp_k >= 1, "MTP source with draft length {}", mtp_k);
-  const int n = int(lookups_.size()) + (mtp ? 1 : 0);
+  const int n = gate_arms(lookups_, mtp != nullptr);
   MTP_CHECK(gate.n_sources() == n && gate.max_k() == max_k,
-            "shared gate for {} sources / max_k {} used by a union of {} / {}", gate.n_sources(),
+            "shared gate for {} arms / max_k {} used by a union of {} / {}", gate.n_sources(),
             gate.max_k(), n, max_k);
-  proposals_.resize(lookups_.size());
-  available_.resize(size_t(n));
+  init_arms();
 }
 
 DepthCounts* UnionProposer::counts(DraftSource::Kind k) {
@@ -42,26 +60,30 @@ DepthCounts* UnionProposer::counts(DraftSource::Kind k) {
 void UnionProposer::propose(std::span<const int32_t> committed, int max_k, DraftTree& tree) {
   tree.clear();
   const int N = int(committed.size());
+  std::fill(available_.begin(), available_.end(), 0);
   for (size_t i = 0; i < lookups_.size(); ++i) {
     const auto t0 = Clock::now();
     lookups_[i]->propose(committed, max_k, proposals_[i]);
     if (int(proposals_[i].size()) > max_k) proposals_[i].resize(size_t(max_k));
     const double s = since(t0);
-    available_[i] = int(proposals_[i].size());
-    gate_->observe_draft(int(i), std::max(1, available_[i]), s);
-    if (DepthCounts* c = counts(lookups_[i]->kind())) {
-      c->proposed += long(proposals_[i].size());
-      c->time_s += s;
+    const int c = std::clamp(lookups_[i]->last_class(), 0, lookups_[i]->classes() - 1);
+    prop_arm_[i] = arm(i, c);
+    available_[size_t(prop_arm_[i])] = int(proposals_[i].size());
+    gate_->observe_draft(prop_arm_[i], std::max(1, int(proposals_[i].size())), s);
+    if (DepthCounts* dc = counts(lookups_[i]->kind())) {
+      dc->proposed += long(proposals_[i].size());
+      dc->time_s += s;
     }
   }
-  const int mtp_index = int(lookups_.size());
-  if (mtp_) available_[size_t(mtp_index)] = std::min(max_k, mtp_k_);
+  const int mtp_index = int(lookups_.size());  // the MTP source's index in choices()
+  if (mtp_) available_[size_t(mtp_arm_)] = std::min(max_k, mtp_k_);
   last_ = gate_->choose(available_);
   last_n_ = N;
-  if (last_.source >= 0 && last_.source < mtp_index) {
-    const auto& p = proposals_[size_t(last_.source)];
-    tree.assign_chain(std::span(p).first(size_t(last_.len)), lookups_[size_t(last_.source)]->kind());
-  } else if (last_.source == mtp_index) {
+  const int chosen = last_.source < 0 ? -1 : arm_owner_[size_t(last_.source)];
+  if (chosen >= 0 && chosen < mtp_index) {
+    const auto& p = proposals_[size_t(chosen)];
+    tree.assign_chain(std::span(p).first(size_t(last_.len)), lookups_[size_t(chosen)]->kind());
+  } else if (chosen == mtp_index) {
     // Catch up on every row committed since the modules last ran (batched),
     // then draft; the catch-up is spread over the cycles it covers.
     auto t0 = Clock::now();
@@ -74,7 +96,7 @@ void UnionProposer::propose(std::span<const int32_t> committed, int max_k, Draft
     // Per-cycle cost when used every cycle: drafting + the catch-up of one
     // cycle's rows (the catch-up of skipped cycles is batched, cheaper per row).
     const int cycles = std::max(1, int(choices_.size()) - last_mtp_cycle_);
-    gate_->observe_draft(mtp_index, std::max(1, len), draft_s + catch_s / cycles);
+    gate_->observe_draft(mtp_arm_, std::max(1, len), draft_s + catch_s / cycles);
     last_mtp_cycle_ = int(choices_.size());
     if (DepthCounts* c = counts(DraftSource::Kind::Mtp)) {
       c->proposed += long(len);
@@ -82,15 +104,15 @@ void UnionProposer::propose(std::span<const int32_t> committed, int max_k, Draft
     }
   }
   last_len_ = int(tree.size());
-  if (last_.source >= 0) {
-    DraftSource::Kind k = last_.source == mtp_index ? DraftSource::Kind::Mtp
-                                                    : lookups_[size_t(last_.source)]->kind();
+  if (chosen >= 0) {
+    DraftSource::Kind k = chosen == mtp_index ? DraftSource::Kind::Mtp
+                                              : lookups_[size_t(chosen)]->kind();
     if (DepthCounts* c = counts(k)) {
       ++c->chosen;
       c->probes += last_.probe;
     }
   }
-  choices_.push_back(last_.source);
+  choices_.push_back(chosen);
   pending_ = true;
   proposed_at_ = Clock::now();
 }
@@ -107,10 +129,10 @@ void UnionProposer::commit(std::span<const int32_t> committed) {
   const std::span<const int32_t> truth = committed.subspan(size_t(std::min(last_n_, int(committed.size()))));
   for (size_t i = 0; i < lookups_.size(); ++i) {
     const auto& p = proposals_[i];
-    if (int(i) == last_.source || p.empty()) continue;
+    if (prop_arm_[i] == last_.source || p.empty()) continue;
     const size_t n = std::min(p.size(), truth.size());
     const int matched = int(std::mismatch(p.begin(), p.begin() + long(n), truth.begin()).first - p.begin());
-    gate_->observe_shadow(int(i), int(p.size()), matched, int(truth.size()));
+    gate_->observe_shadow(prop_arm_[i], int(p.size()), matched, int(truth.size()));
   }
 }
 

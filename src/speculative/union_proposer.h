@@ -16,6 +16,12 @@
 // Exactness: sources only propose; the verifier decides every token, so the
 // output equals plain generation's whatever is chosen (greedy and coupled
 // sampling; rejection sampling treats lookups as point masses).
+// Evidence classes: the gate's "sources" are arms — one per (lookup, class)
+// (ChainSource::classes(): the matched suffix length of a lookup), then the
+// MTP drafter — so a lookup's long matches and short ones have their own live
+// acceptance; probes, shadow judgements and costs are per arm (with one
+// estimate per lookup the union verified history's 1-token matches as
+// readily as its 4-token ones: PERFORMANCE.md "Session 16").
 // Attribution: the verified chain has one source, so a token two sources
 // proposed is credited to the one whose chain was verified (the tree union
 // would credit the first source on that path: see gate.h).
@@ -45,6 +51,9 @@ class UnionProposer : public Proposer {
   UnionProposer(std::vector<ChainSource*> lookups, MtpProposer* mtp, int mtp_k, int max_k,
                 SourceGate& gate, SpecStats* stats);
 
+  // The gate's arms for these sources: Σ lookups' classes (+ 1 with MTP).
+  static int gate_arms(std::span<ChainSource* const> lookups, bool mtp);
+
   UnionProposer(const UnionProposer&) = delete;  // gate_ may point into own_gate_
   UnionProposer& operator=(const UnionProposer&) = delete;
 
@@ -54,12 +63,15 @@ class UnionProposer : public Proposer {
   void commit(std::span<const int32_t> committed) override;
 
   const SourceGate& gate() const { return *gate_; }
-  // The sequence of choices (source index, -1 plain), for tests.
+  // The gate arm of lookup i's class c; the MTP arm is gate_arms - 1.
+  int arm(size_t i, int c) const { return arm0_[i] + c; }
+  // The sequence of choices (source index: lookups, then MTP; -1 plain), for tests.
   const std::vector<int>& choices() const { return choices_; }
 
  private:
   using Clock = std::chrono::steady_clock;
   DepthCounts* counts(DraftSource::Kind k);
+  void init_arms();
   std::vector<ChainSource*> lookups_;
   MtpProposer* mtp_;
   int mtp_k_;
@@ -67,6 +79,10 @@ class UnionProposer : public Proposer {
   SourceGate* gate_;  // own_gate_ or the caller's
   SpecStats* stats_;
   std::vector<std::vector<int32_t>> proposals_;
+  std::vector<int> arm0_;       // [lookup] its first arm
+  std::vector<int> prop_arm_;   // [lookup] the arm of this cycle's proposal
+  std::vector<int> arm_owner_;  // [arm] its lookup (lookups_.size(): MTP)
+  int mtp_arm_ = -1;
   std::vector<int> available_, choices_;
   SourceGate::Choice last_;
   int last_n_ = 0, last_len_ = 0;

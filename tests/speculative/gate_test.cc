@@ -331,6 +331,92 @@ TEST(Gate, AlwaysRightSourceIsPreferred) {
   }
 }
 
+// A lookup whose proposals are right exactly when it reports evidence class 1
+// (as a long match would be) and wrong in class 0, the classes alternating in
+// runs of 3 proposals: the gate judges each class on its own, so class 1 is
+// verified (nearly) always and class 0 (nearly) never. With one estimate per
+// source both look half right — still worth a verify at these costs — and
+// every proposal would be verified.
+class ClassedSource : public ChainSource {
+ public:
+  // class_of(i): the class of the i-th proposal (default: runs of 3).
+  ClassedSource(const std::vector<int32_t>& s, int len,
+                std::function<int(size_t)> class_of = [](size_t i) { return int(i / 3 % 2); })
+      : s_(s), len_(len), class_of_(std::move(class_of)) {}
+  DraftSource::Kind kind() const override { return DraftSource::Kind::PromptLookup; }
+  void propose(std::span<const int32_t> c, int max_k, std::vector<int32_t>& out) override {
+    cls_ = class_of_(calls_++);
+    classes_seen.push_back(cls_);
+    out.clear();
+    for (int j = 0; j < std::min(len_, max_k); ++j) {
+      const int32_t t = s_[c.size() + size_t(j)];
+      out.push_back(cls_ == 1 ? t : t + 1000);
+    }
+  }
+  int classes() const override { return 2; }
+  int last_class() const override { return cls_; }
+  std::vector<int> classes_seen;  // per proposal (= per cycle)
+
+ private:
+  const std::vector<int32_t>& s_;
+  int len_, cls_ = 0;
+  size_t calls_ = 0;
+  std::function<int(size_t)> class_of_;
+};
+
+TEST(Gate, ALookupIsJudgedPerEvidenceClass) {
+  const auto stream = random_stream(6000, 8);
+  ClassedSource s(stream, 4);
+  UnionRun r = run(stream, {&s}, 1500, 4);
+  ASSERT_EQ(r.tokens, std::vector<int32_t>(stream.begin() + 4, stream.begin() + 4 + 1500));
+  ASSERT_EQ(s.classes_seen.size(), r.choices.size());
+  long verified[2] = {0, 0}, cycles[2] = {0, 0};
+  for (size_t c = 30; c < r.choices.size(); ++c) {  // after the priors settle
+    ++cycles[s.classes_seen[c]];
+    verified[s.classes_seen[c]] += r.choices[c] == 0;
+  }
+  ASSERT_GT(cycles[0], 100);
+  ASSERT_GT(cycles[1], 100);
+  EXPECT_GT(verified[1], cycles[1] * 95 / 100);
+  EXPECT_LT(verified[0], cycles[0] / 20 + 2);
+  // Per-source stats count every verified proposal, whichever arm chose it.
+  EXPECT_EQ(r.stats.sources.at("prompt").chosen, verified[0] + verified[1] +
+                                                   std::count(r.choices.begin(),
+                                                              r.choices.begin() + 30, 0));
+}
+
+// A drafter (no shadow judgements: it runs only when verified) wrong through
+// a hard patch and right again after it is back on merit within a few probes:
+// a probe that pays is followed by another at once. With the interval
+// doubling after every probe that did not win on merit, the estimate climbed
+// back one probe per 128 cycles (here: back 467 cycles after the patch).
+TEST(Gate, ADrafterRightAgainAfterAHardPatchIsBackSoon) {
+  CostModel dear;  // m(q) = 1 + 0.5 (q - 1): verify rows are dear
+  for (int q = 1; q <= 5; ++q) dear.verify_s.push_back(1 + 0.5 * (q - 1));
+  GateOptions o;
+  o.learn_costs = false;
+  SourceGate g(1, 4, dear, o);
+  const std::vector<int> avail{4};
+  const int patch0 = 100, patch1 = 400;  // wrong at every position in [patch0, patch1)
+  int merit_in_patch = 0, back = -1;
+  for (int cycle = 0; cycle < 1500 && back < 0; ++cycle) {
+    const bool right = cycle < patch0 || cycle >= patch1;
+    const SourceGate::Choice c = g.choose(avail);
+    if (c.source == 0) {
+      if (cycle == patch0 - 1) EXPECT_FALSE(c.probe) << "chosen on merit before the patch";
+      g.observe(0, c.len, right ? c.len : 0);
+      merit_in_patch += !c.probe && cycle >= patch0 + 50 && cycle < patch1;
+      if (cycle >= patch1 && !c.probe) back = cycle;
+    }
+    g.tick(c);
+  }
+  EXPECT_EQ(merit_in_patch, 0) << "the patch switched it off";
+  ASSERT_GE(back, patch1) << "never chosen on merit again";
+  // Back within the first probe after the patch (<= probe_max cycles) and a
+  // few more (each one cycle later).
+  EXPECT_LE(back - patch1, o.probe_max + 8);
+}
+
 TEST(Gate, UngatedUnionAlwaysVerifiesAProposal) {
   const auto stream = random_stream(1000, 3);
   ScriptedSource wrong(stream, 3, [](size_t) { return false; });

@@ -36,8 +36,12 @@ TEST(PromptLookup, EqualsBruteForceIncrementally) {
       std::span<const int32_t> c(seq.data(), n);
       const int max_k = 1 + int(rng() % 10);
       incremental.propose(c, max_k, got);
-      const std::vector<int32_t> want = prompt_lookup_reference(c, o, max_k);
+      int matched = 0;
+      const std::vector<int32_t> want = prompt_lookup_reference(c, o, max_k, &matched);
       ASSERT_EQ(got, want) << "trial " << trial << " at N=" << n;
+      // Its evidence class is the matched suffix length - 1 (0 without one).
+      ASSERT_EQ(incremental.last_class(), std::max(0, matched - 1)) << "trial " << trial;
+      ASSERT_LT(incremental.last_class(), incremental.classes());
       // A rebuild from scratch on the same prefix agrees.
       PromptLookup fresh(o);
       std::vector<int32_t> rebuilt;
@@ -78,7 +82,7 @@ TEST(PromptLookup, RejectsBadOptions) {
 
 TEST(HistoryStore, EqualsBruteForce) {
   std::mt19937 rng(2);
-  long nonempty = 0;
+  long nonempty = 0, deep_match = 0;
   for (int trial = 0; trial < 40; ++trial) {
     const int vocab = 2 + int(rng() % 8);
     const int nmax = 1 + int(rng() % 4);
@@ -88,12 +92,20 @@ TEST(HistoryStore, EqualsBruteForce) {
       const auto ctx = random_seq(rng, 1 + int(rng() % 8), vocab + 1);  // may hold an unseen id
       const int max_k = 1 + int(rng() % 8);
       std::vector<int32_t> got;
-      h.propose(ctx, max_k, got);
-      ASSERT_EQ(got, history_reference(h.docs(), nmax, ctx, max_k)) << "trial " << trial;
+      const int n = h.propose(ctx, max_k, got);
+      int want_n = -1;
+      ASSERT_EQ(got, history_reference(h.docs(), nmax, ctx, max_k, &want_n)) << "trial " << trial;
+      ASSERT_EQ(n, want_n) << "the first draft's context length, trial " << trial;
+      ASSERT_EQ(n == 0, got.empty());
+      HistorySource src(h, max_k);
+      src.propose(ctx, max_k, got);
+      ASSERT_EQ(src.last_class(), std::max(0, n - 1));
       nonempty += !got.empty();
+      deep_match += n >= 2;
     }
   }
   EXPECT_GT(nonempty, 200);
+  EXPECT_GT(deep_match, 50);
 }
 
 TEST(HistoryStore, BoundIsEnforcedAndEvictionEqualsRebuild) {
