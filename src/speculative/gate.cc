@@ -177,10 +177,20 @@ void SourceGate::observe_verify(int q, double seconds) {
   while (int(cost_.verify_s.size()) < q) cost_.verify_s.push_back(cost_.at(int(cost_.verify_s.size()) + 1));
   double& c = cost_.verify_s[size_t(q - 1)];
   // The first live timing of q rows replaces a starting point above it (a
-  // point timed in a noisy moment reads slow, never fast); one above it is
+  // point timed in a noisy moment reads slow, never fast), and so does a
+  // timing of a stale point (GateOptions::cost_stale_after); one above it is
   // just another timing (a first live timing can be the noisy one).
-  const bool first = q <= int(cost_live_.size()) && !cost_live_[size_t(q - 1)];
-  c = first && seconds < c ? seconds : (1 - o_.cost_ema) * c + o_.cost_ema * seconds;
+  auto stale = [&](int rows) {
+    return rows <= int(cost_live_.size()) &&
+           (!cost_live_[size_t(rows - 1)] || cost_age_[size_t(rows - 1)] >= o_.cost_stale_after);
+  };
+  c = stale(q) && seconds < c ? seconds : (1 - o_.cost_ema) * c + o_.cost_ema * seconds;
+  // Fewer rows never cost more (CostModel::at): a stale point of fewer rows
+  // above this one is lowered to it. Otherwise, after a slow patch, the
+  // drafter's probe re-timed its own row count but a stale dear point below
+  // it still priced that count (the monotone max) and the probe never paid.
+  for (int r = 1; r < q; ++r)
+    if (stale(r)) cost_.verify_s[size_t(r - 1)] = std::min(cost_.verify_s[size_t(r - 1)], c);
   if (q <= int(cost_age_.size())) cost_age_[size_t(q - 1)] = 0, cost_live_[size_t(q - 1)] = true;
 }
 

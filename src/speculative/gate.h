@@ -77,6 +77,16 @@ struct GateOptions {
   // (the neighbour of the best choice: nearly the same value), and the first
   // live timing of a row count replaces the starting curve's point when lower.
   int length_probe_every = 32;
+  // Likewise a point not timed live for this many cycles is stale: a live
+  // timing below it replaces it (above it, it is just another timing). The
+  // host's speed moves every cost at once (a noisy neighbour), but only the
+  // row counts verified are re-timed: after a slow patch the drafter's
+  // verify points stayed inflated while plain decoding, chosen instead, was
+  // re-timed at the fast speed — a drafter that beat plain at every speed
+  // was locked out for 1700+ cycles (probes move an EMA 10 % at a time).
+  // Only downward: a point priced too dear is never chosen and so never
+  // corrected, one priced too cheap is chosen and re-timed at once.
+  int cost_stale_after = 16;
 };
 
 class SourceGate {
