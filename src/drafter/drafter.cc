@@ -339,9 +339,7 @@ kernels::PackedMatrix sub_head(const kernels::PackedMatrix& head, std::span<cons
     const GgmlType t = kernels::weight_ggml_type(head.hold());
     const size_t rb = ggml_row_bytes(static_cast<uint32_t>(t), cols);
     std::vector<uint8_t> blocks(ids.size() * rb);
-    for (size_t i = 0; i < ids.size(); ++i) {
-      std::memcpy(blocks.data() + i * rb, head.data() + size_t(ids[i]) * rb, rb);
-    }
+    for (size_t i = 0; i < ids.size(); ++i) head.row_blocks(size_t(ids[i]), blocks.data() + i * rb);
     return kernels::PackedMatrix::pack_blocks(blocks.data(), t, ids.size(), cols);
   }
   MTP_CHECK(!head.is_composite(), "a draft vocabulary of a composite head");
@@ -402,9 +400,12 @@ std::shared_ptr<Encoded> encode_drafter(const model::ModelConfig& target,
     if (st.quantized() && shape.size() == 2) {
       const kernels::PackedMatrix m = pack_as_blocks(it->second, shape, st.blocks);
       if (kernels::weight_type_quantized(m.hold())) {
-        const int64_t rb = int64_t(m.bytes() / size_t(shape[0]));
-        e->blocks.emplace_back(m.data(), m.data() + m.bytes());
-        e->views.push_back(io::make_view(name, DType::U8, {shape[0], rb}, e->blocks.back()));
+        const size_t rb = ggml_row_bytes(static_cast<uint32_t>(kernels::weight_ggml_type(m.hold())),
+                                         m.cols());
+        std::vector<uint8_t> rows(m.rows() * rb);
+        for (size_t r = 0; r < m.rows(); ++r) m.row_blocks(r, rows.data() + r * rb);
+        e->blocks.push_back(std::move(rows));
+        e->views.push_back(io::make_view(name, DType::U8, {shape[0], int64_t(rb)}, e->blocks.back()));
         quantized[name] = {{"type", kernels::weight_type_name(m.hold())}, {"shape", shape}};
         continue;
       }

@@ -687,8 +687,9 @@ void PackedMatrix::row_f32(size_t r, float* out) const {
   }
   if (weight_type_quantized(hold_)) {
     const GgmlType t = weight_ggml_type(hold_);
-    return dequantize_row(t, data_.get() + r * ggml_row_bytes(static_cast<uint32_t>(t), cols_),
-                          cols_, out);
+    std::vector<uint8_t> blocks(ggml_row_bytes(static_cast<uint32_t>(t), cols_));
+    row_blocks(r, blocks.data());
+    return dequantize_row(t, blocks.data(), cols_, out);
   }
   const size_t ns = n_super_of(cols_);
   if (hold_ == WeightType::F32) {

@@ -55,8 +55,9 @@ class PackedMatrix {
   // blocks: `rows` rows of raw ggml data of type `type` as stored in a GGUF
   // file (ggml_row_bytes(type, cols) bytes each, rows back to back). Any
   // supported type (quant_blocks.h: F32, F16, BF16, Q8_0 ... Q6_K): block
-  // types are held as they are (bit-exact copies), F32 and F16 as fp32, BF16
-  // as bf16. Throws ShapeError for another type or a cols that is not a
+  // types are held as they are (bit-exact copies; Q8_0 and Q4_0 rearranged by
+  // groups of 16 rows, kernels/grouped_blocks.h — row_blocks gives the bytes back), F32
+  // and F16 as fp32, BF16 as bf16. Throws ShapeError for another type or a cols that is not a
   // whole number of blocks.
   static PackedMatrix pack_blocks(const void* blocks, GgmlType type, size_t rows, size_t cols);
   // The row-wise concatenation of matrices with the same cols but possibly
@@ -77,6 +78,9 @@ class PackedMatrix {
   // Row r as fp32 (exactly the values the kernel multiplies by). For tests and
   // reference implementations; not fast.
   void row_f32(size_t r, float* out) const;
+  // Row r of a quantized hold as GGUF bytes (ggml_row_bytes(type, cols): the
+  // blocks a file would store; exact). ShapeError for another hold.
+  void row_blocks(size_t r, uint8_t* out) const;
 
   // Layout-specific storage, owned by the kernel implementation.
   const uint8_t* data() const { return data_.get(); }

@@ -1,5 +1,7 @@
 // Quantized weight kernels (Highway runtime dispatch): Y[q, rows] = X[q, cols]·Wᵀ
-// for W stored as rows of ggml blocks (Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K).
+// for W stored as rows of ggml blocks (Q5_0, Q4_K, Q5_K, Q6_K; Q8_0 and Q4_0
+// are held by groups of 16 rows and have their own kernel, matmul_grouped.cc,
+// which matmul_quant hands them to).
 //
 // Arithmetic: exactly the contract of quant_dot.h (activations quantized per
 // row to int8, exact integer block sums, a fixed sequence of fp32 operations
@@ -34,6 +36,8 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
+#include "kernels/grouped_blocks.h"
+#include "kernels/packed_access.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_dot.h"
 #include "kernels/simd.h"
@@ -115,17 +119,16 @@ HWY_INLINE __m128i min_factors_i8(const uint8_t* mn) {  // m0 m0 m1 m1 ... m7 m7
   return _mm_unpacklo_epi8(m8, m8);
 }
 
-// The codes of a 32-element block as 32 bytes (kT: 0 Q8_0, 1 Q4_0, 2 Q5_0):
-// Q8_0 the signed qs; Q4_0 and Q5_0 the unsigned q (the offset 8 or 16 is
-// taken off through QuantAct::xoff, see lanes32).
+// The codes of a Q5_0 block (kT 2; Q8_0 and Q4_0 are held grouped,
+// matmul_grouped.cc) as 32 bytes: the unsigned q (the offset 16 is taken off
+// through QuantAct::xneg, see lanes32).
 template <int kT>
 HWY_INLINE __m256i codes32(const uint8_t* b) {
-  if constexpr (kT == 0) return ld256(b + 2);
-  const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + (kT == 2 ? 6 : 2)));
+  static_assert(kT == 2, "the row-major 32-element kernels hold Q5_0 only");
+  const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 6));
   const __m128i m4 = _mm_set1_epi8(0x0F);
   __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(qs, m4)),
                                       _mm_and_si128(_mm_srli_epi16(qs, 4), m4), 1);
-  if constexpr (kT == 1) return v;
   uint32_t qh;
   std::memcpy(&qh, b + 2, 4);
   // Byte i gets bit i of qh: broadcast, byte i/8 to position i, test bit i % 8.
@@ -138,12 +141,9 @@ HWY_INLINE __m256i codes32(const uint8_t* b) {
 }
 
 // The contract's integer lanes P[l] = Σ (signed code)·xq of one block for one
-// row: Q8_0 by the sign trick (|w| · ±x, exact: pairs <= 2·128·127), Q4_0 and
-// Q5_0 as xneg + Σ q·xq (xn: the row's QuantAct::xneg of this block).
-template <int kT>
-HWY_INLINE __m256i lanes32(__m256i wv, __m256i aw, const int8_t* x, const int32_t* xn) {
+// row: xneg + Σ q·xq (xn: the row's QuantAct::xneg of this block).
+HWY_INLINE __m256i lanes32(__m256i wv, const int8_t* x, const int32_t* xn) {
   const __m256i ones = _mm256_set1_epi16(1);
-  if constexpr (kT == 0) return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(ld256(x), wv)), ones);
   return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wv, ld256(x)), ones), ld256(xn));
 }
 
@@ -153,8 +153,7 @@ HWY_INLINE __m256i lanes32(__m256i wv, __m256i aw, const int8_t* x, const int32_
 // codes and −128·Σc (3 operations per block pair: Q5_0 q1 −10 % on Zen 5).
 // It reads one int32 per 4 activations more per row, so larger tiles keep the
 // weight-side start (8 rows of 4096 columns would outgrow L1: measured 3.4x
-// slower for Q8_0), and Q4_0, whose unpacking is cheaper, measured slower
-// with it (q1 +6 %, q2 +20 %).
+// slower for Q8_0, when Q8_0 was held as rows).
 template <int kT, size_t kQ>
 inline constexpr bool kXneg = kT == 2 && kQ <= 2;
 
@@ -172,10 +171,9 @@ HWY_INLINE void tile32(const uint8_t* w, size_t bb, size_t nb, const int8_t* con
   auto block = [&](size_t b, size_t par) __attribute__((always_inline)) {
     const uint8_t* blk = w + b * bb;
     const __m256i wv = codes32<kT>(blk);
-    const __m256i aw = kT == 0 ? _mm256_sign_epi8(wv, wv) : wv;
     __m256i ws = wv, ncorr = _mm256_setzero_si256();
     if constexpr (kVnni && !kXneg<kT, kQ>) {
-      if constexpr (kT != 0) ws = _mm256_sub_epi8(wv, _mm256_set1_epi8(kT == 1 ? 8 : 16));
+      ws = _mm256_sub_epi8(wv, _mm256_set1_epi8(16));
       ncorr = _mm256_sub_epi32(ncorr, dpbusd256(ncorr, _mm256_set1_epi8(-128), ws));
     }
     const __m256 dw = _mm256_set1_ps(f16(blk));
@@ -187,7 +185,7 @@ HWY_INLINE void tile32(const uint8_t* w, size_t bb, size_t nb, const int8_t* con
       else if constexpr (kVnni)
         p = dpbusd256(ncorr, ld256(xu[j] + 32 * b), ws);
       else
-        p = lanes32<kT>(wv, aw, xq[j] + 32 * b, kT ? xn[j] + 8 * b : nullptr);
+        p = lanes32(wv, xq[j] + 32 * b, xn[j] + 8 * b);
       const __m256 s = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd[j] + b));
       acc[j][par] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[j][par]);
     }
@@ -363,18 +361,6 @@ HWY_INLINE __m512 dw_pair(const uint8_t* b0, size_t bb) {
 }
 // Those two alternating in all 16 lanes (a0 a1 a0 a1 ...: QuantAct::dpair's layout).
 HWY_INLINE __m512 dw_pairs(const uint8_t* b0, size_t bb) { return _mm512_broadcast_f32x2(dw_two(b0, bb)); }
-// The codes of two Q4_0 blocks (at b0 and b0 + bb) as codes32<1> gives them,
-// paired: each block's 16 qs bytes broadcast to two 128-bit lanes, the second
-// lane shifted right by 4 (a per-word shift), then the low nibbles — 5
-// instructions instead of 11 (q = 1 Q4_0 is bound by this unpacking on Intel).
-HWY_INLINE __m512i q4_0_codes_pair(const uint8_t* b0, size_t bb) {
-  const __m256i q0 = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + 2)));
-  const __m256i q1 = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + bb + 2)));
-  const __m512i shift = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0,
-                                         0x0004000400040004, 0x0004000400040004, 0, 0);
-  return _mm512_and_si512(_mm512_srlv_epi16(pair512(q0, q1), shift), _mm512_set1_epi8(0x0F));
-}
-
 // (xu: the rows' QuantAct::qu, used by the VNNI instantiation only.)
 template <int kT, size_t kQ, bool kVnni>
 HWY_INLINE void tile32_512(const uint8_t* w, size_t bb, size_t nb, const int8_t* const* xq,
@@ -391,19 +377,17 @@ HWY_INLINE void tile32_512(const uint8_t* w, size_t bb, size_t nb, const int8_t*
   for (; b + 2 <= nb; b += 2) {
     const uint8_t* b0 = w + b * bb;
     if (pf) _mm_prefetch(reinterpret_cast<const char*>(b0 + kQuantPrefetch), _MM_HINT_T0);
-    const __m512i wv = kT == 1 ? q4_0_codes_pair(b0, bb) : pair512(codes32<kT>(b0), codes32<kT>(b0 + bb));
+    const __m512i wv = pair512(codes32<kT>(b0), codes32<kT>(b0 + bb));
     // VNNI: the signed codes c against xq + 128, started at −128·Σc.
     __m512i ws = wv, ncorr = zero;
     if constexpr (kVnni && !kXneg<kT, kQ>) {
-      if constexpr (kT != 0) ws = _mm512_sub_epi8(wv, _mm512_set1_epi8(kT == 1 ? 8 : 16));
+      ws = _mm512_sub_epi8(wv, _mm512_set1_epi8(16));
       ncorr = _mm512_sub_epi32(zero, dpbusd(zero, _mm512_set1_epi8(-128), ws));
     }
-    const __m512i aw = kT == 0 ? _mm512_abs_epi8(wv) : wv;
-    const __mmask64 neg = _mm512_movepi8_mask(wv);  // Q8_0: x·sign(w) = x, or 0 − x where w < 0
     // The scales s = d_w·dx. From 3 rows on, one multiply forms the pair's
     // products for all 8 rows of the tile (QuantAct::dpair) and each row
     // takes its two by a permute (4 vector operations per row and pair
-    // instead of 5: Q4_0/Q5_0 q8 -18 %, Q8_0 q4..q8 -5..-13 % on Zen 5); 1-2
+    // instead of 5: Q5_0 (and Q4_0, then held as rows) q8 -18 % on Zen 5); 1-2
     // rows multiply their own. The same single fp32 products either way.
     constexpr bool kSel = kQ >= 3;
     const __m512 sw = kSel ? _mm512_mul_ps(dw_pairs(b0, bb), _mm512_loadu_ps(dpt + 8 * b)) : dw_pair(b0, bb);
@@ -414,10 +398,7 @@ HWY_INLINE void tile32_512(const uint8_t* w, size_t bb, size_t nb, const int8_t*
         p = dpbusd(_mm512_loadu_si512(xn[j] + 8 * b), wv, _mm512_loadu_si512(xq[j] + 32 * b));
       } else if constexpr (kVnni) {
         p = dpbusd(ncorr, _mm512_loadu_si512(xu[j] + 32 * b), ws);
-      } else if constexpr (kT == 0) {
-        const __m512i xv = _mm512_loadu_si512(xq[j] + 32 * b);
-        p = _mm512_madd_epi16(_mm512_maddubs_epi16(aw, _mm512_mask_sub_epi8(xv, neg, zero, xv)), ones);
-      } else {  // Q4_0/Q5_0: unsigned codes, plus xneg = −offset · Σ xq (see lanes32)
+      } else {  // unsigned codes, plus xneg = −16 · Σ xq (see lanes32)
         const __m512i xv = _mm512_loadu_si512(xq[j] + 32 * b);
         p = _mm512_add_epi32(_mm512_madd_epi16(_mm512_maddubs_epi16(wv, xv), ones),
                              _mm512_loadu_si512(xn[j] + 8 * b));
@@ -428,11 +409,11 @@ HWY_INLINE void tile32_512(const uint8_t* w, size_t bb, size_t nb, const int8_t*
   }
   if (b < nb) {  // a last, even block: lanes 0..7 only
     const uint8_t* b0 = w + b * bb;
-    const __m256i wv = codes32<kT>(b0), aw = kT == 0 ? _mm256_sign_epi8(wv, wv) : wv;
+    const __m256i wv = codes32<kT>(b0);
     const __m256 dw = _mm256_set1_ps(f16(b0));
 #pragma GCC unroll 8
     for (size_t j = 0; j < kQ; ++j) {
-      const __m256i p = lanes32<kT>(wv, aw, xq[j] + 32 * b, kT ? xn[j] + 8 * b : nullptr);
+      const __m256i p = lanes32(wv, xq[j] + 32 * b, xn[j] + 8 * b);
       const __m256 s = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd[j] + b));
       acc[j] = _mm512_mask3_fmadd_ps(_mm512_castps256_ps512(_mm256_cvtepi32_ps(p)),
                                      _mm512_castps256_ps512(s), acc[j], 0x00FF);
@@ -564,7 +545,7 @@ HWY_INLINE void run_tile(const detail::QuantArgs& a, const uint8_t* w, size_t j0
   for (size_t j = 0; j < kQ; ++j) {
     xq[j] = a.a->qrow(j0 + j);
     xu[j] = kVnni && kT < 3 ? a.a->urow(j0 + j) : nullptr;  // qu is filled for VNNI only
-    xn[j] = kT == 1 || kT == 2 ? a.a->nrow(j0 + j) : nullptr;
+    xn[j] = kT == 2 ? a.a->nrow(j0 + j) : nullptr;
     xd[j] = a.a->drow(j0 + j);
     bs[j] = kT >= 3 ? a.a->bfrow(j0 + j) : nullptr;
   }
@@ -611,8 +592,6 @@ static_assert(detail::QuantAct::kPairTileRows == detail::kQuantTile512,
 template <bool kVnni>
 void rows_of_type(const detail::QuantArgs& a, size_t o0, size_t o1) {
   switch (a.t) {
-    case GgmlType::Q8_0: return rows_impl<0, kVnni>(a, o0, o1);
-    case GgmlType::Q4_0: return rows_impl<1, kVnni>(a, o0, o1);
     case GgmlType::Q5_0: return rows_impl<2, kVnni>(a, o0, o1);
     case GgmlType::Q4_K: return rows_impl<3, kVnni>(a, o0, o1);
     case GgmlType::Q5_K: return rows_impl<4, kVnni>(a, o0, o1);
@@ -663,6 +642,7 @@ void set_quant_vnni(bool allowed) { g_vnni_allowed.store(allowed, std::memory_or
 void matmul_quant(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, float* y,
                   size_t y_stride, ThreadPool* pool) {
   const GgmlType t = weight_ggml_type(w.hold());
+  if (held_grouped(t)) return matmul_grouped(w, x, x_stride, q, y, y_stride, pool);
   const bool vnni = simd_quant_vnni();  // one decision for the inputs and the kernel
   thread_local QuantAct act;
   quantize_act(t, x, x_stride, q, w.cols(), act, vnni);

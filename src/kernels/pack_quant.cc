@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "kernels/packed_access.h"
+#include "kernels/grouped_blocks.h"
 #include "kernels/quant_blocks.h"
 
 namespace mtp::kernels {
@@ -33,21 +34,32 @@ WeightType effective_hold(WeightType hold, size_t cols) {
 }  // namespace
 
 namespace detail {
+PackedMatrix hold_blocks(const uint8_t* blocks, GgmlType t, WeightType hold, size_t rows, size_t cols) {
+  PackedMatrix m;
+  if (held_grouped(t)) {
+    PackedMatrixAccess::set(m, rows, cols, hold, grouped_bytes(t, rows, cols));
+    grouped_interleave(t, blocks, rows, cols, PackedMatrixAccess::mut(m));
+    return m;
+  }
+  const size_t rb = ggml_row_bytes(static_cast<uint32_t>(t), cols);
+  PackedMatrixAccess::set(m, rows, cols, hold, rows * rb);
+  if (rows * rb) std::memcpy(PackedMatrixAccess::mut(m), blocks, rows * rb);
+  return m;
+}
+
 PackedMatrix pack_quantized(const void* src, DType st, size_t rows, size_t cols, WeightType hold) {
   const WeightType eff = effective_hold(hold, cols);
   if (!weight_type_quantized(eff)) return PackedMatrix::pack(src, st, rows, cols, eff);
-  const auto t = static_cast<uint32_t>(weight_ggml_type(eff));
-  const size_t rb = ggml_row_bytes(t, cols);
-  PackedMatrix m;
-  PackedMatrixAccess::set(m, rows, cols, eff, rows * rb);
-  uint8_t* dst = PackedMatrixAccess::mut(m);
+  const GgmlType t = weight_ggml_type(eff);
+  const size_t rb = ggml_row_bytes(static_cast<uint32_t>(t), cols);
+  std::vector<uint8_t> blocks(rows * rb);
   std::vector<float> tmp(cols);
   const size_t es = dtype_size(st);
   for (size_t r = 0; r < rows; ++r) {
     to_f32(static_cast<const uint8_t*>(src) + r * cols * es, st, cols, tmp.data());
-    quantize_row(weight_ggml_type(eff), tmp.data(), cols, dst + r * rb);
+    quantize_row(t, tmp.data(), cols, blocks.data() + r * rb);
   }
-  return m;
+  return hold_blocks(blocks.data(), t, eff, rows, cols);
 }
 }  // namespace detail
 
@@ -63,11 +75,24 @@ PackedMatrix PackedMatrix::pack_blocks(const void* blocks, GgmlType type, size_t
   if (type == GgmlType::F32) return pack(blocks, DType::F32, rows, cols, WeightType::F32);
   if (type == GgmlType::F16) return pack(blocks, DType::F16, rows, cols, WeightType::F32);
   if (type == GgmlType::BF16) return pack(blocks, DType::BF16, rows, cols, WeightType::BF16);
-  const size_t rb = ggml_row_bytes(static_cast<uint32_t>(type), cols);
-  PackedMatrix m;
-  PackedMatrixAccess::set(m, rows, cols, hold_of(type), rows * rb);
-  if (rows * rb) std::memcpy(PackedMatrixAccess::mut(m), blocks, rows * rb);
-  return m;
+  return detail::hold_blocks(static_cast<const uint8_t*>(blocks), type, hold_of(type), rows, cols);
+}
+
+void PackedMatrix::row_blocks(size_t r, uint8_t* out) const {
+  if (parts_) {
+    for (const auto& p : *parts_) {
+      if (r < p.rows()) return p.row_blocks(r, out);
+      r -= p.rows();
+    }
+    fail<ShapeError>("row_blocks: row {} out of range", r);
+  }
+  if (!weight_type_quantized(hold_))
+    fail<ShapeError>("row_blocks: a {} matrix is not held as ggml blocks", weight_type_name(hold_));
+  if (r >= rows_) fail<ShapeError>("row_blocks: row {} of {}", r, rows_);
+  const GgmlType t = weight_ggml_type(hold_);
+  if (detail::held_grouped(t)) return detail::grouped_gather_row(t, data_.get(), rows_, cols_, r, out);
+  const size_t rb = ggml_row_bytes(static_cast<uint32_t>(t), cols_);
+  std::memcpy(out, data_.get() + r * rb, rb);
 }
 
 }  // namespace mtp::kernels

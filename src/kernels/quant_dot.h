@@ -13,8 +13,12 @@
 // One weight block b (32 or 256 elements) against the activation block(s) it
 // covers gives 8 exact int32 lanes P[l] (l < 8: elements 4l..4l+3 of each
 // 32-element chunk c of the block) and fp32 scales:
-//   Q8_0/Q4_0/Q5_0: P[l] = Σ w·xq with w the signed code (qs, q−8, q−16),
-//                  s = d_w·dx;   acc[l + 8·(b mod 2)] += float(P[l])·s
+//   Q5_0:      P[l] = Σ w·xq with w the signed code q−16,
+//              s = d_w·dx;   acc[l + 8·(b mod 2)] += float(P[l])·s
+//   Q8_0/Q4_0: one lane: P = Σ_{i<32} w_i·xq_i (w = qs, q−8),
+//              acc[0] += float(P)·(d_w·dx) (held by groups of 16 output rows,
+//              grouped_blocks.h, so a verify row pays one scale step per
+//              block for 16 outputs)
 //   Q4_K/Q5_K: P[l] = Σ_c sc_c · Σ q·xq (q unsigned), s = d·dx;
 //              acc[l] += float(P[l])·s; and for each 16-element group g < 16
 //              macc[g] += (dmin·float(m_{g/2})) · (float(bsum16_g)·dx)
@@ -23,7 +27,7 @@
 // (s, d·float(…) and float(bsum16)·dx are single fp32 products; every
 // "acc += a·b" is ONE fused multiply-add, fma(a, b, acc), one rounding — the
 // kernels use vfmadd, the reference std::fma), blocks in increasing order.
-// Then y = tree(acc) − tree(macc) (32-element types: macc = 0), tree =
+// Then y = tree(acc) − tree(macc) (Q5_0: macc = 0; Q8_0/Q4_0: y = acc[0]), tree =
 // t[l] += t[l + h] for h = 8 (16 lanes only), 4, 2, 1. (float(bsum16)·dx is
 // row-local, computed once per call in quantize_act.) Integer sums are exact
 // and every fp32 operation is fixed, so y depends only on the weight row, the
@@ -51,18 +55,23 @@ struct QuantAct {
   std::vector<float> d;               // [rows, cols / ab]
   std::vector<int16_t> bsum;          // [rows, cols / 16] (K types)
   std::vector<float> bsumf;           // [rows, cols / 16]: float(bsum)·dx (K types)
-  // Q4_0/Q5_0, [rows, cols / 4]: −offset · Σ of each 4 xq (offset 8 or 16),
+  // Q5_0, [rows, cols / 4]: −16 · Σ of each 4 xq,
   // so the kernels can multiply the unsigned stored codes q and start the lane
   // sums at it: Σ (q − offset)·xq = xneg + Σ q·xq, exactly.
   std::vector<int32_t> xneg;
-  // 32-element types, [rows, cols]: xq + 128 as unsigned bytes, for VNNI's
+  // Q8_0 and Q4_0, [rows, cols / 32]: −u · Σ xq of each block (u = 128, 8),
+  // where the grouped kernel's lanes start: it multiplies the unsigned held
+  // codes (Q8_0: c + 128, grouped_blocks.h; Q4_0: q), and
+  // Σ (c + u)·xq − u·Σ xq = Σ c·xq, exactly.
+  std::vector<int32_t> xcorr;
+  // Q5_0, [rows, cols]: xq + 128 as unsigned bytes, for VNNI's
   // u8·s8 product against the signed codes c, started at −128·Σc (weight
   // side): Σ c·xq = Σ c·(xq + 128) − 128·Σ c, exactly. (Starting each row's
   // lanes at an activation-side −128·Σ4 xq instead, as xneg, saves the
   // weight-side dpbusd but reads cols int32 more per row: 8 rows of 4096
   // then outgrow L1 and an 8-row Q8_0 product ran 3x slower on Zen 5.)
   std::vector<uint8_t> qu;
-  // 32-element types, the scales d of each tile of kPairTileRows rows by block
+  // Q5_0, the scales d of each tile of kPairTileRows rows by block
   // pair, [ceil(rows / 8), cols / 64, 16]: pair p of tile t holds row 8t + j's
   // d of blocks 2p and 2p + 1 in lanes 2j and 2j + 1 (rows past `rows`: 0).
   // The AVX-512 kernels form the products d_w·dx of a pair for 8 rows in one
@@ -76,6 +85,7 @@ struct QuantAct {
   const float* bfrow(size_t r) const { return bsumf.data() + r * (cols / 16); }
   const int32_t* nrow(size_t r) const { return xneg.data() + r * (cols / 4); }
   const uint8_t* urow(size_t r) const { return qu.data() + r * cols; }
+  const int32_t* crow(size_t r) const { return xcorr.data() + r * (cols / 32); }
   const float* pair_tile(size_t r) const { return dpair.data() + r / kPairTileRows * (cols / 64) * 16; }
 };
 
@@ -88,7 +98,7 @@ void quantize_act(GgmlType t, const float* x, size_t x_stride, size_t rows, size
                   QuantAct& out, bool vnni = false);
 void quantize_act_ref(GgmlType t, const float* x, size_t x_stride, size_t rows, size_t cols,
                       QuantAct& out, bool vnni = false);
-// The offset of the stored codes of Q4_0 (8) and Q5_0 (16); 0 otherwise (xneg).
+// The offset of the stored codes of Q5_0 (16); 0 otherwise (xneg).
 int act_code_offset(GgmlType t);
 // The two halves both quantizers share: sizing `out` for rows × cols of type
 // t (checks cols), and row r's integer sums of its codes (xneg, bsum, bsumf).

@@ -58,12 +58,19 @@ void dot32(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n,
   thread_local std::vector<float> acc;
   acc.assign(n * 16, 0.f);
   int c[32];
+  const bool one_lane = t == GgmlType::Q8_0 || t == GgmlType::Q4_0;  // grouped types
   for (size_t b = 0; b < a.cols / 32; ++b, w += bb) {
     codes32(t, w, c);
     const float dw = ld16(w);
     for (size_t r = 0; r < n; ++r) {
       const int8_t* xq = a.qrow(r0 + r) + 32 * b;
       const float s = dw * a.drow(r0 + r)[b];
+      if (one_lane) {
+        int32_t p = 0;
+        for (int i = 0; i < 32; ++i) p += c[i] * xq[i];
+        acc[r * 16] = std::fma(static_cast<float>(p), s, acc[r * 16]);
+        continue;
+      }
       for (int l = 0; l < 8; ++l) {
         int32_t p = 0;
         for (int i = 4 * l; i < 4 * l + 4; ++i) p += c[i] * xq[i];
@@ -72,7 +79,7 @@ void dot32(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n,
       }
     }
   }
-  for (size_t r = 0; r < n; ++r) out[r] = tree(&acc[r * 16], 16) - 0.f;
+  for (size_t r = 0; r < n; ++r) out[r] = one_lane ? acc[r * 16] : tree(&acc[r * 16], 16) - 0.f;
 }
 
 // K types: unsigned codes q[256], the integer scale of each element in P,
@@ -139,7 +146,7 @@ size_t act_block(GgmlType t) {
   return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K ? 256 : 32;
 }
 
-int act_code_offset(GgmlType t) { return t == GgmlType::Q4_0 ? 8 : t == GgmlType::Q5_0 ? 16 : 0; }
+int act_code_offset(GgmlType t) { return t == GgmlType::Q5_0 ? 16 : 0; }
 
 void act_prepare(GgmlType t, size_t rows, size_t cols, bool vnni, QuantAct& out) {
   const size_t ab = act_block(t);
@@ -150,9 +157,11 @@ void act_prepare(GgmlType t, size_t rows, size_t cols, bool vnni, QuantAct& out)
   out.bsum.resize(ab == 256 ? rows * cols / 16 : 0);
   out.bsumf.resize(out.bsum.size());
   out.xneg.resize(act_code_offset(t) ? rows * cols / 4 : 0);
-  out.qu.resize(ab == 32 && vnni ? rows * cols : 0);
+  const bool q5 = t == GgmlType::Q5_0;  // the grouped types need xcorr only
+  out.xcorr.resize(t == GgmlType::Q8_0 || t == GgmlType::Q4_0 ? rows * cols / 32 : 0);
+  out.qu.resize(q5 && vnni ? rows * cols : 0);
   constexpr size_t kT = QuantAct::kPairTileRows;
-  out.dpair.assign(ab == 32 ? (rows + kT - 1) / kT * (cols / 64) * 16 : 0, 0.f);
+  out.dpair.assign(q5 ? (rows + kT - 1) / kT * (cols / 64) * 16 : 0, 0.f);
 }
 
 void act_pairs(QuantAct& out) {
@@ -172,6 +181,14 @@ void act_sums(GgmlType t, size_t r, QuantAct& out) {
     const int off = act_code_offset(t);
     int32_t* __restrict xn = out.xneg.data() + r * (cols / 4);
     for (size_t g = 0; g < cols / 4; ++g) xn[g] = -off * (q[4 * g] + q[4 * g + 1] + q[4 * g + 2] + q[4 * g + 3]);
+  }
+  if (!out.xcorr.empty()) {
+    int32_t* __restrict xc = out.xcorr.data() + r * (cols / 32);
+    for (size_t b = 0; b < cols / 32; ++b) {
+      int s = 0;
+      for (size_t i = 32 * b; i < 32 * b + 32; ++i) s += q[i];
+      xc[b] = (t == GgmlType::Q8_0 ? -128 : -8) * s;
+    }
   }
   if (out.ab == 256) {
     int16_t* __restrict bs = out.bsum.data() + r * (cols / 16);

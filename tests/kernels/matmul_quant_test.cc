@@ -87,9 +87,11 @@ TEST_P(QuantMatmul, EqualsReferenceBitForBit) {
   detail::QuantAct act;
   detail::quantize_act(weight_ggml_type(type()), x.data(), c, q, c, act);
   const size_t rb = ggml_row_bytes(static_cast<uint32_t>(weight_ggml_type(type())), c);
+  std::vector<uint8_t> wrow(rb);
   for (size_t r = 0; r < q; ++r)
     for (size_t o = 0; o < rows; ++o) {
-      const float want = detail::quant_dot_ref(weight_ggml_type(type()), w.data() + o * rb, act, r);
+      w.row_blocks(o, wrow.data());
+      const float want = detail::quant_dot_ref(weight_ggml_type(type()), wrow.data(), act, r);
       ASSERT_EQ(bits(y[r * rows + o]), bits(want)) << "row " << r << " out " << o;
     }
 }
@@ -127,7 +129,7 @@ TEST_P(QuantMatmul, RandomBlockBytesEqualReference) {
   detail::quantize_act(t, x.data(), c, q, c, act);
   for (size_t r = 0; r < q; ++r)
     for (size_t o = 0; o < rows; ++o) {
-      const float want = detail::quant_dot_ref(t, w.data() + o * rb, act, r);
+      const float want = detail::quant_dot_ref(t, blocks.data() + o * rb, act, r);
       ASSERT_EQ(bits(y[r * rows + o]), bits(want)) << "row " << r << " out " << o;
     }
 }
@@ -181,6 +183,7 @@ TEST_P(QuantMatmul, ActivationQuantizationEqualsReference) {
     ASSERT_EQ(got.q, want.q);
     ASSERT_EQ(got.qu, want.qu);
     ASSERT_EQ(got.xneg, want.xneg);
+    ASSERT_EQ(got.xcorr, want.xcorr);
     ASSERT_EQ(got.bsum, want.bsum);
     ASSERT_EQ(got.d.size(), want.d.size());
     for (size_t i = 0; i < got.d.size(); ++i) ASSERT_EQ(bits(got.d[i]), bits(want.d[i])) << i;
@@ -245,28 +248,38 @@ TEST_P(QuantMatmul, WithinActivationBoundOfFp32) {
   }
 }
 
+// Every row's GGUF bytes come back exactly (row_blocks: Q8_0 is held
+// rearranged by groups of 16 rows, Q4_0 too, the others as they are), row_f32
+// dequantizes them, and pack() with the hold quantizes identically. 37 rows:
+// two whole Q8_0 groups and a partial one.
 TEST(QuantPack, PackBlocksKeepsBitsAndRowF32Dequantizes) {
   std::mt19937 rng(14);
   for (WeightType wt : kQuantTypes) {
     const GgmlType t = weight_ggml_type(wt);
-    const size_t rows = 5, c = 512, rb = ggml_row_bytes(static_cast<uint32_t>(t), c);
+    const size_t rows = 37, c = 512, rb = ggml_row_bytes(static_cast<uint32_t>(t), c);
     auto wf = randn(rows * c, rng);
     std::vector<uint8_t> blocks(rows * rb);
     for (size_t r = 0; r < rows; ++r) quantize_row(t, wf.data() + r * c, c, blocks.data() + r * rb);
     const PackedMatrix m = PackedMatrix::pack_blocks(blocks.data(), t, rows, c);
     EXPECT_EQ(m.hold(), wt);
-    EXPECT_EQ(m.bytes(), rows * rb);
-    EXPECT_EQ(std::memcmp(m.data(), blocks.data(), rows * rb), 0);
+    const bool grouped = t == GgmlType::Q8_0 || t == GgmlType::Q4_0;
+    EXPECT_EQ(m.bytes(), grouped ? 48 * rb : rows * rb);  // whole groups of 16 rows
+    const PackedMatrix p = PackedMatrix::pack(wf.data(), DType::F32, rows, c, wt);
+    std::vector<uint8_t> got_b(rb), got_p(rb);
     std::vector<float> got(c), want(c);
     for (size_t r = 0; r < rows; ++r) {
+      m.row_blocks(r, got_b.data());
+      ASSERT_EQ(std::memcmp(got_b.data(), blocks.data() + r * rb, rb), 0) << "row " << r;
+      p.row_blocks(r, got_p.data());
+      ASSERT_EQ(std::memcmp(got_p.data(), blocks.data() + r * rb, rb), 0) << "row " << r;
       m.row_f32(r, got.data());
       dequantize_row(t, blocks.data() + r * rb, c, want.data());
       for (size_t i = 0; i < c; ++i) ASSERT_EQ(bits(got[i]), bits(want[i]));
     }
-    // The same matrix through pack() with this hold quantizes identically.
-    const PackedMatrix p = PackedMatrix::pack(wf.data(), DType::F32, rows, c, wt);
-    EXPECT_EQ(std::memcmp(p.data(), blocks.data(), rows * rb), 0);
   }
+  std::vector<float> f(64 * 4, 1.f);
+  EXPECT_THROW(PackedMatrix::pack(f.data(), DType::F32, 4, 64, WeightType::BF16).row_blocks(0, nullptr),
+               ShapeError);
 }
 
 TEST(QuantPack, FallbackHoldsForShortRows) {

@@ -36,7 +36,11 @@ TEST(EmbeddingTable, QuantizedRowsLookUpAndPackAsStored) {
     EXPECT_THROW(e.lookup(7, 1.f, got.data()), InputError);
     const kernels::PackedMatrix head = e.pack(kernels::WeightType::BF16);  // hold ignored: as stored
     EXPECT_EQ(kernels::weight_ggml_type(head.hold()), t);
-    EXPECT_EQ(std::memcmp(head.data(), blocks.data(), blocks.size()), 0);
+    std::vector<uint8_t> row(rb);
+    for (size_t r = 0; r < vocab; ++r) {
+      head.row_blocks(r, row.data());
+      ASSERT_EQ(std::memcmp(row.data(), blocks.data() + r * rb, rb), 0) << ggml_type_name(uint32_t(t));
+    }
   }
 }
 

@@ -1,0 +1,366 @@
+// Q8_0 and Q4_0 products on the grouped layout (grouped_blocks.h), Highway
+// runtime dispatch: Y[q, rows] = X[q, cols]·Wᵀ with quant_dot.h's one-lane
+// contract (one exact int32 sum per block, one fused multiply-add by d_w·dx
+// per block, blocks in order), so every target gives quant_dot_ref's bits
+// and Y[r][o] depends only on X[r], W[o] and cols (threads split whole
+// groups).
+//
+// Why interleaved: held as GGUF rows, each verify row paid per 64 weights one
+// vpdpbusd plus the scale step (conversion, permute, fused multiply-add) —
+// 4 vector operations where the multiply is 1 (bench-kernels 4096² Q8_0 on
+// Zen 5: q4/q1 1.5-1.8, m(4) of the ~1 B target 1.4-1.5). Held by groups of
+// 16 rows, one vpdpbusd multiplies 16 outputs by 4 elements of an activation
+// row (its 4 bytes broadcast from memory) and the scale step is paid once
+// per block for 16 outputs: per row and 512 weights 8 multiplies and 3
+// operations instead of 8 and 24.
+//
+// Q4_0 unpacks a 64-byte line of stored qs bytes into two quads' codes
+// (low nibbles: quad k, high: quad k + 4; 2 operations shared by the tile's
+// rows) and multiplies the unsigned codes q, its lanes started at
+// −8·Σ xq (Σ (q − 8)·xq exactly).
+//
+// Targets: AVX-512 with VNNI (zmm: a group is one vector; tiles of <= 8
+// rows), AVX2 with AVX-VNNI (ymm: a group is two vectors; tiles of <= 4
+// rows), AVX2 and AVX-512 without VNNI (ymm: maddubs and madd; Q8_0 by the
+// sign trick, |c| against x·sign(c), exact: pairs <= 2·128·127), others the
+// reference on gathered rows.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/matmul.h"
+#include "kernels/packed_access.h"
+#include "kernels/grouped_blocks.h"
+#include "kernels/quant_dot.h"
+#include "kernels/simd.h"
+
+#pragma GCC optimize("fp-contract=off")
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/matmul_grouped.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#ifndef MTP_KERNELS_MATMUL_GROUPED_ONCE
+#define MTP_KERNELS_MATMUL_GROUPED_ONCE
+#include <immintrin.h>
+namespace mtp::kernels::detail {
+struct GroupedArgs {
+  bool q4;                 // Q4_0 (else Q8_0)
+  const uint8_t* codes;    // grouped_blocks.h
+  const uint16_t* scales;  // [G, nb, 16]
+  size_t rows, cols, nb;
+  const QuantAct* a;
+  size_t q;
+  float* y;
+  size_t y_stride;
+  bool vnni;      // simd_quant_vnni()
+  bool prefetch;  // as the other kernels: q >= 2, q = 1 by prefetch_single_row()
+  // How far ahead, and into which level. q <= 2: 8 KiB into L1. q >= 3: 32
+  // KiB into L2 — measured on Zen 4 (docs/PERFORMANCE.md, Session 18): with
+  // L1 prefetches 2-8 KiB ahead a 4096² Q8_0 product at q = 4..8 took
+  // 0.88-1.47 ms against 0.58 at q = 1; into L2, 32 KiB ahead, 0.61-0.87 ms
+  // (the ~1 B target's m(4) 1.48 -> 1.31). At q <= 2 the L2 form was slower.
+  size_t pf_ahead;
+  bool pf_l2;
+};
+constexpr size_t kGroupedTile = 4;     // activation rows per ymm tile (16 registers)
+constexpr size_t kGroupedTile512 = 8;  // per zmm tile (32 registers)
+}  // namespace mtp::kernels::detail
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace mtp::kernels::HWY_NAMESPACE {
+
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+using detail::GroupedArgs;
+using detail::kGroupRows;
+
+typedef int32_t __attribute__((may_alias, aligned(1))) i32u;
+HWY_INLINE int32_t ld32(const int8_t* p) { return *reinterpret_cast<const i32u*>(p); }
+
+// AVX-VNNI (VEX, 256-bit) as inline assembly (Highway's AVX2 target does not
+// enable it; only the kVnni instantiations run it, where the CPU has it).
+HWY_INLINE __m256i dpbusd_y(__m256i acc, __m256i u, __m256i s) {
+  asm("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "xm"(s));
+  return acc;
+}
+
+// Stores the first n <= 8 lanes of v at y.
+HWY_INLINE void store8(float* y, __m256 v, size_t n) {
+  if (n >= 8) return _mm256_storeu_ps(y, v);
+  alignas(32) float t[8];
+  _mm256_store_ps(t, v);
+  for (size_t i = 0; i < n; ++i) y[i] = t[i];
+}
+
+// Software prefetch of one (group, block)'s codes, a.pf_ahead bytes ahead.
+template <bool kQ4>
+HWY_INLINE void prefetch_codes(const GroupedArgs& a, const uint8_t* cb) {
+  constexpr size_t kBytes = kQ4 ? 256 : 512;
+  for (size_t l = 0; l < kBytes; l += 64) {
+    const char* p = reinterpret_cast<const char*>(cb + a.pf_ahead + l);
+    if (a.pf_l2) _mm_prefetch(p, _MM_HINT_T1);
+    else _mm_prefetch(p, _MM_HINT_T0);
+  }
+}
+
+// Calls f(k, w) for the 8 quads k of one (group, block) at cb, w the codes of
+// 16 rows (V = __m512i) or of 8 rows, half h of each line (V = __m256i).
+template <bool kQ4, class V, class F>
+HWY_INLINE void for_quads(const uint8_t* cb, size_t h, F&& f) {
+  if constexpr (sizeof(V) == 64) {
+    if constexpr (kQ4) {
+      const __m512i m4 = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 4
+      for (size_t k = 0; k < 4; ++k) {
+        const __m512i v = _mm512_load_si512(cb + 64 * k);
+        f(k, _mm512_and_si512(v, m4));
+        f(k + 4, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+      }
+    } else {
+#pragma GCC unroll 8
+      for (size_t k = 0; k < 8; ++k) f(k, _mm512_load_si512(cb + 64 * k));
+    }
+  } else {
+    if constexpr (kQ4) {
+      const __m256i m4 = _mm256_set1_epi8(0x0F);
+#pragma GCC unroll 4
+      for (size_t k = 0; k < 4; ++k) {
+        const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(cb + 64 * k + 32 * h));
+        f(k, _mm256_and_si256(v, m4));
+        f(k + 4, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+      }
+    } else {
+#pragma GCC unroll 8
+      for (size_t k = 0; k < 8; ++k)
+        f(k, _mm256_load_si256(reinterpret_cast<const __m256i*>(cb + 64 * k + 32 * h)));
+    }
+  }
+}
+
+// What a tile of kQ activation rows (from j0) reads of group g: the group's
+// codes and scales, and each row's codes, scales and lane starts.
+template <bool kQ4, size_t kQ>
+struct TileIn {
+  static constexpr size_t kCode = kQ4 ? 256 : 512;  // code bytes per block
+  const uint8_t* cg;
+  const uint16_t* sg;
+  const int8_t* xq[kQ];
+  const float* xd[kQ];
+  const int32_t* xc[kQ];
+  HWY_INLINE TileIn(const GroupedArgs& a, size_t g, size_t j0)
+      : cg(a.codes + g * a.nb * kCode), sg(a.scales + g * a.nb * kGroupRows) {
+#pragma GCC unroll 8
+    for (size_t j = 0; j < kQ; ++j)
+      xq[j] = a.a->qrow(j0 + j), xd[j] = a.a->drow(j0 + j), xc[j] = a.a->crow(j0 + j);
+  }
+};
+
+// kQ activation rows (from j0) against group g, 256-bit: outputs 0..7 of the
+// group in the low halves of each 64-byte line, 8..15 in the high.
+template <bool kQ4, size_t kQ, bool kVnni>
+HWY_INLINE void tile_y(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
+  const TileIn<kQ4, kQ> in(a, g, j0);
+  const auto& [cg, sg, xq, xd, xc] = in;
+  constexpr size_t kCode = TileIn<kQ4, kQ>::kCode;
+  __m256 acc[kQ][2];
+#pragma GCC unroll 8
+  for (size_t j = 0; j < kQ; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+  // Q8_0 without VNNI multiplies the signed codes directly (from 0).
+  constexpr bool kSign = !kQ4 && !kVnni;
+  const __m256i ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (size_t b = 0; b < a.nb; ++b) {
+    const uint8_t* cb = cg + b * kCode;
+    if (pf) prefetch_codes<kQ4>(a, cb);
+#pragma GCC unroll 2
+    for (size_t h = 0; h < 2; ++h) {
+      __m256i p[kQ];
+#pragma GCC unroll 8
+      for (size_t j = 0; j < kQ; ++j) p[j] = kSign ? _mm256_setzero_si256() : _mm256_set1_epi32(xc[j][b]);
+      for_quads<kQ4, __m256i>(cb, h, [&](size_t k, __m256i w) __attribute__((always_inline)) {
+#pragma GCC unroll 8
+        for (size_t j = 0; j < kQ; ++j) {
+          const __m256i xb = _mm256_set1_epi32(ld32(xq[j] + 32 * b + 4 * k));
+          if constexpr (kVnni) {
+            p[j] = dpbusd_y(p[j], w, xb);
+          } else if constexpr (kQ4) {  // codes 0..15: no saturation
+            p[j] = _mm256_add_epi32(p[j], _mm256_madd_epi16(_mm256_maddubs_epi16(w, xb), ones));
+          } else {
+            const __m256i c = _mm256_xor_si256(w, flip);  // the signed codes
+            const __m256i xs = _mm256_sign_epi8(xb, c);   // |c| (128 for −128) against x·sign(c)
+            p[j] = _mm256_add_epi32(p[j], _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(c), xs), ones));
+          }
+        }
+      });
+      const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(sg + 16 * b + 8 * h)));
+#pragma GCC unroll 8
+      for (size_t j = 0; j < kQ; ++j) {
+        const __m256 s = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd[j] + b));
+        acc[j][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[j]), s, acc[j][h]);
+      }
+    }
+  }
+  const size_t o = g * kGroupRows, n = std::min(kGroupRows, a.rows - o);
+#pragma GCC unroll 8
+  for (size_t j = 0; j < kQ; ++j) {
+    float* y = a.y + (j0 + j) * a.y_stride + o;
+    store8(y, acc[j][0], n);
+    if (n > 8) store8(y + 8, acc[j][1], n - 8);
+  }
+}
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// acc[i] += Σ_{e<4} u8(u[4i+e])·s8(x[e]): the 4 activation bytes at x
+// broadcast by the instruction itself (AVX512_VNNI as inline assembly: the
+// AVX3 target does not enable it; only run where the CPU has it).
+HWY_INLINE __m512i dpbusd_bcast(__m512i acc, __m512i u, const int8_t* x) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*reinterpret_cast<const i32u*>(x)));
+  return acc;
+}
+
+// kQ activation rows against group g, 512-bit (VNNI): a group is one vector.
+template <bool kQ4, size_t kQ>
+HWY_INLINE void tile_z(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
+  const TileIn<kQ4, kQ> in(a, g, j0);
+  const auto& [cg, sg, xq, xd, xc] = in;
+  constexpr size_t kCode = TileIn<kQ4, kQ>::kCode;
+  __m512 acc[kQ];
+#pragma GCC unroll 8
+  for (size_t j = 0; j < kQ; ++j) acc[j] = _mm512_setzero_ps();
+  // Integer chains per row (quads k mod kC; exact sums, added at the end):
+  // a block's 8 vpdpbusd of one row would otherwise wait on each other's
+  // latency (~5 cycles) — 8 rows of one chain each keep the pipe busy, fewer
+  // rows need more (measured on Zen 4: q4 at one chain was slower than q6).
+  constexpr size_t kC = kQ <= 2 ? 4 : kQ <= 5 ? 2 : 1;
+  for (size_t b = 0; b < a.nb; ++b) {
+    const uint8_t* cb = cg + b * kCode;
+    if (pf) prefetch_codes<kQ4>(a, cb);
+    __m512i p[kQ][kC];
+#pragma GCC unroll 8
+    for (size_t j = 0; j < kQ; ++j) {
+      p[j][0] = _mm512_set1_epi32(xc[j][b]);
+#pragma GCC unroll 4
+      for (size_t c = 1; c < kC; ++c) p[j][c] = _mm512_setzero_si512();
+    }
+    for_quads<kQ4, __m512i>(cb, 0, [&](size_t k, __m512i w) __attribute__((always_inline)) {
+#pragma GCC unroll 8
+      for (size_t j = 0; j < kQ; ++j) p[j][k % kC] = dpbusd_bcast(p[j][k % kC], w, xq[j] + 32 * b + 4 * k);
+    });
+    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sg + 16 * b)));
+#pragma GCC unroll 8
+    for (size_t j = 0; j < kQ; ++j) {
+      __m512i pj = p[j][0];
+#pragma GCC unroll 4
+      for (size_t c = 1; c < kC; ++c) pj = _mm512_add_epi32(pj, p[j][c]);
+      const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(xd[j][b]));
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pj), s, acc[j]);
+    }
+  }
+  const size_t o = g * kGroupRows, n = std::min(kGroupRows, a.rows - o);
+  const __mmask16 m = static_cast<__mmask16>((1u << n) - 1);
+#pragma GCC unroll 8
+  for (size_t j = 0; j < kQ; ++j) _mm512_mask_storeu_ps(a.y + (j0 + j) * a.y_stride + o, m, acc[j]);
+}
+#endif
+
+// Groups [g0, g1): each group's codes are streamed once by its first tile.
+template <bool kQ4, bool kZmm, bool kVnni>
+void groups_impl(const GroupedArgs& a, size_t g0, size_t g1) {
+  constexpr size_t kT = kZmm ? detail::kGroupedTile512 : detail::kGroupedTile;
+  for (size_t g = g0; g < g1; ++g) {
+    for (size_t j0 = 0; j0 < a.q; j0 += kT) {
+      const size_t n = std::min(kT, a.q - j0);
+      const bool pf = a.prefetch && j0 == 0;
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+      if constexpr (kZmm) {
+        switch (n) {
+          case 1: tile_z<kQ4, 1>(a, g, j0, pf); break;
+          case 2: tile_z<kQ4, 2>(a, g, j0, pf); break;
+          case 3: tile_z<kQ4, 3>(a, g, j0, pf); break;
+          case 4: tile_z<kQ4, 4>(a, g, j0, pf); break;
+          case 5: tile_z<kQ4, 5>(a, g, j0, pf); break;
+          case 6: tile_z<kQ4, 6>(a, g, j0, pf); break;
+          case 7: tile_z<kQ4, 7>(a, g, j0, pf); break;
+          default: tile_z<kQ4, 8>(a, g, j0, pf); break;
+        }
+        continue;
+      }
+#endif
+      switch (n) {
+        case 1: tile_y<kQ4, 1, kVnni>(a, g, j0, pf); break;
+        case 2: tile_y<kQ4, 2, kVnni>(a, g, j0, pf); break;
+        case 3: tile_y<kQ4, 3, kVnni>(a, g, j0, pf); break;
+        default: tile_y<kQ4, 4, kVnni>(a, g, j0, pf); break;
+      }
+    }
+  }
+}
+static_assert(detail::kGroupedTile == 4 && detail::kGroupedTile512 == 8, "groups_impl's tile switches");
+
+template <bool kQ4>
+void groups_of_type(const GroupedArgs& a, size_t g0, size_t g1) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  if (a.vnni) return groups_impl<kQ4, true, true>(a, g0, g1);  // AVX512_VNNI
+#else
+  if (a.vnni) return groups_impl<kQ4, false, true>(a, g0, g1);  // AVX-VNNI
+#endif
+  groups_impl<kQ4, false, false>(a, g0, g1);
+}
+
+void GroupedRows(const GroupedArgs& a, size_t g0, size_t g1) {
+  if (a.q4) return groups_of_type<true>(a, g0, g1);
+  groups_of_type<false>(a, g0, g1);
+}
+#else
+// Targets without the integer kernels: the reference on gathered GGUF rows.
+void GroupedRows(const detail::GroupedArgs& a, size_t g0, size_t g1) {
+  const GgmlType t = a.q4 ? GgmlType::Q4_0 : GgmlType::Q8_0;
+  thread_local std::vector<uint8_t> row;
+  thread_local std::vector<float> out;
+  row.resize(ggml_row_bytes(static_cast<uint32_t>(t), a.cols));
+  out.resize(a.q);
+  const size_t o1 = std::min(a.rows, g1 * detail::kGroupRows);
+  for (size_t o = g0 * detail::kGroupRows; o < o1; ++o) {
+    detail::grouped_gather_row(t, a.codes, a.rows, a.cols, o, row.data());
+    detail::quant_dot_ref_rows(t, row.data(), *a.a, 0, a.q, out.data());
+    for (size_t r = 0; r < a.q; ++r) a.y[r * a.y_stride + o] = out[r];
+  }
+}
+#endif
+
+}  // namespace mtp::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace mtp::kernels {
+HWY_EXPORT(GroupedRows);
+
+namespace detail {
+void matmul_grouped(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, float* y,
+                    size_t y_stride, ThreadPool* pool) {
+  const GgmlType t = weight_ggml_type(w.hold());
+  const bool vnni = simd_quant_vnni();  // one decision for the inputs and the kernel
+  thread_local QuantAct act;
+  quantize_act(t, x, x_stride, q, w.cols(), act, vnni);
+  const size_t rows = w.rows(), cols = w.cols();
+  const GroupedArgs a{t == GgmlType::Q4_0,
+                      w.data(),
+                      reinterpret_cast<const uint16_t*>(w.data() + grouped_scales_offset(t, rows, cols)),
+                      rows, cols, cols / 32, &act, q, y, y_stride, vnni,
+                      q > 1 || prefetch_single_row(),
+                      q >= 3 ? size_t{32768} : size_t{8192}, q >= 3};
+  auto fn = HWY_DYNAMIC_DISPATCH(GroupedRows);
+  const size_t G = row_groups(rows);
+  // As matmul(): threads only for enough work; they split whole groups.
+  if (pool && pool->size() > 1 && w.bytes() * q > g_parallel_min_work.load(std::memory_order_relaxed)) {
+    pool->parallel_for(G, [&](size_t g0, size_t g1, size_t) { fn(a, g0, g1); }, 1);
+  } else {
+    fn(a, 0, G);
+  }
+}
+}  // namespace detail
+}  // namespace mtp::kernels
+#endif  // HWY_ONCE
