@@ -177,17 +177,23 @@ HWY_INLINE void tile_y(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
     if (pf) prefetch_codes<kQ4>(a, cb);
 #pragma GCC unroll 2
     for (size_t h = 0; h < 2; ++h) {
+      // Q4_0 without VNNI sums int16 pairs first (from 0, see below).
+      constexpr bool kPairs16 = kQ4 && !kVnni;
       __m256i p[kQ];
 #pragma GCC unroll 8
-      for (size_t j = 0; j < kQ; ++j) p[j] = kSign ? _mm256_setzero_si256() : _mm256_set1_epi32(xc[j][b]);
+      for (size_t j = 0; j < kQ; ++j)
+        p[j] = kSign || kPairs16 ? _mm256_setzero_si256() : _mm256_set1_epi32(xc[j][b]);
       for_quads<kQ4, __m256i>(cb, h, [&](size_t k, __m256i w) __attribute__((always_inline)) {
 #pragma GCC unroll 8
         for (size_t j = 0; j < kQ; ++j) {
           const __m256i xb = _mm256_set1_epi32(ld32(xq[j] + 32 * b + 4 * k));
           if constexpr (kVnni) {
             p[j] = dpbusd_y(p[j], w, xb);
-          } else if constexpr (kQ4) {  // codes 0..15: no saturation
-            p[j] = _mm256_add_epi32(p[j], _mm256_madd_epi16(_mm256_maddubs_epi16(w, xb), ones));
+          } else if constexpr (kQ4) {
+            // Codes 0..15: a pair is at most 2·15·127 = 3810 in magnitude, so
+            // the 8 quads' pairs sum exactly in int16 (<= 30480); one madd
+            // per block below.
+            p[j] = _mm256_add_epi16(p[j], _mm256_maddubs_epi16(w, xb));
           } else {
             const __m256i c = _mm256_xor_si256(w, flip);  // the signed codes
             const __m256i xs = _mm256_sign_epi8(xb, c);   // |c| (128 for −128) against x·sign(c)
@@ -198,6 +204,7 @@ HWY_INLINE void tile_y(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
       const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(sg + 16 * b + 8 * h)));
 #pragma GCC unroll 8
       for (size_t j = 0; j < kQ; ++j) {
+        if constexpr (kPairs16) p[j] = _mm256_add_epi32(_mm256_set1_epi32(xc[j][b]), _mm256_madd_epi16(p[j], ones));
         const __m256 s = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd[j] + b));
         acc[j][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[j]), s, acc[j][h]);
       }
