@@ -26,12 +26,14 @@ Place place(GgmlType t, size_t rows, size_t cols, size_t r, size_t b) {
 size_t block_bytes(GgmlType t) { return t == GgmlType::Q8_0 ? 34 : 18; }
 }  // namespace
 
-void grouped_interleave(GgmlType t, const uint8_t* blocks, size_t rows, size_t cols, uint8_t* dst) {
+void grouped_put_rows(GgmlType t, const uint8_t* blocks, size_t r0, size_t n, size_t rows,
+                      size_t cols, uint8_t* dst) {
+  MTP_CHECK(r0 + n <= rows, "grouped_put_rows: rows [{}, {}) of {}", r0, r0 + n, rows);
   const size_t nb = cols / 32, bb = block_bytes(t);
-  for (size_t r = 0; r < rows; ++r)
+  for (size_t i = 0; i < n; ++i)
     for (size_t b = 0; b < nb; ++b) {
-      const uint8_t* src = blocks + (r * nb + b) * bb;
-      const Place p = place(t, rows, cols, r, b);
+      const uint8_t* src = blocks + (i * nb + b) * bb;
+      const Place p = place(t, rows, cols, r0 + i, b);
       std::memcpy(dst + p.scale, src, 2);
       const uint8_t x = p.flip ? 0x80 : 0;
       for (size_t n = 0; n < p.n_code; ++n)

@@ -42,9 +42,11 @@ inline size_t grouped_scales_offset(GgmlType t, size_t rows, size_t cols) {
   return row_groups(rows) * (cols / 32) * group_code_bytes(t);
 }
 
-// dst (grouped_bytes, zeroed) = `rows` GGUF rows of type t (Q8_0 or Q4_0,
-// ggml_row_bytes each, back to back) interleaved as above.
-void grouped_interleave(GgmlType t, const uint8_t* blocks, size_t rows, size_t cols, uint8_t* dst);
+// Rows [r0, r0 + n) of a held [rows, cols] matrix dst (grouped_bytes, zeroed)
+// = n GGUF rows of type t (Q8_0 or Q4_0, ggml_row_bytes each, back to back),
+// interleaved as above (so a packer can quantize a few rows at a time).
+void grouped_put_rows(GgmlType t, const uint8_t* blocks, size_t r0, size_t n, size_t rows,
+                      size_t cols, uint8_t* dst);
 // Row r of a held matrix as GGUF bytes (ggml_row_bytes(t, cols)).
 void grouped_gather_row(GgmlType t, const uint8_t* held, size_t rows, size_t cols, size_t r,
                         uint8_t* out);

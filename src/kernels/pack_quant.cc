@@ -1,5 +1,6 @@
 // PackedMatrix holds of ggml blocks: requantizing fp32/bf16/f16 sources with
 // our quantizer, and taking raw blocks from a GGUF file (matmul.h).
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -38,7 +39,7 @@ PackedMatrix hold_blocks(const uint8_t* blocks, GgmlType t, WeightType hold, siz
   PackedMatrix m;
   if (held_grouped(t)) {
     PackedMatrixAccess::set(m, rows, cols, hold, grouped_bytes(t, rows, cols));
-    grouped_interleave(t, blocks, rows, cols, PackedMatrixAccess::mut(m));
+    grouped_put_rows(t, blocks, 0, rows, rows, cols, PackedMatrixAccess::mut(m));
     return m;
   }
   const size_t rb = ggml_row_bytes(static_cast<uint32_t>(t), cols);
@@ -52,14 +53,26 @@ PackedMatrix pack_quantized(const void* src, DType st, size_t rows, size_t cols,
   if (!weight_type_quantized(eff)) return PackedMatrix::pack(src, st, rows, cols, eff);
   const GgmlType t = weight_ggml_type(eff);
   const size_t rb = ggml_row_bytes(static_cast<uint32_t>(t), cols);
-  std::vector<uint8_t> blocks(rows * rb);
-  std::vector<float> tmp(cols);
-  const size_t es = dtype_size(st);
-  for (size_t r = 0; r < rows; ++r) {
-    to_f32(static_cast<const uint8_t*>(src) + r * cols * es, st, cols, tmp.data());
-    quantize_row(t, tmp.data(), cols, blocks.data() + r * rb);
+  auto quantize = [&](size_t r, uint8_t* dst) {
+    thread_local std::vector<float> tmp;
+    tmp.resize(cols);
+    to_f32(static_cast<const uint8_t*>(src) + r * cols * dtype_size(st), st, cols, tmp.data());
+    quantize_row(t, tmp.data(), cols, dst);
+  };
+  PackedMatrix m;
+  if (held_grouped(t)) {  // a group of rows at a time: no second copy of the matrix
+    PackedMatrixAccess::set(m, rows, cols, eff, grouped_bytes(t, rows, cols));
+    std::vector<uint8_t> group(kGroupRows * rb);
+    for (size_t r0 = 0; r0 < rows; r0 += kGroupRows) {
+      const size_t n = std::min(kGroupRows, rows - r0);
+      for (size_t i = 0; i < n; ++i) quantize(r0 + i, group.data() + i * rb);
+      grouped_put_rows(t, group.data(), r0, n, rows, cols, PackedMatrixAccess::mut(m));
+    }
+    return m;
   }
-  return hold_blocks(blocks.data(), t, eff, rows, cols);
+  PackedMatrixAccess::set(m, rows, cols, eff, rows * rb);
+  for (size_t r = 0; r < rows; ++r) quantize(r, PackedMatrixAccess::mut(m) + r * rb);
+  return m;
 }
 }  // namespace detail
 
