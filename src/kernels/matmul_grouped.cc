@@ -58,9 +58,11 @@ struct GroupedArgs {
   size_t y_stride;
   bool vnni;      // simd_quant_vnni()
   // Whether to prefetch: q >= 2; q = 1 by prefetch_single_row() (vendor),
-  // and always for Q4_0, whose q = 1 loop reads half Q8_0's bytes per
-  // multiply (Zen 4, ~1 B target: Q4_0 decode 28.7-29.4 -> 27.6-28.4 ms with
-  // it; Q8_0's q = 1 product ran 0.57 -> 0.68 ms with it).
+  // and always where the q = 1 loop is slow next to its stream — Q4_0 (half
+  // Q8_0's bytes per multiply) and the kernels without VNNI (Zen 4, ~1 B
+  // target: Q4_0 decode 28.7-29.4 -> 27.6-28.4 ms with it, AVX2 Q8_0 without
+  // VNNI 52.3-54.2 -> 45.0-47.9 ms; the AVX-512 VNNI Q8_0 q = 1 product ran
+  // 0.57 -> 0.68 ms with it, so it keeps the vendor rule).
   bool prefetch;
   // How far ahead, and into which level. q <= 2: 8 KiB into L1. q >= 3: 32
   // KiB into L2 — measured on Zen 4 (docs/PERFORMANCE.md, Session 18): with
@@ -361,7 +363,7 @@ void matmul_grouped(const PackedMatrix& w, const float* x, size_t x_stride, size
                       w.data(),
                       reinterpret_cast<const uint16_t*>(w.data() + grouped_scales_offset(t, rows, cols)),
                       rows, cols, cols / 32, &act, q, y, y_stride, vnni,
-                      q > 1 || prefetch_single_row() || t == GgmlType::Q4_0,
+                      q > 1 || prefetch_single_row() || t == GgmlType::Q4_0 || !vnni,
                       q >= 3 ? size_t{32768} : size_t{8192}, q >= 3};
   auto fn = HWY_DYNAMIC_DISPATCH(GroupedRows);
   const size_t G = row_groups(rows);
