@@ -17,13 +17,16 @@ struct Place {
   bool flip;                   // Q8_0: held as c + 128
 };
 Place place(GgmlType t, size_t rows, size_t cols, size_t r, size_t b) {
-  MTP_CHECK(held_grouped(t), "grouped layout of a type that is not Q8_0 or Q4_0");
   const size_t nb = cols / 32, g = r / kGroupRows, i = r % kGroupRows;
   return {grouped_scales_offset(t, rows, cols) + (g * nb + b) * kGroupScaleBytes + 2 * i,
           (g * nb + b) * group_code_bytes(t) + 4 * i, t == GgmlType::Q8_0 ? 32u : 16u,
           t == GgmlType::Q8_0};
 }
-size_t block_bytes(GgmlType t) { return t == GgmlType::Q8_0 ? 34 : 18; }
+// GGUF bytes per block; checks the type once per call of the two below.
+size_t block_bytes(GgmlType t) {
+  MTP_CHECK(held_grouped(t), "grouped layout of a type that is not Q8_0 or Q4_0");
+  return t == GgmlType::Q8_0 ? 34 : 18;
+}
 }  // namespace
 
 void grouped_put_rows(GgmlType t, const uint8_t* blocks, size_t r0, size_t n, size_t rows,

@@ -687,7 +687,8 @@ void PackedMatrix::row_f32(size_t r, float* out) const {
   }
   if (weight_type_quantized(hold_)) {
     const GgmlType t = weight_ggml_type(hold_);
-    std::vector<uint8_t> blocks(ggml_row_bytes(static_cast<uint32_t>(t), cols_));
+    thread_local std::vector<uint8_t> blocks;  // row_f32 runs once per row of a matrix
+    blocks.resize(ggml_row_bytes(static_cast<uint32_t>(t), cols_));
     row_blocks(r, blocks.data());
     return dequantize_row(t, blocks.data(), cols_, out);
   }
