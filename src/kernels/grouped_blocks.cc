@@ -1,59 +1,89 @@
 // The grouped layout of grouped_blocks.h: interleaving GGUF rows and gathering
-// them back (both exact byte moves).
+// them back (both exact byte moves; Q4_K's scales unpacked and packed again,
+// a bijection).
 #include "kernels/grouped_blocks.h"
 
 #include <cstring>
 
 #include "core/error.h"
+#include "kernels/quant_blocks.h"
 
 namespace mtp::kernels::detail {
 namespace {
-// One block of row r, block b in both layouts: its GGUF bytes (d fp16, then
-// 32 code bytes for Q8_0 or 16 qs bytes for Q4_0), its scale's offset in the
-// held matrix and the offset of its first code byte (the next 4-byte group
-// of the row is kGroupRows·4 bytes further).
+// Where one block of row r, block b lives in both layouts.
 struct Place {
-  size_t scale, code, n_code;  // n_code: code bytes of the GGUF block (32 or 16)
-  bool flip;                   // Q8_0: held as c + 128
+  size_t meta;    // the (group, block)'s meta (grouped_blocks.h)
+  size_t code;    // the row's first code byte; quad n is 64n further
+  size_t i;       // row within the group
 };
-Place place(GgmlType t, size_t rows, size_t cols, size_t r, size_t b) {
-  const size_t nb = cols / 32, g = r / kGroupRows, i = r % kGroupRows;
-  return {grouped_scales_offset(t, rows, cols) + (g * nb + b) * kGroupScaleBytes + 2 * i,
-          (g * nb + b) * group_code_bytes(t) + 4 * i, t == GgmlType::Q8_0 ? 32u : 16u,
-          t == GgmlType::Q8_0};
+// A held type's GGUF block: its bytes, where its code bytes start and how many.
+struct Form {
+  size_t block_bytes, code_at, n_code;
+  uint8_t flip;  // Q8_0: held as c + 128
+};
+// Checks the type once per call of the two entry points below.
+Form form(GgmlType t) {
+  MTP_CHECK(held_grouped(t), "grouped layout of a type that is not Q8_0, Q4_0 or Q4_K");
+  if (t == GgmlType::Q8_0) return {34, 2, 32, 0x80};
+  if (t == GgmlType::Q4_0) return {18, 2, 16, 0};
+  return {144, 16, 128, 0};
 }
-// GGUF bytes per block; checks the type once per call of the two below.
-size_t block_bytes(GgmlType t) {
-  MTP_CHECK(held_grouped(t), "grouped layout of a type that is not Q8_0 or Q4_0");
-  return t == GgmlType::Q8_0 ? 34 : 18;
+Place place(GgmlType t, size_t rows, size_t cols, size_t r, size_t b) {
+  const size_t nb = cols / group_block_elems(t), g = r / kGroupRows, i = r % kGroupRows;
+  return {grouped_meta_offset(t, rows, cols) + (g * nb + b) * group_meta_bytes(t),
+          (g * nb + b) * group_code_bytes(t) + 4 * i, i};
+}
+size_t code_at(const Place& p, size_t n) { return p.code + n / 4 * 4 * kGroupRows + n % 4; }
+
+// Q4_K's meta of one row: dmin and the unpacked scales and mins.
+void put_k_meta(const uint8_t* src, const Place& p, uint8_t* dst) {
+  uint8_t sc[8], m[8];
+  unpack_scales_k4(src + 4, sc, m);
+  uint8_t* meta = dst + p.meta;
+  std::memcpy(meta + 32 + 2 * p.i, src + 2, 2);
+  for (size_t j = 0; j < 8; ++j) {
+    meta[64 + 16 * j + p.i] = sc[j];
+    meta[192 + 32 * (j / 2) + 2 * p.i + j % 2] = m[j];
+  }
+}
+void gather_k_meta(const uint8_t* held, const Place& p, uint8_t* out) {
+  uint8_t sc[8], m[8];
+  const uint8_t* meta = held + p.meta;
+  std::memcpy(out + 2, meta + 32 + 2 * p.i, 2);
+  for (size_t j = 0; j < 8; ++j) {
+    sc[j] = meta[64 + 16 * j + p.i];
+    m[j] = meta[192 + 32 * (j / 2) + 2 * p.i + j % 2];
+  }
+  pack_scale_min_k4(sc, m, out + 4);
 }
 }  // namespace
 
 void grouped_put_rows(GgmlType t, const uint8_t* blocks, size_t r0, size_t n, size_t rows,
                       size_t cols, uint8_t* dst) {
   MTP_CHECK(r0 + n <= rows, "grouped_put_rows: rows [{}, {}) of {}", r0, r0 + n, rows);
-  const size_t nb = cols / 32, bb = block_bytes(t);
+  const Form f = form(t);
+  const size_t nb = cols / group_block_elems(t);
   for (size_t i = 0; i < n; ++i)
     for (size_t b = 0; b < nb; ++b) {
-      const uint8_t* src = blocks + (i * nb + b) * bb;
+      const uint8_t* src = blocks + (i * nb + b) * f.block_bytes;
       const Place p = place(t, rows, cols, r0 + i, b);
-      std::memcpy(dst + p.scale, src, 2);
-      const uint8_t x = p.flip ? 0x80 : 0;
-      for (size_t n = 0; n < p.n_code; ++n)
-        dst[p.code + n / 4 * 4 * kGroupRows + n % 4] = static_cast<uint8_t>(src[2 + n] ^ x);
+      std::memcpy(dst + p.meta + 2 * p.i, src, 2);  // d
+      if (t == GgmlType::Q4_K) put_k_meta(src, p, dst);
+      for (size_t c = 0; c < f.n_code; ++c)
+        dst[code_at(p, c)] = static_cast<uint8_t>(src[f.code_at + c] ^ f.flip);
     }
 }
 
 void grouped_gather_row(GgmlType t, const uint8_t* held, size_t rows, size_t cols, size_t r,
                         uint8_t* out) {
-  const size_t bb = block_bytes(t);
-  for (size_t b = 0; b < cols / 32; ++b) {
-    uint8_t* dst = out + b * bb;
+  const Form f = form(t);
+  for (size_t b = 0; b < cols / group_block_elems(t); ++b) {
+    uint8_t* dst = out + b * f.block_bytes;
     const Place p = place(t, rows, cols, r, b);
-    std::memcpy(dst, held + p.scale, 2);
-    const uint8_t x = p.flip ? 0x80 : 0;
-    for (size_t n = 0; n < p.n_code; ++n)
-      dst[2 + n] = static_cast<uint8_t>(held[p.code + n / 4 * 4 * kGroupRows + n % 4] ^ x);
+    std::memcpy(dst, held + p.meta + 2 * p.i, 2);
+    if (t == GgmlType::Q4_K) gather_k_meta(held, p, dst);
+    for (size_t c = 0; c < f.n_code; ++c)
+      dst[f.code_at + c] = static_cast<uint8_t>(held[code_at(p, c)] ^ f.flip);
   }
 }
 

@@ -1,20 +1,32 @@
-// Internal to kernels: how Q8_0 and Q4_0 matrices are held — interleaved by
-// groups of 16 output rows, so that one vpdpbusd multiplies 16 outputs by 4
-// elements of an activation row (its 4 bytes broadcast) and the per-block
-// scale step (conversion, d_w·dx, fused multiply-add) is paid once per 16
-// outputs per row instead of once per output (quant_dot.h states the
-// arithmetic; the kernel is matmul_grouped.cc).
+// Internal to kernels: how Q8_0, Q4_0 and Q4_K matrices are held —
+// interleaved by groups of 16 output rows, so that one vpdpbusd multiplies 16
+// outputs by 4 elements of an activation row (its 4 bytes broadcast) and the
+// per-block scale step (conversion, d_w·dx, fused multiply-add; for Q4_K the
+// sub-block scales and the mins) is paid once per 16 outputs per row instead
+// of once per output (quant_dot.h states the arithmetic; the kernel is
+// matmul_grouped.cc).
 //
-// A [rows, cols] matrix (nb = cols / 32 blocks per row) of G = ceil(rows / 16)
-// groups, rows past `rows` all zero, holds codes first, then scales:
-//   codes, per (group g, block b), 64-byte aligned:
-//     Q8_0 [8, 16, 4] u8 (512 bytes): quad k, row i of the group, element
-//          4k + e of the block: its code c + 128 (the unsigned operand of
-//          vpdpbusd; c the stored int8);
-//     Q4_0 [4, 16, 4] u8 (256 bytes): quad pair k, row i, byte 4k + e of the
-//          row's qs (low nibble element 4k + e, high nibble 16 + 4k + e: the
-//          stored bytes, moved);
-//   scales [G, nb, 16] fp16: row 16g + i's d of block b.
+// A [rows, cols] matrix of G = ceil(rows / 16) groups and nb blocks per row
+// (cols / 32; Q4_K cols / 256), rows past `rows` all zero, holds codes first,
+// then the per-block metadata ("meta"):
+//   codes, per (group g, block b), 64-byte aligned, quad n of the block's
+//   code bytes at 64n, row i of the group at 64n + 4i (4 bytes per row):
+//     Q8_0 [8, 16, 4] u8 (512 bytes): quad k, element 4k + e of the block:
+//          its code c + 128 (the unsigned operand of vpdpbusd; c the stored
+//          int8);
+//     Q4_0 [4, 16, 4] u8 (256 bytes): quad k = byte 4k + e of the row's qs
+//          (low nibble element 4k + e, high nibble 16 + 4k + e: the stored
+//          bytes, moved);
+//     Q4_K [32, 16, 4] u8 (2048 bytes): quad n = 8c + k = qs bytes 32c + 4k
+//          + e (low nibble: element 4k + e of sub-block 2c, high nibble: of
+//          sub-block 2c + 1; the stored bytes, moved);
+//   meta [G, nb, group_meta_bytes(t)], per (group, block):
+//     Q8_0, Q4_0 (32 bytes): d fp16 [16] (row i at 2i);
+//     Q4_K (320 bytes): d fp16 [16] at 0, dmin fp16 [16] at 32, the 6-bit
+//          scales sc u8 [8 sub-blocks j][16 rows] at 64 (16j + i), the 6-bit
+//          mins m u8 [4 pairs p][16 rows][2] at 192 (32p + 2i + h: m of
+//          sub-block 2p + h) — unpacked from the 12 `scales` bytes
+//          (a bijection: pack_scale_min_k4 gives them back).
 // Two sequential streams (codes on whole cache lines). The bytes are ggml's
 // blocks rearranged: grouped_gather_row gives any row's GGUF bytes back.
 #pragma once
@@ -25,25 +37,32 @@
 
 namespace mtp::kernels::detail {
 
-constexpr size_t kGroupRows = 16;      // output rows per group
-constexpr size_t kGroupScaleBytes = 32;  // scales of one (group, block)
+constexpr size_t kGroupRows = 16;  // output rows per group
 
-// Whether type t is held grouped (Q8_0, Q4_0).
-inline bool held_grouped(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0; }
-// Bytes of codes per (group, block): 512 (Q8_0) or 256 (Q4_0).
-inline size_t group_code_bytes(GgmlType t) { return t == GgmlType::Q8_0 ? 512 : 256; }
-inline size_t row_groups(size_t rows) { return (rows + kGroupRows - 1) / kGroupRows; }
-// Bytes of the held matrix (codes and scales).
-inline size_t grouped_bytes(GgmlType t, size_t rows, size_t cols) {
-  return row_groups(rows) * (cols / 32) * (group_code_bytes(t) + kGroupScaleBytes);
+// Whether type t is held grouped (Q8_0, Q4_0, Q4_K).
+inline bool held_grouped(GgmlType t) {
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_K;
 }
-// Start of the scales in a held matrix.
-inline size_t grouped_scales_offset(GgmlType t, size_t rows, size_t cols) {
-  return row_groups(rows) * (cols / 32) * group_code_bytes(t);
+// Elements per block of a held type (32; Q4_K 256).
+inline size_t group_block_elems(GgmlType t) { return t == GgmlType::Q4_K ? 256 : 32; }
+// Bytes of codes per (group, block): 512 (Q8_0), 256 (Q4_0), 2048 (Q4_K).
+inline size_t group_code_bytes(GgmlType t) {
+  return t == GgmlType::Q8_0 ? 512 : t == GgmlType::Q4_0 ? 256 : 2048;
+}
+// Bytes of metadata per (group, block): 32; Q4_K 320.
+inline size_t group_meta_bytes(GgmlType t) { return t == GgmlType::Q4_K ? 320 : 32; }
+inline size_t row_groups(size_t rows) { return (rows + kGroupRows - 1) / kGroupRows; }
+// Bytes of the held matrix (codes and meta).
+inline size_t grouped_bytes(GgmlType t, size_t rows, size_t cols) {
+  return row_groups(rows) * (cols / group_block_elems(t)) * (group_code_bytes(t) + group_meta_bytes(t));
+}
+// Start of the meta in a held matrix.
+inline size_t grouped_meta_offset(GgmlType t, size_t rows, size_t cols) {
+  return row_groups(rows) * (cols / group_block_elems(t)) * group_code_bytes(t);
 }
 
 // Rows [r0, r0 + n) of a held [rows, cols] matrix dst (grouped_bytes, zeroed)
-// = n GGUF rows of type t (Q8_0 or Q4_0, ggml_row_bytes each, back to back),
+// = n GGUF rows of type t (a held type, ggml_row_bytes each, back to back),
 // interleaved as above (so a packer can quantize a few rows at a time).
 void grouped_put_rows(GgmlType t, const uint8_t* blocks, size_t r0, size_t n, size_t rows,
                       size_t cols, uint8_t* dst);

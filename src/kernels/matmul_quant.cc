@@ -1,5 +1,5 @@
 // Quantized weight kernels (Highway runtime dispatch): Y[q, rows] = X[q, cols]·Wᵀ
-// for W stored as rows of ggml blocks (Q5_0, Q4_K, Q5_K, Q6_K; Q8_0 and Q4_0
+// for W stored as rows of ggml blocks (Q5_0, Q5_K, Q6_K; Q8_0, Q4_0 and Q4_K
 // are held by groups of 16 rows and have their own kernel, matmul_grouped.cc,
 // which matmul_quant hands them to).
 //
@@ -214,19 +214,16 @@ HWY_INLINE void q6_codes(const uint8_t* blk, size_t h, __m256i qv[4]) {
                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
 }
 
-// Q4_K/Q5_K codes of sub-blocks 2c (lo) and 2c + 1 (hi). Q5_K (kT 4): the
+// Q5_K codes of sub-blocks 2c (lo) and 2c + 1 (hi): the low nibbles and the
 // fifth bits, bit 2c and 2c + 1 of qh[l]; qh is shifted by 2 for the next c.
-template <int kT>
-HWY_INLINE void k45_codes(const uint8_t* qs, size_t c, __m256i& qh, __m256i& lo, __m256i& hi) {
+HWY_INLINE void k5_codes(const uint8_t* qs, size_t c, __m256i& qh, __m256i& lo, __m256i& hi) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m10 = _mm256_set1_epi8(0x10);
   const __m256i qv = ld256(qs + 32 * c);
   lo = _mm256_and_si256(qv, m4);
   hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
-  if constexpr (kT == 4) {
-    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4), m10));
-    hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), m10));
-    qh = _mm256_srli_epi16(qh, 2);
-  }
+  lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4), m10));
+  hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), m10));
+  qh = _mm256_srli_epi16(qh, 2);
 }
 
 // Software prefetch of one K block, kQuantPrefetch ahead in the weight stream.
@@ -235,7 +232,8 @@ HWY_INLINE void prefetch_block(const uint8_t* blk, size_t bb) {
     _mm_prefetch(reinterpret_cast<const char*>(blk + kQuantPrefetch + l), _MM_HINT_T0);
 }
 
-// kQ activation rows against one weight row of a K type (kT: 3 Q4_K, 4 Q5_K, 5 Q6_K).
+// kQ activation rows against one weight row of a K type (kT: 4 Q5_K, 5 Q6_K;
+// Q4_K is held grouped).
 template <int kT, size_t kQ, bool kVnni>
 HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* const* xq,
                       const float* const* xd, const float* const* bs, bool pf, float* out) {
@@ -288,12 +286,12 @@ HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* con
     } else {
       uint8_t sc[8], mn[8];
       unpack_scales_k4(blk + 4, sc, mn);
-      const uint8_t* qs = blk + (kT == 4 ? 48 : 16);
-      __m256i qh = kT == 4 ? ld256(blk + 16) : _mm256_setzero_si256();
+      const uint8_t* qs = blk + 48;
+      __m256i qh = ld256(blk + 16);
 #pragma GCC unroll 8
       for (size_t c = 0; c < 4; ++c) {
         __m256i lo, hi;
-        k45_codes<kT>(qs, c, qh, lo, hi);
+        k5_codes(qs, c, qh, lo, hi);
         chunk(lo, _mm256_set1_epi16(sc[2 * c]), 2 * c);
         chunk(hi, _mm256_set1_epi16(sc[2 * c + 1]), 2 * c + 1);
       }
@@ -480,7 +478,7 @@ HWY_INLINE void tilek_512(const uint8_t* w, size_t bb, size_t nsb, const int8_t*
     } else {
       uint8_t sc[8], mn[8];
       unpack_scales_k4(blk + 4, sc, mn);
-      const uint8_t* qs = blk + (kT == 4 ? 48 : 16);
+      const uint8_t* qs = blk + 48;
       const __m512i sc16 = _mm512_castsi128_si512(
           _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
       const __m512i half = _mm512_srli_epi16(_mm512_load_si512(kLaneOver8), 1);  // 0 x16, 1 x16
@@ -492,17 +490,15 @@ HWY_INLINE void tilek_512(const uint8_t* w, size_t bb, size_t nsb, const int8_t*
       const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
       const __m512i hi4 = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0x0004000400040004,
                                            0x0004000400040004, 0, 0, 0, 0);
-      __m512i qh = kT == 4 ? _mm512_broadcast_i64x4(ld256(blk + 16)) : _mm512_setzero_si512();
+      __m512i qh = _mm512_broadcast_i64x4(ld256(blk + 16));
       const __m512i qh_shift = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0003000300030003,
                                                 0x0003000300030003, 0x0004000400040004, 0x0004000400040004,
                                                 0x0004000400040004, 0x0004000400040004);
 #pragma GCC unroll 8
       for (size_t c = 0; c < 4; ++c) {
         __m512i qv = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(ld256(qs + 32 * c)), hi4), m4);
-        if constexpr (kT == 4) {
-          qv = _mm512_or_si512(qv, _mm512_and_si512(_mm512_sllv_epi16(qh, qh_shift), m10));
-          qh = _mm512_srli_epi16(qh, 2);
-        }
+        qv = _mm512_or_si512(qv, _mm512_and_si512(_mm512_sllv_epi16(qh, qh_shift), m10));
+        qh = _mm512_srli_epi16(qh, 2);
         // lanes 0..15: sc_2c, 16..31: sc_2c+1
         const __m512i idx = _mm512_add_epi16(half, _mm512_set1_epi16(static_cast<int16_t>(2 * c)));
         pair(qv, _mm512_permutexvar_epi16(idx, sc16), c);
@@ -593,7 +589,6 @@ template <bool kVnni>
 void rows_of_type(const detail::QuantArgs& a, size_t o0, size_t o1) {
   switch (a.t) {
     case GgmlType::Q5_0: return rows_impl<2, kVnni>(a, o0, o1);
-    case GgmlType::Q4_K: return rows_impl<3, kVnni>(a, o0, o1);
     case GgmlType::Q5_K: return rows_impl<4, kVnni>(a, o0, o1);
     default: return rows_impl<5, kVnni>(a, o0, o1);
   }

@@ -122,6 +122,8 @@ void q_q5_0(const float* x, uint8_t* b) {
   std::memcpy(b + 2, &qh, 4);
   for (int i = 0; i < 16; ++i) b[6 + i] = static_cast<uint8_t>((q[i] & 15) | (q[i + 16] & 15) << 4);
 }
+}  // namespace
+
 void pack_scale_min_k4(const uint8_t* sc, const uint8_t* m, uint8_t* s) {
   for (int j = 0; j < 4; ++j) {
     s[j] = static_cast<uint8_t>((sc[j] & 63) | (sc[j + 4] >> 4) << 6);
@@ -129,6 +131,8 @@ void pack_scale_min_k4(const uint8_t* sc, const uint8_t* m, uint8_t* s) {
     s[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
   }
 }
+
+namespace {
 // Q4_K (levels 15, qh == nullptr) and Q5_K (31).
 void q_k45(const float* x, int levels, uint8_t* b, uint8_t* qh, uint8_t* qs) {
   float mn[8], mx[8];

@@ -61,6 +61,11 @@ void quantize_row(GgmlType t, const float* x, size_t n, void* dst);
 // Q4_K/Q5_K's packing of the 8 6-bit scales and mins in 12 bytes: sub-block j.
 void scale_min_k4(const uint8_t* scales, size_t j, uint8_t* sc, uint8_t* m);
 
+// Its inverse: the 12 bytes of 8 scales and 8 mins (each < 64), so that
+// scale_min_k4 gives them back (every one of the 96 bits is used: unpacking
+// and packing are a bijection).
+void pack_scale_min_k4(const uint8_t* sc, const uint8_t* m, uint8_t* s);
+
 // All 8 scales and mins at once (what scale_min_k4 gives for j = 0..7), by
 // whole-word bit operations: bytes 0..3 hold sc 0..3 and, in their top 2
 // bits, the top bits of sc 4..7; bytes 4..7 the same for the mins; bytes

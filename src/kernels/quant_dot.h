@@ -6,7 +6,8 @@
 // blocks of A elements, A = 32 for Q8_0/Q4_0/Q5_0 and 256 for the K types
 // (Q4_K, Q5_K, Q6_K), with scale dx = amax/127 (fp32) and codes
 // xq = nearbyint(x · (127/amax)) in [-127, 127] (all 0 when amax = 0); the K
-// types also keep the sums of xq over each 16 elements (bsum). Error per
+// types also keep the sums of xq over each 16 and each 32 elements (bsum,
+// bsum32). Error per
 // element <= dx/2, so |y − y_fp32| <= Σ_blocks dx/2 · Σ|w| (plus fp32
 // rounding), where y_fp32 = Σ dequantized w · x.
 //
@@ -19,7 +20,12 @@
 //              acc[0] += float(P)·(d_w·dx) (held by groups of 16 output rows,
 //              grouped_blocks.h, so a verify row pays one scale step per
 //              block for 16 outputs)
-//   Q4_K/Q5_K: P[l] = Σ_c sc_c · Σ q·xq (q unsigned), s = d·dx;
+//   Q4_K:      one lane: P = Σ_{j<8} sc_j · Σ_{i in sub-block j} q_i·xq_i
+//              (q unsigned), M = Σ_{j<8} m_j · bsum32_j (exact int32s);
+//              acc[0] += float(P)·(d·dx), then acc[0] += float(M)·((−dmin)·dx)
+//              (held grouped like Q8_0/Q4_0: the sub-block scales, mins and
+//              the scale step paid once per block for 16 outputs)
+//   Q5_K:      P[l] = Σ_c sc_c · Σ q·xq (q unsigned), s = d·dx;
 //              acc[l] += float(P[l])·s; and for each 16-element group g < 16
 //              macc[g] += (dmin·float(m_{g/2})) · (float(bsum16_g)·dx)
 //   Q6_K:      P[l] = Σ_c sc_{2c + (l >= 4)} · Σ q·xq (q in 0..63), s = d·dx;
@@ -27,7 +33,7 @@
 // (s, d·float(…) and float(bsum16)·dx are single fp32 products; every
 // "acc += a·b" is ONE fused multiply-add, fma(a, b, acc), one rounding — the
 // kernels use vfmadd, the reference std::fma), blocks in increasing order.
-// Then y = tree(acc) − tree(macc) (Q5_0: macc = 0; Q8_0/Q4_0: y = acc[0]), tree =
+// Then y = tree(acc) − tree(macc) (Q5_0: macc = 0; Q8_0/Q4_0/Q4_K: y = acc[0]), tree =
 // t[l] += t[l + h] for h = 8 (16 lanes only), 4, 2, 1. (float(bsum16)·dx is
 // row-local, computed once per call in quantize_act.) Integer sums are exact
 // and every fp32 operation is fixed, so y depends only on the weight row, the
@@ -55,6 +61,10 @@ struct QuantAct {
   std::vector<float> d;               // [rows, cols / ab]
   std::vector<int16_t> bsum;          // [rows, cols / 16] (K types)
   std::vector<float> bsumf;           // [rows, cols / 16]: float(bsum)·dx (K types)
+  // [rows, cols / 32] (K types): Σ xq of each 32 (|.| <= 4064), pairs of
+  // sub-blocks adjacent so one 4-byte broadcast feeds Q4_K's vpdpwssd of
+  // the mins (bsum32_{2p}, bsum32_{2p+1} against m_{2p}, m_{2p+1}).
+  std::vector<int16_t> bsum32;
   // Q5_0, [rows, cols / 4]: −16 · Σ of each 4 xq,
   // so the kernels can multiply the unsigned stored codes q and start the lane
   // sums at it: Σ (q − offset)·xq = xneg + Σ q·xq, exactly.
@@ -83,6 +93,7 @@ struct QuantAct {
   const float* drow(size_t r) const { return d.data() + r * (cols / ab); }
   const int16_t* brow(size_t r) const { return bsum.data() + r * (cols / 16); }
   const float* bfrow(size_t r) const { return bsumf.data() + r * (cols / 16); }
+  const int16_t* b32row(size_t r) const { return bsum32.data() + r * (cols / 32); }
   const int32_t* nrow(size_t r) const { return xneg.data() + r * (cols / 4); }
   const uint8_t* urow(size_t r) const { return qu.data() + r * cols; }
   const int32_t* crow(size_t r) const { return xcorr.data() + r * (cols / 32); }

@@ -93,7 +93,8 @@ void dotk(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n, 
     int q[256];
     int sc_of[256];     // the integer scale multiplying element e in P
     float wmin[16];  // the weight side of macc[g]
-    float d;
+    float d, dmin = 0;
+    uint8_t mins[8] = {};
     if (t == GgmlType::Q6_K) {
       const auto* sc = reinterpret_cast<const int8_t*>(w + 192);
       for (int e = 0; e < 256; ++e) {
@@ -108,15 +109,33 @@ void dotk(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n, 
       const uint8_t* qh = t == GgmlType::Q5_K ? w + 16 : nullptr;
       const uint8_t* qs = qh ? w + 48 : w + 16;
       uint8_t sc[8], mn[8];
-      for (size_t j = 0; j < 8; ++j) scale_min_k4(w + 4, j, &sc[j], &mn[j]);
+      for (size_t j = 0; j < 8; ++j) scale_min_k4(w + 4, j, &sc[j], &mn[j]), mins[j] = mn[j];
       for (int e = 0; e < 256; ++e) {
         const int c = e / 64, h = (e % 64) / 32, l = e % 32, j = 2 * c + h;
         q[e] = (h ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 15) | (qh ? (qh[l] >> j & 1) << 4 : 0);
         sc_of[e] = sc[j];
       }
       d = ld16(w);
-      const float dmin = ld16(w + 2);
+      dmin = ld16(w + 2);
       for (int g = 0; g < 16; ++g) wmin[g] = dmin * static_cast<float>(mn[g / 2]);
+    }
+    if (t == GgmlType::Q4_K) {  // one lane (grouped)
+      for (size_t r = 0; r < n; ++r) {
+        const int8_t* xq = a.qrow(r0 + r) + 256 * sb;
+        const int16_t* b32 = a.b32row(r0 + r) + 8 * sb;
+        int32_t p = 0, msum = 0;
+        for (int j = 0; j < 8; ++j) {
+          int32_t part = 0;
+          for (int i = 32 * j; i < 32 * j + 32; ++i) part += q[i] * xq[i];
+          p += sc_of[32 * j] * part;
+          msum += static_cast<int32_t>(mins[j]) * b32[j];
+        }
+        const float dx = a.drow(r0 + r)[sb];
+        float& v = acc[r * 8];
+        v = std::fma(static_cast<float>(p), d * dx, v);
+        v = std::fma(static_cast<float>(msum), -dmin * dx, v);
+      }
+      continue;
     }
     for (size_t r = 0; r < n; ++r) {
       const int8_t* xq = a.qrow(r0 + r) + 256 * sb;
@@ -138,7 +157,8 @@ void dotk(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n, 
       }
     }
   }
-  for (size_t r = 0; r < n; ++r) out[r] = tree(&acc[r * 8], 8) - tree(&macc[r * 16], 16);
+  for (size_t r = 0; r < n; ++r)
+    out[r] = t == GgmlType::Q4_K ? acc[r * 8] : tree(&acc[r * 8], 8) - tree(&macc[r * 16], 16);
 }
 }  // namespace
 
@@ -156,6 +176,7 @@ void act_prepare(GgmlType t, size_t rows, size_t cols, bool vnni, QuantAct& out)
   out.d.resize(rows * cols / ab);
   out.bsum.resize(ab == 256 ? rows * cols / 16 : 0);
   out.bsumf.resize(out.bsum.size());
+  out.bsum32.resize(out.bsum.size() / 2);
   out.xneg.resize(act_code_offset(t) ? rows * cols / 4 : 0);
   const bool q5 = t == GgmlType::Q5_0;  // the grouped types need xcorr only
   out.xcorr.resize(t == GgmlType::Q8_0 || t == GgmlType::Q4_0 ? rows * cols / 32 : 0);
@@ -200,6 +221,8 @@ void act_sums(GgmlType t, size_t r, QuantAct& out) {
       bs[g] = static_cast<int16_t>(s);
       bf[g] = static_cast<float>(s) * d[g / 16];
     }
+    int16_t* __restrict b32 = out.bsum32.data() + r * (cols / 32);
+    for (size_t j = 0; j < cols / 32; ++j) b32[j] = static_cast<int16_t>(bs[2 * j] + bs[2 * j + 1]);
   }
 }
 

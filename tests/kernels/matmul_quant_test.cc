@@ -121,6 +121,11 @@ TEST_P(QuantMatmul, RandomBlockBytesEqualReference) {
     }
   }
   const PackedMatrix w = PackedMatrix::pack_blocks(blocks.data(), t, rows, c);
+  std::vector<uint8_t> back(rb);  // the held layout gives every bit back
+  for (size_t o = 0; o < rows; ++o) {
+    w.row_blocks(o, back.data());
+    ASSERT_EQ(std::memcmp(back.data(), blocks.data() + o * rb, rb), 0) << "row " << o;
+  }
   auto x = randn(q * c, rng);
   for (size_t i = 0; i < x.size(); i += 3) x[i] = x[i] > 0 ? 100.f : -100.f;  // codes ±127
   std::vector<float> y(q * rows);
@@ -262,8 +267,11 @@ TEST(QuantPack, PackBlocksKeepsBitsAndRowF32Dequantizes) {
     for (size_t r = 0; r < rows; ++r) quantize_row(t, wf.data() + r * c, c, blocks.data() + r * rb);
     const PackedMatrix m = PackedMatrix::pack_blocks(blocks.data(), t, rows, c);
     EXPECT_EQ(m.hold(), wt);
-    const bool grouped = t == GgmlType::Q8_0 || t == GgmlType::Q4_0;
-    EXPECT_EQ(m.bytes(), grouped ? 48 * rb : rows * rb);  // whole groups of 16 rows
+    // Held by whole groups of 16 rows (kernels/grouped_blocks.h): Q8_0 and
+    // Q4_0 in their GGUF bytes, Q4_K with its 12 scale bytes unpacked to 16.
+    const bool grouped = t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_K;
+    const size_t held_rb = t == GgmlType::Q4_K ? rb + 4 * (c / 256) : rb;
+    EXPECT_EQ(m.bytes(), grouped ? 48 * held_rb : rows * rb);
     const PackedMatrix p = PackedMatrix::pack(wf.data(), DType::F32, rows, c, wt);
     std::vector<uint8_t> got_b(rb), got_p(rb);
     std::vector<float> got(c), want(c);
