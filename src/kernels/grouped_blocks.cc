@@ -16,24 +16,38 @@ struct Place {
   size_t code;    // the row's first code byte; quad n is 64n further
   size_t i;       // row within the group
 };
-// A held type's GGUF block: its bytes, where its code bytes start and how many.
+// A held type's GGUF block: its bytes, where its code bytes start and how
+// many, where its d is.
 struct Form {
   size_t block_bytes, code_at, n_code;
   uint8_t flip;  // Q8_0: held as c + 128
+  size_t d_at;
 };
 // Checks the type once per call of the two entry points below.
 Form form(GgmlType t) {
-  MTP_CHECK(held_grouped(t), "grouped layout of a type that is not Q8_0, Q4_0 or Q4_K");
-  if (t == GgmlType::Q8_0) return {34, 2, 32, 0x80};
-  if (t == GgmlType::Q4_0) return {18, 2, 16, 0};
-  return {144, 16, 128, 0};
+  MTP_CHECK(held_grouped(t), "grouped layout of a type that is not Q8_0, Q4_0, Q4_K or Q6_K");
+  if (t == GgmlType::Q8_0) return {34, 2, 32, 0x80, 0};
+  if (t == GgmlType::Q4_0) return {18, 2, 16, 0, 0};
+  if (t == GgmlType::Q4_K) return {144, 16, 128, 0, 0};
+  return {210, 0, 192, 0, 208};
 }
 Place place(GgmlType t, size_t rows, size_t cols, size_t r, size_t b) {
   const size_t nb = cols / group_block_elems(t), g = r / kGroupRows, i = r % kGroupRows;
   return {grouped_meta_offset(t, rows, cols) + (g * nb + b) * group_meta_bytes(t),
           (g * nb + b) * group_code_bytes(t) + 4 * i, i};
 }
-size_t code_at(const Place& p, size_t n) { return p.code + n / 4 * 4 * kGroupRows + n % 4; }
+// Where code byte n of the row's GGUF block is held: quad n / 4 (Q6_K: ql
+// bytes 64h + 32s + 4t + e on line (8h + t)·3 + s, qh bytes 32h + 4t + e on
+// line (8h + t)·3 + 2).
+size_t code_at(GgmlType t, const Place& p, size_t n) {
+  size_t line = n / 4;
+  if (t == GgmlType::Q6_K) {
+    const bool ql = n < 128;
+    const size_t x = ql ? n : n - 128, h = ql ? x / 64 : x / 32, s = ql ? x % 64 / 32 : 2;
+    line = (8 * h + x % 32 / 4) * 3 + s;
+  }
+  return p.code + line * 4 * kGroupRows + n % 4;
+}
 
 // Q4_K's meta of one row: dmin and the unpacked scales and mins.
 void put_k_meta(const uint8_t* src, const Place& p, uint8_t* dst) {
@@ -67,10 +81,12 @@ void grouped_put_rows(GgmlType t, const uint8_t* blocks, size_t r0, size_t n, si
     for (size_t b = 0; b < nb; ++b) {
       const uint8_t* src = blocks + (i * nb + b) * f.block_bytes;
       const Place p = place(t, rows, cols, r0 + i, b);
-      std::memcpy(dst + p.meta + 2 * p.i, src, 2);  // d
+      std::memcpy(dst + p.meta + 2 * p.i, src + f.d_at, 2);  // d
       if (t == GgmlType::Q4_K) put_k_meta(src, p, dst);
+      if (t == GgmlType::Q6_K)
+        for (size_t j = 0; j < 16; ++j) dst[p.meta + 32 + 16 * j + p.i] = src[192 + j];
       for (size_t c = 0; c < f.n_code; ++c)
-        dst[code_at(p, c)] = static_cast<uint8_t>(src[f.code_at + c] ^ f.flip);
+        dst[code_at(t, p, c)] = static_cast<uint8_t>(src[f.code_at + c] ^ f.flip);
     }
 }
 
@@ -80,10 +96,12 @@ void grouped_gather_row(GgmlType t, const uint8_t* held, size_t rows, size_t col
   for (size_t b = 0; b < cols / group_block_elems(t); ++b) {
     uint8_t* dst = out + b * f.block_bytes;
     const Place p = place(t, rows, cols, r, b);
-    std::memcpy(dst, held + p.meta + 2 * p.i, 2);
+    std::memcpy(dst + f.d_at, held + p.meta + 2 * p.i, 2);
     if (t == GgmlType::Q4_K) gather_k_meta(held, p, dst);
+    if (t == GgmlType::Q6_K)
+      for (size_t j = 0; j < 16; ++j) dst[192 + j] = held[p.meta + 32 + 16 * j + p.i];
     for (size_t c = 0; c < f.n_code; ++c)
-      dst[f.code_at + c] = static_cast<uint8_t>(held[code_at(p, c)] ^ f.flip);
+      dst[f.code_at + c] = static_cast<uint8_t>(held[code_at(t, p, c)] ^ f.flip);
   }
 }
 

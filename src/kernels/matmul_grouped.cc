@@ -56,7 +56,7 @@
 #include <immintrin.h>
 namespace mtp::kernels::detail {
 // The held types, as a template parameter.
-enum GroupedKind : int { kQ8_0 = 0, kQ4_0 = 1, kQ4_K = 2 };
+enum GroupedKind : int { kQ8_0 = 0, kQ4_0 = 1, kQ4_K = 2, kQ6_K = 3 };
 struct GroupedArgs {
   GroupedKind kind;
   const uint8_t* codes;    // grouped_blocks.h
@@ -69,7 +69,7 @@ struct GroupedArgs {
   bool vnni;      // simd_quant_vnni()
   // Whether to prefetch: q >= 2; q = 1 by prefetch_single_row() (vendor),
   // and always where the q = 1 loop is slow next to its stream — Q4_0 and
-  // Q4_K (half Q8_0's bytes per multiply) and the kernels without VNNI (Zen 4, ~1 B
+  // the K types (fewer bytes per multiply than Q8_0) and the kernels without VNNI (Zen 4, ~1 B
   // target: Q4_0 decode 28.7-29.4 -> 27.6-28.4 ms with it, AVX2 Q8_0 without
   // VNNI 52.3-54.2 -> 45.0-47.9 ms; the AVX-512 VNNI Q8_0 q = 1 product ran
   // 0.57 -> 0.68 ms with it, so it keeps the vendor rule).
@@ -242,90 +242,6 @@ HWY_INLINE void tile_y(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
   store_tile_y<kQ>(a, g, j0, acc);
 }
 
-// What a Q4_K tile of kQ activation rows (from j0) reads of group g.
-template <size_t kQ>
-struct TileInK {
-  static constexpr size_t kCode = 2048, kMeta = 320;  // grouped_blocks.h
-  const uint8_t* cg;
-  const uint8_t* mg;
-  const int8_t* xq[kQ];
-  const float* xd[kQ];
-  const int8_t* xs[kQ];  // bsum32 (int16 pairs, read 4 bytes at a time)
-  HWY_INLINE TileInK(const GroupedArgs& a, size_t g, size_t j0)
-      : cg(a.codes + g * a.nb * kCode), mg(a.meta + g * a.nb * kMeta) {
-#pragma GCC unroll 8
-    for (size_t j = 0; j < kQ; ++j)
-      xq[j] = a.a->qrow(j0 + j), xd[j] = a.a->drow(j0 + j),
-      xs[j] = reinterpret_cast<const int8_t*>(a.a->b32row(j0 + j));
-  }
-};
-
-// Q4_K, kQ activation rows against group g, 256-bit: outputs 8h2..8h2 + 7
-// of the group in half h2 of each 64-byte line (and of each meta row).
-template <size_t kQ, bool kVnni>
-HWY_INLINE void tile_ky(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
-  const TileInK<kQ> in(a, g, j0);
-  const auto& [cg, mg, xq, xd, xs] = in;
-  constexpr size_t kCode = TileInK<kQ>::kCode;
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  __m256 acc[kQ][2];
-#pragma GCC unroll 8
-  for (size_t j = 0; j < kQ; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-  for (size_t b = 0; b < a.nb; ++b) {
-    const uint8_t* cb = cg + b * kCode;
-    const uint8_t* mb = mg + b * TileInK<kQ>::kMeta;
-    if (pf) prefetch_codes<kCode>(a, cb);
-    for (size_t h2 = 0; h2 < 2; ++h2) {
-      __m256i p[kQ];
-#pragma GCC unroll 8
-      for (size_t j = 0; j < kQ; ++j) p[j] = _mm256_setzero_si256();
-      for (size_t sb = 0; sb < 8; ++sb) {  // sub-block: nibble sb % 2 of chunk sb / 2
-        __m256i s[kQ];
-#pragma GCC unroll 8
-        for (size_t j = 0; j < kQ; ++j) s[j] = _mm256_setzero_si256();
-        const uint8_t* cc = cb + 512 * (sb / 2) + 32 * h2;
-#pragma GCC unroll 8
-        for (size_t k = 0; k < 8; ++k) {
-          const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(cc + 64 * k));
-          const __m256i w = _mm256_and_si256(sb % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
-#pragma GCC unroll 8
-          for (size_t j = 0; j < kQ; ++j) {
-            const __m256i xb = _mm256_set1_epi32(ld32(xq[j] + 256 * b + 32 * sb + 4 * k));
-            // Without VNNI: int16 pairs, exact (<= 8·2·15·127 = 30480).
-            s[j] = kVnni ? dpbusd_y(s[j], w, xb) : _mm256_add_epi16(s[j], _mm256_maddubs_epi16(w, xb));
-          }
-        }
-        const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mb + 64 + 16 * sb + 8 * h2)));
-        // Without VNNI each lane's two int16 sums meet (sc, sc) in one madd.
-        const __m256i sc2 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
-#pragma GCC unroll 8
-        for (size_t j = 0; j < kQ; ++j)
-          p[j] = _mm256_add_epi32(p[j], kVnni ? _mm256_mullo_epi32(s[j], sc) : _mm256_madd_epi16(s[j], sc2));
-      }
-      __m256i mm[kQ];
-#pragma GCC unroll 8
-      for (size_t j = 0; j < kQ; ++j) mm[j] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-      for (size_t pr = 0; pr < 4; ++pr) {
-        const __m256i mp = _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(mb + 192 + 32 * pr + 16 * h2)));
-#pragma GCC unroll 8
-        for (size_t j = 0; j < kQ; ++j)
-          mm[j] = _mm256_add_epi32(mm[j], _mm256_madd_epi16(mp, _mm256_set1_epi32(ld32(xs[j] + 16 * b + 4 * pr))));
-      }
-      const __m256 dv = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(mb + 16 * h2)));
-      const __m256 ndm = _mm256_xor_ps(_mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(mb + 32 + 16 * h2))),
-                                       _mm256_set1_ps(-0.f));
-#pragma GCC unroll 8
-      for (size_t j = 0; j < kQ; ++j) {
-        const __m256 dx = _mm256_broadcast_ss(xd[j] + b);
-        acc[j][h2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[j]), _mm256_mul_ps(dv, dx), acc[j][h2]);
-        acc[j][h2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mm[j]), _mm256_mul_ps(ndm, dx), acc[j][h2]);
-      }
-    }
-  }
-  store_tile_y<kQ>(a, g, j0, acc);
-}
-
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 // acc[i] += Σ_{e<4} u8(u[4i+e])·s8(x[e]): the 4 activation bytes at x
 // broadcast by the instruction itself (AVX512_VNNI as inline assembly: the
@@ -378,84 +294,10 @@ HWY_INLINE void tile_z(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
 #pragma GCC unroll 8
   for (size_t j = 0; j < kQ; ++j) _mm512_mask_storeu_ps(a.y + (j0 + j) * a.y_stride + o, m, acc[j]);
 }
-// acc[i] += Σ_{h<2} s16(u[2i+h])·s16(x[h]): vpdpwssd with the 2 int16 at x
-// broadcast (AVX512_VNNI, inline assembly as dpbusd_bcast).
-HWY_INLINE __m512i dpwssd_bcast(__m512i acc, __m512i u, const int8_t* x) {
-  asm("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*reinterpret_cast<const i32u*>(x)));
-  return acc;
-}
-
-// Q4_K, kQ activation rows against group g, 512-bit (VNNI). Up to 4 rows
-// take both sub-blocks of a chunk per pass over its lines (2 integer chains
-// per row), more rows one (registers: 3 per row).
-template <size_t kQ>
-HWY_INLINE void tile_kz(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
-  const TileInK<kQ> in(a, g, j0);
-  const auto& [cg, mg, xq, xd, xs] = in;
-  constexpr size_t kCode = TileInK<kQ>::kCode, kH = kQ <= 4 ? 2 : 1;
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
-  __m512 acc[kQ];
-#pragma GCC unroll 8
-  for (size_t j = 0; j < kQ; ++j) acc[j] = _mm512_setzero_ps();
-  for (size_t b = 0; b < a.nb; ++b) {
-    const uint8_t* cb = cg + b * kCode;
-    const uint8_t* mb = mg + b * TileInK<kQ>::kMeta;
-    if (pf) prefetch_codes<kCode>(a, cb);
-    __m512i p[kQ];
-#pragma GCC unroll 8
-    for (size_t j = 0; j < kQ; ++j) p[j] = _mm512_setzero_si512();
-#pragma GCC unroll 1
-    for (size_t s0 = 0; s0 < 8; s0 += kH) {  // sub-blocks s0 .. s0 + kH − 1
-      __m512i s[kQ][kH];
-#pragma GCC unroll 8
-      for (size_t j = 0; j < kQ; ++j)
-#pragma GCC unroll 2
-        for (size_t hh = 0; hh < kH; ++hh) s[j][hh] = _mm512_setzero_si512();
-      const uint8_t* cc = cb + 512 * (s0 / 2);
-#pragma GCC unroll 8
-      for (size_t k = 0; k < 8; ++k) {
-        const __m512i v = _mm512_load_si512(cc + 64 * k);
-#pragma GCC unroll 2
-        for (size_t hh = 0; hh < kH; ++hh) {
-          const size_t sb = s0 + hh;
-          const __m512i w = _mm512_and_si512(sb % 2 ? _mm512_srli_epi16(v, 4) : v, m4);
-#pragma GCC unroll 8
-          for (size_t j = 0; j < kQ; ++j) s[j][hh] = dpbusd_bcast(s[j][hh], w, xq[j] + 256 * b + 32 * sb + 4 * k);
-        }
-      }
-#pragma GCC unroll 2
-      for (size_t hh = 0; hh < kH; ++hh) {
-        const __m512i sc = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(mb + 64 + 16 * (s0 + hh))));
-#pragma GCC unroll 8
-        for (size_t j = 0; j < kQ; ++j) p[j] = _mm512_add_epi32(p[j], _mm512_mullo_epi32(s[j][hh], sc));
-      }
-    }
-    __m512i mm[kQ];
-#pragma GCC unroll 8
-    for (size_t j = 0; j < kQ; ++j) mm[j] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-    for (size_t pr = 0; pr < 4; ++pr) {
-      const __m512i mp = _mm512_cvtepu8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(mb + 192 + 32 * pr)));
-#pragma GCC unroll 8
-      for (size_t j = 0; j < kQ; ++j) mm[j] = dpwssd_bcast(mm[j], mp, xs[j] + 16 * b + 4 * pr);
-    }
-    const __m512 dv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(mb)));
-    const __m512 ndm = _mm512_castsi512_ps(_mm512_xor_si512(
-        _mm512_castps_si512(_mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(mb + 32)))),
-        _mm512_set1_epi32(static_cast<int>(0x80000000u))));
-#pragma GCC unroll 8
-    for (size_t j = 0; j < kQ; ++j) {
-      const __m512 dx = _mm512_set1_ps(xd[j][b]);
-      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[j]), _mm512_mul_ps(dv, dx), acc[j]);
-      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mm[j]), _mm512_mul_ps(ndm, dx), acc[j]);
-    }
-  }
-  const size_t o = g * kGroupRows, n = std::min(kGroupRows, a.rows - o);
-  const __mmask16 m = static_cast<__mmask16>((1u << n) - 1);
-#pragma GCC unroll 8
-  for (size_t j = 0; j < kQ; ++j) _mm512_mask_storeu_ps(a.y + (j0 + j) * a.y_stride + o, m, acc[j]);
-}
 #endif
+
+// The K types' tiles (tile_ky, tile_6y; with AVX-512 VNNI tile_kz, tile_6z).
+#include "kernels/grouped_tiles_k-inl.h"
 
 // One tile of kQ rows of kind K (512-bit: VNNI only).
 template <int kK, size_t kQ, bool kZmm, bool kVnni>
@@ -463,11 +305,13 @@ HWY_INLINE void tile(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   if constexpr (kZmm) {
     if constexpr (kK == detail::kQ4_K) return tile_kz<kQ>(a, g, j0, pf);
+    else if constexpr (kK == detail::kQ6_K) return tile_6z<kQ>(a, g, j0, pf);
     else return tile_z<kK == detail::kQ4_0, kQ>(a, g, j0, pf);
   }
 #endif
   if constexpr (!kZmm) {
     if constexpr (kK == detail::kQ4_K) tile_ky<kQ, kVnni>(a, g, j0, pf);
+    else if constexpr (kK == detail::kQ6_K) tile_6y<kQ, kVnni>(a, g, j0, pf);
     else tile_y<kK == detail::kQ4_0, kQ, kVnni>(a, g, j0, pf);
   }
 }
@@ -510,12 +354,14 @@ void GroupedRows(const GroupedArgs& a, size_t g0, size_t g1) {
     case detail::kQ8_0: return groups_of_kind<detail::kQ8_0>(a, g0, g1);
     case detail::kQ4_0: return groups_of_kind<detail::kQ4_0>(a, g0, g1);
     case detail::kQ4_K: return groups_of_kind<detail::kQ4_K>(a, g0, g1);
+    case detail::kQ6_K: return groups_of_kind<detail::kQ6_K>(a, g0, g1);
   }
 }
 #else
 // Targets without the integer kernels: the reference on gathered GGUF rows.
 void GroupedRows(const detail::GroupedArgs& a, size_t g0, size_t g1) {
-  const GgmlType t = a.kind == detail::kQ8_0 ? GgmlType::Q8_0 : a.kind == detail::kQ4_0 ? GgmlType::Q4_0 : GgmlType::Q4_K;
+  constexpr GgmlType kTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K};
+  const GgmlType t = kTypes[a.kind];
   thread_local std::vector<uint8_t> row;
   thread_local std::vector<float> out;
   row.resize(ggml_row_bytes(static_cast<uint32_t>(t), a.cols));
@@ -541,16 +387,18 @@ namespace {
 // How far ahead the kernels prefetch codes, and into which level (measured
 // on Zen 4, docs/PERFORMANCE.md Sessions 18 and 19; `prefetch` in
 // GroupedArgs says when at all). Q8_0 and Q4_0: q <= 2 8 KiB into L1, q >= 3
-// 32 KiB into L2. Q4_K (2 KiB of codes per (group, block)): q = 1 2 KiB into
-// L1 (decode of the ~1 B target 30-33 -> 25-27.5 ms against 8 KiB into L1 or
-// 32 KiB into L2), q >= 2 32 KiB into L2 (q = 2 1.7 -> 1.17 decodes).
+// 32 KiB into L2. The K types (2-3 KiB of codes per (group, block)): q = 1
+// 2 KiB into L1 (decode of the ~1 B target, Q4_K 30-33 -> 25-27.5 ms, Q6_K
+// 46.6 -> 41.0-41.4 ms against 8 KiB into L1), q >= 2 32 KiB into L2 (Q4_K
+// q = 2 1.7 -> 1.17 decodes).
 struct Prefetch {
   size_t ahead;
   bool l2;
 };
 Prefetch prefetch_policy(GgmlType t, size_t q) {
-  if (q >= 3 || (t == GgmlType::Q4_K && q == 2)) return {32768, true};
-  return {t == GgmlType::Q4_K ? size_t{2048} : size_t{8192}, false};
+  const bool k_type = t == GgmlType::Q4_K || t == GgmlType::Q6_K;
+  if (q >= 3 || (k_type && q == 2)) return {32768, true};
+  return {k_type ? size_t{2048} : size_t{8192}, false};
 }
 }  // namespace
 
@@ -562,7 +410,10 @@ void matmul_grouped(const PackedMatrix& w, const float* x, size_t x_stride, size
   quantize_act(t, x, x_stride, q, w.cols(), act, vnni);
   const size_t rows = w.rows(), cols = w.cols();
   const Prefetch pf = prefetch_policy(t, q);
-  const GroupedKind kind = t == GgmlType::Q8_0 ? kQ8_0 : t == GgmlType::Q4_0 ? kQ4_0 : kQ4_K;
+  const GroupedKind kind = t == GgmlType::Q8_0   ? kQ8_0
+                           : t == GgmlType::Q4_0 ? kQ4_0
+                           : t == GgmlType::Q4_K ? kQ4_K
+                                                 : kQ6_K;
   const GroupedArgs a{kind,
                       w.data(),
                       w.data() + grouped_meta_offset(t, rows, cols),

@@ -1,5 +1,5 @@
 // Quantized weight kernels (Highway runtime dispatch): Y[q, rows] = X[q, cols]·Wᵀ
-// for W stored as rows of ggml blocks (Q5_0, Q5_K, Q6_K; Q8_0, Q4_0 and Q4_K
+// for W stored as rows of ggml blocks (Q5_0, Q5_K; Q8_0, Q4_0, Q4_K and Q6_K
 // are held by groups of 16 rows and have their own kernel, matmul_grouped.cc,
 // which matmul_quant hands them to).
 //
@@ -113,7 +113,7 @@ HWY_INLINE __m256i dpwssd256(__m256i acc, __m256i a, __m256i b) {
 // The 8 mins m_j as int16 pairs (m0, m0, m1, m1, ...): madd against the 16
 // sums of 16 gives m_j · bsum32_j in lane j.
 // The 16 weight-side min factors of quant_dot.h as int32 (before the fp32
-// conversion and the product with d or dmin): Q4_K/Q5_K m_{g/2}, Q6_K 32·sc_g.
+// conversion and the product with dmin): Q5_K's m_{g/2}.
 HWY_INLINE __m128i min_factors_i8(const uint8_t* mn) {  // m0 m0 m1 m1 ... m7 m7
   const __m128i m8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn));
   return _mm_unpacklo_epi8(m8, m8);
@@ -201,19 +201,6 @@ HWY_INLINE void tile32(const uint8_t* w, size_t bb, size_t nb, const int8_t* con
   for (size_t j = 0; j < kQ; ++j) out[j] = reduce8(_mm256_add_ps(acc[j][0], acc[j][1])) - 0.f;
 }
 
-// Q6_K codes of chunks 4h .. 4h + 3 (elements 128h + 32k + l, k < 4): low 4
-// bits from ql, bits 2k..2k+1 of qh[32h + l] as bits 4..5.
-HWY_INLINE void q6_codes(const uint8_t* blk, size_t h, __m256i qv[4]) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-  const __m256i ql0 = ld256(blk + 64 * h), ql1 = ld256(blk + 64 * h + 32);
-  const __m256i qh = ld256(blk + 128 + 32 * h);
-  qv[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-  qv[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-  qv[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
-  qv[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
-}
-
 // Q5_K codes of sub-blocks 2c (lo) and 2c + 1 (hi): the low nibbles and the
 // fifth bits, bit 2c and 2c + 1 of qh[l]; qh is shifted by 2 for the next c.
 HWY_INLINE void k5_codes(const uint8_t* qs, size_t c, __m256i& qh, __m256i& lo, __m256i& hi) {
@@ -232,8 +219,8 @@ HWY_INLINE void prefetch_block(const uint8_t* blk, size_t bb) {
     _mm_prefetch(reinterpret_cast<const char*>(blk + kQuantPrefetch + l), _MM_HINT_T0);
 }
 
-// kQ activation rows against one weight row of a K type (kT: 4 Q5_K, 5 Q6_K;
-// Q4_K is held grouped).
+// kQ activation rows against one weight row of Q5_K (kT 4; Q4_K and Q6_K are
+// held grouped).
 template <int kT, size_t kQ, bool kVnni>
 HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* const* xq,
                       const float* const* xd, const float* const* bs, bool pf, float* out) {
@@ -263,44 +250,22 @@ HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* con
     };
     float s;
     __m256 wmin[2];
-    if constexpr (kT == 5) {
-      const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
-#pragma GCC unroll 2
-      for (size_t h = 0; h < 2; ++h) {
-        __m256i qv[4];
-        q6_codes(blk, h, qv);
+    uint8_t sc[8], mn[8];
+    unpack_scales_k4(blk + 4, sc, mn);
+    const uint8_t* qs = blk + 48;
+    __m256i qh = ld256(blk + 16);
 #pragma GCC unroll 8
-        for (size_t k = 0; k < 4; ++k) {
-          const size_t c = 4 * h + k;
-          const __m256i scv = _mm256_inserti128_si256(
-              _mm256_castsi128_si256(_mm_set1_epi16(sc[2 * c])), _mm_set1_epi16(sc[2 * c + 1]), 1);
-          chunk(qv[k], scv, c);
-        }
-      }
-      s = f16(blk + 208);
-      const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc));
-      const __m256 dv = _mm256_set1_ps(s);
-      wmin[0] = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_slli_epi32(_mm256_cvtepi8_epi32(sc8), 5)));
-      wmin[1] = _mm256_mul_ps(
-          dv, _mm256_cvtepi32_ps(_mm256_slli_epi32(_mm256_cvtepi8_epi32(_mm_srli_si128(sc8, 8)), 5)));
-    } else {
-      uint8_t sc[8], mn[8];
-      unpack_scales_k4(blk + 4, sc, mn);
-      const uint8_t* qs = blk + 48;
-      __m256i qh = ld256(blk + 16);
-#pragma GCC unroll 8
-      for (size_t c = 0; c < 4; ++c) {
-        __m256i lo, hi;
-        k5_codes(qs, c, qh, lo, hi);
-        chunk(lo, _mm256_set1_epi16(sc[2 * c]), 2 * c);
-        chunk(hi, _mm256_set1_epi16(sc[2 * c + 1]), 2 * c + 1);
-      }
-      s = f16(blk);
-      const __m256 dmv = _mm256_set1_ps(f16(blk + 2));
-      const __m128i mf = min_factors_i8(mn);
-      wmin[0] = _mm256_mul_ps(dmv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mf)));
-      wmin[1] = _mm256_mul_ps(dmv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(mf, 8))));
+    for (size_t c = 0; c < 4; ++c) {
+      __m256i lo, hi;
+      k5_codes(qs, c, qh, lo, hi);
+      chunk(lo, _mm256_set1_epi16(sc[2 * c]), 2 * c);
+      chunk(hi, _mm256_set1_epi16(sc[2 * c + 1]), 2 * c + 1);
     }
+    s = f16(blk);
+    const __m256 dmv = _mm256_set1_ps(f16(blk + 2));
+    const __m128i mf = min_factors_i8(mn);
+    wmin[0] = _mm256_mul_ps(dmv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mf)));
+    wmin[1] = _mm256_mul_ps(dmv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(mf, 8))));
 #pragma GCC unroll 8
     for (size_t j = 0; j < kQ; ++j) {
       const float sj = s * xd[j][sb];
@@ -454,59 +419,36 @@ HWY_INLINE void tilek_512(const uint8_t* w, size_t bb, size_t nsb, const int8_t*
     };
     float s;
     __m512 wminz;
-    if constexpr (kT == 5) {
-      const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
-      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
-      const __m512i sc16z = _mm512_castsi256_si512(sc16);
-      const __m512i idx = _mm512_load_si512(kLaneOver8);
-#pragma GCC unroll 2
-      for (size_t h = 0; h < 2; ++h) {
-        __m256i qv[4];
-        q6_codes(blk, h, qv);
-        const __m512i q01 = pair512(qv[0], qv[1]), q23 = pair512(qv[2], qv[3]);
-        // Pair p covers sub-blocks 4p..4p+3, 16 elements (8 int16 lanes) each.
-        const __m512i sc0 = _mm512_permutexvar_epi16(
-            _mm512_add_epi16(idx, _mm512_set1_epi16(static_cast<int16_t>(8 * h))), sc16z);
-        const __m512i sc1 = _mm512_permutexvar_epi16(
-            _mm512_add_epi16(idx, _mm512_set1_epi16(static_cast<int16_t>(8 * h + 4))), sc16z);
-        pair(q01, sc0, 2 * h);
-        pair(q23, sc1, 2 * h + 1);
-      }
-      s = f16(blk + 208);
-      wminz = _mm512_mul_ps(_mm512_set1_ps(s), _mm512_cvtepi32_ps(_mm512_slli_epi32(
-          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc))), 5)));
-    } else {
-      uint8_t sc[8], mn[8];
-      unpack_scales_k4(blk + 4, sc, mn);
-      const uint8_t* qs = blk + 48;
-      const __m512i sc16 = _mm512_castsi128_si512(
-          _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
-      const __m512i half = _mm512_srli_epi16(_mm512_load_si512(kLaneOver8), 1);  // 0 x16, 1 x16
-      // Sub-blocks 2c (low 256 bits) and 2c + 1 (high) of the codes: the 32
-      // qs bytes of chunk c in both halves, the high half shifted right by 4
-      // (one per-word shift), then the low nibbles — 2 operations per pair
-      // instead of k45_codes' 3 and the insert. Q5_K: the fifth bits (bit 2c
-      // of qh[l] low, 2c + 1 high) shifted to bit 4 the same way.
-      const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
-      const __m512i hi4 = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0x0004000400040004,
-                                           0x0004000400040004, 0, 0, 0, 0);
-      __m512i qh = _mm512_broadcast_i64x4(ld256(blk + 16));
-      const __m512i qh_shift = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0003000300030003,
-                                                0x0003000300030003, 0x0004000400040004, 0x0004000400040004,
-                                                0x0004000400040004, 0x0004000400040004);
+    uint8_t sc[8], mn[8];
+    unpack_scales_k4(blk + 4, sc, mn);
+    const uint8_t* qs = blk + 48;
+    const __m512i sc16 = _mm512_castsi128_si512(
+        _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
+    const __m512i half = _mm512_srli_epi16(_mm512_load_si512(kLaneOver8), 1);  // 0 x16, 1 x16
+    // Sub-blocks 2c (low 256 bits) and 2c + 1 (high) of the codes: the 32
+    // qs bytes of chunk c in both halves, the high half shifted right by 4
+    // (one per-word shift), then the low nibbles — 2 operations per pair
+    // instead of k45_codes' 3 and the insert. Q5_K: the fifth bits (bit 2c
+    // of qh[l] low, 2c + 1 high) shifted to bit 4 the same way.
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
+    const __m512i hi4 = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0x0004000400040004,
+                                         0x0004000400040004, 0, 0, 0, 0);
+    __m512i qh = _mm512_broadcast_i64x4(ld256(blk + 16));
+    const __m512i qh_shift = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0003000300030003,
+                                              0x0003000300030003, 0x0004000400040004, 0x0004000400040004,
+                                              0x0004000400040004, 0x0004000400040004);
 #pragma GCC unroll 8
-      for (size_t c = 0; c < 4; ++c) {
-        __m512i qv = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(ld256(qs + 32 * c)), hi4), m4);
-        qv = _mm512_or_si512(qv, _mm512_and_si512(_mm512_sllv_epi16(qh, qh_shift), m10));
-        qh = _mm512_srli_epi16(qh, 2);
-        // lanes 0..15: sc_2c, 16..31: sc_2c+1
-        const __m512i idx = _mm512_add_epi16(half, _mm512_set1_epi16(static_cast<int16_t>(2 * c)));
-        pair(qv, _mm512_permutexvar_epi16(idx, sc16), c);
-      }
-      s = f16(blk);
-      wminz = _mm512_mul_ps(_mm512_set1_ps(f16(blk + 2)),
-                            _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(min_factors_i8(mn))));
+    for (size_t c = 0; c < 4; ++c) {
+      __m512i qv = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(ld256(qs + 32 * c)), hi4), m4);
+      qv = _mm512_or_si512(qv, _mm512_and_si512(_mm512_sllv_epi16(qh, qh_shift), m10));
+      qh = _mm512_srli_epi16(qh, 2);
+      // lanes 0..15: sc_2c, 16..31: sc_2c+1
+      const __m512i idx = _mm512_add_epi16(half, _mm512_set1_epi16(static_cast<int16_t>(2 * c)));
+      pair(qv, _mm512_permutexvar_epi16(idx, sc16), c);
     }
+    s = f16(blk);
+    wminz = _mm512_mul_ps(_mm512_set1_ps(f16(blk + 2)),
+                          _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(min_factors_i8(mn))));
 #pragma GCC unroll 8
     for (size_t j = 0; j < kQ; ++j) {
       const __m512i pj = kTwo ? _mm512_add_epi32(P[j], P1[j]) : P[j];
@@ -589,8 +531,7 @@ template <bool kVnni>
 void rows_of_type(const detail::QuantArgs& a, size_t o0, size_t o1) {
   switch (a.t) {
     case GgmlType::Q5_0: return rows_impl<2, kVnni>(a, o0, o1);
-    case GgmlType::Q5_K: return rows_impl<4, kVnni>(a, o0, o1);
-    default: return rows_impl<5, kVnni>(a, o0, o1);
+    default: return rows_impl<4, kVnni>(a, o0, o1);  // Q5_K
   }
 }
 

@@ -28,12 +28,13 @@
 //   Q5_K:      P[l] = Σ_c sc_c · Σ q·xq (q unsigned), s = d·dx;
 //              acc[l] += float(P[l])·s; and for each 16-element group g < 16
 //              macc[g] += (dmin·float(m_{g/2})) · (float(bsum16_g)·dx)
-//   Q6_K:      P[l] = Σ_c sc_{2c + (l >= 4)} · Σ q·xq (q in 0..63), s = d·dx;
-//              macc[g] += (d·float(32·sc_g)) · (float(bsum16_g)·dx)
+//   Q6_K:      one lane: P = Σ_{j<16} sc_j · (Σ_{i in sub-block j} q_i·xq_i
+//              − 32·bsum16_j) (q in 0..63, sc signed; exact int32);
+//              acc[0] += float(P)·(d·dx) (held grouped as well)
 // (s, d·float(…) and float(bsum16)·dx are single fp32 products; every
 // "acc += a·b" is ONE fused multiply-add, fma(a, b, acc), one rounding — the
 // kernels use vfmadd, the reference std::fma), blocks in increasing order.
-// Then y = tree(acc) − tree(macc) (Q5_0: macc = 0; Q8_0/Q4_0/Q4_K: y = acc[0]), tree =
+// Then y = tree(acc) − tree(macc) (Q5_0: macc = 0; Q8_0/Q4_0/Q4_K/Q6_K: y = acc[0]), tree =
 // t[l] += t[l + h] for h = 8 (16 lanes only), 4, 2, 1. (float(bsum16)·dx is
 // row-local, computed once per call in quantize_act.) Integer sums are exact
 // and every fp32 operation is fixed, so y depends only on the weight row, the

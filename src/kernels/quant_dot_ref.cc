@@ -119,6 +119,21 @@ void dotk(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n, 
       dmin = ld16(w + 2);
       for (int g = 0; g < 16; ++g) wmin[g] = dmin * static_cast<float>(mn[g / 2]);
     }
+    if (t == GgmlType::Q6_K) {  // one lane (grouped)
+      for (size_t r = 0; r < n; ++r) {
+        const int8_t* xq = a.qrow(r0 + r) + 256 * sb;
+        const int16_t* b16 = a.brow(r0 + r) + 16 * sb;
+        int32_t p = 0;
+        for (int j = 0; j < 16; ++j) {
+          int32_t part = -32 * b16[j];  // Σ (q − 32)·xq
+          for (int i = 16 * j; i < 16 * j + 16; ++i) part += q[i] * xq[i];
+          p += sc_of[16 * j] * part;
+        }
+        float& v = acc[r * 8];
+        v = std::fma(static_cast<float>(p), d * a.drow(r0 + r)[sb], v);
+      }
+      continue;
+    }
     if (t == GgmlType::Q4_K) {  // one lane (grouped)
       for (size_t r = 0; r < n; ++r) {
         const int8_t* xq = a.qrow(r0 + r) + 256 * sb;
@@ -158,7 +173,7 @@ void dotk(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n, 
     }
   }
   for (size_t r = 0; r < n; ++r)
-    out[r] = t == GgmlType::Q4_K ? acc[r * 8] : tree(&acc[r * 8], 8) - tree(&macc[r * 16], 16);
+    out[r] = t == GgmlType::Q5_K ? tree(&acc[r * 8], 8) - tree(&macc[r * 16], 16) : acc[r * 8];
 }
 }  // namespace
 

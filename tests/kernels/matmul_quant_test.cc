@@ -267,9 +267,9 @@ TEST(QuantPack, PackBlocksKeepsBitsAndRowF32Dequantizes) {
     for (size_t r = 0; r < rows; ++r) quantize_row(t, wf.data() + r * c, c, blocks.data() + r * rb);
     const PackedMatrix m = PackedMatrix::pack_blocks(blocks.data(), t, rows, c);
     EXPECT_EQ(m.hold(), wt);
-    // Held by whole groups of 16 rows (kernels/grouped_blocks.h): Q8_0 and
-    // Q4_0 in their GGUF bytes, Q4_K with its 12 scale bytes unpacked to 16.
-    const bool grouped = t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_K;
+    // Held by whole groups of 16 rows (kernels/grouped_blocks.h): Q8_0, Q4_0
+    // and Q6_K in their GGUF bytes, Q4_K with its 12 scale bytes unpacked to 16.
+    const bool grouped = t != GgmlType::Q5_0 && t != GgmlType::Q5_K;
     const size_t held_rb = t == GgmlType::Q4_K ? rb + 4 * (c / 256) : rb;
     EXPECT_EQ(m.bytes(), grouped ? 48 * held_rb : rows * rb);
     const PackedMatrix p = PackedMatrix::pack(wf.data(), DType::F32, rows, c, wt);
