@@ -25,10 +25,11 @@ struct Form {
 };
 // Checks the type once per call of the two entry points below.
 Form form(GgmlType t) {
-  MTP_CHECK(held_grouped(t), "grouped layout of a type that is not Q8_0, Q4_0, Q4_K or Q6_K");
+  MTP_CHECK(held_grouped(t), "grouped layout of a type that is not Q8_0, Q4_0, Q4_K, Q5_K or Q6_K");
   if (t == GgmlType::Q8_0) return {34, 2, 32, 0x80, 0};
   if (t == GgmlType::Q4_0) return {18, 2, 16, 0, 0};
   if (t == GgmlType::Q4_K) return {144, 16, 128, 0, 0};
+  if (t == GgmlType::Q5_K) return {176, 16, 160, 0, 0};  // qh[32] then qs[128]
   return {210, 0, 192, 0, 208};
 }
 Place place(GgmlType t, size_t rows, size_t cols, size_t r, size_t b) {
@@ -36,11 +37,13 @@ Place place(GgmlType t, size_t rows, size_t cols, size_t r, size_t b) {
   return {grouped_meta_offset(t, rows, cols) + (g * nb + b) * group_meta_bytes(t),
           (g * nb + b) * group_code_bytes(t) + 4 * i, i};
 }
-// Where code byte n of the row's GGUF block is held: quad n / 4 (Q6_K: ql
+// Where code byte n of the row's GGUF block is held: quad n / 4 (Q5_K: qh
+// bytes 0..31 on lines 32.., qs bytes on lines 0..31; Q6_K: ql
 // bytes 64h + 32s + 4t + e on line (8h + t)·3 + s, qh bytes 32h + 4t + e on
 // line (8h + t)·3 + 2).
 size_t code_at(GgmlType t, const Place& p, size_t n) {
   size_t line = n / 4;
+  if (t == GgmlType::Q5_K) line = n < 32 ? 32 + n / 4 : (n - 32) / 4;  // qh quads after qs
   if (t == GgmlType::Q6_K) {
     const bool ql = n < 128;
     const size_t x = ql ? n : n - 128, h = ql ? x / 64 : x / 32, s = ql ? x % 64 / 32 : 2;
@@ -49,7 +52,7 @@ size_t code_at(GgmlType t, const Place& p, size_t n) {
   return p.code + line * 4 * kGroupRows + n % 4;
 }
 
-// Q4_K's meta of one row: dmin and the unpacked scales and mins.
+// Q4_K's and Q5_K's meta of one row: dmin and the unpacked scales and mins.
 void put_k_meta(const uint8_t* src, const Place& p, uint8_t* dst) {
   uint8_t sc[8], m[8];
   unpack_scales_k4(src + 4, sc, m);
@@ -82,7 +85,7 @@ void grouped_put_rows(GgmlType t, const uint8_t* blocks, size_t r0, size_t n, si
       const uint8_t* src = blocks + (i * nb + b) * f.block_bytes;
       const Place p = place(t, rows, cols, r0 + i, b);
       std::memcpy(dst + p.meta + 2 * p.i, src + f.d_at, 2);  // d
-      if (t == GgmlType::Q4_K) put_k_meta(src, p, dst);
+      if (t == GgmlType::Q4_K || t == GgmlType::Q5_K) put_k_meta(src, p, dst);
       if (t == GgmlType::Q6_K)
         for (size_t j = 0; j < 16; ++j) dst[p.meta + 32 + 16 * j + p.i] = src[192 + j];
       for (size_t c = 0; c < f.n_code; ++c)
@@ -97,7 +100,7 @@ void grouped_gather_row(GgmlType t, const uint8_t* held, size_t rows, size_t col
     uint8_t* dst = out + b * f.block_bytes;
     const Place p = place(t, rows, cols, r, b);
     std::memcpy(dst + f.d_at, held + p.meta + 2 * p.i, 2);
-    if (t == GgmlType::Q4_K) gather_k_meta(held, p, dst);
+    if (t == GgmlType::Q4_K || t == GgmlType::Q5_K) gather_k_meta(held, p, dst);
     if (t == GgmlType::Q6_K)
       for (size_t j = 0; j < 16; ++j) dst[192 + j] = held[p.meta + 32 + 16 * j + p.i];
     for (size_t c = 0; c < f.n_code; ++c)

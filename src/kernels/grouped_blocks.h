@@ -1,8 +1,8 @@
-// Internal to kernels: how Q8_0, Q4_0, Q4_K and Q6_K matrices are held —
+// Internal to kernels: how Q8_0, Q4_0, Q4_K, Q5_K and Q6_K matrices are held —
 // interleaved by groups of 16 output rows, so that one vpdpbusd multiplies 16
 // outputs by 4 elements of an activation row (its 4 bytes broadcast) and the
 // per-block scale step (conversion, d_w·dx, fused multiply-add; for the K
-// types the sub-block scales and Q4_K's mins) is paid once per 16 outputs per row instead
+// types the sub-block scales and Q4_K/Q5_K's mins) is paid once per 16 outputs per row instead
 // of once per output (quant_dot.h states the arithmetic; the kernel is
 // matmul_grouped.cc).
 //
@@ -20,6 +20,9 @@
 //     Q4_K [32, 16, 4] u8 (2048 bytes): quad n = 8c + k = qs bytes 32c + 4k
 //          + e (low nibble: element 4k + e of sub-block 2c, high nibble: of
 //          sub-block 2c + 1; the stored bytes, moved);
+//     Q5_K [40, 16, 4] u8 (2560 bytes): Q4_K's 32 quads of qs, then quads
+//          32 + k = qh bytes 4k + e (bit j: the fifth bit of element 4k + e
+//          of sub-block j);
 //     Q6_K [2, 8, 3, 16, 4] u8 (3072 bytes): for half h and quad t (elements
 //          128h + 32k + 4t + e, k < 4) three lines: ql bytes 64h + 4t + e
 //          (low nibbles k = 0, high k = 2), ql bytes 64h + 32 + 4t + e (k = 1,
@@ -28,7 +31,7 @@
 //          bytes, moved;
 //   meta [G, nb, group_meta_bytes(t)], per (group, block):
 //     Q8_0, Q4_0 (32 bytes): d fp16 [16] (row i at 2i);
-//     Q4_K (320 bytes): d fp16 [16] at 0, dmin fp16 [16] at 32, the 6-bit
+//     Q4_K, Q5_K (320 bytes): d fp16 [16] at 0, dmin fp16 [16] at 32, the 6-bit
 //          scales sc u8 [8 sub-blocks j][16 rows] at 64 (16j + i), the 6-bit
 //          mins m u8 [4 pairs p][16 rows][2] at 192 (32p + 2i + h: m of
 //          sub-block 2p + h) — unpacked from the 12 `scales` bytes
@@ -47,21 +50,29 @@ namespace mtp::kernels::detail {
 
 constexpr size_t kGroupRows = 16;  // output rows per group
 
-// Whether type t is held grouped (Q8_0, Q4_0, Q4_K, Q6_K).
+// Whether type t is held grouped (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K).
 inline bool held_grouped(GgmlType t) {
-  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_K || t == GgmlType::Q6_K;
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_K || t == GgmlType::Q5_K ||
+         t == GgmlType::Q6_K;
 }
 // Elements per block of a held type (32; K types 256).
 inline size_t group_block_elems(GgmlType t) {
-  return t == GgmlType::Q4_K || t == GgmlType::Q6_K ? 256 : 32;
+  return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K ? 256 : 32;
 }
-// Bytes of codes per (group, block): 512 (Q8_0), 256 (Q4_0), 2048 (Q4_K), 3072 (Q6_K).
+// Bytes of codes per (group, block): 512 (Q8_0), 256 (Q4_0), 2048 (Q4_K),
+// 2560 (Q5_K), 3072 (Q6_K).
 inline size_t group_code_bytes(GgmlType t) {
-  return t == GgmlType::Q8_0 ? 512 : t == GgmlType::Q4_0 ? 256 : t == GgmlType::Q4_K ? 2048 : 3072;
+  switch (t) {
+    case GgmlType::Q8_0: return 512;
+    case GgmlType::Q4_0: return 256;
+    case GgmlType::Q4_K: return 2048;
+    case GgmlType::Q5_K: return 2560;
+    default: return 3072;
+  }
 }
-// Bytes of metadata per (group, block): 32; Q4_K 320; Q6_K 288.
+// Bytes of metadata per (group, block): 32; Q4_K, Q5_K 320; Q6_K 288.
 inline size_t group_meta_bytes(GgmlType t) {
-  return t == GgmlType::Q4_K ? 320 : t == GgmlType::Q6_K ? 288 : 32;
+  return t == GgmlType::Q4_K || t == GgmlType::Q5_K ? 320 : t == GgmlType::Q6_K ? 288 : 32;
 }
 inline size_t row_groups(size_t rows) { return (rows + kGroupRows - 1) / kGroupRows; }
 // Bytes of the held matrix (codes and meta).

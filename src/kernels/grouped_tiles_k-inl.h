@@ -1,4 +1,4 @@
-// Internal to matmul_grouped.cc: its tiles for the K types (Q4_K, Q6_K) on
+// Internal to matmul_grouped.cc: its tiles for the K types (Q4_K, Q5_K, Q6_K) on
 // the grouped layout (grouped_blocks.h; the arithmetic is quant_dot.h's).
 // Included by matmul_grouped.cc inside its per-target namespace, once per
 // Highway target (foreach_target re-includes the .cc), after the helpers it
@@ -27,20 +27,34 @@ struct TileInK {
   }
 };
 
-// Q4_K, kQ activation rows against group g, 256-bit: outputs 8h2..8h2 + 7
+// Q5_K's fifth bits of sub-block sb: bit sb of each qh byte moved to bit 4
+// (16-bit shifts by at most 4: the bits crossing a byte land outside 0x10).
+template <class V>
+HWY_INLINE V q5_fifth(V qh, size_t sb) {
+  const __m128i n = _mm_cvtsi32_si128(static_cast<int>(sb <= 4 ? 4 - sb : sb - 4));
+  if constexpr (sizeof(V) == 64) {
+    return _mm512_and_si512(sb <= 4 ? _mm512_sll_epi16(qh, n) : _mm512_srl_epi16(qh, n), _mm512_set1_epi8(0x10));
+  } else {
+    return _mm256_and_si256(sb <= 4 ? _mm256_sll_epi16(qh, n) : _mm256_srl_epi16(qh, n), _mm256_set1_epi8(0x10));
+  }
+}
+
+// Q4_K (kQ5: Q5_K, the fifth bits from the qh lines after the 32 qs lines),
+// kQ activation rows against group g, 256-bit: outputs 8h2..8h2 + 7
 // of the group in half h2 of each 64-byte line (and of each meta row).
-template <size_t kQ, bool kVnni>
+template <size_t kQ, bool kVnni, bool kQ5 = false>
 HWY_INLINE void tile_ky(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
-  const TileInK<kQ> in(a, g, j0);
+  using In = TileInK<kQ, kQ5 ? 2560 : 2048>;
+  const In in(a, g, j0);
   const auto& [cg, mg, xq, xd, xs, x16] = in;
-  constexpr size_t kCode = TileInK<kQ>::kCode;
+  constexpr size_t kCode = In::kCode;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[kQ][2];
 #pragma GCC unroll 8
   for (size_t j = 0; j < kQ; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
   for (size_t b = 0; b < a.nb; ++b) {
     const uint8_t* cb = cg + b * kCode;
-    const uint8_t* mb = mg + b * TileInK<kQ>::kMeta;
+    const uint8_t* mb = mg + b * In::kMeta;
     if (pf) prefetch_codes<kCode>(a, cb);
     for (size_t h2 = 0; h2 < 2; ++h2) {
       __m256i p[kQ];
@@ -51,20 +65,27 @@ HWY_INLINE void tile_ky(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
 #pragma GCC unroll 8
         for (size_t j = 0; j < kQ; ++j) s[j] = _mm256_setzero_si256();
         const uint8_t* cc = cb + 512 * (sb / 2) + 32 * h2;
-#pragma GCC unroll 8
-        for (size_t k = 0; k < 8; ++k) {
-          const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(cc + 64 * k));
-          const __m256i w = _mm256_and_si256(sb % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
-#pragma GCC unroll 8
-          for (size_t j = 0; j < kQ; ++j) {
-            const __m256i xb = _mm256_set1_epi32(ld32(xq[j] + 256 * b + 32 * sb + 4 * k));
-            // Without VNNI: int16 pairs, exact (<= 8·2·15·127 = 30480).
-            s[j] = kVnni ? dpbusd_y(s[j], w, xb) : _mm256_add_epi16(s[j], _mm256_maddubs_epi16(w, xb));
-          }
-        }
         const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mb + 64 + 16 * sb + 8 * h2)));
         // Without VNNI each lane's two int16 sums meet (sc, sc) in one madd.
         const __m256i sc2 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
+#pragma GCC unroll 8
+        for (size_t k = 0; k < 8; ++k) {
+          const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(cc + 64 * k));
+          __m256i w = _mm256_and_si256(sb % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
+          if constexpr (kQ5)
+            w = _mm256_or_si256(w, q5_fifth(_mm256_load_si256(reinterpret_cast<const __m256i*>(cb + 2048 + 64 * k + 32 * h2)), sb));
+#pragma GCC unroll 8
+          for (size_t j = 0; j < kQ; ++j) {
+            const __m256i xb = _mm256_set1_epi32(ld32(xq[j] + 256 * b + 32 * sb + 4 * k));
+            // Without VNNI: int16 pairs, exact (Q4_K <= 8·2·15·127 = 30480;
+            // Q5_K codes < 32 meet sc after every 4 quads, <= 31496).
+            s[j] = kVnni ? dpbusd_y(s[j], w, xb) : _mm256_add_epi16(s[j], _mm256_maddubs_epi16(w, xb));
+            if (!kVnni && kQ5 && k == 3) {
+              p[j] = _mm256_add_epi32(p[j], _mm256_madd_epi16(s[j], sc2));
+              s[j] = _mm256_setzero_si256();
+            }
+          }
+        }
 #pragma GCC unroll 8
         for (size_t j = 0; j < kQ; ++j)
           p[j] = _mm256_add_epi32(p[j], kVnni ? _mm256_mullo_epi32(s[j], sc) : _mm256_madd_epi16(s[j], sc2));
@@ -177,21 +198,22 @@ HWY_INLINE __m512i dpwssd_bcast(__m512i acc, __m512i u, const int8_t* x) {
   return acc;
 }
 
-// Q4_K, kQ activation rows against group g, 512-bit (VNNI). Up to 4 rows
-// take both sub-blocks of a chunk per pass over its lines (2 integer chains
-// per row), more rows one (registers: 3 per row).
-template <size_t kQ>
+// Q4_K (kQ5: Q5_K), kQ activation rows against group g, 512-bit (VNNI). Up
+// to 4 rows take both sub-blocks of a chunk per pass over its lines (2
+// integer chains per row), more rows one (registers: 3 per row).
+template <size_t kQ, bool kQ5 = false>
 HWY_INLINE void tile_kz(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
-  const TileInK<kQ> in(a, g, j0);
+  using In = TileInK<kQ, kQ5 ? 2560 : 2048>;
+  const In in(a, g, j0);
   const auto& [cg, mg, xq, xd, xs, x16] = in;
-  constexpr size_t kCode = TileInK<kQ>::kCode, kH = kQ <= 4 ? 2 : 1;
+  constexpr size_t kCode = In::kCode, kH = kQ <= 4 ? 2 : 1;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   __m512 acc[kQ];
 #pragma GCC unroll 8
   for (size_t j = 0; j < kQ; ++j) acc[j] = _mm512_setzero_ps();
   for (size_t b = 0; b < a.nb; ++b) {
     const uint8_t* cb = cg + b * kCode;
-    const uint8_t* mb = mg + b * TileInK<kQ>::kMeta;
+    const uint8_t* mb = mg + b * In::kMeta;
     if (pf) prefetch_codes<kCode>(a, cb);
     __m512i p[kQ];
 #pragma GCC unroll 8
@@ -210,7 +232,8 @@ HWY_INLINE void tile_kz(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
 #pragma GCC unroll 2
         for (size_t hh = 0; hh < kH; ++hh) {
           const size_t sb = s0 + hh;
-          const __m512i w = _mm512_and_si512(sb % 2 ? _mm512_srli_epi16(v, 4) : v, m4);
+          __m512i w = _mm512_and_si512(sb % 2 ? _mm512_srli_epi16(v, 4) : v, m4);
+          if constexpr (kQ5) w = _mm512_or_si512(w, q5_fifth(_mm512_load_si512(cb + 2048 + 64 * k), sb));
 #pragma GCC unroll 8
           for (size_t j = 0; j < kQ; ++j) s[j][hh] = dpbusd_bcast(s[j][hh], w, xq[j] + 256 * b + 32 * sb + 4 * k);
         }

@@ -56,7 +56,7 @@
 #include <immintrin.h>
 namespace mtp::kernels::detail {
 // The held types, as a template parameter.
-enum GroupedKind : int { kQ8_0 = 0, kQ4_0 = 1, kQ4_K = 2, kQ6_K = 3 };
+enum GroupedKind : int { kQ8_0 = 0, kQ4_0 = 1, kQ4_K = 2, kQ6_K = 3, kQ5_K = 4 };
 struct GroupedArgs {
   GroupedKind kind;
   const uint8_t* codes;    // grouped_blocks.h
@@ -305,12 +305,14 @@ HWY_INLINE void tile(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   if constexpr (kZmm) {
     if constexpr (kK == detail::kQ4_K) return tile_kz<kQ>(a, g, j0, pf);
+    else if constexpr (kK == detail::kQ5_K) return tile_kz<kQ, true>(a, g, j0, pf);
     else if constexpr (kK == detail::kQ6_K) return tile_6z<kQ>(a, g, j0, pf);
     else return tile_z<kK == detail::kQ4_0, kQ>(a, g, j0, pf);
   }
 #endif
   if constexpr (!kZmm) {
     if constexpr (kK == detail::kQ4_K) tile_ky<kQ, kVnni>(a, g, j0, pf);
+    else if constexpr (kK == detail::kQ5_K) tile_ky<kQ, kVnni, true>(a, g, j0, pf);
     else if constexpr (kK == detail::kQ6_K) tile_6y<kQ, kVnni>(a, g, j0, pf);
     else tile_y<kK == detail::kQ4_0, kQ, kVnni>(a, g, j0, pf);
   }
@@ -355,12 +357,13 @@ void GroupedRows(const GroupedArgs& a, size_t g0, size_t g1) {
     case detail::kQ4_0: return groups_of_kind<detail::kQ4_0>(a, g0, g1);
     case detail::kQ4_K: return groups_of_kind<detail::kQ4_K>(a, g0, g1);
     case detail::kQ6_K: return groups_of_kind<detail::kQ6_K>(a, g0, g1);
+    case detail::kQ5_K: return groups_of_kind<detail::kQ5_K>(a, g0, g1);
   }
 }
 #else
 // Targets without the integer kernels: the reference on gathered GGUF rows.
 void GroupedRows(const detail::GroupedArgs& a, size_t g0, size_t g1) {
-  constexpr GgmlType kTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K};
+  constexpr GgmlType kTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K};
   const GgmlType t = kTypes[a.kind];
   thread_local std::vector<uint8_t> row;
   thread_local std::vector<float> out;
@@ -387,18 +390,18 @@ namespace {
 // How far ahead the kernels prefetch codes, and into which level (measured
 // on Zen 4, docs/PERFORMANCE.md Sessions 18 and 19; `prefetch` in
 // GroupedArgs says when at all). Q8_0 and Q4_0: q <= 2 8 KiB into L1, q >= 3
-// 32 KiB into L2. The K types (2-3 KiB of codes per (group, block)): q = 1
-// 2 KiB into L1 (decode of the ~1 B target, Q4_K 30-33 -> 25-27.5 ms, Q6_K
-// 46.6 -> 41.0-41.4 ms against 8 KiB into L1), q >= 2 32 KiB into L2 (Q4_K
-// q = 2 1.7 -> 1.17 decodes).
+// 32 KiB into L2. Q4_K: q = 1 2 KiB into L1 (decode of the ~1 B target 30-33
+// -> 25-27.5 ms against 8 KiB into L1 or 32 KiB into L2), q >= 2 32 KiB into
+// L2 (q = 2 1.7 -> 1.17 decodes). Q5_K and Q6_K: 32 KiB into L2 at every q
+// (at q = 1 equal to 2 KiB into L1 with VNNI; without, Q5_K 49.5 -> 37.8-39.4
+// ms, Q6_K 57.8 -> 54.3).
 struct Prefetch {
   size_t ahead;
   bool l2;
 };
 Prefetch prefetch_policy(GgmlType t, size_t q) {
-  const bool k_type = t == GgmlType::Q4_K || t == GgmlType::Q6_K;
-  if (q >= 3 || (k_type && q == 2)) return {32768, true};
-  return {k_type ? size_t{2048} : size_t{8192}, false};
+  if (q >= 3 || t == GgmlType::Q5_K || t == GgmlType::Q6_K || (t == GgmlType::Q4_K && q == 2)) return {32768, true};
+  return {t == GgmlType::Q4_K ? size_t{2048} : size_t{8192}, false};
 }
 }  // namespace
 
@@ -413,6 +416,7 @@ void matmul_grouped(const PackedMatrix& w, const float* x, size_t x_stride, size
   const GroupedKind kind = t == GgmlType::Q8_0   ? kQ8_0
                            : t == GgmlType::Q4_0 ? kQ4_0
                            : t == GgmlType::Q4_K ? kQ4_K
+                           : t == GgmlType::Q5_K ? kQ5_K
                                                  : kQ6_K;
   const GroupedArgs a{kind,
                       w.data(),

@@ -1,7 +1,8 @@
-// Quantized weight kernels (Highway runtime dispatch): Y[q, rows] = X[q, cols]·Wᵀ
-// for W stored as rows of ggml blocks (Q5_0, Q5_K; Q8_0, Q4_0, Q4_K and Q6_K
-// are held by groups of 16 rows and have their own kernel, matmul_grouped.cc,
-// which matmul_quant hands them to).
+// The Q5_0 kernel (Highway runtime dispatch): Y[q, rows] = X[q, cols]·Wᵀ for
+// W stored as rows of ggml Q5_0 blocks — the fallback hold of Q4_K/Q5_K rows
+// whose length is not a multiple of 256. Q8_0, Q4_0 and the K types are held
+// by groups of 16 rows and have their own kernel, matmul_grouped.cc, which
+// matmul_quant hands them to.
 //
 // Arithmetic: exactly the contract of quant_dot.h (activations quantized per
 // row to int8, exact integer block sums, a fixed sequence of fp32 operations
@@ -10,24 +11,19 @@
 // the split (threads split output rows only).
 //
 // AVX2 and AVX3 use integer intrinsics (maddubs/madd; 256-bit on AVX2,
-// 512-bit chunk pairs on AVX3) inside the Highway target; where the CPU has
+// 512-bit block pairs on AVX3) inside the Highway target; where the CPU has
 // VNNI for the target (AVX512_VNNI for AVX3; AVX-VNNI, the VEX-encoded 256-bit
 // form of Intel's Alder Lake and later, for AVX2) the kernels fuse them
-// (vpdpbusd for the 32-element types: (xq + 128)·code started at −128·Σcode;
-// vpdpwssd for the K types' scale step) — the same exact integers, so the
-// same bits; the other targets
-// (SSE4, scalar) run the reference itself (quant_dot_ref_rows). Measured on
-// the Zen 4 host, AVX3 and AVX2 run these kernels at the same speed (its
-// 512-bit integer ops are double-pumped): docs/PERFORMANCE.md.
+// (vpdpbusd: (xq + 128)·code started at −128·Σcode) — the same exact
+// integers, so the same bits; the other targets (SSE4, scalar) run the
+// reference itself (quant_dot_ref_rows).
 // Layout and loop order: weight rows are stored as in the GGUF file, one
 // after another (one linear stream). For each output row, q is processed in
 // tiles of <= 4 (AVX2) or 8 (AVX-512) activation rows; a weight block is
 // loaded and unpacked once per tile and used by all its rows (the tile's
-// accumulators stay in registers), so verify rows cost integer work, not
-// memory traffic. Every
-// loop over a tile's rows carries `#pragma GCC unroll`: only fully unrolled
-// do the per-row accumulator arrays stay in registers (GCC 12 kept the K
-// types' on the stack: Q4_K q4/q1 3.2 -> 1.9 on Zen 5 once unrolled).
+// accumulators stay in registers). Every loop over a tile's rows carries
+// `#pragma GCC unroll`: only fully unrolled do the per-row accumulator arrays
+// stay in registers.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -38,7 +34,6 @@
 #include "kernels/matmul.h"
 #include "kernels/grouped_blocks.h"
 #include "kernels/packed_access.h"
-#include "kernels/quant_blocks.h"
 #include "kernels/quant_dot.h"
 #include "kernels/simd.h"
 
@@ -64,16 +59,12 @@ struct QuantArgs {
   bool vnni;  // simd_quant_vnni(): the AVX3/AVX2 target runs its VNNI instantiations
   // Software prefetch of the weight stream (by the first tile of each output
   // row): q >= 2 always, q = 1 as the fp32/bf16 kernels (prefetch_single_row:
-  // by CPU vendor). On Zen 5 a q = 1 K-type product ran 5-15 % faster
-  // without (Q4_K 4096² 0.32 -> 0.29 ms; docs/PERFORMANCE.md Session 14).
+  // by CPU vendor; docs/PERFORMANCE.md Session 14).
   bool prefetch;
 };
 // Activation rows per register tile: 4 on AVX2 (16 vector registers), 8 on
-// AVX-512 (32: a K-type row keeps three accumulators). Trees and chains of
-// K >= 4 verify 5..8 rows; one pass over each weight block for all of them
-// pays the block's unpacking once (bench-kernels 4096², Zen 5: Q4_K q5/q1
-// 2.6-3.0 -> 2.0-2.1, Q8_0 q8/q1 3.2-4.0 -> 2.35-2.5; K types at 7-8 rows run
-// short of registers and gain little).
+// AVX-512 (32). Trees and chains of K >= 4 verify 5..8 rows; one pass over
+// each weight block for all of them pays the block's unpacking once.
 constexpr size_t kQuantTile = 4;
 constexpr size_t kQuantTile512 = 8;
 constexpr size_t kQuantPrefetch = 2048;  // bytes ahead in the weight stream
@@ -104,19 +95,6 @@ HWY_INLINE float reduce8(__m256 v) {
 HWY_INLINE __m256i dpbusd256(__m256i acc, __m256i u, __m256i s) {
   asm("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "xm"(s));
   return acc;
-}
-HWY_INLINE __m256i dpwssd256(__m256i acc, __m256i a, __m256i b) {
-  asm("%{vex%} vpdpwssd %2, %1, %0" : "+x"(acc) : "x"(a), "xm"(b));
-  return acc;
-}
-
-// The 8 mins m_j as int16 pairs (m0, m0, m1, m1, ...): madd against the 16
-// sums of 16 gives m_j · bsum32_j in lane j.
-// The 16 weight-side min factors of quant_dot.h as int32 (before the fp32
-// conversion and the product with dmin): Q5_K's m_{g/2}.
-HWY_INLINE __m128i min_factors_i8(const uint8_t* mn) {  // m0 m0 m1 m1 ... m7 m7
-  const __m128i m8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn));
-  return _mm_unpacklo_epi8(m8, m8);
 }
 
 // The codes of a Q5_0 block (kT 2; Q8_0 and Q4_0 are held grouped,
@@ -201,105 +179,20 @@ HWY_INLINE void tile32(const uint8_t* w, size_t bb, size_t nb, const int8_t* con
   for (size_t j = 0; j < kQ; ++j) out[j] = reduce8(_mm256_add_ps(acc[j][0], acc[j][1])) - 0.f;
 }
 
-// Q5_K codes of sub-blocks 2c (lo) and 2c + 1 (hi): the low nibbles and the
-// fifth bits, bit 2c and 2c + 1 of qh[l]; qh is shifted by 2 for the next c.
-HWY_INLINE void k5_codes(const uint8_t* qs, size_t c, __m256i& qh, __m256i& lo, __m256i& hi) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m10 = _mm256_set1_epi8(0x10);
-  const __m256i qv = ld256(qs + 32 * c);
-  lo = _mm256_and_si256(qv, m4);
-  hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
-  lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(qh, 4), m10));
-  hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(qh, 3), m10));
-  qh = _mm256_srli_epi16(qh, 2);
-}
-
-// Software prefetch of one K block, kQuantPrefetch ahead in the weight stream.
-HWY_INLINE void prefetch_block(const uint8_t* blk, size_t bb) {
-  for (size_t l = 0; l < bb; l += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(blk + kQuantPrefetch + l), _MM_HINT_T0);
-}
-
-// kQ activation rows against one weight row of Q5_K (kT 4; Q4_K and Q6_K are
-// held grouped).
-template <int kT, size_t kQ, bool kVnni>
-HWY_INLINE void tilek(const uint8_t* w, size_t bb, size_t nsb, const int8_t* const* xq,
-                      const float* const* xd, const float* const* bs, bool pf, float* out) {
-  __m256 acc[kQ];
-  __m256 macc[kQ][2];
-#pragma GCC unroll 8
-  for (size_t j = 0; j < kQ; ++j) acc[j] = macc[j][0] = macc[j][1] = _mm256_setzero_ps();
-  for (size_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* blk = w + sb * bb;
-    if (pf) prefetch_block(blk, bb);
-    // kVnni: two integer accumulators per row (even and odd chunks; exact
-    // sums), so vpdpwssd's latency does not chain the eight chunks of a row.
-    __m256i P[kQ], P1[kQ];
-#pragma GCC unroll 8
-    for (size_t j = 0; j < kQ; ++j) P[j] = P1[j] = _mm256_setzero_si256();
-    auto chunk = [&](__m256i qv, __m256i scv, size_t c) __attribute__((always_inline)) {
-#pragma GCC unroll 8
-      for (size_t j = 0; j < kQ; ++j) {
-        const __m256i t = _mm256_maddubs_epi16(qv, ld256(xq[j] + 256 * sb + 32 * c));
-        if constexpr (kVnni) {
-          __m256i& acc_c = c % 2 ? P1[j] : P[j];
-          acc_c = dpwssd256(acc_c, t, scv);
-        } else {
-          P[j] = _mm256_add_epi32(P[j], _mm256_madd_epi16(t, scv));
-        }
-      }
-    };
-    float s;
-    __m256 wmin[2];
-    uint8_t sc[8], mn[8];
-    unpack_scales_k4(blk + 4, sc, mn);
-    const uint8_t* qs = blk + 48;
-    __m256i qh = ld256(blk + 16);
-#pragma GCC unroll 8
-    for (size_t c = 0; c < 4; ++c) {
-      __m256i lo, hi;
-      k5_codes(qs, c, qh, lo, hi);
-      chunk(lo, _mm256_set1_epi16(sc[2 * c]), 2 * c);
-      chunk(hi, _mm256_set1_epi16(sc[2 * c + 1]), 2 * c + 1);
-    }
-    s = f16(blk);
-    const __m256 dmv = _mm256_set1_ps(f16(blk + 2));
-    const __m128i mf = min_factors_i8(mn);
-    wmin[0] = _mm256_mul_ps(dmv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mf)));
-    wmin[1] = _mm256_mul_ps(dmv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(mf, 8))));
-#pragma GCC unroll 8
-    for (size_t j = 0; j < kQ; ++j) {
-      const float sj = s * xd[j][sb];
-      const __m256i pj = kVnni ? _mm256_add_epi32(P[j], P1[j]) : P[j];
-      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pj), _mm256_set1_ps(sj), acc[j]);
-      const float* bf = bs[j] + 16 * sb;
-      macc[j][0] = _mm256_fmadd_ps(wmin[0], _mm256_loadu_ps(bf), macc[j][0]);
-      macc[j][1] = _mm256_fmadd_ps(wmin[1], _mm256_loadu_ps(bf + 8), macc[j][1]);
-    }
-  }
-#pragma GCC unroll 8
-  for (size_t j = 0; j < kQ; ++j)
-    out[j] = reduce8(acc[j]) - reduce8(_mm256_add_ps(macc[j][0], macc[j][1]));
-}
-
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 // AVX512_VNNI as inline assembly: Highway's AVX3 target does not enable VNNI
 // (and a target attribute would stop the helpers above from inlining); only
 // the kVnni instantiations execute them, and only where the CPU has VNNI.
-// dpbusd: acc[i] += Σ_{k<4} u8(u[4i+k])·s8(s[4i+k]); dpwssd: acc[i] +=
-// Σ_{k<2} s16(a[2i+k])·s16(b[2i+k]); both exact (no saturation) for our ranges.
+// dpbusd: acc[i] += Σ_{k<4} u8(u[4i+k])·s8(s[4i+k]), exact (no saturation)
+// for our ranges.
 HWY_INLINE __m512i dpbusd(__m512i acc, __m512i u, __m512i s) {
   asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "vm"(s));
-  return acc;
-}
-HWY_INLINE __m512i dpwssd(__m512i acc, __m512i a, __m512i b) {
-  asm("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "vm"(b));
   return acc;
 }
 
 // AVX-512: the same integer lanes and fp32 operations, two 32-element chunks
 // per 512-bit vector. 32-element types: lanes 0..7 hold block b, 8..15 block
-// b + 1 — the contract's even/odd accumulator lanes. K types: the 16 int32
-// lanes of a chunk pair are folded to the contract's 8 (exact integer adds).
+// b + 1 — the contract's even/odd accumulator lanes.
 HWY_INLINE __m512i pair512(__m256i lo, __m256i hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
@@ -388,87 +281,10 @@ HWY_INLINE void tile32_512(const uint8_t* w, size_t bb, size_t nb, const int8_t*
                                    _mm512_extractf32x8_ps(acc[j], 1))) - 0.f;
 }
 
-template <int kT, size_t kQ, bool kVnni>
-HWY_INLINE void tilek_512(const uint8_t* w, size_t bb, size_t nsb, const int8_t* const* xq,
-                          const float* const* xd, const float* const* bs, bool pf, float* out) {
-  __m256 acc[kQ];
-  __m512 maccz[kQ];
-#pragma GCC unroll 8
-  for (size_t j = 0; j < kQ; ++j) acc[j] = _mm256_setzero_ps(), maccz[j] = _mm512_setzero_ps();
-  alignas(64) static constexpr int16_t kLaneOver8[32] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                                         2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
-  for (size_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* blk = w + sb * bb;
-    if (pf) prefetch_block(blk, bb);
-    // Two integer accumulators per row (pairs 0, 2 and 1, 3; exact sums):
-    // vpdpwssd's latency would otherwise chain the four pairs of a row. Tiles
-    // of more than 4 rows have independent chains enough and keep one (the
-    // registers go to the rows).
-    constexpr bool kTwo = kQ <= 4;
-    __m512i P[kQ], P1[kQ];
-#pragma GCC unroll 8
-    for (size_t j = 0; j < kQ; ++j) P[j] = P1[j] = _mm512_setzero_si512();
-    // Elements [64·p, 64·p + 64) of the block: codes qv, int16 scales scv.
-    auto pair = [&](__m512i qv, __m512i scv, size_t p) __attribute__((always_inline)) {
-#pragma GCC unroll 8
-      for (size_t j = 0; j < kQ; ++j) {
-        const __m512i t = _mm512_maddubs_epi16(qv, _mm512_loadu_si512(xq[j] + 256 * sb + 64 * p));
-        __m512i& acc_p = kTwo && p % 2 ? P1[j] : P[j];
-        acc_p = kVnni ? dpwssd(acc_p, t, scv) : _mm512_add_epi32(acc_p, _mm512_madd_epi16(t, scv));
-      }
-    };
-    float s;
-    __m512 wminz;
-    uint8_t sc[8], mn[8];
-    unpack_scales_k4(blk + 4, sc, mn);
-    const uint8_t* qs = blk + 48;
-    const __m512i sc16 = _mm512_castsi128_si512(
-        _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
-    const __m512i half = _mm512_srli_epi16(_mm512_load_si512(kLaneOver8), 1);  // 0 x16, 1 x16
-    // Sub-blocks 2c (low 256 bits) and 2c + 1 (high) of the codes: the 32
-    // qs bytes of chunk c in both halves, the high half shifted right by 4
-    // (one per-word shift), then the low nibbles — 2 operations per pair
-    // instead of k45_codes' 3 and the insert. Q5_K: the fifth bits (bit 2c
-    // of qh[l] low, 2c + 1 high) shifted to bit 4 the same way.
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
-    const __m512i hi4 = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0x0004000400040004,
-                                         0x0004000400040004, 0, 0, 0, 0);
-    __m512i qh = _mm512_broadcast_i64x4(ld256(blk + 16));
-    const __m512i qh_shift = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0003000300030003,
-                                              0x0003000300030003, 0x0004000400040004, 0x0004000400040004,
-                                              0x0004000400040004, 0x0004000400040004);
-#pragma GCC unroll 8
-    for (size_t c = 0; c < 4; ++c) {
-      __m512i qv = _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(ld256(qs + 32 * c)), hi4), m4);
-      qv = _mm512_or_si512(qv, _mm512_and_si512(_mm512_sllv_epi16(qh, qh_shift), m10));
-      qh = _mm512_srli_epi16(qh, 2);
-      // lanes 0..15: sc_2c, 16..31: sc_2c+1
-      const __m512i idx = _mm512_add_epi16(half, _mm512_set1_epi16(static_cast<int16_t>(2 * c)));
-      pair(qv, _mm512_permutexvar_epi16(idx, sc16), c);
-    }
-    s = f16(blk);
-    wminz = _mm512_mul_ps(_mm512_set1_ps(f16(blk + 2)),
-                          _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(min_factors_i8(mn))));
-#pragma GCC unroll 8
-    for (size_t j = 0; j < kQ; ++j) {
-      const __m512i pj = kTwo ? _mm512_add_epi32(P[j], P1[j]) : P[j];
-      const __m256i p8 = _mm256_add_epi32(_mm512_castsi512_si256(pj), _mm512_extracti64x4_epi64(pj, 1));
-      const float sj = s * xd[j][sb];
-      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p8), _mm256_set1_ps(sj), acc[j]);
-      maccz[j] = _mm512_fmadd_ps(wminz, _mm512_loadu_ps(bs[j] + 16 * sb), maccz[j]);
-    }
-  }
-#pragma GCC unroll 8
-  for (size_t j = 0; j < kQ; ++j)
-    out[j] = reduce8(acc[j]) - reduce8(_mm256_add_ps(_mm512_castps512_ps256(maccz[j]),
-                                                     _mm512_extractf32x8_ps(maccz[j], 1)));
-}
 #define MTP_QUANT_TILE32 tile32_512
-#define MTP_QUANT_TILEK tilek_512
 constexpr size_t kTile = detail::kQuantTile512;
 #else
 #define MTP_QUANT_TILE32 tile32
-#define MTP_QUANT_TILEK tilek
 constexpr size_t kTile = detail::kQuantTile;
 #endif
 
@@ -478,20 +294,15 @@ HWY_INLINE void run_tile(const detail::QuantArgs& a, const uint8_t* w, size_t j0
   const uint8_t* xu[kQ];
   const int32_t* xn[kQ];
   const float* xd[kQ];
-  const float* bs[kQ];
 #pragma GCC unroll 8
   for (size_t j = 0; j < kQ; ++j) {
     xq[j] = a.a->qrow(j0 + j);
-    xu[j] = kVnni && kT < 3 ? a.a->urow(j0 + j) : nullptr;  // qu is filled for VNNI only
-    xn[j] = kT == 2 ? a.a->nrow(j0 + j) : nullptr;
+    xu[j] = kVnni ? a.a->urow(j0 + j) : nullptr;  // qu is filled for VNNI only
+    xn[j] = a.a->nrow(j0 + j);
     xd[j] = a.a->drow(j0 + j);
-    bs[j] = kT >= 3 ? a.a->bfrow(j0 + j) : nullptr;
   }
-  if constexpr (kT < 3)
-    MTP_QUANT_TILE32<kT, kQ, kVnni>(w, a.row_bytes / (a.cols / 32), a.cols / 32, xq, xu, xd, xn,
-                                    a.a->pair_tile(j0), pf, out);
-  else
-    MTP_QUANT_TILEK<kT, kQ, kVnni>(w, a.row_bytes / (a.cols / 256), a.cols / 256, xq, xd, bs, pf, out);
+  MTP_QUANT_TILE32<kT, kQ, kVnni>(w, a.row_bytes / (a.cols / 32), a.cols / 32, xq, xu, xd, xn,
+                                  a.a->pair_tile(j0), pf, out);
 }
 
 template <int kT, bool kVnni>
@@ -527,20 +338,11 @@ static_assert(detail::kQuantTile == 4 && detail::kQuantTile512 == 8,
 static_assert(detail::QuantAct::kPairTileRows == detail::kQuantTile512,
               "QuantAct::dpair holds the AVX-512 tiles' rows");
 
-template <bool kVnni>
-void rows_of_type(const detail::QuantArgs& a, size_t o0, size_t o1) {
-  switch (a.t) {
-    case GgmlType::Q5_0: return rows_impl<2, kVnni>(a, o0, o1);
-    default: return rows_impl<4, kVnni>(a, o0, o1);  // Q5_K
-  }
-}
-
-void QuantRows(const detail::QuantArgs& a, size_t o0, size_t o1) {
-  if (a.vnni) return rows_of_type<true>(a, o0, o1);  // AVX512_VNNI or AVX-VNNI
-  rows_of_type<false>(a, o0, o1);
+void QuantRows(const detail::QuantArgs& a, size_t o0, size_t o1) {  // Q5_0
+  if (a.vnni) return rows_impl<2, true>(a, o0, o1);  // AVX512_VNNI or AVX-VNNI
+  rows_impl<2, false>(a, o0, o1);
 }
 #undef MTP_QUANT_TILE32
-#undef MTP_QUANT_TILEK
 #else
 // Targets without the integer kernels: the reference, output by output.
 void QuantRows(const detail::QuantArgs& a, size_t o0, size_t o1) {

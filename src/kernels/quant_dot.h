@@ -1,5 +1,6 @@
 // Dot products of ggml-quantized weight rows with int8-quantized activation
-// rows: the arithmetic contract of the quantized kernels (matmul_quant.cc) and
+// rows: the arithmetic contract of the quantized kernels (matmul_grouped.cc,
+// matmul_quant.cc) and
 // its scalar reference. Internal to kernels; tests include it.
 //
 // Activations (row-local, so batch-invariant): each row of x is cut into
@@ -20,23 +21,19 @@
 //              acc[0] += float(P)·(d_w·dx) (held by groups of 16 output rows,
 //              grouped_blocks.h, so a verify row pays one scale step per
 //              block for 16 outputs)
-//   Q4_K:      one lane: P = Σ_{j<8} sc_j · Σ_{i in sub-block j} q_i·xq_i
+//   Q4_K/Q5_K: one lane: P = Σ_{j<8} sc_j · Σ_{i in sub-block j} q_i·xq_i
 //              (q unsigned), M = Σ_{j<8} m_j · bsum32_j (exact int32s);
 //              acc[0] += float(P)·(d·dx), then acc[0] += float(M)·((−dmin)·dx)
 //              (held grouped like Q8_0/Q4_0: the sub-block scales, mins and
 //              the scale step paid once per block for 16 outputs)
-//   Q5_K:      P[l] = Σ_c sc_c · Σ q·xq (q unsigned), s = d·dx;
-//              acc[l] += float(P[l])·s; and for each 16-element group g < 16
-//              macc[g] += (dmin·float(m_{g/2})) · (float(bsum16_g)·dx)
 //   Q6_K:      one lane: P = Σ_{j<16} sc_j · (Σ_{i in sub-block j} q_i·xq_i
 //              − 32·bsum16_j) (q in 0..63, sc signed; exact int32);
 //              acc[0] += float(P)·(d·dx) (held grouped as well)
-// (s, d·float(…) and float(bsum16)·dx are single fp32 products; every
-// "acc += a·b" is ONE fused multiply-add, fma(a, b, acc), one rounding — the
-// kernels use vfmadd, the reference std::fma), blocks in increasing order.
-// Then y = tree(acc) − tree(macc) (Q5_0: macc = 0; Q8_0/Q4_0/Q4_K/Q6_K: y = acc[0]), tree =
-// t[l] += t[l + h] for h = 8 (16 lanes only), 4, 2, 1. (float(bsum16)·dx is
-// row-local, computed once per call in quantize_act.) Integer sums are exact
+// (s, d·dx and (−dmin)·dx are single fp32 products; every "acc += a·b" is
+// ONE fused multiply-add, fma(a, b, acc), one rounding — the kernels use
+// vfmadd, the reference std::fma), blocks in increasing order.
+// Then y = acc[0], except Q5_0: y = tree(acc), tree = t[l] += t[l + h] for
+// h = 8, 4, 2, 1. Integer sums are exact
 // and every fp32 operation is fixed, so y depends only on the weight row, the
 // activation row and cols —
 // and is the same on every SIMD target (tests check the kernels against
@@ -61,7 +58,6 @@ struct QuantAct {
   std::vector<int8_t> q;              // [rows, cols], 32-byte aligned rows (cols % 32 == 0)
   std::vector<float> d;               // [rows, cols / ab]
   std::vector<int16_t> bsum;          // [rows, cols / 16] (K types)
-  std::vector<float> bsumf;           // [rows, cols / 16]: float(bsum)·dx (K types)
   // [rows, cols / 32] (K types): Σ xq of each 32 (|.| <= 4064), pairs of
   // sub-blocks adjacent so one 4-byte broadcast feeds Q4_K's vpdpwssd of
   // the mins (bsum32_{2p}, bsum32_{2p+1} against m_{2p}, m_{2p+1}).
@@ -93,7 +89,6 @@ struct QuantAct {
   const int8_t* qrow(size_t r) const { return q.data() + r * cols; }
   const float* drow(size_t r) const { return d.data() + r * (cols / ab); }
   const int16_t* brow(size_t r) const { return bsum.data() + r * (cols / 16); }
-  const float* bfrow(size_t r) const { return bsumf.data() + r * (cols / 16); }
   const int16_t* b32row(size_t r) const { return bsum32.data() + r * (cols / 32); }
   const int32_t* nrow(size_t r) const { return xneg.data() + r * (cols / 4); }
   const uint8_t* urow(size_t r) const { return qu.data() + r * cols; }
@@ -113,7 +108,7 @@ void quantize_act_ref(GgmlType t, const float* x, size_t x_stride, size_t rows, 
 // The offset of the stored codes of Q5_0 (16); 0 otherwise (xneg).
 int act_code_offset(GgmlType t);
 // The two halves both quantizers share: sizing `out` for rows × cols of type
-// t (checks cols), and row r's integer sums of its codes (xneg, bsum, bsumf).
+// t (checks cols), and row r's integer sums of its codes (xneg, xcorr, bsum, bsum32).
 void act_prepare(GgmlType t, size_t rows, size_t cols, bool vnni, QuantAct& out);
 void act_sums(GgmlType t, size_t r, QuantAct& out);
 // dpair from d (both quantizers, after every row's d is set).

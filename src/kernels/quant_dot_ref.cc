@@ -82,98 +82,65 @@ void dot32(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n,
   for (size_t r = 0; r < n; ++r) out[r] = one_lane ? acc[r * 16] : tree(&acc[r * 16], 16) - 0.f;
 }
 
-// K types: unsigned codes q[256], the integer scale of each element in P,
-// and the per-lane min terms.
+// K types (one lane each, quant_dot.h): unsigned codes q[256] and the integer
+// scales; Q4_K/Q5_K also their mins.
 void dotk(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n, float* out) {
   const size_t bb = ggml_type_info(static_cast<uint32_t>(t)).block_bytes;
-  thread_local std::vector<float> acc, macc;
-  acc.assign(n * 8, 0.f);
-  macc.assign(n * 16, 0.f);
+  thread_local std::vector<float> acc;
+  acc.assign(n, 0.f);
   for (size_t sb = 0; sb < a.cols / 256; ++sb, w += bb) {
     int q[256];
-    int sc_of[256];     // the integer scale multiplying element e in P
-    float wmin[16];  // the weight side of macc[g]
-    float d, dmin = 0;
+    int sc[16];  // Q6_K: 16 signed scales; Q4_K/Q5_K: 8 (sub-blocks of 32)
     uint8_t mins[8] = {};
+    float d, dmin = 0;
     if (t == GgmlType::Q6_K) {
-      const auto* sc = reinterpret_cast<const int8_t*>(w + 192);
       for (int e = 0; e < 256; ++e) {
         const int h = e / 128, k = (e % 128) / 32, l = e % 32;
         const uint8_t lo = w[64 * h + l + 32 * (k & 1)];
         q[e] = (k < 2 ? lo & 15 : lo >> 4) | ((w[128 + 32 * h + l] >> (2 * k)) & 3) << 4;
-        sc_of[e] = sc[e / 16];
       }
+      for (int j = 0; j < 16; ++j) sc[j] = static_cast<int8_t>(w[192 + j]);
       d = ld16(w + 208);
-      for (int g = 0; g < 16; ++g) wmin[g] = d * static_cast<float>(32 * sc[g]);
     } else {
       const uint8_t* qh = t == GgmlType::Q5_K ? w + 16 : nullptr;
       const uint8_t* qs = qh ? w + 48 : w + 16;
-      uint8_t sc[8], mn[8];
-      for (size_t j = 0; j < 8; ++j) scale_min_k4(w + 4, j, &sc[j], &mn[j]), mins[j] = mn[j];
+      for (size_t j = 0; j < 8; ++j) {
+        uint8_t s8;
+        scale_min_k4(w + 4, j, &s8, &mins[j]);
+        sc[j] = s8;
+      }
       for (int e = 0; e < 256; ++e) {
         const int c = e / 64, h = (e % 64) / 32, l = e % 32, j = 2 * c + h;
         q[e] = (h ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 15) | (qh ? (qh[l] >> j & 1) << 4 : 0);
-        sc_of[e] = sc[j];
       }
       d = ld16(w);
       dmin = ld16(w + 2);
-      for (int g = 0; g < 16; ++g) wmin[g] = dmin * static_cast<float>(mn[g / 2]);
-    }
-    if (t == GgmlType::Q6_K) {  // one lane (grouped)
-      for (size_t r = 0; r < n; ++r) {
-        const int8_t* xq = a.qrow(r0 + r) + 256 * sb;
-        const int16_t* b16 = a.brow(r0 + r) + 16 * sb;
-        int32_t p = 0;
-        for (int j = 0; j < 16; ++j) {
-          int32_t part = -32 * b16[j];  // Σ (q − 32)·xq
-          for (int i = 16 * j; i < 16 * j + 16; ++i) part += q[i] * xq[i];
-          p += sc_of[16 * j] * part;
-        }
-        float& v = acc[r * 8];
-        v = std::fma(static_cast<float>(p), d * a.drow(r0 + r)[sb], v);
-      }
-      continue;
-    }
-    if (t == GgmlType::Q4_K) {  // one lane (grouped)
-      for (size_t r = 0; r < n; ++r) {
-        const int8_t* xq = a.qrow(r0 + r) + 256 * sb;
-        const int16_t* b32 = a.b32row(r0 + r) + 8 * sb;
-        int32_t p = 0, msum = 0;
-        for (int j = 0; j < 8; ++j) {
-          int32_t part = 0;
-          for (int i = 32 * j; i < 32 * j + 32; ++i) part += q[i] * xq[i];
-          p += sc_of[32 * j] * part;
-          msum += static_cast<int32_t>(mins[j]) * b32[j];
-        }
-        const float dx = a.drow(r0 + r)[sb];
-        float& v = acc[r * 8];
-        v = std::fma(static_cast<float>(p), d * dx, v);
-        v = std::fma(static_cast<float>(msum), -dmin * dx, v);
-      }
-      continue;
     }
     for (size_t r = 0; r < n; ++r) {
       const int8_t* xq = a.qrow(r0 + r) + 256 * sb;
-      const float* bf = a.bfrow(r0 + r) + 16 * sb;
-      const float s = d * a.drow(r0 + r)[sb];
-      for (int l = 0; l < 8; ++l) {
-        int32_t p = 0;
-        for (int c = 0; c < 8; ++c) {
-          int32_t part = 0;
-          for (int i = 32 * c + 4 * l; i < 32 * c + 4 * l + 4; ++i) part += q[i] * xq[i];
-          p += sc_of[32 * c + 4 * l] * part;
+      const float dx = a.drow(r0 + r)[sb];
+      int32_t p = 0, msum = 0;
+      if (t == GgmlType::Q6_K) {
+        const int16_t* b16 = a.brow(r0 + r) + 16 * sb;
+        for (int j = 0; j < 16; ++j) {
+          int32_t part = -32 * b16[j];  // Σ (q − 32)·xq
+          for (int i = 16 * j; i < 16 * j + 16; ++i) part += q[i] * xq[i];
+          p += sc[j] * part;
         }
-        float& v = acc[r * 8 + static_cast<size_t>(l)];
-        v = std::fma(static_cast<float>(p), s, v);
+      } else {
+        const int16_t* b32 = a.b32row(r0 + r) + 8 * sb;
+        for (int j = 0; j < 8; ++j) {
+          int32_t part = 0;
+          for (int i = 32 * j; i < 32 * j + 32; ++i) part += q[i] * xq[i];
+          p += sc[j] * part;
+          msum += static_cast<int32_t>(mins[j]) * b32[j];
+        }
       }
-      for (size_t g = 0; g < 16; ++g) {
-        float& u = macc[r * 16 + g];
-        u = std::fma(wmin[g], bf[g], u);
-      }
+      acc[r] = std::fma(static_cast<float>(p), d * dx, acc[r]);
+      if (t != GgmlType::Q6_K) acc[r] = std::fma(static_cast<float>(msum), -dmin * dx, acc[r]);
     }
   }
-  for (size_t r = 0; r < n; ++r)
-    out[r] = t == GgmlType::Q5_K ? tree(&acc[r * 8], 8) - tree(&macc[r * 16], 16) : acc[r * 8];
+  for (size_t r = 0; r < n; ++r) out[r] = acc[r];
 }
 }  // namespace
 
@@ -190,7 +157,6 @@ void act_prepare(GgmlType t, size_t rows, size_t cols, bool vnni, QuantAct& out)
   out.q.resize(rows * cols);
   out.d.resize(rows * cols / ab);
   out.bsum.resize(ab == 256 ? rows * cols / 16 : 0);
-  out.bsumf.resize(out.bsum.size());
   out.bsum32.resize(out.bsum.size() / 2);
   out.xneg.resize(act_code_offset(t) ? rows * cols / 4 : 0);
   const bool q5 = t == GgmlType::Q5_0;  // the grouped types need xcorr only
@@ -228,13 +194,10 @@ void act_sums(GgmlType t, size_t r, QuantAct& out) {
   }
   if (out.ab == 256) {
     int16_t* __restrict bs = out.bsum.data() + r * (cols / 16);
-    float* __restrict bf = out.bsumf.data() + r * (cols / 16);
-    const float* d = out.drow(r);
     for (size_t g = 0; g < cols / 16; ++g) {
       int s = 0;
       for (size_t i = 16 * g; i < 16 * g + 16; ++i) s += q[i];
       bs[g] = static_cast<int16_t>(s);
-      bf[g] = static_cast<float>(s) * d[g / 16];
     }
     int16_t* __restrict b32 = out.bsum32.data() + r * (cols / 32);
     for (size_t j = 0; j < cols / 32; ++j) b32[j] = static_cast<int16_t>(bs[2 * j] + bs[2 * j + 1]);

@@ -96,38 +96,30 @@ TEST_P(QuantMatmul, EqualsReferenceBitForBit) {
     }
 }
 
-// Random bytes are valid blocks of every type once the fp16 scales are finite:
-// every code pattern (Q8_0's −128 too, every 6-bit K scale and min, Q6_K's
-// negative scales) against activations at ±127, the extremes of the integer
-// ranges the kernels rely on (no saturation, no overflow).
-TEST_P(QuantMatmul, RandomBlockBytesEqualReference) {
-  std::mt19937 rng(15);
-  const GgmlType t = weight_ggml_type(type());
-  const size_t rows = 23, c = cols(), q = 7, rb = ggml_row_bytes(static_cast<uint32_t>(t), c);
+// Sets the fp16 scales of every block of type t in `blocks` (d; the K types'
+// dmin too) to next(), so that any other bytes make valid blocks.
+template <class F>
+void set_block_scales(GgmlType t, std::vector<uint8_t>& blocks, F&& next) {
   const size_t bb = ggml_type_info(static_cast<uint32_t>(t)).block_bytes;
-  std::vector<uint8_t> blocks(rows * rb);
-  for (auto& b : blocks) b = static_cast<uint8_t>(rng());
-  std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
-  auto put_f16 = [&](uint8_t* p) {
-    const uint16_t h = f32_to_f16(scale(rng));
+  auto put = [&](uint8_t* p) {
+    const uint16_t h = f32_to_f16(next());
     std::memcpy(p, &h, 2);
   };
   for (size_t off = 0; off < blocks.size(); off += bb) {
     if (t == GgmlType::Q6_K) {
-      put_f16(&blocks[off + 208]);
+      put(&blocks[off + 208]);
     } else {
-      put_f16(&blocks[off]);
-      if (t == GgmlType::Q4_K || t == GgmlType::Q5_K) put_f16(&blocks[off + 2]);
+      put(&blocks[off]);
+      if (t == GgmlType::Q4_K || t == GgmlType::Q5_K) put(&blocks[off + 2]);
     }
   }
-  const PackedMatrix w = PackedMatrix::pack_blocks(blocks.data(), t, rows, c);
-  std::vector<uint8_t> back(rb);  // the held layout gives every bit back
-  for (size_t o = 0; o < rows; ++o) {
-    w.row_blocks(o, back.data());
-    ASSERT_EQ(std::memcmp(back.data(), blocks.data() + o * rb, rb), 0) << "row " << o;
-  }
-  auto x = randn(q * c, rng);
-  for (size_t i = 0; i < x.size(); i += 3) x[i] = x[i] > 0 ? 100.f : -100.f;  // codes ±127
+}
+
+// matmul of the held `blocks` (w) against q rows x equals quant_dot_ref on the
+// GGUF bytes, bit for bit.
+void expect_reference_bits(GgmlType t, const PackedMatrix& w, const std::vector<uint8_t>& blocks,
+                           const std::vector<float>& x, size_t q) {
+  const size_t rows = w.rows(), c = w.cols(), rb = ggml_row_bytes(static_cast<uint32_t>(t), c);
   std::vector<float> y(q * rows);
   matmul(w, x.data(), q, y.data(), nullptr);
   detail::QuantAct act;
@@ -137,6 +129,47 @@ TEST_P(QuantMatmul, RandomBlockBytesEqualReference) {
       const float want = detail::quant_dot_ref(t, blocks.data() + o * rb, act, r);
       ASSERT_EQ(bits(y[r * rows + o]), bits(want)) << "row " << r << " out " << o;
     }
+}
+
+// Random bytes are valid blocks of every type once the fp16 scales are finite:
+// every code pattern (Q8_0's −128 too, every 6-bit K scale and min, Q6_K's
+// negative scales) against activations at ±127, the extremes of the integer
+// ranges the kernels rely on (no saturation, no overflow).
+TEST_P(QuantMatmul, RandomBlockBytesEqualReference) {
+  std::mt19937 rng(15);
+  const GgmlType t = weight_ggml_type(type());
+  const size_t rows = 23, c = cols(), q = 7, rb = ggml_row_bytes(static_cast<uint32_t>(t), c);
+  std::vector<uint8_t> blocks(rows * rb);
+  for (auto& b : blocks) b = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
+  set_block_scales(t, blocks, [&] { return scale(rng); });
+  const PackedMatrix w = PackedMatrix::pack_blocks(blocks.data(), t, rows, c);
+  std::vector<uint8_t> back(rb);  // the held layout gives every bit back
+  for (size_t o = 0; o < rows; ++o) {
+    w.row_blocks(o, back.data());
+    ASSERT_EQ(std::memcmp(back.data(), blocks.data() + o * rb, rb), 0) << "row " << o;
+  }
+  auto x = randn(q * c, rng);
+  for (size_t i = 0; i < x.size(); i += 3) x[i] = x[i] > 0 ? 100.f : -100.f;  // codes ±127
+  expect_reference_bits(t, w, blocks, x, q);
+}
+
+// Saturated blocks: every code byte one pattern (0xFF: the largest code of
+// every type, every scale and min at its largest) against constant
+// activations (all codes 127 or all -127) — the integer sums at their bounds,
+// where an int16 partial sum that is too long would wrap.
+TEST_P(QuantMatmul, SaturatedBlocksEqualReference) {
+  const GgmlType t = weight_ggml_type(type());
+  const size_t rows = 19, c = cols(), rb = ggml_row_bytes(static_cast<uint32_t>(t), c);
+  for (const uint8_t pattern : {uint8_t{0xFF}, uint8_t{0x80}, uint8_t{0x7F}}) {
+    std::vector<uint8_t> blocks(rows * rb, pattern);
+    set_block_scales(t, blocks, [] { return 0.01f; });
+    const PackedMatrix w = PackedMatrix::pack_blocks(blocks.data(), t, rows, c);
+    for (const float v : {1.f, -1.f}) {
+      SCOPED_TRACE(testing::Message() << "pattern " << int(pattern) << " x " << v);
+      expect_reference_bits(t, w, blocks, std::vector<float>(3 * c, v), 3);
+    }
+  }
 }
 
 // quant_dot.h's activation codes, literally: nearbyint(x · 127/amax) per
@@ -194,9 +227,7 @@ TEST_P(QuantMatmul, ActivationQuantizationEqualsReference) {
     for (size_t i = 0; i < got.d.size(); ++i) ASSERT_EQ(bits(got.d[i]), bits(want.d[i])) << i;
     ASSERT_EQ(got.dpair.size(), want.dpair.size());
     for (size_t i = 0; i < got.dpair.size(); ++i) ASSERT_EQ(bits(got.dpair[i]), bits(want.dpair[i])) << i;
-    ASSERT_EQ(got.bsumf.size(), want.bsumf.size());
-    for (size_t i = 0; i < got.bsumf.size(); ++i)
-      ASSERT_EQ(bits(got.bsumf[i]), bits(want.bsumf[i])) << i;
+    ASSERT_EQ(got.bsum32, want.bsum32);
   }
 }
 
@@ -268,9 +299,10 @@ TEST(QuantPack, PackBlocksKeepsBitsAndRowF32Dequantizes) {
     const PackedMatrix m = PackedMatrix::pack_blocks(blocks.data(), t, rows, c);
     EXPECT_EQ(m.hold(), wt);
     // Held by whole groups of 16 rows (kernels/grouped_blocks.h): Q8_0, Q4_0
-    // and Q6_K in their GGUF bytes, Q4_K with its 12 scale bytes unpacked to 16.
-    const bool grouped = t != GgmlType::Q5_0 && t != GgmlType::Q5_K;
-    const size_t held_rb = t == GgmlType::Q4_K ? rb + 4 * (c / 256) : rb;
+    // and Q6_K in their GGUF bytes, Q4_K and Q5_K with their 12 scale bytes
+    // unpacked to 16.
+    const bool grouped = t != GgmlType::Q5_0;
+    const size_t held_rb = t == GgmlType::Q4_K || t == GgmlType::Q5_K ? rb + 4 * (c / 256) : rb;
     EXPECT_EQ(m.bytes(), grouped ? 48 * held_rb : rows * rb);
     const PackedMatrix p = PackedMatrix::pack(wf.data(), DType::F32, rows, c, wt);
     std::vector<uint8_t> got_b(rb), got_p(rb);
