@@ -1,7 +1,8 @@
-// Q8_0, Q4_0 and Q4_K products on the grouped layout (grouped_blocks.h),
-// Highway runtime dispatch: Y[q, rows] = X[q, cols]·Wᵀ with quant_dot.h's
-// one-lane contract (exact int32 sums per block, fused multiply-adds by
-// d_w·dx (Q4_K: and (−dmin)·dx) per block, blocks in order), so every target
+// Q8_0, Q4_0 and K-type (Q4_K, Q5_K, Q6_K) products on the grouped layout
+// (grouped_blocks.h), Highway runtime dispatch: Y[q, rows] = X[q, cols]·Wᵀ
+// with quant_dot.h's one-lane contract (exact int32 sums per block, fused
+// multiply-adds by d_w·dx (Q4_K/Q5_K: and (−dmin)·dx) per block, blocks in
+// order), so every target
 // gives quant_dot_ref's bits
 // and Y[r][o] depends only on X[r], W[o] and cols (threads split whole
 // groups).
@@ -26,6 +27,10 @@
 // mins M = Σ_j m_j·bsum32_j take 4 vpdpwssd (vpmaddwd) per block; then two
 // fused multiply-adds per block for 16 outputs. Per row and 256 weights: 64
 // multiplies and ~26 other operations (held as GGUF rows: ~64 and ~60).
+// Q5_K adds each code's fifth bit from its qh line (one shift and mask per
+// line, shared by the tile's rows); Q6_K builds its codes from two ql lines
+// and a qh line, its lanes started at −32·bsum16 (the code offset) and
+// meeting the 16 sub-block scales by vpmulld. Tiles: grouped_tiles_k-inl.h.
 //
 // Targets: AVX-512 with VNNI (zmm: a group is one vector; tiles of <= 8
 // rows), AVX2 with AVX-VNNI (ymm: a group is two vectors; tiles of <= 4
