@@ -51,17 +51,17 @@ namespace mtp::kernels::detail {
 constexpr size_t kGroupRows = 16;  // output rows per group
 
 // Whether type t is held grouped (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K).
-inline bool held_grouped(GgmlType t) {
+constexpr bool held_grouped(GgmlType t) {
   return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_K || t == GgmlType::Q5_K ||
          t == GgmlType::Q6_K;
 }
 // Elements per block of a held type (32; K types 256).
-inline size_t group_block_elems(GgmlType t) {
+constexpr size_t group_block_elems(GgmlType t) {
   return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K ? 256 : 32;
 }
 // Bytes of codes per (group, block): 512 (Q8_0), 256 (Q4_0), 2048 (Q4_K),
 // 2560 (Q5_K), 3072 (Q6_K).
-inline size_t group_code_bytes(GgmlType t) {
+constexpr size_t group_code_bytes(GgmlType t) {
   switch (t) {
     case GgmlType::Q8_0: return 512;
     case GgmlType::Q4_0: return 256;
@@ -71,7 +71,7 @@ inline size_t group_code_bytes(GgmlType t) {
   }
 }
 // Bytes of metadata per (group, block): 32; Q4_K, Q5_K 320; Q6_K 288.
-inline size_t group_meta_bytes(GgmlType t) {
+constexpr size_t group_meta_bytes(GgmlType t) {
   return t == GgmlType::Q4_K || t == GgmlType::Q5_K ? 320 : t == GgmlType::Q6_K ? 288 : 32;
 }
 inline size_t row_groups(size_t rows) { return (rows + kGroupRows - 1) / kGroupRows; }

@@ -9,9 +9,9 @@
 
 // What a K-type tile of kQ activation rows (from j0) reads of group g
 // (code and meta bytes per (group, block): grouped_blocks.h).
-template <size_t kQ, size_t kCodeBytes = 2048, size_t kMetaBytes = 320>
+template <size_t kQ, GgmlType kT>
 struct TileInK {
-  static constexpr size_t kCode = kCodeBytes, kMeta = kMetaBytes;
+  static constexpr size_t kCode = detail::group_code_bytes(kT), kMeta = detail::group_meta_bytes(kT);
   const uint8_t* cg;
   const uint8_t* mg;
   const int8_t* xq[kQ];
@@ -26,6 +26,9 @@ struct TileInK {
       xs[j] = reinterpret_cast<const int8_t*>(a.a->b32row(j0 + j)), x16[j] = a.a->brow(j0 + j);
   }
 };
+
+// Where Q5_K's qh lines start in a (group, block): after Q4_K's 32 qs lines.
+constexpr size_t kQhLines = detail::group_code_bytes(GgmlType::Q4_K);
 
 // Q5_K's fifth bits of sub-block sb: bit sb of each qh byte moved to bit 4
 // (16-bit shifts by at most 4: the bits crossing a byte land outside 0x10).
@@ -44,7 +47,7 @@ HWY_INLINE V q5_fifth(V qh, size_t sb) {
 // of the group in half h2 of each 64-byte line (and of each meta row).
 template <size_t kQ, bool kVnni, bool kQ5 = false>
 HWY_INLINE void tile_ky(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
-  using In = TileInK<kQ, kQ5 ? 2560 : 2048>;
+  using In = TileInK<kQ, kQ5 ? GgmlType::Q5_K : GgmlType::Q4_K>;
   const In in(a, g, j0);
   const auto& [cg, mg, xq, xd, xs, x16] = in;
   constexpr size_t kCode = In::kCode;
@@ -73,7 +76,7 @@ HWY_INLINE void tile_ky(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
           const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(cc + 64 * k));
           __m256i w = _mm256_and_si256(sb % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
           if constexpr (kQ5)
-            w = _mm256_or_si256(w, q5_fifth(_mm256_load_si256(reinterpret_cast<const __m256i*>(cb + 2048 + 64 * k + 32 * h2)), sb));
+            w = _mm256_or_si256(w, q5_fifth(_mm256_load_si256(reinterpret_cast<const __m256i*>(cb + kQhLines + 64 * k + 32 * h2)), sb));
 #pragma GCC unroll 8
           for (size_t j = 0; j < kQ; ++j) {
             const __m256i xb = _mm256_set1_epi32(ld32(xq[j] + 256 * b + 32 * sb + 4 * k));
@@ -136,7 +139,7 @@ HWY_INLINE V q6_code(V ql, V qh) {
 // 4u..4u + 3): lanes start at −32·bsum16_j, gather Σ q·xq, then meet sc_j.
 template <size_t kQ, bool kVnni>
 HWY_INLINE void tile_6y(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
-  using In = TileInK<kQ, 3072, 288>;
+  using In = TileInK<kQ, GgmlType::Q6_K>;
   const In in(a, g, j0);
   const auto& [cg, mg, xq, xd, xs, x16] = in;
   constexpr size_t kCode = In::kCode;
@@ -203,7 +206,7 @@ HWY_INLINE __m512i dpwssd_bcast(__m512i acc, __m512i u, const int8_t* x) {
 // integer chains per row), more rows one (registers: 3 per row).
 template <size_t kQ, bool kQ5 = false>
 HWY_INLINE void tile_kz(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
-  using In = TileInK<kQ, kQ5 ? 2560 : 2048>;
+  using In = TileInK<kQ, kQ5 ? GgmlType::Q5_K : GgmlType::Q4_K>;
   const In in(a, g, j0);
   const auto& [cg, mg, xq, xd, xs, x16] = in;
   constexpr size_t kCode = In::kCode, kH = kQ <= 4 ? 2 : 1;
@@ -233,7 +236,7 @@ HWY_INLINE void tile_kz(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
         for (size_t hh = 0; hh < kH; ++hh) {
           const size_t sb = s0 + hh;
           __m512i w = _mm512_and_si512(sb % 2 ? _mm512_srli_epi16(v, 4) : v, m4);
-          if constexpr (kQ5) w = _mm512_or_si512(w, q5_fifth(_mm512_load_si512(cb + 2048 + 64 * k), sb));
+          if constexpr (kQ5) w = _mm512_or_si512(w, q5_fifth(_mm512_load_si512(cb + kQhLines + 64 * k), sb));
 #pragma GCC unroll 8
           for (size_t j = 0; j < kQ; ++j) s[j][hh] = dpbusd_bcast(s[j][hh], w, xq[j] + 256 * b + 32 * sb + 4 * k);
         }
@@ -275,7 +278,7 @@ HWY_INLINE void tile_kz(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
 // at once, up to 4 rows two (chains per row against vpdpbusd's latency).
 template <size_t kQ>
 HWY_INLINE void tile_6z(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
-  using In = TileInK<kQ, 3072, 288>;
+  using In = TileInK<kQ, GgmlType::Q6_K>;
   const In in(a, g, j0);
   const auto& [cg, mg, xq, xd, xs, x16] = in;
   constexpr size_t kCode = In::kCode, kKs = kQ <= 2 ? 4 : kQ <= 4 ? 2 : 1;
