@@ -44,6 +44,24 @@ std::vector<double> forward_times(const model::Model& m, int pos, int q_max, int
   return med;
 }
 
+namespace {
+// Seconds at q = 1..q_max from samples at 1, 2 and q_max (each at least the
+// one before: more rows never cost less), linear in between.
+std::vector<double> curve_from(double t1, double t2, double tq, int q_max) {
+  std::vector<double> out(size_t(q_max), t1);
+  if (q_max == 1) return out;
+  t2 = std::max(t1, t2);
+  tq = q_max > 2 ? std::max(t2, tq) : t2;
+  out[1] = t2;
+  for (int q = 3; q <= q_max; ++q) out[size_t(q - 1)] = t2 + (tq - t2) * (q - 2) / double(q_max - 2);
+  return out;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
 std::vector<double> session_forward_times(TargetSession& s, int q_max) {
   const int n = s.forwarded();
   q_max = std::max(1, std::min(q_max, s.ctx() - n));
@@ -53,18 +71,40 @@ std::vector<double> session_forward_times(TargetSession& s, int q_max) {
   auto time_q = [&](int q) {
     const auto t0 = std::chrono::steady_clock::now();
     s.forward(std::span<const int32_t>(tokens.data(), size_t(q)), logits.data());
-    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double sec = seconds_since(t0);
     s.truncate(n);
     return sec;
   };
   const double t1 = time_q(1);
-  std::vector<double> out(size_t(q_max), t1);
-  if (q_max == 1) return out;
-  const double t2 = std::max(t1, time_q(2));
-  const double tq = q_max > 2 ? std::max(t2, time_q(q_max)) : t2;
-  out[1] = t2;
-  for (int q = 3; q <= q_max; ++q) out[size_t(q - 1)] = t2 + (tq - t2) * (q - 2) / double(q_max - 2);
-  return out;
+  if (q_max == 1) return curve_from(t1, t1, t1, 1);
+  const double t2 = time_q(2);
+  return curve_from(t1, t2, q_max > 2 ? time_q(q_max) : t2, q_max);
+}
+
+std::vector<double> prefill_timed(TargetSession& s, std::span<const int32_t> prompt, int q_max,
+                                  float* last_logits) {
+  // Timed tail: q_max rows (when > 2), then 2, then 1 (the last prompt row).
+  const size_t tail = size_t(q_max > 2 ? q_max : 0) + (q_max > 1 ? 2 : 0) + 1;
+  if (q_max < 1 || q_max > s.q_max() || prompt.size() < size_t(q_max) + 4) {
+    s.prefill(prompt, last_logits);
+    return {};
+  }
+  const size_t V = s.model().config().vocab;
+  s.prefill(prompt.first(prompt.size() - tail), nullptr);
+  std::vector<float> logits(size_t(q_max) * V);
+  size_t at = prompt.size() - tail;
+  auto time_q = [&](int q) {
+    if (q > q_max || (q == 2 && q_max < 2)) return 0.0;
+    const auto t0 = std::chrono::steady_clock::now();
+    s.forward(prompt.subspan(at, size_t(q)), logits.data());
+    at += size_t(q);
+    return seconds_since(t0);
+  };
+  const double tq = q_max > 2 ? time_q(q_max) : 0.0;
+  const double t2 = time_q(2), t1 = time_q(1);
+  MTP_CHECK(at == prompt.size(), "timed prefill ended at row {} of {}", at, prompt.size());
+  if (last_logits) std::copy_n(logits.data(), V, last_logits);
+  return curve_from(t1, q_max > 1 ? t2 : t1, q_max > 2 ? tq : t2, q_max);
 }
 
 double sampling_seconds(size_t vocab, const SamplerOptions& o, int reps) {

@@ -142,7 +142,16 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
   std::optional<TreeChooser> own_chooser;
   std::optional<CostModel> cost = spec.cost;
   if (!sink.done()) {
-    target.prefill(prompt_ids, logits.data());
+    const bool remembered = spec.gate_memory && spec.gate_memory->gate &&
+                            spec.gate_memory->gate->n_sources() == union_sources &&
+                            spec.gate_memory->gate->max_k() == loop_k;
+    // The union's gate needs verify costs: timed on the prompt's own last rows
+    // when it is long enough, else on dummy rows after it (forward_timing.h).
+    const bool time_costs =
+        speculate && spec.uses_union() && !spec.tree.is_tree() && !cost && !remembered;
+    std::vector<double> times;
+    if (time_costs) times = prefill_timed(target, prompt_ids, loop_k + 1, logits.data());
+    else target.prefill(prompt_ids, logits.data());
     if (spec.drafter) {
       proposer.emplace(*spec.drafter, target, spec.p_min, draft_k, opt.sampler, spec.mode);
       if (spec.tree.is_tree()) {
@@ -154,11 +163,9 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
       }
       proposer->prefill(prompt_ids);
     }
-    const bool remembered = spec.gate_memory && spec.gate_memory->gate &&
-                            spec.gate_memory->gate->n_sources() == union_sources &&
-                            spec.gate_memory->gate->max_k() == loop_k;
-    if (speculate && spec.uses_union() && !spec.tree.is_tree() && !cost && !remembered) {
-      cost = CostModel::from_times(session_forward_times(target, loop_k + 1));
+    if (time_costs) {
+      cost = CostModel::from_times(times.empty() ? session_forward_times(target, loop_k + 1)
+                                                 : times);
     }
   }
   res.timings.n_prompt = int(prompt_ids.size());

@@ -59,8 +59,9 @@ struct SpecOptions {
   // --tree auto's chooser: shared across generations (it keeps learning), or
   // null: generate makes one, timing the target's m(q) first (prompt time).
   TreeChooser* tree_chooser = nullptr;
-  // Seconds of a q-row verify, q = 1..; absent: timed at the start
-  // (session_forward_times: ~3 decode steps), counted as prompt processing.
+  // Seconds of a q-row verify, q = 1..; absent: timed at the start on the
+  // prompt's last rows (prefill_timed; dummy rows, ~3 decode steps, after a
+  // prompt too short for that), counted as prompt processing.
   std::optional<CostModel> cost;
   bool uses_union() const { return lookup_prompt || history || gate; }
   bool speculates() const { return drafter || lookup_prompt || history; }

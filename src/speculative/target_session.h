@@ -28,6 +28,7 @@ class TargetSession {
   const model::Model& model() const { return m_; }
   ThreadPool* pool() const { return pool_; }
   int ctx() const { return kv_->ctx(); }
+  int q_max() const { return kv_->q_max(); }  // rows of one forward call
   int seq() const { return seq_; }
   int forwarded() const { return kv_->length(seq_); }
 
