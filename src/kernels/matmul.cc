@@ -186,14 +186,11 @@ HWY_INLINE float reduce16(const hn::Vec<DF>* acc) {
 //   AVX3 (32 registers, kV = 1): budget 16: kR = 4 for every kQ <= 4;
 //   AVX2 (16 registers, kV = 2): budget 16 for kQ <= 3, 8 for kQ = 4:
 //        kQ = 1: kR = 4; kQ = 2: kR = 4 (x and weights then partly come
-//        from L1 as memory operands); kQ = 3: kR = 4, one vector per pass
-//        (12 chains, each x load serving 4 FMAs); kQ = 4: kR = 1, but a
-//        4-row tile runs as a 3-row and a 1-row tile there (kSplitFour).
+//        from L1 as memory operands); tiles of 3 and 4 rows run as tiles of
+//        2 + 1 and 2 + 2 rows there (kPairTiles).
 // Measured in cache (temporary harness, AVX2 bf16 64x4096, time vs q = 1):
 // q = 2 took 1.65x with kR = 4 and 2.3x with kR = 2 (8 accumulators); q = 4
 // 3.8x with kR = 1 and the same with kR = 2 (16 accumulators, spilling).
-// Zen 5, AVX2 bf16 96x4096 in L2 (bench-kernels --in-cache, session 16): q = 3
-// 0.033 -> 0.030 ms with kR = 4 one vector per pass instead of kR = 2 both.
 // The pass shape changes which accumulators are live together, never the
 // operations of one (o, r): every lane sees the same FMA sequence.
 constexpr size_t acc_budget(size_t kq) {
@@ -208,29 +205,32 @@ struct PassShape {
   size_t rows, vecs;  // kR, kVs
 };
 constexpr PassShape pass_shape(size_t kq) {
-  if (kV == 2 && kq == 3 && acc_budget(kq) == 16) return {4, 1};  // AVX2, see above
   for (size_t vs : {kV, size_t(1)})
     for (size_t r : {size_t(4), size_t(2), size_t(1)})
       if (r * kq * vs <= acc_budget(kq)) return {r, vs};
   return {1, 1};
 }
 
-// A tile of 4 activation rows runs as a tile of 3 and a tile of 1 on AVX2:
-// 16 registers hold 8 accumulator vectors beside the weights and x of a
-// 4-row pass (16 would spill), and 8 chains of dependent FMAs barely cover
-// the FMA latency; the 3-row tile keeps 12 and the 1-row tile 8. Measured on
-// Zen 5 (session 16, AVX2 bf16, docs/PERFORMANCE.md "Session 16"): q = 4
-// 0.045 -> 0.040 ms in L2 (96x4096), q4/q1 from DRAM 1.41-1.80 -> 1.36-1.69
-// (4096², 2048x8192, 11264x2048), 4-7 % on the 1 B target's 1024-col shapes;
-// q = 8 (two such tiles) ~ -12 %. Each output keeps its operations.
-constexpr bool kSplitFour = kV == 2 && acc_budget(4) == 8;
+// On AVX2 a tile of 3 rows runs as tiles of 2 and 1, a tile of 4 as two of 2:
+// the 2-row tile (16 accumulators, 8 weight rows widened per pass, x as FMA
+// memory operands) is the one that runs nearest the FMA peak. Measured on
+// Zen 4 (session 20, docs/PERFORMANCE.md "Session 20"), against the earlier
+// 3-row tile (kR = 4, one vector per pass: 12 chains) and 4 = 3 + 1: in L2
+// (bench-kernels --in-cache 96x4096, bf16) q = 3 0.034 -> 0.030 ms, q = 4
+// 0.043 -> 0.038 (q = 2 0.019); from DRAM bf16 4096² q = 3 1.77 -> 1.34 ms,
+// q = 4 1.92 -> 1.66, 11264x2048 q = 3 2.61 -> 1.85, q = 4 2.67 -> 2.29;
+// fp32 4096² q = 3 4.67 -> 3.28, q = 4 3.78 -> 2.62. (Session 16 had found
+// the 3-row tile with 12 chains faster than one of kR = 2 with both vectors on
+// Zen 5; it never compared splitting.) Each output keeps its operations.
+constexpr bool kPairTiles = kV == 2 && acc_budget(4) == 8;
 
 // Passes one tile of kq activation rows takes over a block (chunk).
 constexpr size_t shape_passes(size_t kq) {
   return kBlockRows / pass_shape(kq).rows * (kV / pass_shape(kq).vecs);
 }
 constexpr size_t passes_of(size_t kq) {
-  return kSplitFour && kq == 4 ? shape_passes(3) + shape_passes(1) : shape_passes(kq);
+  if (kPairTiles && (kq == 3 || kq == 4)) return shape_passes(2) + shape_passes(kq - 2);
+  return shape_passes(kq);
 }
 
 // Software prefetch into L2, not L1 (prefetcht2; __builtin_prefetch locality 1).
@@ -413,15 +413,17 @@ constexpr bool kPadPairs = passes_of(4) == 1;
 template <bool kBf16>
 HWY_INLINE void run_any_tile(const detail::MatmulArgs& a, size_t b, size_t j0, size_t s0,
                              size_t s1, const ChunkPrefetch& pf, size_t p0, float* state) {
-  switch (std::min(kTileQ, a.q - j0)) {
-    case 4:
-      if constexpr (kSplitFour) {  // rows j0..j0+2, then j0+3 (its state after theirs)
-        run_tile<3, kBf16>(a, b, j0, s0, s1, pf, p0, state);
-        return run_tile<1, kBf16>(a, b, j0 + 3, s0, s1, pf, p0 + passes_of(3),
-                                  state + 3 * kBlockRows * kStateLanes);
-      } else {
-        return run_tile<4, kBf16>(a, b, j0, s0, s1, pf, p0, state);
-      }
+  const size_t n = std::min(kTileQ, a.q - j0);
+  if constexpr (kPairTiles) {  // rows j0, j0 + 1, then the rest (their state after)
+    if (n == 3 || n == 4) {
+      run_tile<2, kBf16>(a, b, j0, s0, s1, pf, p0, state);
+      float* rest = state + 2 * kBlockRows * kStateLanes;
+      if (n == 3) return run_tile<1, kBf16>(a, b, j0 + 2, s0, s1, pf, p0 + passes_of(2), rest);
+      return run_tile<2, kBf16>(a, b, j0 + 2, s0, s1, pf, p0 + passes_of(2), rest);
+    }
+  }
+  switch (n) {
+    case 4: return run_tile<4, kBf16>(a, b, j0, s0, s1, pf, p0, state);
     case 3: return run_tile<3, kBf16>(a, b, j0, s0, s1, pf, p0, state);
     case 2:
       if (kPadPairs && a.q == 2) return run_tile<4, kBf16>(a, b, j0, s0, s1, pf, p0, state, 2);
