@@ -46,7 +46,8 @@ if [ ! -f "$W/drafter.safetensors" ]; then
 fi
 P="$OUT/sd/heldout_prompts.jsonl"
 S="$OUT/stories-en.jsonl"
-grep '"lang": *"en"' bench/prompts.jsonl > "$S"
+grep '"lang": *"en"' bench/prompts.jsonl > "$S" ||
+  { echo "bench/memory-bound.sh: bench/prompts.jsonl has no line with \"lang\": \"en\"" >&2; exit 2; }
 
 for T in $THREADS; do
   log "bench-decode on the widened target, $T thread(s)"

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/ggml_type.h"
 #include "kernels/quant_blocks.h"
 
 namespace mtp::kernels::detail {
@@ -17,7 +18,7 @@ struct Place {
   size_t i;       // row within the group
 };
 // A held type's GGUF block: its bytes, where its code bytes start and how
-// many, where its d is.
+// many (one quad per group row on each of the held lines), where its d is.
 struct Form {
   size_t block_bytes, code_at, n_code;
   uint8_t flip;  // Q8_0: held as c + 128
@@ -26,11 +27,12 @@ struct Form {
 // Checks the type once per call of the two entry points below.
 Form form(GgmlType t) {
   MTP_CHECK(held_grouped(t), "grouped layout of a type that is not Q8_0, Q4_0, Q4_K, Q5_K or Q6_K");
-  if (t == GgmlType::Q8_0) return {34, 2, 32, 0x80, 0};
-  if (t == GgmlType::Q4_0) return {18, 2, 16, 0, 0};
-  if (t == GgmlType::Q4_K) return {144, 16, 128, 0, 0};
-  if (t == GgmlType::Q5_K) return {176, 16, 160, 0, 0};  // qh[32] then qs[128]
-  return {210, 0, 192, 0, 208};
+  const size_t bytes = ggml_row_bytes(static_cast<uint32_t>(t), group_block_elems(t));
+  const size_t n_code = group_code_bytes(t) / kGroupRows;
+  if (t == GgmlType::Q8_0) return {bytes, 2, n_code, 0x80, 0};  // d, qs
+  if (t == GgmlType::Q6_K) return {bytes, 0, n_code, 0, 208};   // ql, qh, scales, d
+  // Q4_0: d, qs; Q4_K: d, dmin, scales[12], qs; Q5_K: the same, qh[32] before qs.
+  return {bytes, t == GgmlType::Q4_0 ? size_t(2) : size_t(16), n_code, 0, 0};
 }
 Place place(GgmlType t, size_t rows, size_t cols, size_t r, size_t b) {
   const size_t nb = cols / group_block_elems(t), g = r / kGroupRows, i = r % kGroupRows;

@@ -1,16 +1,15 @@
 // Dot products of ggml-quantized weight rows with int8-quantized activation
 // rows: the arithmetic contract of the quantized kernels (matmul_grouped.cc,
-// matmul_quant.cc) and
-// its scalar reference. Internal to kernels; tests include it.
+// matmul_quant.cc) and its scalar reference. Internal to kernels; tests
+// include it.
 //
 // Activations (row-local, so batch-invariant): each row of x is cut into
 // blocks of A elements, A = 32 for Q8_0/Q4_0/Q5_0 and 256 for the K types
 // (Q4_K, Q5_K, Q6_K), with scale dx = amax/127 (fp32) and codes
 // xq = nearbyint(x · (127/amax)) in [-127, 127] (all 0 when amax = 0); the K
 // types also keep the sums of xq over each 16 and each 32 elements (bsum,
-// bsum32). Error per
-// element <= dx/2, so |y − y_fp32| <= Σ_blocks dx/2 · Σ|w| (plus fp32
-// rounding), where y_fp32 = Σ dequantized w · x.
+// bsum32). Error per element <= dx/2, so |y − y_fp32| <= Σ_blocks dx/2 ·
+// Σ|w| (plus fp32 rounding), where y_fp32 = Σ dequantized w · x.
 //
 // One weight block b (32 or 256 elements) against the activation block(s) it
 // covers gives 8 exact int32 lanes P[l] (l < 8: elements 4l..4l+3 of each

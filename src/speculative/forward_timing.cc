@@ -46,7 +46,8 @@ std::vector<double> forward_times(const model::Model& m, int pos, int q_max, int
 
 namespace {
 // Seconds at q = 1..q_max from samples at 1, 2 and q_max (each at least the
-// one before: more rows never cost less), linear in between.
+// one before: more rows never cost less), linear in between; t2 is read only
+// when q_max >= 2, tq only when q_max >= 3.
 std::vector<double> curve_from(double t1, double t2, double tq, int q_max) {
   std::vector<double> out(size_t(q_max), t1);
   if (q_max == 1) return out;
@@ -76,9 +77,8 @@ std::vector<double> session_forward_times(TargetSession& s, int q_max) {
     return sec;
   };
   const double t1 = time_q(1);
-  if (q_max == 1) return curve_from(t1, t1, t1, 1);
-  const double t2 = time_q(2);
-  return curve_from(t1, t2, q_max > 2 ? time_q(q_max) : t2, q_max);
+  const double t2 = q_max > 1 ? time_q(2) : 0.0;
+  return curve_from(t1, t2, q_max > 2 ? time_q(q_max) : 0.0, q_max);
 }
 
 std::vector<double> prefill_timed(TargetSession& s, std::span<const int32_t> prompt, int q_max,
@@ -94,17 +94,17 @@ std::vector<double> prefill_timed(TargetSession& s, std::span<const int32_t> pro
   std::vector<float> logits(size_t(q_max) * V);
   size_t at = prompt.size() - tail;
   auto time_q = [&](int q) {
-    if (q > q_max || (q == 2 && q_max < 2)) return 0.0;
     const auto t0 = std::chrono::steady_clock::now();
     s.forward(prompt.subspan(at, size_t(q)), logits.data());
     at += size_t(q);
     return seconds_since(t0);
   };
   const double tq = q_max > 2 ? time_q(q_max) : 0.0;
-  const double t2 = time_q(2), t1 = time_q(1);
+  const double t2 = q_max > 1 ? time_q(2) : 0.0;
+  const double t1 = time_q(1);  // the last prompt row: its logits are the answer
   MTP_CHECK(at == prompt.size(), "timed prefill ended at row {} of {}", at, prompt.size());
   if (last_logits) std::copy_n(logits.data(), V, last_logits);
-  return curve_from(t1, q_max > 1 ? t2 : t1, q_max > 2 ? tq : t2, q_max);
+  return curve_from(t1, t2, tq, q_max);
 }
 
 double sampling_seconds(size_t vocab, const SamplerOptions& o, int reps) {
