@@ -79,7 +79,7 @@ class MtpProposer : public Proposer {
   size_t d_;
   std::vector<float> logits_;
   std::vector<model::Row> rows_;
-  std::vector<float> h_in_;
+  std::vector<float> h_in_, h_out_;
   std::vector<uint8_t> mask_;
   std::vector<Draft> history_;
   std::vector<double> module_s_;

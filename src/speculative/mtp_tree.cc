@@ -8,9 +8,13 @@
 // N-1-k). So module k runs, in ONE call with tree attention
 // (model/kv_cache.h "Tree rows"), one row for every node on the path to a
 // depth-k node it expands — the chain's k non-final rows, per branch — and
-// its logits at the expanded nodes' rows give their children. Tree rows never
-// enter the module's positions: the next catch-up forwards committed rows as
-// for chains (live ≡ teacher-forced on the accepted path).
+// its logits at the expanded nodes' rows give their children. As for chains
+// (mtp_chains.h), module 0 catches up at commit and module k >= 1 in the same
+// call as its tree rows — ordinary rows first (model/kv_cache.h), its final
+// rows not yet in its cache, so its weights are read once per cycle; a module
+// the tree does not reach catches up in a later cycle's call. Tree rows never
+// enter the module's positions: final rows come only from committed tokens
+// (live ≡ teacher-forced on the accepted path).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,6 +22,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "drafter/module_rows.h"
 #include "speculative/mtp_proposer.h"
 
 namespace mtp::speculative {
@@ -70,9 +75,8 @@ void MtpProposer::commit(std::span<const int32_t> committed) {
     chooser_->observe(last_widths_, ranks);
   }
   last_n_ = -1;
-  // Chains: module 0 now, modules k >= 1 inside their next drafting call
-  // (propose). Trees read every module's final rows when they start.
-  catch_up(committed, tree_opts_.is_tree() ? modules_ : 1);
+  // Module 0 now, modules k >= 1 inside their next drafting call (propose).
+  catch_up(committed, 1);
 }
 
 void MtpProposer::propose_tree(std::span<const int32_t> committed, int max_k, DraftTree& tree) {
@@ -84,7 +88,7 @@ void MtpProposer::propose_tree(std::span<const int32_t> committed, int max_k, Dr
   }
   cycle_started_ = now;
   last_widths_.clear();
-  catch_up(committed);
+  catch_up(committed, 1);
   const int N = int(committed.size());
   const size_t V = chains_.runner().logits_width();
   const float* d0_logits = chains_.d0_logits(0);
@@ -126,20 +130,35 @@ void MtpProposer::propose_tree(std::span<const int32_t> committed, int max_k, Dr
     for (int e : expand) {
       for (int x = e; x >= 0 && !on_path[size_t(x)]; x = tree.parent[size_t(x)]) on_path[size_t(x)] = 1;
     }
-    std::vector<int>& row_of = row_of_[size_t(k)];
-    row_of.assign(tree.size(), -1);
+    // Rows before position 0 do not exist in the contract (a short
+    // committed sequence); a row whose parent's row does not exist starts at
+    // the sequence's beginning (module k holds no final rows then).
+    auto tree_pos = [&](size_t x) { return N - 2 - k + depth[x]; };
+    int n_tree = 0;
+    for (size_t x = 0; x < tree.size(); ++x) n_tree += on_path[x] && tree_pos(x) >= 0;
+    // Module k's catch-up first: its final rows [c0, final_len), each reading
+    // module k-1's final row (up to date: module k-1 ran just before). A
+    // catch-up too long to share one call runs on its own.
+    const int final_len = drafter::module_row_count(N, k);
+    if (final_len - chains_.runner().kv(k).length(0) + n_tree > chains_.runner().kv(k).q_max()) {
+      catch_up(committed, k + 1);
+    }
+    const int c0 = std::min(chains_.runner().kv(k).length(0), final_len);
     rows_.clear();
     h_in_.clear();
-    mask_.clear();
+    drafter::append_module_rows(
+        0, k, c0, final_len, [&](int j) { return committed[size_t(j)]; },
+        [&](int t) { return chains_.out(0, k - 1) + size_t(t) * d_; }, d_, rows_, h_in_);
+    const size_t n_c = rows_.size();
+    mask_.assign(n_c, 0);
+    std::vector<int>& row_of = row_of_[size_t(k)];
+    row_of.assign(tree.size(), -1);
     for (size_t x = 0; x < tree.size(); ++x) {
       if (!on_path[x]) continue;
       const int par = tree.parent[x];
-      // Rows before position 0 do not exist in the contract (a short
-      // committed sequence); a row whose parent's row does not exist starts
-      // at the sequence's beginning (module k holds no final rows then).
-      const int32_t pos = N - 2 - k + depth[x];
+      const int32_t pos = tree_pos(x);
       if (pos < 0) continue;
-      const int r = int(rows_.size());
+      const int r = int(rows_.size() - n_c);  // its node index in this call's tree
       row_of[x] = r;
       rows_.push_back({0, pos, tree.token[x], r, par < 0 ? -1 : row_of[size_t(par)]});
       MTP_CHECK(par < 0 || row_of_[size_t(k - 1)][size_t(par)] >= 0,
@@ -150,13 +169,16 @@ void MtpProposer::propose_tree(std::span<const int32_t> committed, int max_k, Dr
       h_in_.insert(h_in_.end(), h_prev, h_prev + d_);
       mask_.push_back(0);
     }
-    for (int e : expand) mask_[size_t(row_of[size_t(e)])] = 1;
+    for (int e : expand) mask_[n_c + size_t(row_of[size_t(e)])] = 1;
     logits_.resize(rows_.size() * V);
-    tree_out_[size_t(k)].resize(rows_.size() * d_);
-    run_module(k, h_in_.data(), tree_out_[size_t(k)].data(), logits_.data(), mask_.data());
+    h_out_.resize(rows_.size() * d_);
+    run_module(k, h_in_.data(), h_out_.data(), logits_.data(), mask_.data());
+    // The final rows' h_k into the module's outputs, the tree rows' apart.
+    std::memcpy(chains_.out(0, k) + size_t(c0) * d_, h_out_.data(), n_c * d_ * sizeof(float));
+    tree_out_[size_t(k)].assign(h_out_.begin() + std::ptrdiff_t(n_c * d_), h_out_.end());
     // Children of the expanded nodes, by their rows' logits (position N + k).
     for (int e : expand) {
-      const float* lg = logits_.data() + size_t(row_of[size_t(e)]) * V;
+      const float* lg = logits_.data() + (n_c + size_t(row_of[size_t(e)])) * V;
       if (p_min_ > 0 && top_probability(lg, V) < p_min_) continue;
       add_children(lg, N + k, e, k, size_t(budget ? beam : widths[size_t(k)]), cum_[size_t(e)],
                    tree);

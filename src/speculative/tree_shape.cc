@@ -142,12 +142,12 @@ double TreeChooser::model_seconds(const std::vector<int>& w) const {
   }
   const double tokens = expected_tokens(w);
   double s = curve_(1 + TreeOptions::nodes(w));
-  s += double(w.size()) * (a + b * tokens);  // catch-up of each module in use
+  s += a + b * tokens;  // module 0's catch-up
   long level = 1, above = 0;
   for (size_t k = 0; k + 1 < w.size(); ++k) {  // module k + 1 drafts depth k + 2
     level *= w[k];
     above += level;
-    s += a + b * double(above);
+    s += a + b * (tokens + double(above));  // in one call with its catch-up
   }
   return s;
 }

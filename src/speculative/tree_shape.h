@@ -20,9 +20,10 @@
 //     never tried still get an estimate that invites trying them;
 //   - E(W) = 1 + Σ_{d=1..D} Π_{j<=d} Σ_{r<W[j-1]} â(j, r) tokens per cycle;
 //   - cost(W) = m(1 + nodes(W)) (the target's measured curve, draft_budget.h)
-//     + the drafter's module calls: catch-up of each module in use and one
-//     call per depth >= 1 whose rows are the nodes above it, priced by a
-//     rolling linear fit seconds = a + b · rows of live module calls;
+//     + the drafter's module calls: module 0's catch-up, and one call per
+//     depth >= 1 whose rows are that module's catch-up and the nodes above
+//     it (mtp_tree.cc), priced by a rolling linear fit seconds = a + b · rows
+//     of live module calls;
 //     + a per-cycle overhead: the rolling mean of (a live cycle's seconds,
 //     propose to propose) − (this model's seconds for its shape) — what the
 //     isolated costs miss (bookkeeping, sampling, verify inside a cycle

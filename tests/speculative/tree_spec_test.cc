@@ -18,6 +18,7 @@
 #include "drafter/teacher_forced.h"
 #include "model_util.h"
 #include "speculative/generate.h"
+#include "speculative/mtp_proposer.h"
 #include "speculative/tree_shape.h"
 #include "spec_fixture.h"
 #include "test_util.h"
@@ -170,6 +171,43 @@ TEST(Trees, Stories260KMatchesPlain) {
 
 // A sampled (T > 0) tree in rejection mode is refused with a clear message;
 // at T = 0 rejection mode is greedy and trees run.
+// A module the trees have not reached for longer than one call holds catches
+// up on its own call before its tree rows (mtp_tree.cc): after 80 cycles of
+// depth-1 trees, a depth-3 tree equals that of a proposer that drafted depth-3
+// trees all along (its modules caught up inside their drafting calls).
+TEST(Trees, AModuleLeftBehindCatchesUpBeforeItsTreeRows) {
+  const Fixture f = test::load_target(
+      test::random_hf_checkpoint("tree-lag", test::RandomSpec::for_arch(model::Arch::Llama)));
+  const drafter::Drafter d = test::random_drafter(f, 3, 21);
+  const auto& c = f.model->config();
+  std::mt19937 rng(4);
+  const std::vector<int32_t> seq = test::random_tokens(rng, 100, c.vocab);
+  const int P = 8, last = 90;
+  TargetSession ta(*f.model, 128, nullptr), tb(*f.model, 128, nullptr);
+  std::vector<float> lg(size_t(c.vocab));
+  ta.prefill({seq.data(), size_t(P)}, lg.data());
+  tb.prefill({seq.data(), size_t(P)}, lg.data());
+  MtpProposer a(d, ta, 0.f), b(d, tb, 0.f);
+  a.set_tree(TreeOptions::parse("1"));
+  b.set_tree(TreeOptions::parse("1,1,1"));
+  a.prefill({seq.data(), size_t(P)});
+  b.prefill({seq.data(), size_t(P)});
+  DraftTree tree_a, tree_b;
+  for (int N = P + 1; N <= last; ++N) {  // N committed, N - 1 forwarded
+    const std::span<const int32_t> committed(seq.data(), size_t(N));
+    if (N == last) a.set_tree(TreeOptions::parse("1,1,1"));
+    a.propose(committed, 3, tree_a);
+    b.propose(committed, 3, tree_b);
+    if (N == last) break;
+    for (TargetSession* t : {&ta, &tb}) t->forward({seq.data() + N - 1, 1}, lg.data());
+    a.commit({seq.data(), size_t(N + 1)});
+    b.commit({seq.data(), size_t(N + 1)});
+  }
+  ASSERT_EQ(tree_b.size(), 3u);
+  EXPECT_EQ(tree_a.token, tree_b.token);
+  EXPECT_EQ(tree_a.parent, tree_b.parent);
+}
+
 TEST(Trees, RejectionSamplingRefusesTrees) {
   test::RandomSpec spec = test::RandomSpec::for_arch(model::Arch::Llama);
   Fixture f = test::load_target(test::random_hf_checkpoint("tree-rej", spec));
