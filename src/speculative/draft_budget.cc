@@ -63,7 +63,8 @@ double CostCurve::timed(int q) const {
   return std::max(t, 0.0);
 }
 
-CostCurve forward_cost_curve(const model::Model& m, int q_max, int reps, ThreadPool* pool) {
+CostCurve forward_cost_curve(const model::Model& m, int q_max, int reps, ThreadPool* pool,
+                             double stop_m) {
   const auto& c = m.config();
   constexpr int kPos = 16;  // a short context before the timed rows
   q_max = std::max(1, std::min(q_max, c.max_position - kPos - 1));
@@ -79,6 +80,7 @@ CostCurve forward_cost_curve(const model::Model& m, int q_max, int reps, ThreadP
   for (int p = 0; p < kPos; ++p) rows.push_back({0, p, int32_t(rng() % uint32_t(c.vocab))});
   m.forward(rows, kv, {}, pool);
   std::vector<std::vector<double>> t(qs.size());
+  double decode_s = 0;  // the warm-up round's q = 1 forward
   std::vector<float> logits(size_t(q_max) * size_t(c.vocab));
   // Interleaved q by q, one warm-up round.
   for (int r = 0; r <= std::max(1, reps); ++r) {
@@ -93,6 +95,12 @@ CostCurve forward_cost_curve(const model::Model& m, int q_max, int reps, ThreadP
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       kv.truncate(0, kPos);
       if (r > 0) t[i].push_back(sec);
+      if (r == 0 && i == 0) decode_s = sec;
+      if (r == 0 && i > 0 && stop_m > 0 && sec >= stop_m * decode_s) {
+        qs.resize(i + 1);  // the larger q are not timed (the curve extends its slope)
+        t.resize(i + 1);
+        break;
+      }
     }
   }
   std::vector<std::pair<int, double>> pts;

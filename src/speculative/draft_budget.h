@@ -56,8 +56,14 @@ class CostCurve {
 
 // Measures m(q) at q = 1, 2, 3, 4, 6, 8, 12, ... q_max (the fastest of `reps`
 // interleaved rounds after one warm-up) at a short context; between points
-// the curve is linear, beyond q_max it extends its last slope.
-CostCurve forward_cost_curve(const model::Model& m, int q_max, int reps, ThreadPool* pool);
+// the curve is linear, beyond the last point it extends its last slope.
+// stop_m > 0: the warm-up round stops at the first q whose forward costs at
+// least stop_m decodes, and only q up to it are timed — a caller whose cycle
+// can return at most stop_m tokens gains nothing from a verify that costs
+// more (the tree chooser: 1 + draft length), and on a memory-bound target the
+// forwards of 24..64 rows would cost ~20 decodes of start-up per round.
+CostCurve forward_cost_curve(const model::Model& m, int q_max, int reps, ThreadPool* pool,
+                             double stop_m = 0);
 
 // P_j for j = 0 .. k_max-1 from a sequence's counters (SpecStats::drafted /
 // accepted: cycles whose tree / accepted path reached depth j + 1), smoothed

@@ -77,8 +77,9 @@ int SpecOptions::max_draft() const {
 
 TreeChooser make_tree_chooser(const model::Model& m, const TreeOptions& t, int draft_k,
                               ThreadPool* pool) {
-  // The target's m(q) up to the largest tree, at a short context.
-  CostCurve curve = forward_cost_curve(m, 1 + t.max_nodes, 2, pool);
+  // The target's m(q) up to the largest tree, at a short context — only as
+  // far as a verify could pay: a cycle returns at most 1 + draft_k tokens.
+  CostCurve curve = forward_cost_curve(m, 1 + t.max_nodes, 2, pool, 1.0 + draft_k);
   return TreeChooser(curve, curve(1), draft_k, t.max_nodes);
 }
 

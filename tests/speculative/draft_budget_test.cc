@@ -5,6 +5,8 @@
 
 #include <numeric>
 
+#include "checkpoint_util.h"
+#include "spec_fixture.h"
 #include "speculative/draft_budget.h"
 
 namespace mtp::speculative {
@@ -165,6 +167,27 @@ TEST(DraftBudget, ASequencePricedOutByBadLuckDraftsAgainLater) {
   const std::vector<double> d = {4}, a = {0};
   BudgetSeq plain{estimate_accept(d, a, 1, 0.6), 0.0};
   EXPECT_EQ(allocate_drafts(curve, ModuleCost{}, 1, 1, 64, {&plain, 1})[0], 0);
+}
+
+// The timed curve's points: every q up to q_max without a stop; with one, the
+// q up to the first forward costing stop_m decodes (a stop no forward can
+// reach times them all, one every forward reaches stops at q = 2).
+TEST(DraftBudget, TimedCurveStopsWhereAVerifyCannotPay) {
+  const test::Target f =
+      test::load_target(test::random_hf_checkpoint("cost-curve", test::RandomSpec{}));
+  auto qs = [](const CostCurve& c) {
+    std::vector<int> q;
+    for (const auto& [x, s] : c.points()) q.push_back(x);
+    return q;
+  };
+  const std::vector<int> all = {1, 2, 3, 4, 6, 8, 10};
+  EXPECT_EQ(qs(forward_cost_curve(*f.model, 10, 1, nullptr)), all);
+  EXPECT_EQ(qs(forward_cost_curve(*f.model, 10, 1, nullptr, 1e9)), all);
+  const CostCurve two = forward_cost_curve(*f.model, 10, 1, nullptr, 1e-9);
+  EXPECT_EQ(qs(two), (std::vector<int>{1, 2}));
+  // Beyond the last point the curve extends its slope.
+  const double s1 = two.timed(1), s2 = two.timed(2);
+  EXPECT_NEAR(two.timed(10), s2 + 8 * (s2 - s1), 1e-12 + 1e-9 * s2);
 }
 
 }  // namespace
