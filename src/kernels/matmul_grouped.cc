@@ -72,12 +72,14 @@ struct GroupedArgs {
   float* y;
   size_t y_stride;
   bool vnni;      // simd_quant_vnni()
-  // Whether to prefetch: q >= 2; q = 1 by prefetch_single_row() (vendor),
-  // and always where the q = 1 loop is slow next to its stream — Q4_0 and
+  // Whether to prefetch: q >= 3; q <= 2 by prefetch_single_row() (vendor),
+  // and always where the q <= 2 loop is slow next to its stream — Q4_0 and
   // the K types (fewer bytes per multiply than Q8_0) and the kernels without VNNI (Zen 4, ~1 B
   // target: Q4_0 decode 28.7-29.4 -> 27.6-28.4 ms with it, AVX2 Q8_0 without
   // VNNI 52.3-54.2 -> 45.0-47.9 ms; the AVX-512 VNNI Q8_0 q = 1 product ran
-  // 0.57 -> 0.68 ms with it, so it keeps the vendor rule).
+  // 0.57 -> 0.68 ms with it, and the widened 1 B target's Q8_0 m(2)
+  // 1.13-1.17 without it against 1.33-1.38 with it, Session 21, so both keep
+  // the vendor rule).
   bool prefetch;
   // How far ahead, and into which level (prefetch_policy). Q8_0, Q4_0: q <= 2
   // 8 KiB into L1, q >= 3 32 KiB into L2 — measured on Zen 4
@@ -427,7 +429,7 @@ void matmul_grouped(const PackedMatrix& w, const float* x, size_t x_stride, size
                       w.data(),
                       w.data() + grouped_meta_offset(t, rows, cols),
                       rows, cols, cols / group_block_elems(t), &act, q, y, y_stride, vnni,
-                      q > 1 || prefetch_single_row() || t != GgmlType::Q8_0 || !vnni,
+                      q > 2 || prefetch_single_row() || t != GgmlType::Q8_0 || !vnni,
                       pf.ahead, pf.l2};
   auto fn = HWY_DYNAMIC_DISPATCH(GroupedRows);
   const size_t G = row_groups(rows);
