@@ -72,21 +72,9 @@ struct GroupedArgs {
   float* y;
   size_t y_stride;
   bool vnni;      // simd_quant_vnni()
-  // Whether to prefetch: q >= 3; q <= 2 by prefetch_single_row() (vendor),
-  // and always where the q <= 2 loop is slow next to its stream — Q4_0 and
-  // the K types (fewer bytes per multiply than Q8_0) and the kernels without VNNI (Zen 4, ~1 B
-  // target: Q4_0 decode 28.7-29.4 -> 27.6-28.4 ms with it, AVX2 Q8_0 without
-  // VNNI 52.3-54.2 -> 45.0-47.9 ms; the AVX-512 VNNI Q8_0 q = 1 product ran
-  // 0.57 -> 0.68 ms with it, and the widened 1 B target's Q8_0 m(2)
-  // 1.13-1.17 without it against 1.33-1.38 with it, Session 21, so both keep
-  // the vendor rule).
+  // Software prefetch of the codes: whether, how far ahead, into which
+  // level (prefetch_policy).
   bool prefetch;
-  // How far ahead, and into which level (prefetch_policy). Q8_0, Q4_0: q <= 2
-  // 8 KiB into L1, q >= 3 32 KiB into L2 — measured on Zen 4
-  // (docs/PERFORMANCE.md, Session 18): with
-  // L1 prefetches 2-8 KiB ahead a 4096² Q8_0 product at q = 4..8 took
-  // 0.88-1.47 ms against 0.58 at q = 1; into L2, 32 KiB ahead, 0.61-0.87 ms
-  // (the ~1 B target's m(4) 1.48 -> 1.31). At q <= 2 the L2 form was slower.
   size_t pf_ahead;
   bool pf_l2;
 };
@@ -394,21 +382,32 @@ HWY_EXPORT(GroupedRows);
 
 namespace detail {
 namespace {
-// How far ahead the kernels prefetch codes, and into which level (measured
-// on Zen 4, docs/PERFORMANCE.md Sessions 18 and 19; `prefetch` in
-// GroupedArgs says when at all). Q8_0 and Q4_0: q <= 2 8 KiB into L1, q >= 3
-// 32 KiB into L2. Q4_K: q = 1 2 KiB into L1 (decode of the ~1 B target 30-33
-// -> 25-27.5 ms against 8 KiB into L1 or 32 KiB into L2), q >= 2 32 KiB into
-// L2 (q = 2 1.7 -> 1.17 decodes). Q5_K and Q6_K: 32 KiB into L2 at every q
-// (at q = 1 equal to 2 KiB into L1 with VNNI; without, Q5_K 49.5 -> 37.8-39.4
-// ms, Q6_K 57.8 -> 54.3).
+// Whether, how far ahead and into which level the kernels prefetch codes
+// (measured on Zen 4, docs/PERFORMANCE.md Sessions 18, 19 and 21).
+// Whether: at q >= 3 always; at q <= 2 where the loop is slow next to its
+// stream — Q4_0 and the K types (fewer bytes per multiply than Q8_0) and the
+// kernels without VNNI (~1 B target: Q4_0 decode 28.7-29.4 -> 27.6-28.4 ms
+// with it, AVX2 Q8_0 without VNNI 52.3-54.2 -> 45.0-47.9 ms) — and otherwise
+// by prefetch_single_row() (vendor): the AVX-512 VNNI Q8_0 q = 1 product ran
+// 0.57 -> 0.68 ms with it, the widened 1 B target's Q8_0 m(2) 1.33-1.38
+// with it against 1.13-1.17 without.
+// Where: Q8_0 and Q4_0 q <= 2 8 KiB into L1, q >= 3 32 KiB into L2 (with L1
+// prefetches 2-8 KiB ahead a 4096² Q8_0 product at q = 4..8 took 0.88-1.47
+// ms against 0.58 at q = 1; into L2 0.61-0.87 ms, the ~1 B target's m(4)
+// 1.48 -> 1.31; at q <= 2 the L2 form was slower). Q4_K: q = 1 2 KiB into L1
+// (decode of the ~1 B target 30-33 -> 25-27.5 ms against 8 KiB into L1 or 32
+// KiB into L2), q >= 2 32 KiB into L2 (q = 2 1.7 -> 1.17 decodes). Q5_K and
+// Q6_K: 32 KiB into L2 at every q (at q = 1 equal to 2 KiB into L1 with VNNI;
+// without, Q5_K 49.5 -> 37.8-39.4 ms, Q6_K 57.8 -> 54.3).
 struct Prefetch {
+  bool on;
   size_t ahead;
   bool l2;
 };
-Prefetch prefetch_policy(GgmlType t, size_t q) {
-  if (q >= 3 || t == GgmlType::Q5_K || t == GgmlType::Q6_K || (t == GgmlType::Q4_K && q == 2)) return {32768, true};
-  return {t == GgmlType::Q4_K ? size_t{2048} : size_t{8192}, false};
+Prefetch prefetch_policy(GgmlType t, size_t q, bool vnni) {
+  const bool on = q >= 3 || t != GgmlType::Q8_0 || !vnni || prefetch_single_row();
+  if (q >= 3 || t == GgmlType::Q5_K || t == GgmlType::Q6_K || (t == GgmlType::Q4_K && q == 2)) return {on, 32768, true};
+  return {on, t == GgmlType::Q4_K ? size_t{2048} : size_t{8192}, false};
 }
 }  // namespace
 
@@ -419,7 +418,7 @@ void matmul_grouped(const PackedMatrix& w, const float* x, size_t x_stride, size
   thread_local QuantAct act;
   quantize_act(t, x, x_stride, q, w.cols(), act, vnni);
   const size_t rows = w.rows(), cols = w.cols();
-  const Prefetch pf = prefetch_policy(t, q);
+  const Prefetch pf = prefetch_policy(t, q, vnni);
   const GroupedKind kind = t == GgmlType::Q8_0   ? kQ8_0
                            : t == GgmlType::Q4_0 ? kQ4_0
                            : t == GgmlType::Q4_K ? kQ4_K
@@ -429,8 +428,7 @@ void matmul_grouped(const PackedMatrix& w, const float* x, size_t x_stride, size
                       w.data(),
                       w.data() + grouped_meta_offset(t, rows, cols),
                       rows, cols, cols / group_block_elems(t), &act, q, y, y_stride, vnni,
-                      q > 2 || prefetch_single_row() || t != GgmlType::Q8_0 || !vnni,
-                      pf.ahead, pf.l2};
+                      pf.on, pf.ahead, pf.l2};
   auto fn = HWY_DYNAMIC_DISPATCH(GroupedRows);
   const size_t G = row_groups(rows);
   // As matmul(): threads only for enough work; they split whole groups.
