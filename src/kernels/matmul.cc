@@ -3,9 +3,20 @@
 // Packed layout (target-independent, fixed at pack time):
 //   rows are grouped in blocks of kBlockRows = 4 (zero rows pad the last block);
 //   cols are grouped in superchunks of kSuper = 32 (zero cols pad the last one).
-//   Block b, superchunk s, row k of the block owns 32 consecutive elements at
-//   element offset ((b·n_super + s)·4 + k)·32, so one block × all cols is one
-//   linear stream (what a memory-bound decode wants).
+//   A superchunk of a block (4 rows × 32 cols) is 128 consecutive elements,
+//   row k of the block at element 32·k. Superchunks are ordered by panels of
+//   kGroupBlocks = 16 blocks; within a panel by column chunks of C
+//   superchunks; within a chunk block after block (sc_index below). C is
+//   kLayoutChunk = 32 for bf16 rows longer than kChunkedMinSuper superchunks
+//   and the whole row otherwise, where the order is simply block after block.
+//   The loops read the weights in this order (one linear stream, what a
+//   memory-bound decode wants): for each chunk every block of the panel, so a
+//   chunk of x (C·32 cols) stays in L1 across the panel while its blocks'
+//   accumulators wait in memory between chunks. Measured with
+//   bench/micro/stream_order.cc (docs/PERFORMANCE.md, issue 14, "Session 21:
+//   one-row bf16 products stream slower as rows grow"): a one-row bf16
+//   product over 4096-8192 cols streams 19-23 GB/s block after block and
+//   28-31 GB/s chunk-major; up to 2048 cols block after block is as fast.
 //   fp32: the 32 elements are cols 32s+0..31 in order.
 //   bf16: u16 element 2l holds col 32s+l and 2l+1 holds col 32s+16+l (l < 16), so a
 //         u32 load yields the low 16 cols by `<< 16` and the high 16 by masking
@@ -29,8 +40,11 @@
 // For q <= 16 every pass runs on a block back to back (the block stays in
 // L1/L2) while software prefetch keeps DRAM busy; where a tile takes several
 // passes (AVX2) they run column chunk by column chunk so their x rows stay in
-// L1. For larger q (prefill) the tiles sweep a group of blocks
-// (<= kGroupBytes) that stays in L2. Weights stream once per call.
+// L1; on a chunked layout, and on AVX3 where x outgrows L1, chunk-major over
+// a panel (group_chunks). For larger q (prefill) the tiles sweep a group of
+// blocks (<= kGroupBytes) that stays in L2, or on a chunked layout a
+// panel-chunk (panel_tiles). Weights stream once per call (prefill on a
+// chunked layout: once per 64 rows).
 // Activation rows are read from 64-byte-aligned storage (matmul() copies rows
 // that are not; see there): at q = 4 the 8 activation loads per superchunk
 // otherwise each split a cache line, and the tile falls behind DRAM.
@@ -92,7 +106,24 @@ constexpr size_t kMaxStreamTiles = 4;      // q <= 16: block-major loop order
 // (compute-bound there), so those targets keep the block-major order.
 // docs/PERFORMANCE.md "Session 12".
 constexpr size_t kL1XBytes = 24 << 10;
-constexpr size_t kGroupBlocks = 16;
+constexpr size_t kGroupBlocks = 16;  // also the packed layout's panel (see top)
+// The packed layout's column chunk (superchunks) for rows of more than
+// kChunkedMinSuper superchunks (1024 cols: 4 KiB of x, 8 KiB of a bf16 block).
+constexpr size_t kLayoutChunk = 32;
+constexpr size_t kChunkedMinSuper = 64;
+// bf16 only: fp32 rows of 4096-8192 cols measured 14-23 % slower at q = 1
+// chunk-major on AVX3 (neutral on AVX2), so fp32 stays block after block.
+inline bool layout_chunked(size_t n_super, bool bf16) { return bf16 && n_super > kChunkedMinSuper; }
+// Index of block b's superchunk s in the packed storage (in superchunks).
+// Chunked: panel g0 (its first block) holds n_super·gn superchunks, chunk
+// after chunk, each chunk the blocks of the panel back to back. Otherwise
+// block after block. (Constant divisors: the kernels call this per pass.)
+inline size_t sc_index(size_t b, size_t s, size_t n_blocks, size_t n_super, bool chunked) {
+  if (!chunked) return b * n_super + s;
+  const size_t g0 = b / kGroupBlocks * kGroupBlocks, gn = std::min(kGroupBlocks, n_blocks - g0);
+  const size_t c0 = s / kLayoutChunk * kLayoutChunk, cn = std::min(kLayoutChunk, n_super - c0);
+  return g0 * n_super + c0 * gn + (b - g0) * cn + (s - c0);
+}
 // The grouped order's accumulators, one buffer per thread for all targets:
 // kGroupBlocks × kMaxStreamTiles tiles × [4 rows][kBlockRows][16 lanes] floats.
 inline float* group_state() {
@@ -122,6 +153,13 @@ struct MatmulArgs {
   size_t q;
   bool prefetch;  // software prefetch of the weight stream (see prefetch_single_row)
   size_t n_blocks;  // packed blocks of the whole matrix (prefetches stay inside)
+  bool chunked;     // the layout: layout_chunked(n_super, bf16)
+
+  // Superchunk s of block b.
+  const uint8_t* sc(size_t b, size_t s) const {
+    const size_t sc_bytes = kBlockRows * kSuper * (bf16 ? 2 : 4);
+    return w + sc_index(b, s, n_blocks, n_super, chunked) * sc_bytes;
+  }
 };
 
 }  // namespace mtp::kernels::detail
@@ -262,14 +300,16 @@ struct Prefetch {
 constexpr size_t kChunkXBytes = 16 << 10;  // x bytes of one chunk (all its rows)
 constexpr size_t kStateLanes = kLanes;      // floats per (o, r) accumulator in state
 
-// Rows k0..k0+kR-1 of one block × one tile of kQ activation rows, superchunks
-// [s0, s1). blk: the block's packed data; xr[j]: activation row j; xt[j]: its
+// Rows k0..k0+kR-1 of block b × one tile of kQ activation rows, superchunks
+// [s0, s1), which must lie in one layout chunk where the layout is chunked
+// (the grouped and panel orders never cross one; the block order runs only
+// on block-after-block layouts), so they are one run of memory; xr[j]: activation row j; xt[j]: its
 // padded tail (superchunk n_full). state: [kQ][kBlockRows][16] floats of the
 // tile (row j, block row k at (j·kBlockRows + k)·16), read unless s0 == 0 and
 // written unless the pass ends the accumulators; when `last` (s1 == n_super)
 // and this pass holds the last vectors, out[k][j] = Y[j][row k0 + k].
 template <size_t kR, size_t kQ, size_t kVs, bool kBf16>
-HWY_INLINE void pass(const uint8_t* HWY_RESTRICT blk, size_t k0, size_t v0,
+HWY_INLINE void pass(size_t b, size_t k0, size_t v0,
                      const detail::MatmulArgs& a,
                      const float* const* xr, const float* const* xt, size_t s0, size_t s1,
                      bool last, Prefetch pf, float* HWY_RESTRICT state, float out[kR][kQ]) {
@@ -323,7 +363,7 @@ HWY_INLINE void pass(const uint8_t* HWY_RESTRICT blk, size_t k0, size_t v0,
   };
 
   const size_t sc_bytes = kBlockRows * kSuper * (kBf16 ? 2 : 4);  // one superchunk
-  const uint8_t* ws = blk + s0 * sc_bytes;
+  const uint8_t* ws = a.sc(b, s0);  // [s0, s1) is one run of memory (see above)
   const uint8_t* pp = pf.base;
   const size_t s_full = std::min(s1, a.n_full);
   size_t s = s0;
@@ -386,14 +426,12 @@ HWY_INLINE void run_tile(const detail::MatmulArgs& a, size_t b, size_t j0, size_
     xr[j] = a.x + row * a.x_stride;
     xt[j] = a.xtail ? a.xtail + row * kSuper : nullptr;  // read only if cols % 32
   }
-  const size_t block_bytes = a.n_super * kBlockRows * kSuper * (kBf16 ? 2 : 4);
   const size_t o0 = b * kBlockRows, nk = std::min(kBlockRows, a.rows - o0);
   const bool last = s1 == a.n_super;
   for (size_t k0 = 0, p = p0; k0 < nk; k0 += kR) {  // padding-only row groups skipped
     float out[kR][kQ];
     for (size_t v0 = 0; v0 < kV; v0 += kVs, ++p)
-      pass<kR, kQ, kVs, kBf16>(a.w + b * block_bytes, k0, v0, a, xr, xt, s0, s1, last, pf.of(p),
-                               state, out);
+      pass<kR, kQ, kVs, kBf16>(b, k0, v0, a, xr, xt, s0, s1, last, pf.of(p), state, out);
     if (!last) continue;
     for (size_t k = 0; k < kR && k0 + k < nk; ++k)
       for (size_t j = 0; j < nq; ++j) a.y[(j0 + j) * a.y_stride + o0 + k0 + k] = out[k][j];
@@ -463,7 +501,6 @@ template <bool kBf16>
 void block_tiles(const detail::MatmulArgs& a, size_t b, size_t t0, size_t t1, bool stream,
                  float* state) {
   const size_t sc_bytes = kBlockRows * kSuper * (kBf16 ? 2 : 4);
-  const size_t block_bytes = a.n_super * sc_bytes;
   const size_t n_passes = tile_passes(a, t0, t1);
   const size_t x_rows = std::min(a.q, t1 * kTileQ) - t0 * kTileQ;
   // Chunks of <= kChunkXBytes of x where a tile takes several passes; else
@@ -477,7 +514,7 @@ void block_tiles(const detail::MatmulArgs& a, size_t b, size_t t0, size_t t1, bo
     // One pass streams kPrefetchBytes ahead of itself. Several passes share
     // out the prefetch of the next chunk (the next block when unchunked: the
     // passes read all over this one), at least kPrefetchBytes ahead.
-    const uint8_t* at = a.w + b * block_bytes + s0 * sc_bytes;
+    const uint8_t* at = a.sc(b, s0);
     const size_t len = (s1 - s0) * sc_bytes;
     const size_t ahead = n_passes == 1 ? kPrefetchBytes : std::max(len, kPrefetchBytes);
     const ChunkPrefetch pf{at + ahead, len, stream && a.prefetch ? n_passes : 0, s1 - s0};
@@ -485,14 +522,26 @@ void block_tiles(const detail::MatmulArgs& a, size_t b, size_t t0, size_t t1, bo
   }
 }
 
-// Chunk size of the grouped order: the largest power of two of superchunks
+// Chunk size of the grouped order (superchunks). Two costs pull apart: x
+// rows that outgrow L1 are re-read from L2, and every block-chunk loads and
+// stores its accumulators (q·256 bytes per block against chunk·256 bytes of
+// bf16 weights). Up to 2 tiles (q <= 8) on AVX3, the largest power of two
 // whose x rows (all q) fit kChunkXBytes (a power of two measured faster than
-// the exact fit: q = 3, 5..7 at 4096 cols ran ~15 % slower with odd chunks).
-inline size_t group_chunk(size_t q) {
-  const size_t fit = std::max<size_t>(1, kChunkXBytes / (q * kSuper * sizeof(float)));
+// the exact fit: q = 3, 5..7 at 4096 cols ran ~15 % slower with odd chunks);
+// for more rows, and on AVX2 (several passes per tile), the layout's chunk
+// (kLayoutChunk; within one chunk where the layout is chunked, so each
+// block-chunk is one run of memory). Measured on Zen 4, 1 thread, from
+// DRAM, ms (docs/PERFORMANCE.md, issue 14, "Session 22"): AVX2 bf16
+// 4096x4096 q = 8 3.75 -> 3.34, q = 16 8.28 -> 6.65; AVX3 q = 16 6.36 ->
+// 5.29, 11264x2048 q = 16 9.07 -> 7.29; but AVX3 fp32 4096x4096 q = 5 3.72
+// -> 4.96 with the larger chunk (x and a block-chunk of fp32 weights past L1).
+inline size_t group_chunk(const detail::MatmulArgs& a) {
+  const size_t whole = a.chunked ? detail::kLayoutChunk : std::min(detail::kLayoutChunk, a.n_super);
+  if (!kPadPairs || a.q > 2 * kTileQ) return whole;
+  const size_t fit = std::max<size_t>(1, kChunkXBytes / (a.q * kSuper * sizeof(float)));
   size_t c = 1;
   while (c * 2 <= fit) c *= 2;
-  return c;
+  return a.chunked ? std::min(c, detail::kLayoutChunk) : c;
 }
 
 // Blocks [g0, g1), all tiles, chunk-major (see kGroupBlocks): for each column
@@ -507,10 +556,9 @@ template <bool kBf16>
 void group_chunks(const detail::MatmulArgs& a, size_t g0, size_t g1, size_t n_tiles,
                   float* state) {
   const size_t sc_bytes = kBlockRows * kSuper * (kBf16 ? 2 : 4);
-  const size_t block_bytes = a.n_super * sc_bytes;
   const size_t n_passes = tile_passes(a, 0, n_tiles);
   const size_t per_block = n_tiles * kTileQ * kBlockRows * kStateLanes;
-  const size_t chunk = group_chunk(a.q), n_group = g1 - g0;
+  const size_t chunk = group_chunk(a), n_group = g1 - g0;
   for (size_t s0 = 0; s0 < a.n_super; s0 += chunk) {
     const size_t s1 = std::min(a.n_super, s0 + chunk);
     const bool more = s1 < a.n_super;
@@ -518,10 +566,41 @@ void group_chunks(const detail::MatmulArgs& a, size_t g0, size_t g1, size_t n_ti
       const size_t nb = more ? b : b + n_group;  // block and chunk prefetched
       const size_t ns0 = more ? s1 : 0, ns1 = std::min(a.n_super, ns0 + chunk);
       const bool ok = a.prefetch && nb < a.n_blocks;
-      const ChunkPrefetch pf{a.w + nb * block_bytes + ns0 * sc_bytes, (ns1 - ns0) * sc_bytes,
+      const ChunkPrefetch pf{ok ? a.sc(nb, ns0) : a.w, (ns1 - ns0) * sc_bytes,
                              ok ? n_passes : 0, s1 - s0};
       chunk_tiles<kBf16>(a, b, 0, n_tiles, s0, s1, pf, state + (b - g0) * per_block);
     }
+  }
+}
+
+// Prefill (q > 16) on a chunked layout: blocks [g0, g1) of one panel, tiles
+// [t0, t1). For each layout chunk, tile after tile, every block of the
+// panel: the panel's chunk (16 blocks × 8 KiB bf16, contiguous) stays in L2
+// across the tiles and the tile's x chunk (4 rows × 4 KiB) in L1 across the
+// blocks; each (block, tile) keeps its accumulators in its own state between
+// chunks. The first tile prefetches each block's next chunk. Measured
+// (docs/PERFORMANCE.md, issue 14, "Session 22").
+constexpr size_t kPrefillTiles = 16;  // 64 rows: 256 KiB of state per panel
+template <bool kBf16>
+void panel_tiles(const detail::MatmulArgs& a, size_t g0, size_t g1, size_t t0, size_t t1) {
+  constexpr size_t kTileState = kTileQ * kBlockRows * kStateLanes;  // floats
+  thread_local std::vector<float> buf;
+  buf.resize(kGroupBlocks * kPrefillTiles * kTileState + 16);
+  float* state = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t(63));
+  const size_t sc_bytes = kBlockRows * kSuper * (kBf16 ? 2 : 4), n_group = g1 - g0;
+  for (size_t s0 = 0; s0 < a.n_super; s0 += detail::kLayoutChunk) {
+    const size_t s1 = std::min(a.n_super, s0 + detail::kLayoutChunk);
+    const bool more = s1 < a.n_super;
+    for (size_t t = t0; t < t1; ++t)
+      for (size_t b = g0; b < g1; ++b) {
+        const size_t nb = more ? b : b + n_group;  // block and chunk prefetched
+        const size_t ns0 = more ? s1 : 0, ns1 = std::min(a.n_super, ns0 + detail::kLayoutChunk);
+        const bool ok = t == t0 && a.prefetch && nb < a.n_blocks;
+        const ChunkPrefetch pf{ok ? a.sc(nb, ns0) : a.w, (ns1 - ns0) * sc_bytes,
+                               ok ? tile_passes(a, t, t + 1) : 0, s1 - s0};
+        chunk_tiles<kBf16>(a, b, t, t + 1, s0, s1, pf,
+                           state + ((b - g0) * (t1 - t0) + (t - t0)) * kTileState);
+      }
   }
 }
 
@@ -534,15 +613,35 @@ void blocks_impl(const detail::MatmulArgs& a, size_t b0, size_t b1) {
   HWY_ALIGN float state[detail::kMaxStreamTiles * kTileQ * kBlockRows * kStateLanes];
   if (n_tiles <= detail::kMaxStreamTiles) {
     const size_t x_bytes = a.q * a.n_super * kSuper * sizeof(float);
-    if (kPadPairs && a.q > 1 && x_bytes > detail::kL1XBytes) {
-      for (size_t g0 = b0; g0 < b1; g0 += kGroupBlocks)
-        group_chunks<kBf16>(a, g0, std::min(b1, g0 + kGroupBlocks), n_tiles,
-                            detail::group_state());
+    // Chunk-major over each panel where the layout is (on every target: read
+    // block after block, a chunked layout is a strided stream — measured on
+    // AVX2 bf16 4096x4096 q = 2..4 1.3-1.9x slower), and on AVX3 where x
+    // outgrows L1 (see kGroupBlocks).
+    if (a.chunked || (kPadPairs && a.q > 1 && x_bytes > detail::kL1XBytes)) {
+      // Groups are the layout's panels (or the part of one in [b0, b1)).
+      for (size_t g0 = b0; g0 < b1;) {
+        const size_t g1 = std::min(b1, (g0 / kGroupBlocks + 1) * kGroupBlocks);
+        group_chunks<kBf16>(a, g0, g1, n_tiles, detail::group_state());
+        g0 = g1;
+      }
       return;
     }
     // Decode / verify: all tiles of a block, chunk by chunk (the chunk stays
     // in L1) while the prefetch keeps DRAM busy.
     for (size_t b = b0; b < b1; ++b) block_tiles<kBf16>(a, b, 0, n_tiles, true, state);
+    return;
+  }
+  // Prefill on a chunked layout: panel by panel, tiles in batches of
+  // kPrefillTiles (see panel_tiles). The order below would read a block's
+  // chunks, 8 KiB each at a stride of a panel-chunk (128 KiB at 4096 cols,
+  // one L2 set period on Zen 4), and they would evict each other from L2.
+  if (a.chunked) {
+    for (size_t g0 = b0; g0 < b1;) {
+      const size_t g1 = std::min(b1, (g0 / kGroupBlocks + 1) * kGroupBlocks);
+      for (size_t t0 = 0; t0 < n_tiles; t0 += kPrefillTiles)
+        panel_tiles<kBf16>(a, g0, g1, t0, std::min(n_tiles, t0 + kPrefillTiles));
+      g0 = g1;
+    }
     return;
   }
   // Prefill: groups of blocks that fit in L2; the first tile streams them in,
@@ -615,13 +714,17 @@ class AlignedRows {
   size_t cap_ = 0;
 };
 
-// Element offset of (row r, col i) in the packed storage (in units of the held
-// element type).
-size_t packed_index(size_t r, size_t i, size_t n_super, bool bf16) {
-  const size_t b = r / kBlockRows, k = r % kBlockRows, s = i / kSuper, t = i % kSuper;
-  const size_t base = ((b * n_super + s) * kBlockRows + k) * kSuper;
-  if (!bf16) return base + t;
-  return base + (t < 16 ? 2 * t : 2 * (t - 16) + 1);
+// Element offset (in held elements) of row r's 32 elements of superchunk s.
+size_t piece_index(size_t r, size_t s, size_t n_blocks, size_t n_super, bool bf16) {
+  const size_t sc = detail::sc_index(r / kBlockRows, s, n_blocks, n_super,
+                                     detail::layout_chunked(n_super, bf16));
+  return (sc * kBlockRows + r % kBlockRows) * kSuper;
+}
+// Position of col 32s + t within its piece: fp32 in order, bf16 interleaved
+// (the low 16 cols at even u16 slots, the high 16 at odd ones; see top).
+size_t piece_slot(size_t t, bool bf16) {
+  if (!bf16) return t;
+  return t < 16 ? 2 * t : 2 * (t - 16) + 1;
 }
 }  // namespace
 
@@ -639,25 +742,22 @@ PackedMatrix PackedMatrix::pack(const void* src, DType st, size_t rows, size_t c
   const size_t es = dtype_size(st);
   for (size_t r = 0; r < rows; ++r) {
     const uint8_t* s = static_cast<const uint8_t*>(src) + r * cols * es;
-    if (bf16 && st == DType::BF16) {  // exact copy of the stored bits
-      auto* d = reinterpret_cast<uint16_t*>(dst);
-      for (size_t i = 0; i < cols; ++i) {
-        uint16_t h;
-        std::memcpy(&h, s + 2 * i, 2);
-        d[packed_index(r, i, ns, true)] = h;
+    const bool copy = bf16 && st == DType::BF16;  // exact copy of the stored bits
+    if (!copy) to_f32(s, st, cols, tmp.data());
+    for (size_t sc = 0; sc < ns; ++sc) {
+      const size_t base = piece_index(r, sc, nb, ns, bf16), i0 = sc * kSuper;
+      const size_t n = std::min(kSuper, cols - i0);
+      if (!bf16) {  // fp32 pieces are cols in order
+        std::memcpy(reinterpret_cast<float*>(dst) + base, tmp.data() + i0, n * 4);
+        continue;
       }
-      continue;
-    }
-    to_f32(s, st, cols, tmp.data());
-    if (bf16) {
-      auto* d = reinterpret_cast<uint16_t*>(dst);
-      for (size_t i = 0; i < cols; ++i) d[packed_index(r, i, ns, true)] = f32_to_bf16(tmp[i]);
-    } else {
-      auto* d = reinterpret_cast<float*>(dst);
-      // fp32 rows are contiguous within each superchunk.
-      for (size_t i0 = 0; i0 < cols; i0 += kSuper)
-        std::memcpy(d + packed_index(r, i0, ns, false), tmp.data() + i0,
-                    std::min(kSuper, cols - i0) * 4);
+      auto* d = reinterpret_cast<uint16_t*>(dst) + base;
+      for (size_t t = 0; t < n; ++t) {
+        uint16_t h;
+        if (copy) std::memcpy(&h, s + 2 * (i0 + t), 2);
+        else h = f32_to_bf16(tmp[i0 + t]);
+        d[piece_slot(t, true)] = h;
+      }
     }
   }
   return m;
@@ -694,13 +794,15 @@ void PackedMatrix::row_f32(size_t r, float* out) const {
     row_blocks(r, blocks.data());
     return dequantize_row(t, blocks.data(), cols_, out);
   }
-  const size_t ns = n_super_of(cols_);
-  if (hold_ == WeightType::F32) {
-    const auto* d = reinterpret_cast<const float*>(data_.get());
-    for (size_t i = 0; i < cols_; ++i) out[i] = d[packed_index(r, i, ns, false)];
-  } else {
-    const auto* d = reinterpret_cast<const uint16_t*>(data_.get());
-    for (size_t i = 0; i < cols_; ++i) out[i] = bf16_to_f32(d[packed_index(r, i, ns, true)]);
+  const size_t ns = n_super_of(cols_), nb = (rows_ + kBlockRows - 1) / kBlockRows;
+  const bool bf16 = hold_ == WeightType::BF16;
+  for (size_t sc = 0; sc < ns; ++sc) {
+    const size_t base = piece_index(r, sc, nb, ns, bf16), i0 = sc * kSuper;
+    for (size_t t = 0; t < std::min(kSuper, cols_ - i0); ++t) {
+      const size_t at = base + piece_slot(t, bf16);
+      out[i0 + t] = bf16 ? bf16_to_f32(reinterpret_cast<const uint16_t*>(data_.get())[at])
+                         : reinterpret_cast<const float*>(data_.get())[at];
+    }
   }
 }
 
@@ -767,7 +869,7 @@ void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, fl
                              w.hold() == WeightType::BF16,
                              x, x_stride, tail, y, y_stride, q,
                              q > 1 || detail::prefetch_single_row(),
-                             (w.rows() + kBlockRows - 1) / kBlockRows};
+                             (w.rows() + kBlockRows - 1) / kBlockRows, detail::layout_chunked(ns, w.hold() == WeightType::BF16)};
   const size_t nb = a.n_blocks;
   auto fn = HWY_DYNAMIC_DISPATCH(MatmulBlocks);
   // Threads only for enough work. Measured (bench-kernels, weights from DRAM,

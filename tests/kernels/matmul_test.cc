@@ -63,8 +63,16 @@ INSTANTIATE_TEST_SUITE_P(Simd, Matmul, ::testing::ValuesIn(available_simd_target
 
 TEST(Pack, RoundTripsHeldValues) {
   std::mt19937 rng(1);
-  for (size_t rows : {1, 3, 4, 9}) {
-    for (size_t cols : {1, 5, 16, 31, 32, 33, 70}) {
+  std::vector<std::pair<size_t, size_t>> shapes;
+  for (size_t rows : {1, 3, 4, 9})
+    for (size_t cols : {1, 5, 16, 31, 32, 33, 70}) shapes.emplace_back(rows, cols);
+  // Rows past 2048 cols are packed chunk-major by panels of 64 rows
+  // (matmul.cc): a full and a partial panel, a full and a partial chunk, a
+  // partial superchunk; 2048 itself stays block after block.
+  for (auto [rows, cols] : {std::pair<size_t, size_t>{70, 2048}, {70, 2049}, {130, 3001}, {9, 4096}})
+    shapes.emplace_back(rows, cols);
+  for (auto [rows, cols] : shapes) {
+    {
       auto f = randn(rows * cols, rng);
       f[0] = -0.f;
       if (f.size() > 2) f[1] = 1e-40f;  // subnormal survives fp32 packing
@@ -162,7 +170,10 @@ TEST_P(BatchInvariance, RowsNeverDependOnBatchThreadsOrOrder) {
                           // kGroupBlocks): more blocks than a group and a partial
                           // group, a partial block and superchunk; 2048 = a 4 KiB
                           // stride in the shuffled subsets (the aliasing copy).
-                          {75, 1100}, {70, 2048}};
+                          {75, 1100}, {70, 2048},
+                          // rows past 2048 cols: the chunk-major layout
+                          // (matmul.cc sc_index), partial panel and chunk.
+                          {70, 2100}};
   for (auto [rows, cols] : shapes) {
     auto wf = randn(rows * cols, rng);
     auto w = PackedMatrix::pack(wf.data(), DType::F32, rows, cols, hold);
