@@ -94,7 +94,7 @@ CostCurve forward_cost_curve(const model::Model& m, int q_max, int reps, ThreadP
       const double sec =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       kv.truncate(0, kPos);
-      if (r > 0) t[i].push_back(sec);
+      t[i].push_back(sec);
       if (r == 0 && i == 0) decode_s = sec;
       if (r == 0 && i > 0 && stop_m > 0 && sec >= stop_m * decode_s) {
         qs.resize(i + 1);  // the larger q are not timed (the curve extends its slope)

@@ -54,8 +54,10 @@ class CostCurve {
   std::vector<std::pair<int, double>> live_;  // (q, measured / timed), q ascending
 };
 
-// Measures m(q) at q = 1, 2, 3, 4, 6, 8, 12, ... q_max (the fastest of `reps`
-// interleaved rounds after one warm-up) at a short context; between points
+// Measures m(q) at q = 1, 2, 3, 4, 6, 8, 12, ... q_max (the fastest of
+// 1 + reps interleaved rounds: the first warms up, and its times count too —
+// a cold call is only ever slower, and the fastest is kept) at a short
+// context; between points
 // the curve is linear, beyond the last point it extends its last slope.
 // stop_m > 0: the warm-up round stops at the first q whose forward costs at
 // least stop_m decodes, and only q up to it are timed — a caller whose cycle
