@@ -443,6 +443,10 @@ HWY_INLINE void run_tile(const detail::MatmulArgs& a, size_t b, size_t j0, size_
 // the 2-row tile streamed slower than the 4-row one (bf16 4096x4096 1.87 vs
 // 1.33 ms, 1024x8192 0.95 vs 0.65 ms: docs/PERFORMANCE.md "Huge pages and
 // prefetch into L2"); the extra FMAs are free while the call waits on DRAM.
+// A product of exactly 3 rows likewise (session 22, Zen 4, bf16 from DRAM,
+// ms: 11264x2048 q = 3 2.64-2.67 -> 1.98-2.24, 4096x4096 1.58-1.63 ->
+// 1.42-1.60, 1024x8192 0.79-0.87 -> 0.73-0.83; a 3-row tile inside a larger
+// q (7 = 4 + 3) padded too was slower: 3.41-3.43 -> 3.80-3.86 at 2048 cols).
 // With more rows the extra compute would show, and on 16-register targets
 // the 4-row tile takes 4 passes, so they keep the 2-row tile.
 constexpr bool kPadPairs = passes_of(4) == 1;
@@ -462,7 +466,9 @@ HWY_INLINE void run_any_tile(const detail::MatmulArgs& a, size_t b, size_t j0, s
   }
   switch (n) {
     case 4: return run_tile<4, kBf16>(a, b, j0, s0, s1, pf, p0, state);
-    case 3: return run_tile<3, kBf16>(a, b, j0, s0, s1, pf, p0, state);
+    case 3:
+      if (kPadPairs && a.q == 3) return run_tile<4, kBf16>(a, b, j0, s0, s1, pf, p0, state, 3);
+      return run_tile<3, kBf16>(a, b, j0, s0, s1, pf, p0, state);
     case 2:
       if (kPadPairs && a.q == 2) return run_tile<4, kBf16>(a, b, j0, s0, s1, pf, p0, state, 2);
       return run_tile<2, kBf16>(a, b, j0, s0, s1, pf, p0, state);
