@@ -93,7 +93,7 @@ constexpr size_t kGroupBytes = 256 << 10;  // weight bytes revisited per q-tile 
 // 2-8 KiB worse; 32 KiB is in the middle (docs/PERFORMANCE.md "Huge pages
 // and prefetch into L2").
 constexpr size_t kPrefetchBytes = 32 << 10;
-constexpr size_t kMaxStreamTiles = 4;      // q <= 16: block-major loop order
+constexpr size_t kMaxStreamTiles = 4;      // q <= 16: the decode / verify orders
 // Decode/verify products whose q activation rows exceed kL1XBytes (x no longer
 // stays in L1 while the weights stream past: 4096 cols at q >= 2) run
 // chunk-major over groups of kGroupBlocks blocks where a 4-row tile is one
@@ -553,8 +553,9 @@ inline size_t group_chunk(const detail::MatmulArgs& a) {
 // Blocks [g0, g1), all tiles, chunk-major (see kGroupBlocks): for each column
 // chunk, every block of the group, so the chunk's activation rows stay in L1
 // across the group. Each block's accumulators wait in its state between
-// chunks (a store and reload of fp32 values: no bits change). The weights are
-// read as g1 - g0 interleaved streams of one chunk each; every block-chunk
+// chunks (a store and reload of fp32 values: no bits change). On a chunked
+// layout the weights are one linear stream (a group is a panel); otherwise
+// g1 - g0 interleaved streams of one chunk each. Every block-chunk
 // prefetches the segment the group reads g1 - g0 segments later (its own next
 // chunk; after the last chunk, the next group's block).
 // state: [g1 - g0][n_tiles·4][kBlockRows][16] floats.
