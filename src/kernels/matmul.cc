@@ -448,7 +448,10 @@ HWY_INLINE void run_tile(const detail::MatmulArgs& a, size_t b, size_t j0, size_
 // 1.42-1.60, 1024x8192 0.79-0.87 -> 0.73-0.83; a 3-row tile inside a larger
 // q (7 = 4 + 3) padded too was slower: 3.41-3.43 -> 3.80-3.86 at 2048 cols).
 // With more rows the extra compute would show, and on 16-register targets
-// the 4-row tile takes 4 passes, so they keep the 2-row tile.
+// the 4-row tile takes 4 passes, so they keep the 2-row tile. bf16 only: an
+// fp32 hold (twice the bytes per FMA) ran its padded q = 2 and 3 ~22 %
+// slower than the plain tiles (session 22, AVX3 fp32 4096x4096 q = 2 4.07 ->
+// 3.21 ms, q = 3 4.01 -> 3.10; 11264x2048 q = 3 6.03 -> 4.40 unpadded).
 constexpr bool kPadPairs = passes_of(4) == 1;
 
 // Tile of rows [j0, j0 + min(4, q - j0)).
@@ -467,10 +470,10 @@ HWY_INLINE void run_any_tile(const detail::MatmulArgs& a, size_t b, size_t j0, s
   switch (n) {
     case 4: return run_tile<4, kBf16>(a, b, j0, s0, s1, pf, p0, state);
     case 3:
-      if (kPadPairs && a.q == 3) return run_tile<4, kBf16>(a, b, j0, s0, s1, pf, p0, state, 3);
+      if (kPadPairs && kBf16 && a.q == 3) return run_tile<4, kBf16>(a, b, j0, s0, s1, pf, p0, state, 3);
       return run_tile<3, kBf16>(a, b, j0, s0, s1, pf, p0, state);
     case 2:
-      if (kPadPairs && a.q == 2) return run_tile<4, kBf16>(a, b, j0, s0, s1, pf, p0, state, 2);
+      if (kPadPairs && kBf16 && a.q == 2) return run_tile<4, kBf16>(a, b, j0, s0, s1, pf, p0, state, 2);
       return run_tile<2, kBf16>(a, b, j0, s0, s1, pf, p0, state);
     default: return run_tile<1, kBf16>(a, b, j0, s0, s1, pf, p0, state);
   }
