@@ -553,6 +553,26 @@ inline size_t group_chunk(const detail::MatmulArgs& a) {
   return a.chunked ? std::min(c, detail::kLayoutChunk) : c;
 }
 
+// The prefetch plan of block b's chunk [s0, s0 + chunk) in a group of
+// n_group blocks read chunk-major: the segment the group reads n_group
+// segments later (b's next chunk; after the last chunk, the next group's
+// block), shared out among n_passes passes. Off when !on or past the matrix.
+inline ChunkPrefetch next_chunk_prefetch(const detail::MatmulArgs& a, size_t b, size_t s0,
+                                         size_t chunk, size_t n_group, size_t n_passes, bool on) {
+  const size_t sc_bytes = kBlockRows * kSuper * (a.bf16 ? 2 : 4);
+  const size_t s1 = std::min(a.n_super, s0 + chunk);
+  const bool more = s1 < a.n_super;
+  const size_t nb = more ? b : b + n_group, ns0 = more ? s1 : 0;
+  const size_t ns1 = std::min(a.n_super, ns0 + chunk);
+  const bool ok = on && a.prefetch && nb < a.n_blocks;
+  return {ok ? a.sc(nb, ns0) : a.w, (ns1 - ns0) * sc_bytes, ok ? n_passes : 0, s1 - s0};
+}
+
+// The end of the panel (group of kGroupBlocks) that holds block g0, within b1.
+inline size_t panel_end(size_t g0, size_t b1) {
+  return std::min(b1, (g0 / kGroupBlocks + 1) * kGroupBlocks);
+}
+
 // Blocks [g0, g1), all tiles, chunk-major (see kGroupBlocks): for each column
 // chunk, every block of the group, so the chunk's activation rows stay in L1
 // across the group. Each block's accumulators wait in its state between
@@ -565,19 +585,13 @@ inline size_t group_chunk(const detail::MatmulArgs& a) {
 template <bool kBf16>
 void group_chunks(const detail::MatmulArgs& a, size_t g0, size_t g1, size_t n_tiles,
                   float* state) {
-  const size_t sc_bytes = kBlockRows * kSuper * (kBf16 ? 2 : 4);
   const size_t n_passes = tile_passes(a, 0, n_tiles);
   const size_t per_block = n_tiles * kTileQ * kBlockRows * kStateLanes;
   const size_t chunk = group_chunk(a), n_group = g1 - g0;
   for (size_t s0 = 0; s0 < a.n_super; s0 += chunk) {
     const size_t s1 = std::min(a.n_super, s0 + chunk);
-    const bool more = s1 < a.n_super;
     for (size_t b = g0; b < g1; ++b) {
-      const size_t nb = more ? b : b + n_group;  // block and chunk prefetched
-      const size_t ns0 = more ? s1 : 0, ns1 = std::min(a.n_super, ns0 + chunk);
-      const bool ok = a.prefetch && nb < a.n_blocks;
-      const ChunkPrefetch pf{ok ? a.sc(nb, ns0) : a.w, (ns1 - ns0) * sc_bytes,
-                             ok ? n_passes : 0, s1 - s0};
+      const ChunkPrefetch pf = next_chunk_prefetch(a, b, s0, chunk, n_group, n_passes, true);
       chunk_tiles<kBf16>(a, b, 0, n_tiles, s0, s1, pf, state + (b - g0) * per_block);
     }
   }
@@ -597,17 +611,13 @@ void panel_tiles(const detail::MatmulArgs& a, size_t g0, size_t g1, size_t t0, s
   thread_local std::vector<float> buf;
   buf.resize(kGroupBlocks * kPrefillTiles * kTileState + 16);
   float* state = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t(63));
-  const size_t sc_bytes = kBlockRows * kSuper * (kBf16 ? 2 : 4), n_group = g1 - g0;
+  const size_t n_group = g1 - g0;
   for (size_t s0 = 0; s0 < a.n_super; s0 += detail::kLayoutChunk) {
     const size_t s1 = std::min(a.n_super, s0 + detail::kLayoutChunk);
-    const bool more = s1 < a.n_super;
     for (size_t t = t0; t < t1; ++t)
       for (size_t b = g0; b < g1; ++b) {
-        const size_t nb = more ? b : b + n_group;  // block and chunk prefetched
-        const size_t ns0 = more ? s1 : 0, ns1 = std::min(a.n_super, ns0 + detail::kLayoutChunk);
-        const bool ok = t == t0 && a.prefetch && nb < a.n_blocks;
-        const ChunkPrefetch pf{ok ? a.sc(nb, ns0) : a.w, (ns1 - ns0) * sc_bytes,
-                               ok ? tile_passes(a, t, t + 1) : 0, s1 - s0};
+        const ChunkPrefetch pf = next_chunk_prefetch(a, b, s0, detail::kLayoutChunk, n_group,
+                                                     tile_passes(a, t, t + 1), t == t0);
         chunk_tiles<kBf16>(a, b, t, t + 1, s0, s1, pf,
                            state + ((b - g0) * (t1 - t0) + (t - t0)) * kTileState);
       }
@@ -629,11 +639,8 @@ void blocks_impl(const detail::MatmulArgs& a, size_t b0, size_t b1) {
     // outgrows L1 (see kGroupBlocks).
     if (a.chunked || (kPadPairs && a.q > 1 && x_bytes > detail::kL1XBytes)) {
       // Groups are the layout's panels (or the part of one in [b0, b1)).
-      for (size_t g0 = b0; g0 < b1;) {
-        const size_t g1 = std::min(b1, (g0 / kGroupBlocks + 1) * kGroupBlocks);
-        group_chunks<kBf16>(a, g0, g1, n_tiles, detail::group_state());
-        g0 = g1;
-      }
+      for (size_t g0 = b0; g0 < b1; g0 = panel_end(g0, b1))
+        group_chunks<kBf16>(a, g0, panel_end(g0, b1), n_tiles, detail::group_state());
       return;
     }
     // Decode / verify: all tiles of a block, chunk by chunk (the chunk stays
@@ -646,12 +653,9 @@ void blocks_impl(const detail::MatmulArgs& a, size_t b0, size_t b1) {
   // chunks, 8 KiB each at a stride of a panel-chunk (128 KiB at 4096 cols,
   // one L2 set period on Zen 4), and they would evict each other from L2.
   if (a.chunked) {
-    for (size_t g0 = b0; g0 < b1;) {
-      const size_t g1 = std::min(b1, (g0 / kGroupBlocks + 1) * kGroupBlocks);
+    for (size_t g0 = b0; g0 < b1; g0 = panel_end(g0, b1))
       for (size_t t0 = 0; t0 < n_tiles; t0 += kPrefillTiles)
-        panel_tiles<kBf16>(a, g0, g1, t0, std::min(n_tiles, t0 + kPrefillTiles));
-      g0 = g1;
-    }
+        panel_tiles<kBf16>(a, g0, panel_end(g0, b1), t0, std::min(n_tiles, t0 + kPrefillTiles));
     return;
   }
   // Prefill: groups of blocks that fit in L2; the first tile streams them in,
