@@ -24,7 +24,7 @@ void add_model_flags(CLI::App* cmd, ModelArgs& a) {
                   "model's own tokenizer.ggml.* metadata)");
   cmd->add_option("--weights", a.weights,
                   "Precision the weight matrices are held in: fp32, bf16, or requantized at "
-                  "load with mtpspec's quantizer to a ggml block type q8_0, q4_0, q5_0, q4_k, "
+                  "load with mtpspec's quantizer to a ggml block type q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, "
                   "q5_k, q6_k (docs/FORMATS.md)")
       ->check(CLI::IsMember(kWeightTypeNames))
       ->capture_default_str();

@@ -219,7 +219,7 @@ void add_bench_kernels(CLI::App& root) {
       ->capture_default_str();
   cmd->add_option("--q-max", a->q_max, "Time q = 1..N activation rows per call")
       ->capture_default_str();
-  cmd->add_option("--dtype", a->dtypes, "Held weight types: fp32, bf16, q8_0, q4_0, q5_0, q4_k, q5_k, q6_k "
+  cmd->add_option("--dtype", a->dtypes, "Held weight types: fp32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k "
                   "(comma-separated; GB/s counts the held bytes)")
       ->delimiter(',')
       ->capture_default_str();

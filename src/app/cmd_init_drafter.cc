@@ -53,7 +53,7 @@ void add_init_drafter(CLI::App& root) {
       ->check(cli::NonNegative);
   cmd->add_option("--dtype", a->dtype,
                   "Stored precision of the tensors: fp32, bf16, or the matrices as ggml blocks "
-                  "q8_0, q4_0, q5_0, q4_k, q5_k, q6_k (norms F32; docs/FORMATS.md)")
+                  "q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (norms F32; docs/FORMATS.md)")
       ->check(CLI::IsMember(drafter::kDrafterStorageNames))
       ->capture_default_str();
   cmd->callback([a] { run_init(*a); });

@@ -87,7 +87,7 @@ void add_widen(CLI::App& root) {
       ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_option("--drafter-dtype", a->drafter_dtype,
                   "Stored precision of the widened drafter's matrices (default: --dtype): fp32, "
-                  "bf16, or ggml blocks q8_0, q4_0, q5_0, q4_k, q5_k, q6_k (docs/FORMATS.md)")
+                  "bf16, or ggml blocks q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (docs/FORMATS.md)")
       ->check(CLI::IsMember(drafter::kDrafterStorageNames));
   cmd->add_flag("--allow-inexact", a->allow_inexact,
                 "Accept a shape whose width ratio makes the result only within rounding");

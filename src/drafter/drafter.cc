@@ -83,7 +83,7 @@ model::BlockTensors read_block_tensors(const io::Metadata& meta, const model::Te
     }
     if (!kernels::weight_type_quantized(wt)) {
       fail<FormatError>("drafter '{}': __metadata__['quantized']['{}'] has type '{}'; expected "
-                        "one of q8_0, q4_0, q5_0, q4_k, q5_k, q6_k", path, name, type);
+                        "one of q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k", path, name, type);
     }
     const auto& shape = e.contains("shape") ? e["shape"] : nlohmann::json();
     if (!shape.is_array() || shape.size() != 2 || !shape[0].is_number_integer() ||
@@ -114,7 +114,7 @@ DrafterStorage DrafterStorage::parse(const std::string& name) {
   }
   if (!s.quantized()) {
     fail<InputError>("drafter storage '{}': expected fp32, bf16 or a block type q8_0, q4_0, "
-                     "q5_0, q4_k, q5_k, q6_k", name);
+                     "q5_0, q5_1, q4_k, q5_k, q6_k", name);
   }
   return s;
 }

@@ -77,7 +77,7 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> drafter_tensor_shapes(
 // cannot hold (PackedMatrix::pack's fallback to bf16: cols not a multiple of
 // 32) in BF16. Implicit from a DType (the float storages).
 inline const std::vector<std::string> kDrafterStorageNames{"fp32", "bf16", "q8_0", "q4_0",
-                                                           "q5_0", "q4_k", "q5_k", "q6_k"};
+                                                           "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"};
 struct DrafterStorage {
   DType floats = DType::F32;                              // F32 | BF16
   kernels::WeightType blocks = kernels::WeightType::F32;  // a block type, or F32 (none)

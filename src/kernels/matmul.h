@@ -27,13 +27,13 @@ class ThreadPool;
 
 namespace mtp::kernels {
 
-enum class WeightType : uint8_t { F32, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K };
-// "fp32" | "bf16" | "q8_0" | "q4_0" | "q5_0" | "q4_k" | "q5_k" | "q6_k" (the
+enum class WeightType : uint8_t { F32, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K };
+// "fp32" | "bf16" | "q8_0" | "q4_0" | "q4_1" | "q5_0" | "q5_1" | "q4_k" | "q5_k" | "q6_k" (the
 // --weights spellings).
 const char* weight_type_name(WeightType t);
 // The inverse of weight_type_name; throws InputError naming the allowed set.
 WeightType parse_weight_type(const std::string& name);
-bool weight_type_quantized(WeightType t);  // one of the six ggml block types
+bool weight_type_quantized(WeightType t);  // one of the eight ggml block types
 // The ggml type of a hold (F32 for fp32, BF16 for bf16).
 GgmlType weight_ggml_type(WeightType t);
 // Bytes per element of a hold (block bytes / block elements: 4.5/8 for Q4_K).

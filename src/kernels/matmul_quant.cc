@@ -1,6 +1,8 @@
-// The Q5_0 kernel (Highway runtime dispatch): Y[q, rows] = X[q, cols]·Wᵀ for
-// W stored as rows of ggml Q5_0 blocks — the fallback hold of Q4_K/Q5_K rows
-// whose length is not a multiple of 256. Q8_0, Q4_0 and the K types are held
+// The kernel of the row-major 32-element types Q5_0, Q4_1 and Q5_1 (Highway
+// runtime dispatch): Y[q, rows] = X[q, cols]·Wᵀ for W stored as rows of ggml
+// blocks — the fallback holds of Q4_K (Q5_0) and Q5_K (Q5_1: llama-quantize's
+// choice; mtpspec's own quantizer falls back to Q5_0) rows whose length is
+// not a multiple of 256, and Q4_1 files. Q8_0, Q4_0 and the K types are held
 // by groups of 16 rows and have their own kernel, matmul_grouped.cc, which
 // matmul_quant hands them to.
 //
@@ -97,18 +99,24 @@ HWY_INLINE __m256i dpbusd256(__m256i acc, __m256i u, __m256i s) {
   return acc;
 }
 
-// The codes of a Q5_0 block (kT 2; Q8_0 and Q4_0 are held grouped,
-// matmul_grouped.cc) as 32 bytes: the unsigned q (the offset 16 is taken off
-// through QuantAct::xneg, see lanes32).
+// The row-major 32-element types (kT). Q5_0: d | qh | qs, x = d·(q − 16);
+// Q4_1: d | m | qs and Q5_1: d | m | qh | qs, x = d·q + m (quant_blocks.h).
+enum Rows32 : int { kQ5_0, kQ4_1, kQ5_1 };
+template <int kT> inline constexpr bool kMin = kT != kQ5_0;  // a min m (offset 2)
+template <int kT> inline constexpr size_t kQsAt = kT == kQ5_0 ? 6 : kT == kQ4_1 ? 4 : 8;
+template <int kT> inline constexpr size_t kQhAt = kT == kQ5_0 ? 2 : 4;  // not Q4_1
+
+// The codes of a block as 32 bytes: the unsigned q (Q5_0's offset 16 is
+// taken off through QuantAct::sum4, see lanes32).
 template <int kT>
 HWY_INLINE __m256i codes32(const uint8_t* b) {
-  static_assert(kT == 2, "the row-major 32-element kernels hold Q5_0 only");
-  const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 6));
+  const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kQsAt<kT>));
   const __m128i m4 = _mm_set1_epi8(0x0F);
   __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(qs, m4)),
                                       _mm_and_si128(_mm_srli_epi16(qs, 4), m4), 1);
+  if constexpr (kT == kQ4_1) return v;
   uint32_t qh;
-  std::memcpy(&qh, b + 2, 4);
+  std::memcpy(&qh, b + kQhAt<kT>, 4);
   // Byte i gets bit i of qh: broadcast, byte i/8 to position i, test bit i % 8.
   const __m256i idx = _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202,
                                          0x0303030303030303);
@@ -118,26 +126,32 @@ HWY_INLINE __m256i codes32(const uint8_t* b) {
   return _mm256_or_si256(v, h);
 }
 
-// The contract's integer lanes P[l] = Σ (signed code)·xq of one block for one
-// row: xneg + Σ q·xq (xn: the row's QuantAct::xneg of this block).
+// The contract's integer lanes P[l] of one block for one row: Q5_0 Σ (q −
+// 16)·xq = sum4 + Σ q·xq (xn: the row's QuantAct::sum4 of this block); Q4_1,
+// Q5_1 Σ q·xq.
+template <int kT>
 HWY_INLINE __m256i lanes32(__m256i wv, const int8_t* x, const int32_t* xn) {
   const __m256i ones = _mm256_set1_epi16(1);
-  return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wv, ld256(x)), ones), ld256(xn));
+  const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wv, ld256(x)), ones);
+  if constexpr (kMin<kT>) return p;
+  return _mm256_add_epi32(p, ld256(xn));
 }
 
-// Q5_0 tiles of 1-2 rows with VNNI: P = dpbusd(xneg, q, xq) — the stored
+// Q5_0 tiles of 1-2 rows with VNNI: P = dpbusd(sum4, q, xq) — the stored
 // unsigned codes q against the signed xq, started at the row's
-// QuantAct::xneg (−16·Σ of 4 xq) — which spares the weight side the signed
+// QuantAct::sum4 (−16·Σ of 4 xq) — which spares the weight side the signed
 // codes and −128·Σc (3 operations per block pair: Q5_0 q1 −10 % on Zen 5).
 // It reads one int32 per 4 activations more per row, so larger tiles keep the
 // weight-side start (8 rows of 4096 columns would outgrow L1: measured 3.4x
 // slower for Q8_0, when Q8_0 was held as rows).
 template <int kT, size_t kQ>
-inline constexpr bool kXneg = kT == 2 && kQ <= 2;
+inline constexpr bool kXneg = kT == kQ5_0 && kQ <= 2;
 
 // kQ activation rows against one weight row of a 32-element type.
-// kVnni (AVX-VNNI): P = dpbusd(−128·Σc, xq + 128, c) with c the signed codes,
-// one instruction per block and row (xu: the rows' QuantAct::qu); kXneg above.
+// kVnni (AVX-VNNI): Q5_0 P = dpbusd(−128·Σc, xq + 128, c) with c the signed
+// codes, one instruction per block and row (xu: the rows' QuantAct::qu);
+// kXneg above. Q4_1/Q5_1: P = dpbusd(0, q, xq) (unsigned codes), and the min
+// term S·(m_w·dx) from the rows' QuantAct::sum4 (xn).
 template <int kT, size_t kQ, bool kVnni>
 HWY_INLINE void tile32(const uint8_t* w, size_t bb, size_t nb, const int8_t* const* xq,
                        const uint8_t* const* xu, const float* const* xd,
@@ -150,22 +164,28 @@ HWY_INLINE void tile32(const uint8_t* w, size_t bb, size_t nb, const int8_t* con
     const uint8_t* blk = w + b * bb;
     const __m256i wv = codes32<kT>(blk);
     __m256i ws = wv, ncorr = _mm256_setzero_si256();
-    if constexpr (kVnni && !kXneg<kT, kQ>) {
+    if constexpr (kVnni && kT == kQ5_0 && !kXneg<kT, kQ>) {
       ws = _mm256_sub_epi8(wv, _mm256_set1_epi8(16));
       ncorr = _mm256_sub_epi32(ncorr, dpbusd256(ncorr, _mm256_set1_epi8(-128), ws));
     }
     const __m256 dw = _mm256_set1_ps(f16(blk));
+    const __m256 mw = _mm256_set1_ps(kMin<kT> ? f16(blk + 2) : 0.f);
 #pragma GCC unroll 8
     for (size_t j = 0; j < kQ; ++j) {
       __m256i p;
-      if constexpr (kVnni && kXneg<kT, kQ>)
+      if constexpr (kVnni && kMin<kT>)
+        p = dpbusd256(_mm256_setzero_si256(), wv, ld256(xq[j] + 32 * b));
+      else if constexpr (kVnni && kXneg<kT, kQ>)
         p = dpbusd256(ld256(xn[j] + 8 * b), wv, ld256(xq[j] + 32 * b));
       else if constexpr (kVnni)
         p = dpbusd256(ncorr, ld256(xu[j] + 32 * b), ws);
       else
-        p = lanes32(wv, xq[j] + 32 * b, xn[j] + 8 * b);
-      const __m256 s = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd[j] + b));
-      acc[j][par] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[j][par]);
+        p = lanes32<kT>(wv, xq[j] + 32 * b, xn[j] + 8 * b);
+      const __m256 dx = _mm256_broadcast_ss(xd[j] + b);
+      acc[j][par] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, dx), acc[j][par]);
+      if constexpr (kMin<kT>)  // + S·(m_w·dx)
+        acc[j][par] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ld256(xn[j] + 8 * b)), _mm256_mul_ps(mw, dx),
+                                      acc[j][par]);
     }
   };
   size_t b = 0;
@@ -204,7 +224,8 @@ HWY_INLINE __m512 dx_pair(const float* xd) {
   const __m128 two = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(xd)));
   return _mm512_permutexvar_ps(_mm512_load_si512(kHalf), _mm512_castps128_ps512(two));
 }
-// The fp16 scales of the blocks at b0 and b0 + bb in lanes 0 and 1 (exact).
+// The fp16 scales of the blocks at b0 and b0 + bb in lanes 0 and 1 (exact;
+// b0 + 2: their mins).
 HWY_INLINE __m128 dw_two(const uint8_t* b0, size_t bb) {
   uint16_t h0, h1;
   std::memcpy(&h0, b0, 2);
@@ -217,6 +238,13 @@ HWY_INLINE __m512 dw_pair(const uint8_t* b0, size_t bb) {
 }
 // Those two alternating in all 16 lanes (a0 a1 a0 a1 ...: QuantAct::dpair's layout).
 HWY_INLINE __m512 dw_pairs(const uint8_t* b0, size_t bb) { return _mm512_broadcast_f32x2(dw_two(b0, bb)); }
+// The pair's scale products with the tile's dx, for kSel (dpt: the pair's
+// QuantAct::dpair) or else as dx_pair lays them out (row j multiplies).
+template <bool kSel>
+HWY_INLINE __m512 pair_scales(const uint8_t* b0, size_t bb, const float* dpt) {
+  if constexpr (kSel) return _mm512_mul_ps(dw_pairs(b0, bb), _mm512_loadu_ps(dpt));
+  return dw_pair(b0, bb);
+}
 // (xu: the rows' QuantAct::qu, used by the VNNI instantiation only.)
 template <int kT, size_t kQ, bool kVnni>
 HWY_INLINE void tile32_512(const uint8_t* w, size_t bb, size_t nb, const int8_t* const* xq,
@@ -234,9 +262,9 @@ HWY_INLINE void tile32_512(const uint8_t* w, size_t bb, size_t nb, const int8_t*
     const uint8_t* b0 = w + b * bb;
     if (pf) _mm_prefetch(reinterpret_cast<const char*>(b0 + kQuantPrefetch), _MM_HINT_T0);
     const __m512i wv = pair512(codes32<kT>(b0), codes32<kT>(b0 + bb));
-    // VNNI: the signed codes c against xq + 128, started at −128·Σc.
+    // VNNI (Q5_0): the signed codes c against xq + 128, started at −128·Σc.
     __m512i ws = wv, ncorr = zero;
-    if constexpr (kVnni && !kXneg<kT, kQ>) {
+    if constexpr (kVnni && kT == kQ5_0 && !kXneg<kT, kQ>) {
       ws = _mm512_sub_epi8(wv, _mm512_set1_epi8(16));
       ncorr = _mm512_sub_epi32(zero, dpbusd(zero, _mm512_set1_epi8(-128), ws));
     }
@@ -245,34 +273,51 @@ HWY_INLINE void tile32_512(const uint8_t* w, size_t bb, size_t nb, const int8_t*
     // takes its two by a permute (4 vector operations per row and pair
     // instead of 5: Q5_0 (and Q4_0, then held as rows) q8 -18 % on Zen 5); 1-2
     // rows multiply their own. The same single fp32 products either way.
+    // Q4_1/Q5_1: the mins' products m_w·dx likewise (smw).
     constexpr bool kSel = kQ >= 3;
-    const __m512 sw = kSel ? _mm512_mul_ps(dw_pairs(b0, bb), _mm512_loadu_ps(dpt + 8 * b)) : dw_pair(b0, bb);
+    const __m512 sw = pair_scales<kSel>(b0, bb, dpt + 8 * b);
+    const __m512 smw = kMin<kT> ? pair_scales<kSel>(b0 + 2, bb, dpt + 8 * b) : sw;
 #pragma GCC unroll 8
     for (size_t j = 0; j < kQ; ++j) {
       __m512i p;
-      if constexpr (kVnni && kXneg<kT, kQ>) {
+      if constexpr (kMin<kT>) {  // unsigned codes, no offset
+        const __m512i xv = _mm512_loadu_si512(xq[j] + 32 * b);
+        p = kVnni ? dpbusd(zero, wv, xv) : _mm512_madd_epi16(_mm512_maddubs_epi16(wv, xv), ones);
+      } else if constexpr (kVnni && kXneg<kT, kQ>) {
         p = dpbusd(_mm512_loadu_si512(xn[j] + 8 * b), wv, _mm512_loadu_si512(xq[j] + 32 * b));
       } else if constexpr (kVnni) {
         p = dpbusd(ncorr, _mm512_loadu_si512(xu[j] + 32 * b), ws);
-      } else {  // unsigned codes, plus xneg = −16 · Σ xq (see lanes32)
+      } else {  // unsigned codes, plus sum4 = −16 · Σ xq (see lanes32)
         const __m512i xv = _mm512_loadu_si512(xq[j] + 32 * b);
         p = _mm512_add_epi32(_mm512_madd_epi16(_mm512_maddubs_epi16(wv, xv), ones),
                              _mm512_loadu_si512(xn[j] + 8 * b));
       }
-      const __m512 sj = kSel ? _mm512_permutexvar_ps(sel[j], sw) : _mm512_mul_ps(sw, dx_pair(xd[j] + b));
+      __m512 sj, smj;  // row j's d_w·dx and m_w·dx (the latter unused for Q5_0)
+      if constexpr (kSel) {
+        sj = _mm512_permutexvar_ps(sel[j], sw), smj = _mm512_permutexvar_ps(sel[j], smw);
+      } else {
+        const __m512 dxj = dx_pair(xd[j] + b);
+        sj = _mm512_mul_ps(sw, dxj), smj = _mm512_mul_ps(smw, dxj);
+      }
       acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sj, acc[j]);
+      if constexpr (kMin<kT>)  // + S·(m_w·dx)
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(xn[j] + 8 * b)), smj, acc[j]);
     }
   }
   if (b < nb) {  // a last, even block: lanes 0..7 only
     const uint8_t* b0 = w + b * bb;
     const __m256i wv = codes32<kT>(b0);
     const __m256 dw = _mm256_set1_ps(f16(b0));
+    const __m256 mw = _mm256_set1_ps(kMin<kT> ? f16(b0 + 2) : 0.f);
 #pragma GCC unroll 8
     for (size_t j = 0; j < kQ; ++j) {
-      const __m256i p = lanes32(wv, xq[j] + 32 * b, xn[j] + 8 * b);
-      const __m256 s = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd[j] + b));
+      const __m256i p = lanes32<kT>(wv, xq[j] + 32 * b, xn[j] + 8 * b);
+      const __m256 dx = _mm256_broadcast_ss(xd[j] + b);
       acc[j] = _mm512_mask3_fmadd_ps(_mm512_castps256_ps512(_mm256_cvtepi32_ps(p)),
-                                     _mm512_castps256_ps512(s), acc[j], 0x00FF);
+                                     _mm512_castps256_ps512(_mm256_mul_ps(dw, dx)), acc[j], 0x00FF);
+      if constexpr (kMin<kT>)
+        acc[j] = _mm512_mask3_fmadd_ps(_mm512_castps256_ps512(_mm256_cvtepi32_ps(ld256(xn[j] + 8 * b))),
+                                       _mm512_castps256_ps512(_mm256_mul_ps(mw, dx)), acc[j], 0x00FF);
     }
   }
 #pragma GCC unroll 8
@@ -298,7 +343,7 @@ HWY_INLINE void run_tile(const detail::QuantArgs& a, const uint8_t* w, size_t j0
   for (size_t j = 0; j < kQ; ++j) {
     xq[j] = a.a->qrow(j0 + j);
     xu[j] = kVnni ? a.a->urow(j0 + j) : nullptr;  // qu is filled for VNNI only
-    xn[j] = a.a->nrow(j0 + j);
+    xn[j] = a.a->s4row(j0 + j);
     xd[j] = a.a->drow(j0 + j);
   }
   MTP_QUANT_TILE32<kT, kQ, kVnni>(w, a.row_bytes / (a.cols / 32), a.cols / 32, xq, xu, xd, xn,
@@ -338,9 +383,17 @@ static_assert(detail::kQuantTile == 4 && detail::kQuantTile512 == 8,
 static_assert(detail::QuantAct::kPairTileRows == detail::kQuantTile512,
               "QuantAct::dpair holds the AVX-512 tiles' rows");
 
-void QuantRows(const detail::QuantArgs& a, size_t o0, size_t o1) {  // Q5_0
-  if (a.vnni) return rows_impl<2, true>(a, o0, o1);  // AVX512_VNNI or AVX-VNNI
-  rows_impl<2, false>(a, o0, o1);
+template <int kT>
+void rows_any(const detail::QuantArgs& a, size_t o0, size_t o1) {
+  if (a.vnni) return rows_impl<kT, true>(a, o0, o1);  // AVX512_VNNI or AVX-VNNI
+  rows_impl<kT, false>(a, o0, o1);
+}
+void QuantRows(const detail::QuantArgs& a, size_t o0, size_t o1) {
+  switch (a.t) {
+    case GgmlType::Q4_1: return rows_any<kQ4_1>(a, o0, o1);
+    case GgmlType::Q5_1: return rows_any<kQ5_1>(a, o0, o1);
+    default: return rows_any<kQ5_0>(a, o0, o1);
+  }
 }
 #undef MTP_QUANT_TILE32
 #else

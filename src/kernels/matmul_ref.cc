@@ -12,8 +12,9 @@ namespace mtp::kernels {
 
 namespace {
 constexpr WeightType kAllTypes[] = {WeightType::F32,  WeightType::BF16, WeightType::Q8_0,
-                                    WeightType::Q4_0, WeightType::Q5_0, WeightType::Q4_K,
-                                    WeightType::Q5_K, WeightType::Q6_K};
+                                    WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0,
+                                    WeightType::Q5_1, WeightType::Q4_K, WeightType::Q5_K,
+                                    WeightType::Q6_K};
 }
 
 const char* weight_type_name(WeightType t) {
@@ -22,7 +23,9 @@ const char* weight_type_name(WeightType t) {
     case WeightType::BF16: return "bf16";
     case WeightType::Q8_0: return "q8_0";
     case WeightType::Q4_0: return "q4_0";
+    case WeightType::Q4_1: return "q4_1";
     case WeightType::Q5_0: return "q5_0";
+    case WeightType::Q5_1: return "q5_1";
     case WeightType::Q4_K: return "q4_k";
     case WeightType::Q5_K: return "q5_k";
     case WeightType::Q6_K: return "q6_k";
@@ -33,7 +36,7 @@ const char* weight_type_name(WeightType t) {
 WeightType parse_weight_type(const std::string& name) {
   for (WeightType t : kAllTypes)
     if (name == weight_type_name(t)) return t;
-  fail<InputError>("--weights must be one of fp32, bf16, q8_0, q4_0, q5_0, q4_k, q5_k, q6_k; got '{}'",
+  fail<InputError>("--weights must be one of fp32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k; got '{}'",
                    name);
 }
 
@@ -45,7 +48,9 @@ GgmlType weight_ggml_type(WeightType t) {
     case WeightType::BF16: return GgmlType::BF16;
     case WeightType::Q8_0: return GgmlType::Q8_0;
     case WeightType::Q4_0: return GgmlType::Q4_0;
+    case WeightType::Q4_1: return GgmlType::Q4_1;
     case WeightType::Q5_0: return GgmlType::Q5_0;
+    case WeightType::Q5_1: return GgmlType::Q5_1;
     case WeightType::Q4_K: return GgmlType::Q4_K;
     case WeightType::Q5_K: return GgmlType::Q5_K;
     case WeightType::Q6_K: return GgmlType::Q6_K;

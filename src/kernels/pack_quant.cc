@@ -16,7 +16,9 @@ WeightType hold_of(GgmlType t) {
   switch (t) {
     case GgmlType::Q8_0: return WeightType::Q8_0;
     case GgmlType::Q4_0: return WeightType::Q4_0;
+    case GgmlType::Q4_1: return WeightType::Q4_1;
     case GgmlType::Q5_0: return WeightType::Q5_0;
+    case GgmlType::Q5_1: return WeightType::Q5_1;
     case GgmlType::Q4_K: return WeightType::Q4_K;
     case GgmlType::Q5_K: return WeightType::Q5_K;
     case GgmlType::Q6_K: return WeightType::Q6_K;
@@ -78,9 +80,8 @@ PackedMatrix pack_quantized(const void* src, DType st, size_t rows, size_t cols,
 
 PackedMatrix PackedMatrix::pack_blocks(const void* blocks, GgmlType type, size_t rows, size_t cols) {
   if (!ggml_type_supported(type))
-    fail<ShapeError>("cannot hold a matrix of ggml type {} (supported: F32, F16, BF16, Q8_0, "
-                     "Q4_0, Q5_0, Q4_K, Q5_K, Q6_K)",
-                     ggml_type_name(static_cast<uint32_t>(type)));
+    fail<ShapeError>("cannot hold a matrix of ggml type {} (supported: {})",
+                     ggml_type_name(static_cast<uint32_t>(type)), kSupportedGgmlTypes);
   const GgmlTypeInfo info = ggml_type_info(static_cast<uint32_t>(type));
   if (cols % info.block_elems != 0)
     fail<ShapeError>("a {} matrix of {} columns is not a whole number of {}-element blocks per row",

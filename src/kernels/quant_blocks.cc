@@ -30,6 +30,14 @@ uint16_t f16_round_up(float v) {
   return h;
 }
 
+// fp16 bits of the largest half <= v (finite, |v| < 65504): one step toward
+// −inf from the nearest half where that lies above v.
+uint16_t f16_round_down(float v) {
+  uint16_t h = f32_to_f16(v);
+  if (f16_to_f32(h) > v) h = static_cast<uint16_t>(h & 0x8000 ? h + 1 : h == 0 ? 0x8001 : h - 1);
+  return h;
+}
+
 float round_clamp(float v, float lo, float hi) {
   return std::min(hi, std::max(lo, std::nearbyint(v)));
 }
@@ -57,6 +65,19 @@ void deq_q5_0(const uint8_t* b, float* y) {
     const int hi = (qs[i] >> 4) | static_cast<int>(((qh >> (i + 16)) & 1) << 4);
     y[i] = d * static_cast<float>(lo - 16);
     y[i + 16] = d * static_cast<float>(hi - 16);
+  }
+}
+// Q4_1 (qh == nullptr) and Q5_1: x = d·q + m, q unsigned (ggml's order: the
+// product, then the sum).
+void deq_min1(const uint8_t* b, const uint8_t* qh_at, const uint8_t* qs, float* y) {
+  const float d = ld16(b), m = ld16(b + 2);
+  uint32_t qh = 0;
+  if (qh_at) std::memcpy(&qh, qh_at, 4);
+  for (int i = 0; i < 16; ++i) {
+    const int lo = (qs[i] & 15) | static_cast<int>(((qh >> i) & 1) << 4);
+    const int hi = (qs[i] >> 4) | static_cast<int>(((qh >> (i + 16)) & 1) << 4);
+    y[i] = d * static_cast<float>(lo) + m;
+    y[i + 16] = d * static_cast<float>(hi) + m;
   }
 }
 // Q4_K (qh == nullptr) and Q5_K.
@@ -121,6 +142,27 @@ void q_q5_0(const float* x, uint8_t* b) {
   for (int i = 0; i < 32; ++i) qh |= static_cast<uint32_t>(q[i] >> 4) << i;
   std::memcpy(b + 2, &qh, 4);
   for (int i = 0; i < 16; ++i) b[6 + i] = static_cast<uint8_t>((q[i] & 15) | (q[i + 16] & 15) << 4);
+}
+// Q4_1 (levels 15, qh == nullptr) and Q5_1 (31): m = the block's minimum
+// rounded down to fp16 (no value lies below it), d = (max − m)/levels
+// rounded up to fp16 (none lies above m + d·levels before rounding), q =
+// nearest code, clamped.
+void q_min1(const float* x, int levels, uint8_t* b, uint8_t* qh_at, uint8_t* qs) {
+  float mn = x[0], mx = x[0];
+  for (int i = 1; i < 32; ++i) mn = std::min(mn, x[i]), mx = std::max(mx, x[i]);
+  const uint16_t mh = f16_round_down(mn);
+  const float m = f16_to_f32(mh);
+  const uint16_t dh = f16_round_up((mx - m) / static_cast<float>(levels));
+  const float d = f16_to_f32(dh);
+  st16(b, dh);
+  st16(b + 2, mh);
+  int q[32];
+  for (int i = 0; i < 32; ++i)
+    q[i] = d > 0 ? static_cast<int>(round_clamp((x[i] - m) / d, 0, static_cast<float>(levels))) : 0;
+  uint32_t qh = 0;
+  for (int i = 0; i < 32; ++i) qh |= static_cast<uint32_t>(q[i] >> 4) << i;
+  if (qh_at) std::memcpy(qh_at, &qh, 4);
+  for (int i = 0; i < 16; ++i) qs[i] = static_cast<uint8_t>((q[i] & 15) | (q[i + 16] & 15) << 4);
 }
 }  // namespace
 
@@ -207,7 +249,7 @@ GgmlTypeInfo checked_info(GgmlType t, size_t n, const char* what) {
 bool ggml_type_quantized(GgmlType t) {
   switch (t) {
     case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0:
-    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: return true;
+    case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: return true;
     default: return false;
   }
 }
@@ -240,6 +282,8 @@ void dequantize_row(GgmlType t, const void* src, size_t n, float* out) {
       case GgmlType::Q8_0: deq_q8_0(s, out); break;
       case GgmlType::Q4_0: deq_q4_0(s, out); break;
       case GgmlType::Q5_0: deq_q5_0(s, out); break;
+      case GgmlType::Q4_1: deq_min1(s, nullptr, s + 4, out); break;
+      case GgmlType::Q5_1: deq_min1(s, s + 4, s + 8, out); break;
       case GgmlType::Q4_K: deq_k45(s, nullptr, s + 16, out); break;
       case GgmlType::Q5_K: deq_k45(s, s + 16, s + 48, out); break;
       default: deq_q6_k(s, out); break;
@@ -256,6 +300,8 @@ void quantize_row(GgmlType t, const float* x, size_t n, void* dst) {
       case GgmlType::Q8_0: q_q8_0(x, b); break;
       case GgmlType::Q4_0: q_q4_0(x, b); break;
       case GgmlType::Q5_0: q_q5_0(x, b); break;
+      case GgmlType::Q4_1: q_min1(x, 15, b, nullptr, b + 4); break;
+      case GgmlType::Q5_1: q_min1(x, 31, b, b + 4, b + 8); break;
       case GgmlType::Q4_K: q_k45(x, 15, b, nullptr, b + 16); break;
       case GgmlType::Q5_K: q_k45(x, 31, b, b + 16, b + 48); break;
       default: q_q6_k(x, b); break;

@@ -9,6 +9,10 @@
 //   Q5_0 (32 elems, 22 B):  d fp16 | qh u32 | qs u8[16]: as Q4_0 with a fifth bit,
 //                           bit i of qh for element i, bit i+16 for element i+16,
 //                           and offset 16 instead of 8
+//   Q4_1 (32 elems, 20 B):  d fp16 | m fp16 | qs u8[16]: codes q as Q4_0's,
+//                           unsigned, x = d·q + m
+//   Q5_1 (32 elems, 24 B):  d fp16 | m fp16 | qh u32 | qs u8[16]: codes as
+//                           Q5_0's, unsigned, x = d·q + m
 //   Q4_K (256 elems, 144 B): d fp16 | dmin fp16 | scales u8[12] | qs u8[128]:
 //                           8 sub-blocks of 32 with 6-bit scale sc_j and min m_j
 //                           (packed in `scales`, see scale_min_k4), element e of
@@ -28,6 +32,10 @@
 //   Q4_0, Q5_0: ggml's sign trick, d = -max/8 (-max/16) where max is the
 //     signed value of largest magnitude (d rounded to nearest fp16); q clamped
 //     to the range; |err| <= |d| (one step: the value opposite max may clip).
+//   Q4_1, Q5_1: m = the block's minimum rounded down to fp16, d = (max −
+//     m)/L (L = 15, 31) rounded up to fp16, q = nearest code (none clips);
+//     |err| <= d/2 (ggml's reference rounds m to nearest and truncates
+//     (x − m)/d + 0.5; either's blocks decode by the same formula).
 //   Q4_K, Q5_K: per sub-block j of 32, min b_j = min(0, min x) and range
 //     to max x; dmin = max_j(−b_j)/63 and d = max_j(step_j)/63 rounded up to
 //     fp16 so no 6-bit scale or min overflows; m_j = ceil(−b_j/dmin),
@@ -45,9 +53,12 @@
 namespace mtp::kernels {
 
 // Whether mtpspec dequantizes / computes with ggml type t: F32, F16, BF16 and
-// the six block types above.
+// the eight block types above.
 bool ggml_type_supported(GgmlType t);
-// Whether t is one of the six block (quantized) types.
+// Those types as error messages list them.
+inline constexpr const char* kSupportedGgmlTypes =
+    "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K";
+// Whether t is one of the eight block (quantized) types.
 bool ggml_type_quantized(GgmlType t);
 
 // out[0, n) = the values of row `src` (n elements of type t, n a multiple of
@@ -55,7 +66,7 @@ bool ggml_type_quantized(GgmlType t);
 void dequantize_row(GgmlType t, const void* src, size_t n, float* out);
 
 // dst (ggml_row_bytes(t, n) bytes) = x[0, n) quantized to block type t (one of
-// the six quantized types; n a multiple of its block size).
+// the eight quantized types; n a multiple of its block size).
 void quantize_row(GgmlType t, const float* x, size_t n, void* dst);
 
 // Q4_K/Q5_K's packing of the 8 6-bit scales and mins in 12 bytes: sub-block j.

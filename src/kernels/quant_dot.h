@@ -4,7 +4,7 @@
 // include it.
 //
 // Activations (row-local, so batch-invariant): each row of x is cut into
-// blocks of A elements, A = 32 for Q8_0/Q4_0/Q5_0 and 256 for the K types
+// blocks of A elements, A = 32 for Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 and 256 for the K types
 // (Q4_K, Q5_K, Q6_K), with scale dx = amax/127 (fp32) and codes
 // xq = nearbyint(x · (127/amax)) in [-127, 127] (all 0 when amax = 0); the K
 // types also keep the sums of xq over each 16 and each 32 elements (bsum,
@@ -16,6 +16,10 @@
 // 32-element chunk c of the block) and fp32 scales:
 //   Q5_0:      P[l] = Σ w·xq with w the signed code q−16,
 //              s = d_w·dx;   acc[l + 8·(b mod 2)] += float(P[l])·s
+//   Q4_1/Q5_1: P[l] = Σ q·xq (q the unsigned code), S[l] = Σ xq (the same
+//              4 elements; QuantAct::sum4), s = d_w·dx, sm = m_w·dx;
+//              acc[l + 8·(b mod 2)] += float(P[l])·s, then
+//              acc[l + 8·(b mod 2)] += float(S[l])·sm   (x = d·q + m)
 //   Q8_0/Q4_0: one lane: P = Σ_{i<32} w_i·xq_i (w = qs, q−8),
 //              acc[0] += float(P)·(d_w·dx) (held by groups of 16 output rows,
 //              grouped_blocks.h, so a verify row pays one scale step per
@@ -31,7 +35,7 @@
 // (s, d·dx and (−dmin)·dx are single fp32 products; every "acc += a·b" is
 // ONE fused multiply-add, fma(a, b, acc), one rounding — the kernels use
 // vfmadd, the reference std::fma), blocks in increasing order.
-// Then y = acc[0], except Q5_0: y = tree(acc), tree = t[l] += t[l + h] for
+// Then y = acc[0], except Q5_0, Q4_1, Q5_1: y = tree(acc), tree = t[l] += t[l + h] for
 // h = 8, 4, 2, 1. Integer sums are exact
 // and every fp32 operation is fixed, so y depends only on the weight row, the
 // activation row and cols —
@@ -61,10 +65,11 @@ struct QuantAct {
   // sub-blocks adjacent so one 4-byte broadcast feeds Q4_K's vpdpwssd of
   // the mins (bsum32_{2p}, bsum32_{2p+1} against m_{2p}, m_{2p+1}).
   std::vector<int16_t> bsum32;
-  // Q5_0, [rows, cols / 4]: −16 · Σ of each 4 xq,
-  // so the kernels can multiply the unsigned stored codes q and start the lane
-  // sums at it: Σ (q − offset)·xq = xneg + Σ q·xq, exactly.
-  std::vector<int32_t> xneg;
+  // [rows, cols / 4]: act_sum4_factor(t) · Σ of each 4 xq. Q5_0 (factor
+  // −16): the kernels multiply the unsigned stored codes q and start the lane
+  // sums at it: Σ (q − 16)·xq = sum4 + Σ q·xq, exactly. Q4_1/Q5_1 (factor
+  // 1): S[l], the lanes of the min term. Empty for the other types.
+  std::vector<int32_t> sum4;
   // Q8_0 and Q4_0, [rows, cols / 32]: −u · Σ xq of each block (u = 128, 8),
   // where the grouped kernel's lanes start: it multiplies the unsigned held
   // codes (Q8_0: c + 128, grouped_blocks.h; Q4_0: q), and
@@ -77,7 +82,7 @@ struct QuantAct {
   // weight-side dpbusd but reads cols int32 more per row: 8 rows of 4096
   // then outgrow L1 and an 8-row Q8_0 product ran 3x slower on Zen 5.)
   std::vector<uint8_t> qu;
-  // Q5_0, the scales d of each tile of kPairTileRows rows by block
+  // Q5_0, Q4_1, Q5_1: the scales d of each tile of kPairTileRows rows by block
   // pair, [ceil(rows / 8), cols / 64, 16]: pair p of tile t holds row 8t + j's
   // d of blocks 2p and 2p + 1 in lanes 2j and 2j + 1 (rows past `rows`: 0).
   // The AVX-512 kernels form the products d_w·dx of a pair for 8 rows in one
@@ -89,25 +94,26 @@ struct QuantAct {
   const float* drow(size_t r) const { return d.data() + r * (cols / ab); }
   const int16_t* brow(size_t r) const { return bsum.data() + r * (cols / 16); }
   const int16_t* b32row(size_t r) const { return bsum32.data() + r * (cols / 32); }
-  const int32_t* nrow(size_t r) const { return xneg.data() + r * (cols / 4); }
+  const int32_t* s4row(size_t r) const { return sum4.data() + r * (cols / 4); }
   const uint8_t* urow(size_t r) const { return qu.data() + r * cols; }
   const int32_t* crow(size_t r) const { return xcorr.data() + r * (cols / 32); }
   const float* pair_tile(size_t r) const { return dpair.data() + r / kPairTileRows * (cols / 64) * 16; }
 };
 
 // Quantizes rows x[r·x_stride, +cols) for weights of type t (a block type).
-// qu is filled only with vnni (the VNNI kernels' input; an odd last block
-// still takes the xneg path); the reference reads neither. quantize_act is
+// qu is filled only with vnni for Q5_0 (the VNNI kernels' input; an odd last
+// block still takes the sum4 path); the reference reads neither. quantize_act is
 // the vectorized form the kernels call (quant_act.cc), quantize_act_ref the
 // scalar statement of the contract; every field is equal bit for bit (tests).
 void quantize_act(GgmlType t, const float* x, size_t x_stride, size_t rows, size_t cols,
                   QuantAct& out, bool vnni = false);
 void quantize_act_ref(GgmlType t, const float* x, size_t x_stride, size_t rows, size_t cols,
                       QuantAct& out, bool vnni = false);
-// The offset of the stored codes of Q5_0 (16); 0 otherwise (xneg).
-int act_code_offset(GgmlType t);
+// QuantAct::sum4's factor: −16 for Q5_0 (the offset of its codes), 1 for
+// Q4_1/Q5_1 (their min term), 0 otherwise (no sum4).
+int act_sum4_factor(GgmlType t);
 // The two halves both quantizers share: sizing `out` for rows × cols of type
-// t (checks cols), and row r's integer sums of its codes (xneg, xcorr, bsum, bsum32).
+// t (checks cols), and row r's integer sums of its codes (sum4, xcorr, bsum, bsum32).
 void act_prepare(GgmlType t, size_t rows, size_t cols, bool vnni, QuantAct& out);
 void act_sums(GgmlType t, size_t r, QuantAct& out);
 // dpair from d (both quantizers, after every row's d is set).

@@ -20,7 +20,11 @@ float ld16(const uint8_t* p) {
   return f16_to_f32(h);
 }
 
-// Signed codes of a 32-element block (value = d · code).
+// Whether a 32-element type has a min (x = d·q + m).
+bool has_min(GgmlType t) { return t == GgmlType::Q4_1 || t == GgmlType::Q5_1; }
+
+// Codes of a 32-element block: signed (value = d · code) for Q8_0, Q4_0,
+// Q5_0; the unsigned q for Q4_1, Q5_1 (value = d · q + m).
 void codes32(GgmlType t, const uint8_t* b, int* c) {
   if (t == GgmlType::Q8_0) {
     for (int i = 0; i < 32; ++i) c[i] = static_cast<int8_t>(b[2 + i]);
@@ -29,7 +33,9 @@ void codes32(GgmlType t, const uint8_t* b, int* c) {
   uint32_t qh = 0;
   const uint8_t* qs = b + 2;
   if (t == GgmlType::Q5_0) std::memcpy(&qh, b + 2, 4), qs = b + 6;
-  const int off = t == GgmlType::Q5_0 ? 16 : 8;
+  if (t == GgmlType::Q4_1) qs = b + 4;
+  if (t == GgmlType::Q5_1) std::memcpy(&qh, b + 4, 4), qs = b + 8;
+  const int off = t == GgmlType::Q5_0 ? 16 : t == GgmlType::Q4_0 ? 8 : 0;
   for (int i = 0; i < 16; ++i) {
     c[i] = ((qs[i] & 15) | static_cast<int>((qh >> i & 1) << 4)) - off;
     c[i + 16] = ((qs[i] >> 4) | static_cast<int>((qh >> (i + 16) & 1) << 4)) - off;
@@ -61,10 +67,10 @@ void dot32(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n,
   const bool one_lane = t == GgmlType::Q8_0 || t == GgmlType::Q4_0;  // grouped types
   for (size_t b = 0; b < a.cols / 32; ++b, w += bb) {
     codes32(t, w, c);
-    const float dw = ld16(w);
+    const float dw = ld16(w), mw = has_min(t) ? ld16(w + 2) : 0.f;
     for (size_t r = 0; r < n; ++r) {
       const int8_t* xq = a.qrow(r0 + r) + 32 * b;
-      const float s = dw * a.drow(r0 + r)[b];
+      const float s = dw * a.drow(r0 + r)[b], sm = mw * a.drow(r0 + r)[b];
       if (one_lane) {
         int32_t p = 0;
         for (int i = 0; i < 32; ++i) p += c[i] * xq[i];
@@ -72,10 +78,11 @@ void dot32(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n,
         continue;
       }
       for (int l = 0; l < 8; ++l) {
-        int32_t p = 0;
-        for (int i = 4 * l; i < 4 * l + 4; ++i) p += c[i] * xq[i];
+        int32_t p = 0, sx = 0;
+        for (int i = 4 * l; i < 4 * l + 4; ++i) p += c[i] * xq[i], sx += xq[i];
         float& v = acc[r * 16 + static_cast<size_t>(l) + 8 * (b % 2)];
         v = std::fma(static_cast<float>(p), s, v);
+        if (has_min(t)) v = std::fma(static_cast<float>(sx), sm, v);
       }
     }
   }
@@ -148,7 +155,7 @@ size_t act_block(GgmlType t) {
   return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K ? 256 : 32;
 }
 
-int act_code_offset(GgmlType t) { return t == GgmlType::Q5_0 ? 16 : 0; }
+int act_sum4_factor(GgmlType t) { return t == GgmlType::Q5_0 ? -16 : has_min(t) ? 1 : 0; }
 
 void act_prepare(GgmlType t, size_t rows, size_t cols, bool vnni, QuantAct& out) {
   const size_t ab = act_block(t);
@@ -158,12 +165,13 @@ void act_prepare(GgmlType t, size_t rows, size_t cols, bool vnni, QuantAct& out)
   out.d.resize(rows * cols / ab);
   out.bsum.resize(ab == 256 ? rows * cols / 16 : 0);
   out.bsum32.resize(out.bsum.size() / 2);
-  out.xneg.resize(act_code_offset(t) ? rows * cols / 4 : 0);
+  out.sum4.resize(act_sum4_factor(t) ? rows * cols / 4 : 0);
   const bool q5 = t == GgmlType::Q5_0;  // the grouped types need xcorr only
+  const bool rows32 = q5 || has_min(t);  // the row-major 32-element types
   out.xcorr.resize(t == GgmlType::Q8_0 || t == GgmlType::Q4_0 ? rows * cols / 32 : 0);
   out.qu.resize(q5 && vnni ? rows * cols : 0);
   constexpr size_t kT = QuantAct::kPairTileRows;
-  out.dpair.assign(q5 ? (rows + kT - 1) / kT * (cols / 64) * 16 : 0, 0.f);
+  out.dpair.assign(rows32 ? (rows + kT - 1) / kT * (cols / 64) * 16 : 0, 0.f);
 }
 
 void act_pairs(QuantAct& out) {
@@ -179,10 +187,10 @@ void act_pairs(QuantAct& out) {
 void act_sums(GgmlType t, size_t r, QuantAct& out) {
   const size_t cols = out.cols;
   const int8_t* __restrict q = out.qrow(r);
-  if (!out.xneg.empty()) {
-    const int off = act_code_offset(t);
-    int32_t* __restrict xn = out.xneg.data() + r * (cols / 4);
-    for (size_t g = 0; g < cols / 4; ++g) xn[g] = -off * (q[4 * g] + q[4 * g + 1] + q[4 * g + 2] + q[4 * g + 3]);
+  if (!out.sum4.empty()) {
+    const int f = act_sum4_factor(t);
+    int32_t* __restrict xn = out.sum4.data() + r * (cols / 4);
+    for (size_t g = 0; g < cols / 4; ++g) xn[g] = f * (q[4 * g] + q[4 * g + 1] + q[4 * g + 2] + q[4 * g + 3]);
   }
   if (!out.xcorr.empty()) {
     int32_t* __restrict xc = out.xcorr.data() + r * (cols / 32);

@@ -113,8 +113,8 @@ PackedMatrix pack_gguf_matrix(const std::vector<RowSource>& parts, kernels::Weig
     } else {
       if (!kernels::ggml_type_supported(static_cast<GgmlType>(type))) {
         fail<ConfigError>("tensor {} in '{}' has type {}, which mtpspec cannot compute with "
-                          "(supported: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K)",
-                          parts[i].t->name, file, ggml_type_name(type));
+                          "(supported: {})",
+                          parts[i].t->name, file, ggml_type_name(type), kernels::kSupportedGgmlTypes);
       }
       const std::vector<uint8_t> buf = gather_rows(run, cols);
       const size_t rows = buf.size() / ggml_row_bytes(type, cols);

@@ -28,7 +28,7 @@ void add_export(CLI::App& root) {
                   "Shards for the parity inputs (default: the run's, when present)");
   cmd->add_option("--dtype", *dtype,
                   "Stored precision of the drafter tensors: fp32, bf16, or the matrices as ggml "
-                  "blocks q8_0, q4_0, q5_0, q4_k, q5_k, q6_k (norms F32; the parity gate runs "
+                  "blocks q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (norms F32; the parity gate runs "
                   "on the dequantized values; docs/FORMATS.md)")
       ->check(CLI::IsMember(drafter::kDrafterStorageNames))
       ->capture_default_str();

@@ -25,8 +25,9 @@
 namespace mtp::kernels {
 namespace {
 
-constexpr WeightType kQuantTypes[] = {WeightType::Q8_0, WeightType::Q4_0, WeightType::Q5_0,
-                                      WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
+constexpr WeightType kQuantTypes[] = {WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_1,
+                                      WeightType::Q5_0, WeightType::Q5_1, WeightType::Q4_K,
+                                      WeightType::Q5_K, WeightType::Q6_K};
 
 using test::randn;
 uint32_t bits(float f) { return test::float_bits(f); }
@@ -110,7 +111,8 @@ void set_block_scales(GgmlType t, std::vector<uint8_t>& blocks, F&& next) {
       put(&blocks[off + 208]);
     } else {
       put(&blocks[off]);
-      if (t == GgmlType::Q4_K || t == GgmlType::Q5_K) put(&blocks[off + 2]);
+      if (t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q4_1 || t == GgmlType::Q5_1)
+        put(&blocks[off + 2]);  // dmin / m
     }
   }
 }
@@ -220,7 +222,7 @@ TEST_P(QuantMatmul, ActivationQuantizationEqualsReference) {
     detail::quantize_act_ref(t, x.data(), c, q, c, want, vnni);
     ASSERT_EQ(got.q, want.q);
     ASSERT_EQ(got.qu, want.qu);
-    ASSERT_EQ(got.xneg, want.xneg);
+    ASSERT_EQ(got.sum4, want.sum4);
     ASSERT_EQ(got.xcorr, want.xcorr);
     ASSERT_EQ(got.bsum, want.bsum);
     ASSERT_EQ(got.d.size(), want.d.size());
@@ -301,7 +303,7 @@ TEST(QuantPack, PackBlocksKeepsBitsAndRowF32Dequantizes) {
     // Held by whole groups of 16 rows (kernels/grouped_blocks.h): Q8_0, Q4_0
     // and Q6_K in their GGUF bytes, Q4_K and Q5_K with their 12 scale bytes
     // unpacked to 16.
-    const bool grouped = t != GgmlType::Q5_0;
+    const bool grouped = t != GgmlType::Q5_0 && t != GgmlType::Q4_1 && t != GgmlType::Q5_1;
     const size_t held_rb = t == GgmlType::Q4_K || t == GgmlType::Q5_K ? rb + 4 * (c / 256) : rb;
     EXPECT_EQ(m.bytes(), grouped ? 48 * held_rb : rows * rb);
     const PackedMatrix p = PackedMatrix::pack(wf.data(), DType::F32, rows, c, wt);

@@ -113,7 +113,8 @@ TEST(Pack, RoundTripsHeldValues) {
 TEST(Matmul, SingleRowPrefetchChangesNoBits) {
   std::mt19937 rng(41);
   for (WeightType hold : {WeightType::F32, WeightType::BF16, WeightType::Q8_0, WeightType::Q4_0,
-                          WeightType::Q5_0, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K}) {
+                          WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1, WeightType::Q4_K,
+                          WeightType::Q5_K, WeightType::Q6_K}) {
     const size_t rows = 70, cols = weight_type_quantized(hold) ? 512 : 300;
     const auto w = randn(rows * cols, rng), x = randn(cols, rng);
     const PackedMatrix m = PackedMatrix::pack(w.data(), DType::F32, rows, cols, hold);

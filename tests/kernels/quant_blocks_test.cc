@@ -60,6 +60,33 @@ TEST(QuantBlocks, Q5_0HandBuilt) {
   EXPECT_EQ(y[31], 2.f);    // (2 | 16) − 16
 }
 
+TEST(QuantBlocks, Q4_1HandBuilt) {
+  std::vector<uint8_t> b(20);
+  put16(b.data(), 0x3800);      // d = 0.5
+  put16(b.data() + 2, 0xC200);  // m = -3.0
+  for (int i = 0; i < 16; ++i) b[4 + i] = static_cast<uint8_t>(i | (15 - i) << 4);
+  const auto y = deq(GgmlType::Q4_1, b, 32);
+  EXPECT_EQ(y[0], -3.f);    // 0.5·0 − 3
+  EXPECT_EQ(y[15], 4.5f);   // 0.5·15 − 3
+  EXPECT_EQ(y[16], 4.5f);   // element 16 = high nibble of byte 0 = 15
+  EXPECT_EQ(y[31], -3.f);   // high nibble of byte 15 = 0
+  EXPECT_EQ(y[9], 1.5f);    // 0.5·9 − 3
+}
+
+TEST(QuantBlocks, Q5_1HandBuilt) {
+  std::vector<uint8_t> b(24);
+  put16(b.data(), 0x3C00);      // d = 1.0
+  put16(b.data() + 2, 0x4000);  // m = 2.0
+  const uint32_t qh = 0x80000001u;  // fifth bit of elements 0 and 31
+  std::memcpy(b.data() + 4, &qh, 4);
+  for (int i = 0; i < 16; ++i) b[8 + i] = 0x21;  // low nibble 1, high nibble 2
+  const auto y = deq(GgmlType::Q5_1, b, 32);
+  EXPECT_EQ(y[0], 19.f);    // (1 | 16) + 2
+  EXPECT_EQ(y[1], 3.f);     // 1 + 2
+  EXPECT_EQ(y[16], 4.f);    // 2 + 2
+  EXPECT_EQ(y[31], 20.f);   // (2 | 16) + 2
+}
+
 // Scales sc = {1, 2, 3, 4, 5, 37, 6, 7}, mins m = {0, 1, 2, 3, 4, 5, 6, 23},
 // packed by hand into ggml's 12 bytes (sub-blocks 4..7 keep their low 4 bits
 // in bytes 8..11 and their top 2 bits in bits 6..7 of bytes 0..3 / 4..7).
@@ -182,6 +209,14 @@ float bound(GgmlType t, const float* x, size_t i) {
     case GgmlType::Q8_0: return 0.5f * amax(i / 32 * 32, 32) / 127.f * up;
     case GgmlType::Q4_0: return amax(i / 32 * 32, 32) / 8.f * up;
     case GgmlType::Q5_0: return amax(i / 32 * 32, 32) / 16.f * up;
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1: {  // d/2, d = (max − m)/L rounded up, m <= min by one fp16 step
+      const size_t b0 = i / 32 * 32;
+      float mn = x[b0], mx = x[b0];
+      for (size_t k = b0; k < b0 + 32; ++k) mn = std::min(mn, x[k]), mx = std::max(mx, x[k]);
+      const float L = t == GgmlType::Q4_1 ? 15.f : 31.f;
+      return (mx - mn + std::fabs(mn) * 0x1p-10f + 0x1p-24f) / (2 * L) * up;
+    }
     case GgmlType::Q6_K: {
       const size_t sb = i / 256 * 256;
       float smax = 0;
@@ -209,8 +244,8 @@ float bound(GgmlType t, const float* x, size_t i) {
 
 TEST(QuantBlocks, QuantizeWithinDocumentedBound) {
   std::mt19937 rng(7);
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_K,
-                     GgmlType::Q5_K, GgmlType::Q6_K}) {
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_1,
+                     GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     const size_t n = 512;
     for (int rep = 0; rep < 20; ++rep) {
       auto x = test_row(n, rng);

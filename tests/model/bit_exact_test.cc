@@ -78,8 +78,9 @@ TEST_P(BitExact, EveryArchitecture) {
 
 // Quantized targets (--weights q8_0 ... q6_k, requantized at load).
 constexpr kernels::WeightType kQuant[] = {
-    kernels::WeightType::Q8_0, kernels::WeightType::Q4_0, kernels::WeightType::Q5_0,
-    kernels::WeightType::Q4_K, kernels::WeightType::Q5_K, kernels::WeightType::Q6_K};
+    kernels::WeightType::Q8_0, kernels::WeightType::Q4_0, kernels::WeightType::Q4_1,
+    kernels::WeightType::Q5_0, kernels::WeightType::Q5_1, kernels::WeightType::Q4_K,
+    kernels::WeightType::Q5_K, kernels::WeightType::Q6_K};
 
 // Widths that are multiples of 256, so every K type is held as itself. The
 // targets without integer kernels (sse4, scalar) run the scalar reference,

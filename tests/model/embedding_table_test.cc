@@ -20,8 +20,8 @@ namespace {
 TEST(EmbeddingTable, QuantizedRowsLookUpAndPackAsStored) {
   std::mt19937 rng(21);
   const size_t vocab = 7, d = 256;
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_K,
-                     GgmlType::Q5_K, GgmlType::Q6_K}) {
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
+                     GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     const size_t rb = ggml_row_bytes(static_cast<uint32_t>(t), d);
     const auto f = test::randn(vocab * d, rng);
     std::vector<uint8_t> blocks(vocab * rb);

@@ -236,14 +236,14 @@ TEST(LoadGguf, InconsistentFilesNameTheTensorOrKey) {
 }
 
 TEST(LoadGguf, UnsupportedTypesAreRefusedNamingTheTensor) {
-  // A block type mtpspec does not compute with (Q4_1, valid blocks).
-  const std::string q = edited("q41", [](auto&, auto& ts) {
+  // A block type mtpspec does not compute with (Q8_1, valid blocks).
+  const std::string q = edited("q81", [](auto&, auto& ts) {
     auto& t = find(ts, "blk.1.attn_output.weight");
-    t.type = uint32_t(GgmlType::Q4_1);
-    t.bytes.assign(size_t(t.dims[1]) * size_t(t.dims[0]) / 32 * 20, '\0');
+    t.type = uint32_t(GgmlType::Q8_1);
+    t.bytes.assign(size_t(t.dims[1]) * size_t(t.dims[0]) / 32 * 36, '\0');
   });
   expect_error<ConfigError>([&] { load_model(q, {}); },
-                            {"blk.1.attn_output.weight", "Q4_1", "cannot compute"});
+                            {"blk.1.attn_output.weight", "Q8_1", "cannot compute"});
   const std::string norm = edited("q8norm", [](auto&, auto& ts) {
     auto& t = find(ts, "output_norm.weight");
     t.type = uint32_t(GgmlType::Q8_0);
@@ -283,8 +283,8 @@ TEST_P(QuantGgufEqualsRequantizedHf, BitwiseEqualLogits) {
   opt.type_of = [](const std::string& n) { return n == "token_embd.weight" ? 0 : -1; };
   test::convert_hf_to_gguf(dir, gguf, opt);
   WeightType hold = WeightType::F32;
-  for (WeightType t : {WeightType::Q8_0, WeightType::Q4_0, WeightType::Q5_0, WeightType::Q4_K,
-                       WeightType::Q5_K, WeightType::Q6_K}) {
+  for (WeightType t : {WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0,
+                       WeightType::Q5_1, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K}) {
     if (kernels::weight_ggml_type(t) == qc.type) hold = t;
   }
   ASSERT_NE(hold, WeightType::F32);
@@ -303,6 +303,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(QuantCase{Arch::Llama, GgmlType::Q8_0, 64},
                       QuantCase{Arch::Llama, GgmlType::Q4_0, 64},
                       QuantCase{Arch::Qwen2, GgmlType::Q5_0, 64},
+                      QuantCase{Arch::Qwen2, GgmlType::Q5_1, 64},
+                      QuantCase{Arch::Llama, GgmlType::Q4_1, 64},
                       QuantCase{Arch::Gemma2, GgmlType::Q8_0, 64},
                       QuantCase{Arch::Llama, GgmlType::Q4_K, 256},
                       QuantCase{Arch::Qwen3, GgmlType::Q6_K, 256},
