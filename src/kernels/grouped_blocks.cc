@@ -19,20 +19,28 @@ struct Place {
 };
 // A held type's GGUF block: its bytes, where its code bytes start and how
 // many (one quad per group row on each of the held lines), where its d is.
+// Q5_0/Q5_1: qh_at, the 4 qh bytes (held permuted on the last line, not
+// moved with the code bytes); Q4_1/Q5_1: m_at, the min.
 struct Form {
   size_t block_bytes, code_at, n_code;
   uint8_t flip;  // Q8_0: held as c + 128
   size_t d_at;
+  int qh_at = -1, m_at = -1;
 };
 // Checks the type once per call of the two entry points below.
 Form form(GgmlType t) {
-  MTP_CHECK(held_grouped(t), "grouped layout of a type that is not Q8_0, Q4_0, Q4_K, Q5_K or Q6_K");
+  MTP_CHECK(held_grouped(t), "grouped layout of a type that is not a block type");
   const size_t bytes = ggml_row_bytes(static_cast<uint32_t>(t), group_block_elems(t));
   const size_t n_code = group_code_bytes(t) / kGroupRows;
-  if (t == GgmlType::Q8_0) return {bytes, 2, n_code, 0x80, 0};  // d, qs
-  if (t == GgmlType::Q6_K) return {bytes, 0, n_code, 0, 208};   // ql, qh, scales, d
-  // Q4_0: d, qs; Q4_K: d, dmin, scales[12], qs; Q5_K: the same, qh[32] before qs.
-  return {bytes, t == GgmlType::Q4_0 ? size_t(2) : size_t(16), n_code, 0, 0};
+  switch (t) {
+    case GgmlType::Q8_0: return {bytes, 2, n_code, 0x80, 0};    // d, qs
+    case GgmlType::Q6_K: return {bytes, 0, n_code, 0, 208};     // ql, qh, scales, d
+    case GgmlType::Q4_0: return {bytes, 2, n_code, 0, 0};       // d, qs
+    case GgmlType::Q4_1: return {bytes, 4, n_code, 0, 0, -1, 2};  // d, m, qs
+    case GgmlType::Q5_0: return {bytes, 6, 16, 0, 0, 2, -1};    // d, qh, qs
+    case GgmlType::Q5_1: return {bytes, 8, 16, 0, 0, 4, 2};     // d, m, qh, qs
+    default: return {bytes, 16, n_code, 0, 0};  // Q4_K: d, dmin, scales[12], qs; Q5_K: qh[32] before qs
+  }
 }
 Place place(GgmlType t, size_t rows, size_t cols, size_t r, size_t b) {
   const size_t nb = cols / group_block_elems(t), g = r / kGroupRows, i = r % kGroupRows;
@@ -87,6 +95,13 @@ void grouped_put_rows(GgmlType t, const uint8_t* blocks, size_t r0, size_t n, si
       const uint8_t* src = blocks + (i * nb + b) * f.block_bytes;
       const Place p = place(t, rows, cols, r0 + i, b);
       std::memcpy(dst + p.meta + 2 * p.i, src + f.d_at, 2);  // d
+      if (f.m_at >= 0) std::memcpy(dst + p.meta + 32 + 2 * p.i, src + f.m_at, 2);
+      if (f.qh_at >= 0) {
+        uint32_t qh;
+        std::memcpy(&qh, src + f.qh_at, 4);
+        qh = qh_hold(qh);
+        std::memcpy(dst + p.code + 4 * 4 * kGroupRows, &qh, 4);  // line 4
+      }
       if (t == GgmlType::Q4_K || t == GgmlType::Q5_K) put_k_meta(src, p, dst);
       if (t == GgmlType::Q6_K)
         for (size_t j = 0; j < 16; ++j) dst[p.meta + 32 + 16 * j + p.i] = src[192 + j];
@@ -102,6 +117,13 @@ void grouped_gather_row(GgmlType t, const uint8_t* held, size_t rows, size_t col
     uint8_t* dst = out + b * f.block_bytes;
     const Place p = place(t, rows, cols, r, b);
     std::memcpy(dst + f.d_at, held + p.meta + 2 * p.i, 2);
+    if (f.m_at >= 0) std::memcpy(dst + f.m_at, held + p.meta + 32 + 2 * p.i, 2);
+    if (f.qh_at >= 0) {
+      uint32_t w;
+      std::memcpy(&w, held + p.code + 4 * 4 * kGroupRows, 4);
+      w = qh_gguf(w);
+      std::memcpy(dst + f.qh_at, &w, 4);
+    }
     if (t == GgmlType::Q4_K || t == GgmlType::Q5_K) gather_k_meta(held, p, dst);
     if (t == GgmlType::Q6_K)
       for (size_t j = 0; j < 16; ++j) dst[192 + j] = held[p.meta + 32 + 16 * j + p.i];

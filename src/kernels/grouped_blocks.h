@@ -1,8 +1,8 @@
-// Internal to kernels: how Q8_0, Q4_0, Q4_K, Q5_K and Q6_K matrices are held —
+// Internal to kernels: how quantized matrices (every block type) are held —
 // interleaved by groups of 16 output rows, so that one vpdpbusd multiplies 16
 // outputs by 4 elements of an activation row (its 4 bytes broadcast) and the
 // per-block scale step (conversion, d_w·dx, fused multiply-add; for the K
-// types the sub-block scales and Q4_K/Q5_K's mins) is paid once per 16 outputs per row instead
+// types the sub-block scales and Q4_K/Q5_K's mins; Q4_1/Q5_1's min term) is paid once per 16 outputs per row instead
 // of once per output (quant_dot.h states the arithmetic; the kernel is
 // matmul_grouped.cc).
 //
@@ -14,9 +14,15 @@
 //     Q8_0 [8, 16, 4] u8 (512 bytes): quad k, element 4k + e of the block:
 //          its code c + 128 (the unsigned operand of vpdpbusd; c the stored
 //          int8);
-//     Q4_0 [4, 16, 4] u8 (256 bytes): quad k = byte 4k + e of the row's qs
-//          (low nibble element 4k + e, high nibble 16 + 4k + e: the stored
-//          bytes, moved);
+//     Q4_0, Q4_1 [4, 16, 4] u8 (256 bytes): quad k = byte 4k + e of the
+//          row's qs (low nibble element 4k + e, high nibble 16 + 4k + e: the
+//          stored bytes, moved);
+//     Q5_0, Q5_1 [5, 16, 4] u8 (320 bytes): the 4 lines of qs as Q4_0, then
+//          line 4: the row's 32 fifth bits (qh) as a word whose byte e holds
+//          in bit j < 4 the fifth bit of element 4j + e and in bit 4 + j
+//          that of element 16 + 4j + e (a permutation of the qh bits: one
+//          shift and mask put the bits of a quad's 4 codes at bit 4 of their
+//          bytes — left by 4 − k for quad k, right by k for quad k + 4);
 //     Q4_K [32, 16, 4] u8 (2048 bytes): quad n = 8c + k = qs bytes 32c + 4k
 //          + e (low nibble: element 4k + e of sub-block 2c, high nibble: of
 //          sub-block 2c + 1; the stored bytes, moved);
@@ -30,7 +36,8 @@
 //          bits of element k) — line (8h + t)·3 + s at 64·line; the stored
 //          bytes, moved;
 //   meta [G, nb, group_meta_bytes(t)], per (group, block):
-//     Q8_0, Q4_0 (32 bytes): d fp16 [16] (row i at 2i);
+//     Q8_0, Q4_0, Q5_0 (32 bytes): d fp16 [16] (row i at 2i);
+//     Q4_1, Q5_1 (64 bytes): d fp16 [16] at 0, m fp16 [16] at 32;
 //     Q4_K, Q5_K (320 bytes): d fp16 [16] at 0, dmin fp16 [16] at 32, the 6-bit
 //          scales sc u8 [8 sub-blocks j][16 rows] at 64 (16j + i), the 6-bit
 //          mins m u8 [4 pairs p][16 rows][2] at 192 (32p + 2i + h: m of
@@ -50,29 +57,53 @@ namespace mtp::kernels::detail {
 
 constexpr size_t kGroupRows = 16;  // output rows per group
 
-// Whether type t is held grouped (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K).
+// Whether type t is held grouped (every block type).
 constexpr bool held_grouped(GgmlType t) {
-  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_K || t == GgmlType::Q5_K ||
-         t == GgmlType::Q6_K;
+  switch (t) {
+    case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0:
+    case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: return true;
+    default: return false;
+  }
 }
 // Elements per block of a held type (32; K types 256).
 constexpr size_t group_block_elems(GgmlType t) {
   return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K ? 256 : 32;
 }
-// Bytes of codes per (group, block): 512 (Q8_0), 256 (Q4_0), 2048 (Q4_K),
-// 2560 (Q5_K), 3072 (Q6_K).
+// Bytes of codes per (group, block): 512 (Q8_0), 256 (Q4_0, Q4_1), 320
+// (Q5_0, Q5_1), 2048 (Q4_K), 2560 (Q5_K), 3072 (Q6_K).
 constexpr size_t group_code_bytes(GgmlType t) {
   switch (t) {
     case GgmlType::Q8_0: return 512;
-    case GgmlType::Q4_0: return 256;
+    case GgmlType::Q4_0: case GgmlType::Q4_1: return 256;
+    case GgmlType::Q5_0: case GgmlType::Q5_1: return 320;
     case GgmlType::Q4_K: return 2048;
     case GgmlType::Q5_K: return 2560;
     default: return 3072;
   }
 }
-// Bytes of metadata per (group, block): 32; Q4_K, Q5_K 320; Q6_K 288.
+// Bytes of metadata per (group, block): 32; Q4_1, Q5_1 64; Q4_K, Q5_K 320;
+// Q6_K 288.
 constexpr size_t group_meta_bytes(GgmlType t) {
-  return t == GgmlType::Q4_K || t == GgmlType::Q5_K ? 320 : t == GgmlType::Q6_K ? 288 : 32;
+  switch (t) {
+    case GgmlType::Q4_K: case GgmlType::Q5_K: return 320;
+    case GgmlType::Q6_K: return 288;
+    case GgmlType::Q4_1: case GgmlType::Q5_1: return 64;
+    default: return 32;
+  }
+}
+// The held word of a row's 32 fifth bits (see Q5_0 above) from ggml's qh,
+// and back.
+constexpr uint32_t qh_hold(uint32_t qh) {
+  uint32_t w = 0;
+  for (uint32_t e = 0; e < 4; ++e)
+    for (uint32_t j = 0; j < 8; ++j) w |= (qh >> (j < 4 ? 4 * j + e : 16 + 4 * (j - 4) + e) & 1u) << (8 * e + j);
+  return w;
+}
+constexpr uint32_t qh_gguf(uint32_t w) {
+  uint32_t qh = 0;
+  for (uint32_t e = 0; e < 4; ++e)
+    for (uint32_t j = 0; j < 8; ++j) qh |= (w >> (8 * e + j) & 1u) << (j < 4 ? 4 * j + e : 16 + 4 * (j - 4) + e);
+  return qh;
 }
 inline size_t row_groups(size_t rows) { return (rows + kGroupRows - 1) / kGroupRows; }
 // Bytes of the held matrix (codes and meta).

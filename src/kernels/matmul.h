@@ -55,7 +55,7 @@ class PackedMatrix {
   // blocks: `rows` rows of raw ggml data of type `type` as stored in a GGUF
   // file (ggml_row_bytes(type, cols) bytes each, rows back to back). Any
   // supported type (quant_blocks.h: F32, F16, BF16, Q8_0 ... Q6_K): block
-  // types are held as they are (bit-exact copies; Q8_0, Q4_0 and Q4_K rearranged by
+  // types are held as they are (bit-exact copies, rearranged by
   // groups of 16 rows, kernels/grouped_blocks.h — row_blocks gives the bytes back), F32
   // and F16 as fp32, BF16 as bf16. Throws ShapeError for another type or a cols that is not a
   // whole number of blocks.

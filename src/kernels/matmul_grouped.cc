@@ -1,8 +1,8 @@
-// Q8_0, Q4_0 and K-type (Q4_K, Q5_K, Q6_K) products on the grouped layout
-// (grouped_blocks.h), Highway runtime dispatch: Y[q, rows] = X[q, cols]·Wᵀ
-// with quant_dot.h's one-lane contract (exact int32 sums per block, fused
-// multiply-adds by d_w·dx (Q4_K/Q5_K: and (−dmin)·dx) per block, blocks in
-// order), so every target
+// Products of every ggml block type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
+// Q5_K, Q6_K) on the grouped layout (grouped_blocks.h), Highway runtime
+// dispatch: Y[q, rows] = X[q, cols]·Wᵀ with quant_dot.h's one-lane contract
+// (exact int32 sums per block, fused multiply-adds by d_w·dx (Q4_K/Q5_K: and
+// (−dmin)·dx; Q4_1/Q5_1: and m_w·dx) per block, blocks in order), so every target
 // gives quant_dot_ref's bits
 // and Y[r][o] depends only on X[r], W[o] and cols (threads split whole
 // groups).
@@ -19,7 +19,12 @@
 // Q4_0 unpacks a 64-byte line of stored qs bytes into two quads' codes
 // (low nibbles: quad k, high: quad k + 4; 2 operations shared by the tile's
 // rows) and multiplies the unsigned codes q, its lanes started at
-// −8·Σ xq (Σ (q − 8)·xq exactly).
+// −8·Σ xq (Σ (q − 8)·xq exactly). Q5_0 adds each code's fifth bit from the
+// block's qh line (a shift and a mask per quad, shared by the tile's rows),
+// lanes started at −16·Σ xq; Q4_1 and Q5_1 start at 0 and add the min term
+// float(Σ xq)·(m_w·dx) per block, once for 16 outputs. (Held as GGUF rows,
+// session 23, these three ran at 35-55 % of the one-core limit with m(4) ≈
+// 2; docs/PERFORMANCE.md.)
 //
 // Q4_K: per sub-block j of 32, the same vpdpbusd of the unpacked nibbles give
 // 16 outputs' exact Σ q·xq, multiplied by the 16 rows' scales sc_j (vpmulld;
@@ -61,7 +66,7 @@
 #include <immintrin.h>
 namespace mtp::kernels::detail {
 // The held types, as a template parameter.
-enum GroupedKind : int { kQ8_0 = 0, kQ4_0 = 1, kQ4_K = 2, kQ6_K = 3, kQ5_K = 4 };
+enum GroupedKind : int { kQ8_0 = 0, kQ4_0 = 1, kQ4_K = 2, kQ6_K = 3, kQ5_K = 4, kQ5_0 = 5, kQ4_1 = 6, kQ5_1 = 7 };
 struct GroupedArgs {
   GroupedKind kind;
   const uint8_t* codes;    // grouped_blocks.h
@@ -131,52 +136,80 @@ HWY_INLINE void prefetch_codes(const GroupedArgs& a, const uint8_t* cb) {
   }
 }
 
+// The 32-element kinds (K): codes from nibbles (Q4_0, Q4_1; Q5_0, Q5_1
+// with a fifth bit) or bytes (Q8_0); a min term (Q4_1, Q5_1); lanes started
+// at QuantAct::xcorr (Q8_0, Q4_0, Q5_0: −u·Σ xq for the offset u of the
+// held unsigned codes) or at 0 (Q4_1, Q5_1, whose xcorr is the min term's S).
+template <int K> inline constexpr bool kNib = K != detail::kQ8_0;
+template <int K> inline constexpr bool kFifth = K == detail::kQ5_0 || K == detail::kQ5_1;
+template <int K> inline constexpr bool kMinK = K == detail::kQ4_1 || K == detail::kQ5_1;
+template <int K> inline constexpr GgmlType kType32 =
+    K == detail::kQ8_0 ? GgmlType::Q8_0 : K == detail::kQ4_0 ? GgmlType::Q4_0
+    : K == detail::kQ5_0 ? GgmlType::Q5_0 : K == detail::kQ4_1 ? GgmlType::Q4_1 : GgmlType::Q5_1;
+
+// The byte operations of for_quads at 256 and (AVX-512) 512 bits.
+template <class V> HWY_INLINE V vline(const uint8_t* p);  // one aligned load
+template <class V> HWY_INLINE V vbytes(char c);           // c in every byte
+template <> HWY_INLINE __m256i vline<__m256i>(const uint8_t* p) {
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
+}
+template <> HWY_INLINE __m256i vbytes<__m256i>(char c) { return _mm256_set1_epi8(c); }
+HWY_INLINE __m256i vand(__m256i a, __m256i b) { return _mm256_and_si256(a, b); }
+HWY_INLINE __m256i vor(__m256i a, __m256i b) { return _mm256_or_si256(a, b); }
+HWY_INLINE __m256i vsrl16(__m256i a, int n) { return _mm256_srli_epi16(a, n); }
+HWY_INLINE __m256i vsll16(__m256i a, int n) { return _mm256_slli_epi16(a, n); }
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+template <> HWY_INLINE __m512i vline<__m512i>(const uint8_t* p) { return _mm512_load_si512(p); }
+template <> HWY_INLINE __m512i vbytes<__m512i>(char c) { return _mm512_set1_epi8(c); }
+HWY_INLINE __m512i vand(__m512i a, __m512i b) { return _mm512_and_si512(a, b); }
+HWY_INLINE __m512i vor(__m512i a, __m512i b) { return _mm512_or_si512(a, b); }
+HWY_INLINE __m512i vsrl16(__m512i a, int n) { return _mm512_srli_epi16(a, n); }
+HWY_INLINE __m512i vsll16(__m512i a, int n) { return _mm512_slli_epi16(a, n); }
+#endif
+
 // Calls f(k, w) for the 8 quads k of one (group, block) at cb, w the codes of
 // 16 rows (V = __m512i) or of 8 rows, half h of each line (V = __m256i).
-template <bool kQ4, class V, class F>
+// Nibble kinds: line k holds quad k (low nibbles) and k + 4 (high); the
+// fifth bits (line 4, grouped_blocks.h) are moved to bit 4 of each code
+// byte by one 16-bit shift (left 4 − k, right k: a byte's bit j lands on its
+// own bit 4) and a mask, shared by the tile's rows.
+template <int K, class V, class F>
 HWY_INLINE void for_quads(const uint8_t* cb, size_t h, F&& f) {
-  if constexpr (sizeof(V) == 64) {
-    if constexpr (kQ4) {
-      const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const uint8_t* at = cb + (sizeof(V) == 64 ? 0 : 32 * h);
+  if constexpr (kNib<K>) {
+    const V m4 = vbytes<V>(0x0F), m16 = vbytes<V>(0x10);
+    const V qh = kFifth<K> ? vline<V>(at + 256) : m4;
 #pragma GCC unroll 4
-      for (size_t k = 0; k < 4; ++k) {
-        const __m512i v = _mm512_load_si512(cb + 64 * k);
-        f(k, _mm512_and_si512(v, m4));
-        f(k + 4, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+    for (size_t k = 0; k < 4; ++k) {
+      const V v = vline<V>(at + 64 * k);
+      V lo = vand(v, m4), hi = vand(vsrl16(v, 4), m4);
+      if constexpr (kFifth<K>) {
+        lo = vor(lo, vand(vsll16(qh, int(4 - k)), m16));
+        hi = vor(hi, vand(vsrl16(qh, int(k)), m16));
       }
-    } else {
-#pragma GCC unroll 8
-      for (size_t k = 0; k < 8; ++k) f(k, _mm512_load_si512(cb + 64 * k));
+      f(k, lo);
+      f(k + 4, hi);
     }
   } else {
-    if constexpr (kQ4) {
-      const __m256i m4 = _mm256_set1_epi8(0x0F);
-#pragma GCC unroll 4
-      for (size_t k = 0; k < 4; ++k) {
-        const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(cb + 64 * k + 32 * h));
-        f(k, _mm256_and_si256(v, m4));
-        f(k + 4, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-      }
-    } else {
 #pragma GCC unroll 8
-      for (size_t k = 0; k < 8; ++k)
-        f(k, _mm256_load_si256(reinterpret_cast<const __m256i*>(cb + 64 * k + 32 * h)));
-    }
+    for (size_t k = 0; k < 8; ++k) f(k, vline<V>(at + 64 * k));
   }
 }
 
 // What a tile of kQ activation rows (from j0) reads of group g: the group's
-// codes and scales, and each row's codes, scales and lane starts.
-template <bool kQ4, size_t kQ>
+// codes and scales (d fp16 [16] per block; min kinds then m fp16 [16]), and
+// each row's codes, scales and xcorr.
+template <int K, size_t kQ>
 struct TileIn {
-  static constexpr size_t kCode = kQ4 ? 256 : 512;  // code bytes per block
+  static constexpr size_t kCode = detail::group_code_bytes(kType32<K>);  // code bytes per block
+  static constexpr size_t kMetaH = detail::group_meta_bytes(kType32<K>) / 2;  // fp16 per block
   const uint8_t* cg;
   const uint16_t* sg;
   const int8_t* xq[kQ];
   const float* xd[kQ];
   const int32_t* xc[kQ];
   HWY_INLINE TileIn(const GroupedArgs& a, size_t g, size_t j0)
-      : cg(a.codes + g * a.nb * kCode), sg(reinterpret_cast<const uint16_t*>(a.meta) + g * a.nb * kGroupRows) {
+      : cg(a.codes + g * a.nb * kCode), sg(reinterpret_cast<const uint16_t*>(a.meta) + g * a.nb * kMetaH) {
 #pragma GCC unroll 8
     for (size_t j = 0; j < kQ; ++j)
       xq[j] = a.a->qrow(j0 + j), xd[j] = a.a->drow(j0 + j), xc[j] = a.a->crow(j0 + j);
@@ -185,39 +218,43 @@ struct TileIn {
 
 // kQ activation rows (from j0) against group g, 256-bit: outputs 0..7 of the
 // group in the low halves of each 64-byte line, 8..15 in the high.
-template <bool kQ4, size_t kQ, bool kVnni>
+template <int K, size_t kQ, bool kVnni>
 HWY_INLINE void tile_y(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
-  const TileIn<kQ4, kQ> in(a, g, j0);
+  const TileIn<K, kQ> in(a, g, j0);
   const auto& [cg, sg, xq, xd, xc] = in;
-  constexpr size_t kCode = TileIn<kQ4, kQ>::kCode;
+  constexpr size_t kCode = TileIn<K, kQ>::kCode, kMetaH = TileIn<K, kQ>::kMetaH;
   __m256 acc[kQ][2];
 #pragma GCC unroll 8
   for (size_t j = 0; j < kQ; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
   // Q8_0 without VNNI multiplies the signed codes directly (from 0).
-  constexpr bool kSign = !kQ4 && !kVnni;
+  constexpr bool kSign = !kNib<K> && !kVnni;
+  // 4-bit codes without VNNI sum int16 pairs first (from 0, see below).
+  constexpr bool kPairs16 = kNib<K> && !kFifth<K> && !kVnni;
+  // Where the lanes start: xcorr, or 0 (kSign; kPairs16 adds xcorr after
+  // its pair sums; the min kinds use xcorr for their min term).
+  constexpr bool kStart = !kSign && !kPairs16 && !kMinK<K>;
   const __m256i ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8(static_cast<char>(0x80));
   for (size_t b = 0; b < a.nb; ++b) {
     const uint8_t* cb = cg + b * kCode;
     if (pf) prefetch_codes<kCode>(a, cb);
 #pragma GCC unroll 2
     for (size_t h = 0; h < 2; ++h) {
-      // Q4_0 without VNNI sums int16 pairs first (from 0, see below).
-      constexpr bool kPairs16 = kQ4 && !kVnni;
       __m256i p[kQ];
 #pragma GCC unroll 8
-      for (size_t j = 0; j < kQ; ++j)
-        p[j] = kSign || kPairs16 ? _mm256_setzero_si256() : _mm256_set1_epi32(xc[j][b]);
-      for_quads<kQ4, __m256i>(cb, h, [&](size_t k, __m256i w) __attribute__((always_inline)) {
+      for (size_t j = 0; j < kQ; ++j) p[j] = kStart ? _mm256_set1_epi32(xc[j][b]) : _mm256_setzero_si256();
+      for_quads<K, __m256i>(cb, h, [&](size_t k, __m256i w) __attribute__((always_inline)) {
 #pragma GCC unroll 8
         for (size_t j = 0; j < kQ; ++j) {
           const __m256i xb = _mm256_set1_epi32(ld32(xq[j] + 32 * b + 4 * k));
           if constexpr (kVnni) {
             p[j] = dpbusd_y(p[j], w, xb);
-          } else if constexpr (kQ4) {
+          } else if constexpr (kPairs16) {
             // Codes 0..15: a pair is at most 2·15·127 = 3810 in magnitude, so
             // the 8 quads' pairs sum exactly in int16 (<= 30480); one madd
             // per block below.
             p[j] = _mm256_add_epi16(p[j], _mm256_maddubs_epi16(w, xb));
+          } else if constexpr (kNib<K>) {  // 5-bit codes: pairs <= 7874, int32 per quad
+            p[j] = _mm256_add_epi32(p[j], _mm256_madd_epi16(_mm256_maddubs_epi16(w, xb), ones));
           } else {
             const __m256i c = _mm256_xor_si256(w, flip);  // the signed codes
             const __m256i xs = _mm256_sign_epi8(xb, c);   // |c| (128 for −128) against x·sign(c)
@@ -225,12 +262,21 @@ HWY_INLINE void tile_y(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
           }
         }
       });
-      const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(sg + 16 * b + 8 * h)));
+      const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(sg + kMetaH * b + 8 * h)));
+      __m256 mw = dw;
+      if constexpr (kMinK<K>)
+        mw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(sg + kMetaH * b + 16 + 8 * h)));
 #pragma GCC unroll 8
       for (size_t j = 0; j < kQ; ++j) {
-        if constexpr (kPairs16) p[j] = _mm256_add_epi32(_mm256_set1_epi32(xc[j][b]), _mm256_madd_epi16(p[j], ones));
-        const __m256 s = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd[j] + b));
-        acc[j][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[j]), s, acc[j][h]);
+        if constexpr (kPairs16) {
+          p[j] = _mm256_madd_epi16(p[j], ones);
+          if constexpr (!kMinK<K>) p[j] = _mm256_add_epi32(_mm256_set1_epi32(xc[j][b]), p[j]);
+        }
+        const __m256 dx = _mm256_broadcast_ss(xd[j] + b);
+        acc[j][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[j]), _mm256_mul_ps(dw, dx), acc[j][h]);
+        if constexpr (kMinK<K>)  // + S·(m_w·dx)
+          acc[j][h] = _mm256_fmadd_ps(_mm256_set1_ps(static_cast<float>(xc[j][b])), _mm256_mul_ps(mw, dx),
+                                      acc[j][h]);
       }
     }
   }
@@ -247,11 +293,11 @@ HWY_INLINE __m512i dpbusd_bcast(__m512i acc, __m512i u, const int8_t* x) {
 }
 
 // kQ activation rows against group g, 512-bit (VNNI): a group is one vector.
-template <bool kQ4, size_t kQ>
+template <int K, size_t kQ>
 HWY_INLINE void tile_z(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
-  const TileIn<kQ4, kQ> in(a, g, j0);
+  const TileIn<K, kQ> in(a, g, j0);
   const auto& [cg, sg, xq, xd, xc] = in;
-  constexpr size_t kCode = TileIn<kQ4, kQ>::kCode;
+  constexpr size_t kCode = TileIn<K, kQ>::kCode, kMetaH = TileIn<K, kQ>::kMetaH;
   __m512 acc[kQ];
 #pragma GCC unroll 8
   for (size_t j = 0; j < kQ; ++j) acc[j] = _mm512_setzero_ps();
@@ -266,22 +312,27 @@ HWY_INLINE void tile_z(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
     __m512i p[kQ][kC];
 #pragma GCC unroll 8
     for (size_t j = 0; j < kQ; ++j) {
-      p[j][0] = _mm512_set1_epi32(xc[j][b]);
+      p[j][0] = kMinK<K> ? _mm512_setzero_si512() : _mm512_set1_epi32(xc[j][b]);
 #pragma GCC unroll 4
       for (size_t c = 1; c < kC; ++c) p[j][c] = _mm512_setzero_si512();
     }
-    for_quads<kQ4, __m512i>(cb, 0, [&](size_t k, __m512i w) __attribute__((always_inline)) {
+    for_quads<K, __m512i>(cb, 0, [&](size_t k, __m512i w) __attribute__((always_inline)) {
 #pragma GCC unroll 8
       for (size_t j = 0; j < kQ; ++j) p[j][k % kC] = dpbusd_bcast(p[j][k % kC], w, xq[j] + 32 * b + 4 * k);
     });
-    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sg + 16 * b)));
+    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sg + kMetaH * b)));
+    __m512 mw = dw;
+    if constexpr (kMinK<K>)
+      mw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sg + kMetaH * b + 16)));
 #pragma GCC unroll 8
     for (size_t j = 0; j < kQ; ++j) {
       __m512i pj = p[j][0];
 #pragma GCC unroll 4
       for (size_t c = 1; c < kC; ++c) pj = _mm512_add_epi32(pj, p[j][c]);
-      const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(xd[j][b]));
-      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pj), s, acc[j]);
+      const __m512 dx = _mm512_set1_ps(xd[j][b]);
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pj), _mm512_mul_ps(dw, dx), acc[j]);
+      if constexpr (kMinK<K>)  // + S·(m_w·dx)
+        acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(static_cast<float>(xc[j][b])), _mm512_mul_ps(mw, dx), acc[j]);
     }
   }
   const size_t o = g * kGroupRows, n = std::min(kGroupRows, a.rows - o);
@@ -302,14 +353,14 @@ HWY_INLINE void tile(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
     if constexpr (kK == detail::kQ4_K) return tile_kz<kQ>(a, g, j0, pf);
     else if constexpr (kK == detail::kQ5_K) return tile_kz<kQ, true>(a, g, j0, pf);
     else if constexpr (kK == detail::kQ6_K) return tile_6z<kQ>(a, g, j0, pf);
-    else return tile_z<kK == detail::kQ4_0, kQ>(a, g, j0, pf);
+    else return tile_z<kK, kQ>(a, g, j0, pf);
   }
 #endif
   if constexpr (!kZmm) {
     if constexpr (kK == detail::kQ4_K) tile_ky<kQ, kVnni>(a, g, j0, pf);
     else if constexpr (kK == detail::kQ5_K) tile_ky<kQ, kVnni, true>(a, g, j0, pf);
     else if constexpr (kK == detail::kQ6_K) tile_6y<kQ, kVnni>(a, g, j0, pf);
-    else tile_y<kK == detail::kQ4_0, kQ, kVnni>(a, g, j0, pf);
+    else tile_y<kK, kQ, kVnni>(a, g, j0, pf);
   }
 }
 
@@ -353,12 +404,16 @@ void GroupedRows(const GroupedArgs& a, size_t g0, size_t g1) {
     case detail::kQ4_K: return groups_of_kind<detail::kQ4_K>(a, g0, g1);
     case detail::kQ6_K: return groups_of_kind<detail::kQ6_K>(a, g0, g1);
     case detail::kQ5_K: return groups_of_kind<detail::kQ5_K>(a, g0, g1);
+    case detail::kQ5_0: return groups_of_kind<detail::kQ5_0>(a, g0, g1);
+    case detail::kQ4_1: return groups_of_kind<detail::kQ4_1>(a, g0, g1);
+    case detail::kQ5_1: return groups_of_kind<detail::kQ5_1>(a, g0, g1);
   }
 }
 #else
 // Targets without the integer kernels: the reference on gathered GGUF rows.
 void GroupedRows(const detail::GroupedArgs& a, size_t g0, size_t g1) {
-  constexpr GgmlType kTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_K};
+  constexpr GgmlType kTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K,
+                                 GgmlType::Q5_K, GgmlType::Q5_0, GgmlType::Q4_1, GgmlType::Q5_1};
   const GgmlType t = kTypes[a.kind];
   thread_local std::vector<uint8_t> row;
   thread_local std::vector<float> out;
@@ -398,7 +453,11 @@ namespace {
 // (decode of the ~1 B target 30-33 -> 25-27.5 ms against 8 KiB into L1 or 32
 // KiB into L2), q >= 2 32 KiB into L2 (q = 2 1.7 -> 1.17 decodes). Q5_K and
 // Q6_K: 32 KiB into L2 at every q (at q = 1 equal to 2 KiB into L1 with VNNI;
-// without, Q5_K 49.5 -> 37.8-39.4 ms, Q6_K 57.8 -> 54.3).
+// without, Q5_K 49.5 -> 37.8-39.4 ms, Q6_K 57.8 -> 54.3). Q5_0, Q4_1, Q5_1
+// as Q4_0 (session 23, bench-kernels 4096² and 11264x2048, AVX-512 VNNI:
+// at q = 1 32 KiB into L2 was slower, 0.38-0.44 -> 0.42-0.52 ms), except
+// Q5_0 at q = 2 with VNNI: 0.59-0.78 -> 0.46-0.60 ms into L2 (Q5_1 and Q4_1
+// there and every type without VNNI: equal within noise).
 struct Prefetch {
   bool on;
   size_t ahead;
@@ -406,7 +465,9 @@ struct Prefetch {
 };
 Prefetch prefetch_policy(GgmlType t, size_t q, bool vnni) {
   const bool on = q >= 3 || t != GgmlType::Q8_0 || !vnni || prefetch_single_row();
-  if (q >= 3 || t == GgmlType::Q5_K || t == GgmlType::Q6_K || (t == GgmlType::Q4_K && q == 2)) return {on, 32768, true};
+  const bool l2 = q >= 3 || t == GgmlType::Q5_K || t == GgmlType::Q6_K ||
+                  (q == 2 && (t == GgmlType::Q4_K || (t == GgmlType::Q5_0 && vnni)));
+  if (l2) return {on, 32768, true};
   return {on, t == GgmlType::Q4_K ? size_t{2048} : size_t{8192}, false};
 }
 }  // namespace
@@ -416,11 +477,14 @@ void matmul_grouped(const PackedMatrix& w, const float* x, size_t x_stride, size
   const GgmlType t = weight_ggml_type(w.hold());
   const bool vnni = simd_quant_vnni();  // one decision for the inputs and the kernel
   thread_local QuantAct act;
-  quantize_act(t, x, x_stride, q, w.cols(), act, vnni);
+  quantize_act(t, x, x_stride, q, w.cols(), act);
   const size_t rows = w.rows(), cols = w.cols();
   const Prefetch pf = prefetch_policy(t, q, vnni);
   const GroupedKind kind = t == GgmlType::Q8_0   ? kQ8_0
                            : t == GgmlType::Q4_0 ? kQ4_0
+                           : t == GgmlType::Q5_0 ? kQ5_0
+                           : t == GgmlType::Q4_1 ? kQ4_1
+                           : t == GgmlType::Q5_1 ? kQ5_1
                            : t == GgmlType::Q4_K ? kQ4_K
                            : t == GgmlType::Q5_K ? kQ5_K
                                                  : kQ6_K;

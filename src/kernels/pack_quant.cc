@@ -39,14 +39,8 @@ WeightType effective_hold(WeightType hold, size_t cols) {
 namespace detail {
 PackedMatrix hold_blocks(const uint8_t* blocks, GgmlType t, WeightType hold, size_t rows, size_t cols) {
   PackedMatrix m;
-  if (held_grouped(t)) {
-    PackedMatrixAccess::set(m, rows, cols, hold, grouped_bytes(t, rows, cols));
-    grouped_put_rows(t, blocks, 0, rows, rows, cols, PackedMatrixAccess::mut(m));
-    return m;
-  }
-  const size_t rb = ggml_row_bytes(static_cast<uint32_t>(t), cols);
-  PackedMatrixAccess::set(m, rows, cols, hold, rows * rb);
-  if (rows * rb) std::memcpy(PackedMatrixAccess::mut(m), blocks, rows * rb);
+  PackedMatrixAccess::set(m, rows, cols, hold, grouped_bytes(t, rows, cols));
+  grouped_put_rows(t, blocks, 0, rows, rows, cols, PackedMatrixAccess::mut(m));
   return m;
 }
 
@@ -61,19 +55,14 @@ PackedMatrix pack_quantized(const void* src, DType st, size_t rows, size_t cols,
     to_f32(static_cast<const uint8_t*>(src) + r * cols * dtype_size(st), st, cols, tmp.data());
     quantize_row(t, tmp.data(), cols, dst);
   };
-  PackedMatrix m;
-  if (held_grouped(t)) {  // a group of rows at a time: no second copy of the matrix
-    PackedMatrixAccess::set(m, rows, cols, eff, grouped_bytes(t, rows, cols));
-    std::vector<uint8_t> group(kGroupRows * rb);
-    for (size_t r0 = 0; r0 < rows; r0 += kGroupRows) {
-      const size_t n = std::min(kGroupRows, rows - r0);
-      for (size_t i = 0; i < n; ++i) quantize(r0 + i, group.data() + i * rb);
-      grouped_put_rows(t, group.data(), r0, n, rows, cols, PackedMatrixAccess::mut(m));
-    }
-    return m;
+  PackedMatrix m;  // a group of rows at a time: no second copy of the matrix
+  PackedMatrixAccess::set(m, rows, cols, eff, grouped_bytes(t, rows, cols));
+  std::vector<uint8_t> group(kGroupRows * rb);
+  for (size_t r0 = 0; r0 < rows; r0 += kGroupRows) {
+    const size_t n = std::min(kGroupRows, rows - r0);
+    for (size_t i = 0; i < n; ++i) quantize(r0 + i, group.data() + i * rb);
+    grouped_put_rows(t, group.data(), r0, n, rows, cols, PackedMatrixAccess::mut(m));
   }
-  PackedMatrixAccess::set(m, rows, cols, eff, rows * rb);
-  for (size_t r = 0; r < rows; ++r) quantize(r, PackedMatrixAccess::mut(m) + r * rb);
   return m;
 }
 }  // namespace detail
@@ -103,10 +92,7 @@ void PackedMatrix::row_blocks(size_t r, uint8_t* out) const {
   if (!weight_type_quantized(hold_))
     fail<ShapeError>("row_blocks: a {} matrix is not held as ggml blocks", weight_type_name(hold_));
   if (r >= rows_) fail<ShapeError>("row_blocks: row {} of {}", r, rows_);
-  const GgmlType t = weight_ggml_type(hold_);
-  if (detail::held_grouped(t)) return detail::grouped_gather_row(t, data_.get(), rows_, cols_, r, out);
-  const size_t rb = ggml_row_bytes(static_cast<uint32_t>(t), cols_);
-  std::memcpy(out, data_.get() + r * rb, rb);
+  detail::grouped_gather_row(weight_ggml_type(hold_), data_.get(), rows_, cols_, r, out);
 }
 
 }  // namespace mtp::kernels

@@ -31,7 +31,7 @@ PackedMatrix pack_quantized(const void* src, DType st, size_t rows, size_t cols,
 // matmul() for a quantized hold (matmul_quant.cc); strides already checked.
 void matmul_quant(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, float* y,
                   size_t y_stride, ThreadPool* pool);
-// The same for a Q8_0, Q4_0 or Q4_K hold (matmul_grouped.cc: grouped_blocks.h's layout).
+// The same for any block hold (matmul_grouped.cc: grouped_blocks.h's layout).
 void matmul_grouped(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, float* y,
                size_t y_stride, ThreadPool* pool);
 // A quantized hold of `rows` GGUF rows of type t (ggml_row_bytes each, back to

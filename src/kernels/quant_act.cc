@@ -59,36 +59,21 @@ void QuantizeBlocks(const float* HWY_RESTRICT x, size_t n_blocks, size_t ab, int
   }
 }
 
-// qu[i] = q[i] + 128 as unsigned bytes (= q XOR 0x80), n a multiple of 32.
-void OffsetCodes(const int8_t* HWY_RESTRICT q, size_t n, uint8_t* HWY_RESTRICT qu) {
-  const hn::ScalableTag<uint8_t> du;
-  const size_t N = hn::Lanes(du);
-  const auto flip = hn::Set(du, uint8_t{0x80});
-  size_t i = 0;
-  for (; i + N <= n; i += N)
-    hn::StoreU(hn::Xor(hn::LoadU(du, reinterpret_cast<const uint8_t*>(q) + i), flip), du, qu + i);
-  for (; i < n; ++i) qu[i] = static_cast<uint8_t>(q[i] + 128);
-}
-
 }  // namespace mtp::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace mtp::kernels::detail {
 HWY_EXPORT(QuantizeBlocks);
-HWY_EXPORT(OffsetCodes);
 
 void quantize_act(GgmlType t, const float* x, size_t x_stride, size_t rows, size_t cols,
-                  QuantAct& out, bool vnni) {
-  act_prepare(t, rows, cols, vnni, out);
+                  QuantAct& out) {
+  act_prepare(t, rows, cols, out);
   const auto blocks = HWY_DYNAMIC_DISPATCH(QuantizeBlocks);
-  const auto offset = HWY_DYNAMIC_DISPATCH(OffsetCodes);
   for (size_t r = 0; r < rows; ++r) {
     blocks(x + r * x_stride, cols / out.ab, out.ab, out.q.data() + r * cols, out.d.data() + r * (cols / out.ab));
-    if (!out.qu.empty()) offset(out.qrow(r), cols, out.qu.data() + r * cols);
     act_sums(t, r, out);  // integer sums of the codes: shared with the reference
   }
-  act_pairs(out);
 }
 
 }  // namespace mtp::kernels::detail

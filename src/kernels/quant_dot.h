@@ -1,6 +1,6 @@
 // Dot products of ggml-quantized weight rows with int8-quantized activation
-// rows: the arithmetic contract of the quantized kernels (matmul_grouped.cc,
-// matmul_quant.cc) and its scalar reference. Internal to kernels; tests
+// rows: the arithmetic contract of the quantized kernel (matmul_grouped.cc)
+// and its scalar reference. Internal to kernels; tests
 // include it.
 //
 // Activations (row-local, so batch-invariant): each row of x is cut into
@@ -12,18 +12,14 @@
 // Σ|w| (plus fp32 rounding), where y_fp32 = Σ dequantized w · x.
 //
 // One weight block b (32 or 256 elements) against the activation block(s) it
-// covers gives 8 exact int32 lanes P[l] (l < 8: elements 4l..4l+3 of each
-// 32-element chunk c of the block) and fp32 scales:
-//   Q5_0:      P[l] = Σ w·xq with w the signed code q−16,
-//              s = d_w·dx;   acc[l + 8·(b mod 2)] += float(P[l])·s
-//   Q4_1/Q5_1: P[l] = Σ q·xq (q the unsigned code), S[l] = Σ xq (the same
-//              4 elements; QuantAct::sum4), s = d_w·dx, sm = m_w·dx;
-//              acc[l + 8·(b mod 2)] += float(P[l])·s, then
-//              acc[l + 8·(b mod 2)] += float(S[l])·sm   (x = d·q + m)
-//   Q8_0/Q4_0: one lane: P = Σ_{i<32} w_i·xq_i (w = qs, q−8),
-//              acc[0] += float(P)·(d_w·dx) (held by groups of 16 output rows,
+// covers gives exact int32 sums and fp32 scales, accumulated into one lane:
+//   Q8_0/Q4_0/Q5_0: P = Σ_{i<32} w_i·xq_i (w = qs, q−8, q−16),
+//              acc += float(P)·(d_w·dx) (held by groups of 16 output rows,
 //              grouped_blocks.h, so a verify row pays one scale step per
 //              block for 16 outputs)
+//   Q4_1/Q5_1: P = Σ_{i<32} q_i·xq_i (q the unsigned code), S = Σ_{i<32}
+//              xq_i; acc += float(P)·(d_w·dx), then acc += float(S)·(m_w·dx)
+//              (x = d·q + m; held grouped as well)
 //   Q4_K/Q5_K: one lane: P = Σ_{j<8} sc_j · Σ_{i in sub-block j} q_i·xq_i
 //              (q unsigned), M = Σ_{j<8} m_j · bsum32_j (exact int32s);
 //              acc[0] += float(P)·(d·dx), then acc[0] += float(M)·((−dmin)·dx)
@@ -32,12 +28,10 @@
 //   Q6_K:      one lane: P = Σ_{j<16} sc_j · (Σ_{i in sub-block j} q_i·xq_i
 //              − 32·bsum16_j) (q in 0..63, sc signed; exact int32);
 //              acc[0] += float(P)·(d·dx) (held grouped as well)
-// (s, d·dx and (−dmin)·dx are single fp32 products; every "acc += a·b" is
+// (d_w·dx, m_w·dx and (−dmin)·dx are single fp32 products; every "acc += a·b" is
 // ONE fused multiply-add, fma(a, b, acc), one rounding — the kernels use
 // vfmadd, the reference std::fma), blocks in increasing order.
-// Then y = acc[0], except Q5_0, Q4_1, Q5_1: y = tree(acc), tree = t[l] += t[l + h] for
-// h = 8, 4, 2, 1. Integer sums are exact
-// and every fp32 operation is fixed, so y depends only on the weight row, the
+// Then y = acc. Integer sums are exact and every fp32 operation is fixed, so y depends only on the weight row, the
 // activation row and cols —
 // and is the same on every SIMD target (tests check the kernels against
 // quant_dot_ref bit for bit).
@@ -65,59 +59,35 @@ struct QuantAct {
   // sub-blocks adjacent so one 4-byte broadcast feeds Q4_K's vpdpwssd of
   // the mins (bsum32_{2p}, bsum32_{2p+1} against m_{2p}, m_{2p+1}).
   std::vector<int16_t> bsum32;
-  // [rows, cols / 4]: act_sum4_factor(t) · Σ of each 4 xq. Q5_0 (factor
-  // −16): the kernels multiply the unsigned stored codes q and start the lane
-  // sums at it: Σ (q − 16)·xq = sum4 + Σ q·xq, exactly. Q4_1/Q5_1 (factor
-  // 1): S[l], the lanes of the min term. Empty for the other types.
-  std::vector<int32_t> sum4;
-  // Q8_0 and Q4_0, [rows, cols / 32]: −u · Σ xq of each block (u = 128, 8),
-  // where the grouped kernel's lanes start: it multiplies the unsigned held
-  // codes (Q8_0: c + 128, grouped_blocks.h; Q4_0: q), and
-  // Σ (c + u)·xq − u·Σ xq = Σ c·xq, exactly.
+  // The 32-element types, [rows, cols / 32]: act_xcorr_factor(t) · Σ xq of
+  // each block. Q8_0, Q4_0, Q5_0 (factor −u, u = 128, 8, 16): where the
+  // kernel's lanes start: it multiplies the unsigned held codes (Q8_0: c +
+  // 128, grouped_blocks.h; Q4_0, Q5_0: q), and Σ (c + u)·xq − u·Σ xq = Σ
+  // c·xq, exactly. Q4_1, Q5_1 (factor 1): S, the min term's sum.
   std::vector<int32_t> xcorr;
-  // Q5_0, [rows, cols]: xq + 128 as unsigned bytes, for VNNI's
-  // u8·s8 product against the signed codes c, started at −128·Σc (weight
-  // side): Σ c·xq = Σ c·(xq + 128) − 128·Σ c, exactly. (Starting each row's
-  // lanes at an activation-side −128·Σ4 xq instead, as xneg, saves the
-  // weight-side dpbusd but reads cols int32 more per row: 8 rows of 4096
-  // then outgrow L1 and an 8-row Q8_0 product ran 3x slower on Zen 5.)
-  std::vector<uint8_t> qu;
-  // Q5_0, Q4_1, Q5_1: the scales d of each tile of kPairTileRows rows by block
-  // pair, [ceil(rows / 8), cols / 64, 16]: pair p of tile t holds row 8t + j's
-  // d of blocks 2p and 2p + 1 in lanes 2j and 2j + 1 (rows past `rows`: 0).
-  // The AVX-512 kernels form the products d_w·dx of a pair for 8 rows in one
-  // multiply and hand each row its two by a permute (the same single fp32
-  // products as the contract's).
-  static constexpr size_t kPairTileRows = 8;
-  std::vector<float> dpair;
   const int8_t* qrow(size_t r) const { return q.data() + r * cols; }
   const float* drow(size_t r) const { return d.data() + r * (cols / ab); }
   const int16_t* brow(size_t r) const { return bsum.data() + r * (cols / 16); }
   const int16_t* b32row(size_t r) const { return bsum32.data() + r * (cols / 32); }
-  const int32_t* s4row(size_t r) const { return sum4.data() + r * (cols / 4); }
-  const uint8_t* urow(size_t r) const { return qu.data() + r * cols; }
   const int32_t* crow(size_t r) const { return xcorr.data() + r * (cols / 32); }
-  const float* pair_tile(size_t r) const { return dpair.data() + r / kPairTileRows * (cols / 64) * 16; }
 };
 
 // Quantizes rows x[r·x_stride, +cols) for weights of type t (a block type).
-// qu is filled only with vnni for Q5_0 (the VNNI kernels' input; an odd last
-// block still takes the sum4 path); the reference reads neither. quantize_act is
-// the vectorized form the kernels call (quant_act.cc), quantize_act_ref the
-// scalar statement of the contract; every field is equal bit for bit (tests).
+// quantize_act is the vectorized form the kernels call (quant_act.cc),
+// quantize_act_ref the scalar statement of the contract; every field is
+// equal bit for bit (tests).
 void quantize_act(GgmlType t, const float* x, size_t x_stride, size_t rows, size_t cols,
-                  QuantAct& out, bool vnni = false);
+                  QuantAct& out);
 void quantize_act_ref(GgmlType t, const float* x, size_t x_stride, size_t rows, size_t cols,
-                      QuantAct& out, bool vnni = false);
-// QuantAct::sum4's factor: −16 for Q5_0 (the offset of its codes), 1 for
-// Q4_1/Q5_1 (their min term), 0 otherwise (no sum4).
-int act_sum4_factor(GgmlType t);
+                      QuantAct& out);
+// QuantAct::xcorr's factor: −128 (Q8_0), −8 (Q4_0), −16 (Q5_0) — the
+// offsets of their held codes —, 1 (Q4_1, Q5_1: their min term), 0 for the
+// K types (no xcorr).
+int act_xcorr_factor(GgmlType t);
 // The two halves both quantizers share: sizing `out` for rows × cols of type
-// t (checks cols), and row r's integer sums of its codes (sum4, xcorr, bsum, bsum32).
-void act_prepare(GgmlType t, size_t rows, size_t cols, bool vnni, QuantAct& out);
+// t (checks cols), and row r's integer sums of its codes (xcorr, bsum, bsum32).
+void act_prepare(GgmlType t, size_t rows, size_t cols, QuantAct& out);
 void act_sums(GgmlType t, size_t r, QuantAct& out);
-// dpair from d (both quantizers, after every row's d is set).
-void act_pairs(QuantAct& out);
 
 // The contract above for weight row `w` (ggml blocks of type t) and
 // activation row r of a.

@@ -52,41 +52,23 @@ float round_code(float v) {
   return std::min(127.f, std::max(-127.f, r));
 }
 
-float tree(float* t, size_t n) {
-  for (size_t h = n / 2; h >= 1; h /= 2)
-    for (size_t l = 0; l < h; ++l) t[l] = t[l] + t[l + h];
-  return t[0];
-}
-
 // Rows [r0, r0 + n) of a against one weight row: each block decoded once.
 void dot32(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n, float* out) {
   const size_t bb = ggml_type_info(static_cast<uint32_t>(t)).block_bytes;
-  thread_local std::vector<float> acc;
-  acc.assign(n * 16, 0.f);
+  for (size_t r = 0; r < n; ++r) out[r] = 0.f;
   int c[32];
-  const bool one_lane = t == GgmlType::Q8_0 || t == GgmlType::Q4_0;  // grouped types
   for (size_t b = 0; b < a.cols / 32; ++b, w += bb) {
     codes32(t, w, c);
     const float dw = ld16(w), mw = has_min(t) ? ld16(w + 2) : 0.f;
     for (size_t r = 0; r < n; ++r) {
       const int8_t* xq = a.qrow(r0 + r) + 32 * b;
-      const float s = dw * a.drow(r0 + r)[b], sm = mw * a.drow(r0 + r)[b];
-      if (one_lane) {
-        int32_t p = 0;
-        for (int i = 0; i < 32; ++i) p += c[i] * xq[i];
-        acc[r * 16] = std::fma(static_cast<float>(p), s, acc[r * 16]);
-        continue;
-      }
-      for (int l = 0; l < 8; ++l) {
-        int32_t p = 0, sx = 0;
-        for (int i = 4 * l; i < 4 * l + 4; ++i) p += c[i] * xq[i], sx += xq[i];
-        float& v = acc[r * 16 + static_cast<size_t>(l) + 8 * (b % 2)];
-        v = std::fma(static_cast<float>(p), s, v);
-        if (has_min(t)) v = std::fma(static_cast<float>(sx), sm, v);
-      }
+      const float dx = a.drow(r0 + r)[b];
+      int32_t p = 0, sx = 0;
+      for (int i = 0; i < 32; ++i) p += c[i] * xq[i], sx += xq[i];
+      out[r] = std::fma(static_cast<float>(p), dw * dx, out[r]);
+      if (has_min(t)) out[r] = std::fma(static_cast<float>(sx), mw * dx, out[r]);
     }
   }
-  for (size_t r = 0; r < n; ++r) out[r] = one_lane ? acc[r * 16] : tree(&acc[r * 16], 16) - 0.f;
 }
 
 // K types (one lane each, quant_dot.h): unsigned codes q[256] and the integer
@@ -155,9 +137,17 @@ size_t act_block(GgmlType t) {
   return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K ? 256 : 32;
 }
 
-int act_sum4_factor(GgmlType t) { return t == GgmlType::Q5_0 ? -16 : has_min(t) ? 1 : 0; }
+int act_xcorr_factor(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q8_0: return -128;
+    case GgmlType::Q4_0: return -8;
+    case GgmlType::Q5_0: return -16;
+    case GgmlType::Q4_1: case GgmlType::Q5_1: return 1;
+    default: return 0;
+  }
+}
 
-void act_prepare(GgmlType t, size_t rows, size_t cols, bool vnni, QuantAct& out) {
+void act_prepare(GgmlType t, size_t rows, size_t cols, QuantAct& out) {
   const size_t ab = act_block(t);
   MTP_CHECK(cols % ab == 0, "quantize_act: cols {} not a multiple of {}", cols, ab);
   out.rows = rows, out.cols = cols, out.ab = ab;
@@ -165,39 +155,19 @@ void act_prepare(GgmlType t, size_t rows, size_t cols, bool vnni, QuantAct& out)
   out.d.resize(rows * cols / ab);
   out.bsum.resize(ab == 256 ? rows * cols / 16 : 0);
   out.bsum32.resize(out.bsum.size() / 2);
-  out.sum4.resize(act_sum4_factor(t) ? rows * cols / 4 : 0);
-  const bool q5 = t == GgmlType::Q5_0;  // the grouped types need xcorr only
-  const bool rows32 = q5 || has_min(t);  // the row-major 32-element types
-  out.xcorr.resize(t == GgmlType::Q8_0 || t == GgmlType::Q4_0 ? rows * cols / 32 : 0);
-  out.qu.resize(q5 && vnni ? rows * cols : 0);
-  constexpr size_t kT = QuantAct::kPairTileRows;
-  out.dpair.assign(rows32 ? (rows + kT - 1) / kT * (cols / 64) * 16 : 0, 0.f);
-}
-
-void act_pairs(QuantAct& out) {
-  if (out.dpair.empty()) return;
-  const size_t np = out.cols / 64;  // whole pairs (an odd last block has none)
-  for (size_t r = 0; r < out.rows; ++r) {
-    const float* d = out.drow(r);
-    float* dst = out.dpair.data() + r / QuantAct::kPairTileRows * np * 16 + 2 * (r % QuantAct::kPairTileRows);
-    for (size_t p = 0; p < np; ++p) dst[16 * p] = d[2 * p], dst[16 * p + 1] = d[2 * p + 1];
-  }
+  out.xcorr.resize(ab == 32 ? rows * cols / 32 : 0);
 }
 
 void act_sums(GgmlType t, size_t r, QuantAct& out) {
   const size_t cols = out.cols;
   const int8_t* __restrict q = out.qrow(r);
-  if (!out.sum4.empty()) {
-    const int f = act_sum4_factor(t);
-    int32_t* __restrict xn = out.sum4.data() + r * (cols / 4);
-    for (size_t g = 0; g < cols / 4; ++g) xn[g] = f * (q[4 * g] + q[4 * g + 1] + q[4 * g + 2] + q[4 * g + 3]);
-  }
   if (!out.xcorr.empty()) {
+    const int f = act_xcorr_factor(t);
     int32_t* __restrict xc = out.xcorr.data() + r * (cols / 32);
     for (size_t b = 0; b < cols / 32; ++b) {
       int s = 0;
       for (size_t i = 32 * b; i < 32 * b + 32; ++i) s += q[i];
-      xc[b] = (t == GgmlType::Q8_0 ? -128 : -8) * s;
+      xc[b] = f * s;
     }
   }
   if (out.ab == 256) {
@@ -213,8 +183,8 @@ void act_sums(GgmlType t, size_t r, QuantAct& out) {
 }
 
 void quantize_act_ref(GgmlType t, const float* x, size_t x_stride, size_t rows, size_t cols,
-                      QuantAct& out, bool vnni) {
-  act_prepare(t, rows, cols, vnni, out);
+                      QuantAct& out) {
+  act_prepare(t, rows, cols, out);
   const size_t ab = out.ab;
   for (size_t r = 0; r < rows; ++r) {
     const float* xr = x + r * x_stride;
@@ -227,11 +197,8 @@ void quantize_act_ref(GgmlType t, const float* x, size_t x_stride, size_t rows, 
       for (size_t i = b * ab; i < (b + 1) * ab; ++i)
         q[i] = static_cast<int8_t>(round_code(xr[i] * inv));
     }
-    if (!out.qu.empty())
-      for (size_t i = 0; i < cols; ++i) out.qu[r * cols + i] = static_cast<uint8_t>(q[i] + 128);
     act_sums(t, r, out);
   }
-  act_pairs(out);
 }
 
 void quant_dot_ref_rows(GgmlType t, const uint8_t* w, const QuantAct& a, size_t r0, size_t n,
