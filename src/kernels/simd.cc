@@ -116,6 +116,8 @@ void select_locked(const std::string& name, const char* what) {
 
 }  // namespace
 
+int64_t detail::host_simd_targets() { return host_targets(); }
+
 const std::vector<std::string>& simd_target_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> v;

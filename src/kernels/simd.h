@@ -21,6 +21,7 @@
 // no kernel runs (at start-up, or between test cases).
 #pragma once
 #include <atomic>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,8 @@ bool simd_quant_vnni();
 std::string simd_target_description();
 
 namespace detail {
+// Highway target bits this CPU executes (detection: whatever is pinned).
+int64_t host_simd_targets();
 extern std::atomic<bool> g_simd_chosen;  // MTPSPEC_SIMD applied or target set
 void apply_simd_env();
 // Applies MTPSPEC_SIMD if that has not happened yet; throws as set_simd_target
