@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/grouped_blocks.h"
 #include "kernels/matmul.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_dot.h"
@@ -333,6 +334,23 @@ TEST(QuantPack, FallbackHoldsForShortRows) {
   PackedMatrix::pack_blocks(h, GgmlType::F16, 1, 2).row_f32(0, row);
   EXPECT_EQ(row[0], 1.f + 0x1p-10f);
   EXPECT_EQ(row[1], -2.f);
+}
+
+// Q5_0/Q5_1's held fifth bits (grouped_blocks.h): bit j < 4 of byte e is
+// element 4j + e's, bit 4 + j element 16 + 4j + e's (worked out from the
+// layout comment, element by element), and the permutation is undone.
+TEST(QuantPack, FifthBitsHeldByQuad) {
+  for (uint32_t i = 0; i < 32; ++i) {  // one element's bit at a time
+    const uint32_t w = detail::qh_hold(1u << i);
+    const uint32_t e = i % 4, j = i < 16 ? i / 4 : 4 + (i - 16) / 4;
+    EXPECT_EQ(w, 1u << (8 * e + j)) << "element " << i;
+    EXPECT_EQ(detail::qh_gguf(w), 1u << i) << "element " << i;
+  }
+  std::mt19937 rng(3);
+  for (int r = 0; r < 100; ++r) {
+    const uint32_t qh = static_cast<uint32_t>(rng());
+    ASSERT_EQ(detail::qh_gguf(detail::qh_hold(qh)), qh);
+  }
 }
 
 TEST(QuantPack, WeightTypeNamesRoundTrip) {
