@@ -228,33 +228,46 @@ HWY_INLINE void tile_y(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
   for (size_t j = 0; j < kQ; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
   // Q8_0 without VNNI multiplies the signed codes directly (from 0).
   constexpr bool kSign = !kNib<K> && !kVnni;
-  // 4-bit codes without VNNI sum int16 pairs first (from 0, see below).
-  constexpr bool kPairs16 = kNib<K> && !kFifth<K> && !kVnni;
+  // Nibble codes without VNNI sum int16 pairs first (from 0, see below).
+  constexpr bool kPairs16 = kNib<K> && !kVnni;
   // Where the lanes start: xcorr, or 0 (kSign; kPairs16 adds xcorr after
   // its pair sums; the min kinds use xcorr for their min term).
   constexpr bool kStart = !kSign && !kPairs16 && !kMinK<K>;
   const __m256i ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  // 0, opaque to the optimizer: from 2 rows on, the second half's
+  // broadcasts of an activation quad read at + hz, so g++ 12 cannot take
+  // them for the first half's — it otherwise keeps a block's 8 quads × kQ
+  // rows of broadcasts live across both halves and spills them to the stack
+  // (session 23, AVX2 without VNNI: in cache, 4 rows of 4096 cols, Q5_0
+  // 0.080 -> 0.065 ms, Q4_0 0.078 -> 0.060; the ~1 B target's Q4_0 m(4)
+  // 3.35 -> 2.50). One row keeps the shared broadcasts: re-reading them
+  // there made the Q8_0 decode 22 % slower (38.7 -> 47 ms).
+  size_t hz;
+  asm("" : "=r"(hz) : "0"(size_t{0}));
   for (size_t b = 0; b < a.nb; ++b) {
     const uint8_t* cb = cg + b * kCode;
     if (pf) prefetch_codes<kCode>(a, cb);
 #pragma GCC unroll 2
     for (size_t h = 0; h < 2; ++h) {
-      __m256i p[kQ];
+      __m256i p[kQ], p2[kQ];  // p2: 5-bit codes' int16 sums of quads 4..7
 #pragma GCC unroll 8
-      for (size_t j = 0; j < kQ; ++j) p[j] = kStart ? _mm256_set1_epi32(xc[j][b]) : _mm256_setzero_si256();
+      for (size_t j = 0; j < kQ; ++j)
+        p[j] = kStart ? _mm256_set1_epi32(xc[j][b]) : _mm256_setzero_si256(), p2[j] = _mm256_setzero_si256();
       for_quads<K, __m256i>(cb, h, [&](size_t k, __m256i w) __attribute__((always_inline)) {
 #pragma GCC unroll 8
         for (size_t j = 0; j < kQ; ++j) {
-          const __m256i xb = _mm256_set1_epi32(ld32(xq[j] + 32 * b + 4 * k));
+          const __m256i xb = _mm256_set1_epi32(ld32(xq[j] + 32 * b + 4 * k + (kQ > 1 ? h * hz : 0)));
           if constexpr (kVnni) {
             p[j] = dpbusd_y(p[j], w, xb);
           } else if constexpr (kPairs16) {
             // Codes 0..15: a pair is at most 2·15·127 = 3810 in magnitude, so
             // the 8 quads' pairs sum exactly in int16 (<= 30480); one madd
-            // per block below.
-            p[j] = _mm256_add_epi16(p[j], _mm256_maddubs_epi16(w, xb));
-          } else if constexpr (kNib<K>) {  // 5-bit codes: pairs <= 7874, int32 per quad
-            p[j] = _mm256_add_epi32(p[j], _mm256_madd_epi16(_mm256_maddubs_epi16(w, xb), ones));
+            // per block below. Codes 0..31: a pair <= 7874, so 4 quads' sum
+            // (<= 31496) per int16 sum, two of them (against an int32 add
+            // per quad, in cache, AVX2, q = 4: Q5_0 0.070 -> 0.065 ms, Q5_1
+            // 0.074 -> 0.069; session 23).
+            __m256i& s16 = kFifth<K> && k >= 4 ? p2[j] : p[j];
+            s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w, xb));
           } else {
             const __m256i c = _mm256_xor_si256(w, flip);  // the signed codes
             const __m256i xs = _mm256_sign_epi8(xb, c);   // |c| (128 for −128) against x·sign(c)
@@ -270,6 +283,7 @@ HWY_INLINE void tile_y(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
       for (size_t j = 0; j < kQ; ++j) {
         if constexpr (kPairs16) {
           p[j] = _mm256_madd_epi16(p[j], ones);
+          if constexpr (kFifth<K>) p[j] = _mm256_add_epi32(p[j], _mm256_madd_epi16(p2[j], ones));
           if constexpr (!kMinK<K>) p[j] = _mm256_add_epi32(_mm256_set1_epi32(xc[j][b]), p[j]);
         }
         const __m256 dx = _mm256_broadcast_ss(xd[j] + b);
