@@ -29,7 +29,7 @@ struct Form {
 };
 // Checks the type once per call of the two entry points below.
 Form form(GgmlType t) {
-  MTP_CHECK(held_grouped(t), "grouped layout of a type that is not a block type");
+  MTP_CHECK(ggml_type_quantized(t), "grouped layout of a type that is not a block type");
   const size_t bytes = ggml_row_bytes(static_cast<uint32_t>(t), group_block_elems(t));
   const size_t n_code = group_code_bytes(t) / kGroupRows;
   switch (t) {

@@ -57,14 +57,6 @@ namespace mtp::kernels::detail {
 
 constexpr size_t kGroupRows = 16;  // output rows per group
 
-// Whether type t is held grouped (every block type).
-constexpr bool held_grouped(GgmlType t) {
-  switch (t) {
-    case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0:
-    case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: return true;
-    default: return false;
-  }
-}
 // Elements per block of a held type (32; K types 256).
 constexpr size_t group_block_elems(GgmlType t) {
   return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K ? 256 : 32;

@@ -836,7 +836,7 @@ void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, fl
     if (x_stride < w.cols() || y_stride < w.rows())
       fail<ShapeError>("matmul: x_stride {} < cols {} or y_stride {} < rows {}", x_stride,
                        w.cols(), y_stride, w.rows());
-    return detail::matmul_quant(w, x, x_stride, q, y, y_stride, pool);
+    return detail::matmul_grouped(w, x, x_stride, q, y, y_stride, pool);
   }
   // Diagnostic only (drift --verify-kernels blas): not batch-invariant.
   if (q > 1 && backend() == Backend::BlasForBatches) {

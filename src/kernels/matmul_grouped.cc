@@ -43,10 +43,14 @@
 // sign trick, |c| against x·sign(c), exact: pairs <= 2·128·127), others the
 // reference on gathered rows.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
+#include <string_view>
 #include <vector>
 
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
 #include "kernels/packed_access.h"
@@ -67,6 +71,9 @@
 namespace mtp::kernels::detail {
 // The held types, as a template parameter.
 enum GroupedKind : int { kQ8_0 = 0, kQ4_0 = 1, kQ4_K = 2, kQ6_K = 3, kQ5_K = 4, kQ5_0 = 5, kQ4_1 = 6, kQ5_1 = 7 };
+// The ggml type of each kind (indexed by GroupedKind).
+inline constexpr GgmlType kKindType[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K,
+                                         GgmlType::Q5_K, GgmlType::Q5_0, GgmlType::Q4_1, GgmlType::Q5_1};
 struct GroupedArgs {
   GroupedKind kind;
   const uint8_t* codes;    // grouped_blocks.h
@@ -143,9 +150,6 @@ HWY_INLINE void prefetch_codes(const GroupedArgs& a, const uint8_t* cb) {
 template <int K> inline constexpr bool kNib = K != detail::kQ8_0;
 template <int K> inline constexpr bool kFifth = K == detail::kQ5_0 || K == detail::kQ5_1;
 template <int K> inline constexpr bool kMinK = K == detail::kQ4_1 || K == detail::kQ5_1;
-template <int K> inline constexpr GgmlType kType32 =
-    K == detail::kQ8_0 ? GgmlType::Q8_0 : K == detail::kQ4_0 ? GgmlType::Q4_0
-    : K == detail::kQ5_0 ? GgmlType::Q5_0 : K == detail::kQ4_1 ? GgmlType::Q4_1 : GgmlType::Q5_1;
 
 // The byte operations of for_quads at 256 and (AVX-512) 512 bits.
 template <class V> HWY_INLINE V vline(const uint8_t* p);  // one aligned load
@@ -201,8 +205,8 @@ HWY_INLINE void for_quads(const uint8_t* cb, size_t h, F&& f) {
 // each row's codes, scales and xcorr.
 template <int K, size_t kQ>
 struct TileIn {
-  static constexpr size_t kCode = detail::group_code_bytes(kType32<K>);  // code bytes per block
-  static constexpr size_t kMetaH = detail::group_meta_bytes(kType32<K>) / 2;  // fp16 per block
+  static constexpr size_t kCode = detail::group_code_bytes(detail::kKindType[K]);  // code bytes per block
+  static constexpr size_t kMetaH = detail::group_meta_bytes(detail::kKindType[K]) / 2;  // fp16 per block
   const uint8_t* cg;
   const uint16_t* sg;
   const int8_t* xq[kQ];
@@ -426,9 +430,7 @@ void GroupedRows(const GroupedArgs& a, size_t g0, size_t g1) {
 #else
 // Targets without the integer kernels: the reference on gathered GGUF rows.
 void GroupedRows(const detail::GroupedArgs& a, size_t g0, size_t g1) {
-  constexpr GgmlType kTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K,
-                                 GgmlType::Q5_K, GgmlType::Q5_0, GgmlType::Q4_1, GgmlType::Q5_1};
-  const GgmlType t = kTypes[a.kind];
+  const GgmlType t = detail::kKindType[a.kind];
   thread_local std::vector<uint8_t> row;
   thread_local std::vector<float> out;
   row.resize(ggml_row_bytes(static_cast<uint32_t>(t), a.cols));
@@ -450,6 +452,20 @@ namespace mtp::kernels {
 HWY_EXPORT(GroupedRows);
 
 namespace detail {
+namespace {
+std::atomic<bool> g_vnni_allowed{true};
+}  // namespace
+
+bool cpu_has_quant_vnni(std::string_view target) {
+  static const bool avx512 = __builtin_cpu_supports("avx512vnni");
+  static const bool avx = __builtin_cpu_supports("avxvnni");
+  if (target.starts_with("AVX3")) return avx512;
+  if (target == "AVX2") return avx;
+  return false;
+}
+bool quant_vnni_allowed() { return g_vnni_allowed.load(std::memory_order_relaxed); }
+void set_quant_vnni(bool allowed) { g_vnni_allowed.store(allowed, std::memory_order_relaxed); }
+
 namespace {
 // Whether, how far ahead and into which level the kernels prefetch codes
 // (measured on Zen 4, docs/PERFORMANCE.md Sessions 18, 19 and 21).
@@ -494,14 +510,9 @@ void matmul_grouped(const PackedMatrix& w, const float* x, size_t x_stride, size
   quantize_act(t, x, x_stride, q, w.cols(), act);
   const size_t rows = w.rows(), cols = w.cols();
   const Prefetch pf = prefetch_policy(t, q, vnni);
-  const GroupedKind kind = t == GgmlType::Q8_0   ? kQ8_0
-                           : t == GgmlType::Q4_0 ? kQ4_0
-                           : t == GgmlType::Q5_0 ? kQ5_0
-                           : t == GgmlType::Q4_1 ? kQ4_1
-                           : t == GgmlType::Q5_1 ? kQ5_1
-                           : t == GgmlType::Q4_K ? kQ4_K
-                           : t == GgmlType::Q5_K ? kQ5_K
-                                                 : kQ6_K;
+  const auto* at = std::find(std::begin(kKindType), std::end(kKindType), t);
+  MTP_CHECK(at != std::end(kKindType), "matmul_grouped: {} is not a block type", weight_type_name(w.hold()));
+  const auto kind = static_cast<GroupedKind>(at - std::begin(kKindType));
   const GroupedArgs a{kind,
                       w.data(),
                       w.data() + grouped_meta_offset(t, rows, cols),

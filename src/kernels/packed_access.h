@@ -28,10 +28,8 @@ struct PackedMatrixAccess {
 namespace detail {
 // PackedMatrix::pack for a quantized hold (pack_quant.cc).
 PackedMatrix pack_quantized(const void* src, DType st, size_t rows, size_t cols, WeightType hold);
-// matmul() for a quantized hold (matmul_quant.cc); strides already checked.
-void matmul_quant(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, float* y,
-                  size_t y_stride, ThreadPool* pool);
-// The same for any block hold (matmul_grouped.cc: grouped_blocks.h's layout).
+// matmul() for a quantized hold (matmul_grouped.cc: grouped_blocks.h's
+// layout); strides already checked.
 void matmul_grouped(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, float* y,
                size_t y_stride, ThreadPool* pool);
 // A quantized hold of `rows` GGUF rows of type t (ggml_row_bytes each, back to

@@ -51,7 +51,7 @@ const char* simd_target();
 // avx3 and avx2, false on sse4 and scalar (product rounded, then the sum).
 bool simd_target_has_fma();
 
-// Whether the quantized kernels (matmul_quant.cc) run their VNNI
+// Whether the quantized kernels (matmul_grouped.cc) run their VNNI
 // instantiations now: on the avx3 target of a CPU with AVX512_VNNI, or on the
 // avx2 target of one with AVX-VNNI (Intel Alder Lake and later) — the same
 // bits either way; reports say which ran ("+ VNNI", "+ AVX-VNNI").

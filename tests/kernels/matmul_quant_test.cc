@@ -1,4 +1,4 @@
-// Quantized weight kernels (kernels/matmul_quant.cc): on every SIMD target the
+// Quantized weight kernels (kernels/matmul_grouped.cc): on every SIMD target the
 // host runs (AVX-512 and AVX2 with and without VNNI where the CPU has it:
 // "avx3-novnni", "avx2-novnni"), the kernel gives quant_dot_ref's bits (the contract of
 // quant_dot.h), is batch-invariant (q = 1..16, 1 and 2 threads), and is within
