@@ -291,6 +291,29 @@ void dequantize_row(GgmlType t, const void* src, size_t n, float* out) {
   }
 }
 
+std::optional<NonFiniteScale> find_nonfinite_scale(GgmlType t, const void* src, size_t rows,
+                                                   size_t n) {
+  const GgmlTypeInfo info = checked_info(t, n, "find_nonfinite_scale");
+  MTP_CHECK(ggml_type_quantized(t), "find_nonfinite_scale: not a block type");
+  // Byte offsets of the fp16 scale fields in one block (quant_blocks.h layouts).
+  struct Field { size_t at; const char* name; };
+  Field fields[2] = {{0, "d"}, {2, "m"}};
+  size_t n_fields = 1;
+  if (t == GgmlType::Q4_1 || t == GgmlType::Q5_1) n_fields = 2;
+  if (t == GgmlType::Q4_K || t == GgmlType::Q5_K) fields[1].name = "dmin", n_fields = 2;
+  if (t == GgmlType::Q6_K) fields[0].at = 208;
+  const auto* s = static_cast<const uint8_t*>(src);
+  const size_t per_row = n / info.block_elems, total = rows * per_row;
+  for (size_t b = 0; b < total; ++b, s += info.block_bytes) {
+    for (size_t f = 0; f < n_fields; ++f) {
+      uint16_t h;
+      std::memcpy(&h, s + fields[f].at, 2);
+      if ((h & 0x7c00) == 0x7c00) return NonFiniteScale{b / per_row, b % per_row, fields[f].name, f16_to_f32(h)};
+    }
+  }
+  return std::nullopt;
+}
+
 void quantize_row(GgmlType t, const float* x, size_t n, void* dst) {
   const GgmlTypeInfo info = checked_info(t, n, "quantize_row");
   MTP_CHECK(ggml_type_quantized(t), "quantize_row: not a block type");

@@ -47,6 +47,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "core/ggml_type.h"
 
@@ -69,6 +70,19 @@ void dequantize_row(GgmlType t, const void* src, size_t n, float* out);
 // the eight quantized types; n a multiple of its block size).
 void quantize_row(GgmlType t, const float* x, size_t n, void* dst);
 
+// A block's fp16 scale field that is NaN or ±Inf: every value a block type
+// decodes to is its fp16 scales times bounded integers (codes < 64, 6-bit or
+// int8 sub-scales), finite whenever the scales are, so these fields are all a
+// finiteness check of block data has to read.
+struct NonFiniteScale {
+  size_t row = 0, block = 0;  // block index within the row
+  const char* field = "";     // "d", "m" (Q4_1/Q5_1) or "dmin" (Q4_K/Q5_K)
+  float value = 0.0f;
+};
+// The first non-finite scale of `rows` rows of n elements of block type t
+// stored back to back at src (ggml_row_bytes(t, n) bytes each), if any.
+std::optional<NonFiniteScale> find_nonfinite_scale(GgmlType t, const void* src, size_t rows,
+                                                   size_t n);
 // Q4_K/Q5_K's packing of the 8 6-bit scales and mins in 12 bytes: sub-block j.
 void scale_min_k4(const uint8_t* scales, size_t j, uint8_t* sc, uint8_t* m);
 

@@ -142,19 +142,15 @@ PackedMatrix load_matrix(const TensorSet& ts, const std::vector<std::string>& na
     // A run of parts of one block type: their rows of blocks back to back.
     std::vector<uint8_t> buf;
     int64_t rows = 0;
-    std::vector<float> vals(size_t(b->cols));
     const size_t rb = ggml_row_bytes(uint32_t(b->type), size_t(b->cols));
     size_t j = i;
     for (const BlockTensor* bj; j < names.size() && (bj = block_of(names[j])) && bj->type == b->type;
          ++j) {
       const TensorView& v = ts.get(names[j]);
       const auto* src = static_cast<const uint8_t*>(v.data);
-      for (int64_t r = 0; r < bj->rows; ++r) {
-        kernels::dequantize_row(b->type, src + size_t(r) * rb, vals.size(), vals.data());
-        check_finite(vals.data(), vals.size(),
-                     fmt::format("row {} of tensor '{}' in '{}' ({} blocks)", r, names[j],
-                                 ts.file_of(names[j]), ggml_type_name(uint32_t(b->type))));
-      }
+      MTP_CHECK(v.nbytes == size_t(bj->rows) * rb, "block tensor size checked at open");
+      check_finite_blocks(src, b->type, size_t(bj->rows), size_t(b->cols),
+                          fmt::format("tensor '{}' in '{}'", names[j], ts.file_of(names[j])));
       buf.insert(buf.end(), src, src + v.nbytes);
       rows += bj->rows;
     }

@@ -116,6 +116,10 @@ PackedMatrix pack_gguf_matrix(const std::vector<RowSource>& parts, kernels::Weig
                           "(supported: {})",
                           parts[i].t->name, file, ggml_type_name(type), kernels::kSupportedGgmlTypes);
       }
+      for (const auto& p : run) {
+        check_finite_blocks(p.t->data, static_cast<GgmlType>(type), p.t->rows(), cols,
+                            fmt::format("tensor {} in '{}'", p.t->name, file));
+      }
       const std::vector<uint8_t> buf = gather_rows(run, cols);
       const size_t rows = buf.size() / ggml_row_bytes(type, cols);
       packed.push_back(
@@ -295,6 +299,8 @@ LoadedModel load_gguf(const std::string& path, const LoadOptions& opt) {
         fail<ConfigError>("tensor token_embd.weight in '{}' has type {}, which mtpspec cannot "
                           "compute with", path, ggml_type_name(e->type));
       }
+      check_finite_blocks(e->data, static_cast<GgmlType>(e->type), e->rows(), e->row_elems(),
+                          fmt::format("tensor token_embd.weight in '{}'", path));
       // Looked up in place, a row dequantized at a time (EmbeddingTable::blocks).
       w.embed = EmbeddingTable{e->data, DType::U8, size_t(c.vocab), size_t(c.d_model),
                                static_cast<GgmlType>(e->type)};

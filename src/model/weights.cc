@@ -60,4 +60,13 @@ void check_finite(const void* src, DType t, size_t n, const std::string& what) {
   }
 }
 
+void check_finite_blocks(const void* src, GgmlType t, size_t rows, size_t cols,
+                         const std::string& what) {
+  if (const auto bad = kernels::find_nonfinite_scale(t, src, rows, cols)) {
+    fail<FormatError>("{} holds a non-finite scale {} = {} in block {} of row {} ({} blocks)", what,
+                      bad->field, bad->value, bad->block, bad->row,
+                      ggml_type_name(static_cast<uint32_t>(t)));
+  }
+}
+
 }  // namespace mtp::model

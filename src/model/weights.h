@@ -63,5 +63,9 @@ std::vector<float> norm_weight(const void* src, DType t, size_t n, bool one_plus
 // Throws FormatError naming `what` if any value is NaN or ±Inf.
 void check_finite(const float* x, size_t n, const std::string& what);
 void check_finite(const void* src, DType t, size_t n, const std::string& what);
+// The same for `rows` rows of `cols` elements of ggml block type t (GGUF
+// tensors, quantized drafter matrices): names the row, block and scale field.
+void check_finite_blocks(const void* src, GgmlType t, size_t rows, size_t cols,
+                         const std::string& what);
 
 }  // namespace mtp::model

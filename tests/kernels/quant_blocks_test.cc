@@ -265,5 +265,48 @@ TEST(QuantBlocks, QuantizeWithinDocumentedBound) {
   }
 }
 
+// find_nonfinite_scale against the dequantizer: a NaN or ±Inf in any scale
+// field (offsets from ggml's layouts above) makes the dequantized block
+// non-finite and is found at its row and block; the largest finite fp16 in
+// every field keeps every value finite and is not reported.
+TEST(QuantBlocks, NonFiniteScalesFoundWhereDequantizingSaysSo) {
+  struct Field { GgmlType t; size_t at; const char* name; };
+  const Field fields[] = {
+      {GgmlType::Q8_0, 0, "d"},   {GgmlType::Q4_0, 0, "d"},    {GgmlType::Q5_0, 0, "d"},
+      {GgmlType::Q4_1, 0, "d"},   {GgmlType::Q4_1, 2, "m"},    {GgmlType::Q5_1, 0, "d"},
+      {GgmlType::Q5_1, 2, "m"},   {GgmlType::Q4_K, 0, "d"},    {GgmlType::Q4_K, 2, "dmin"},
+      {GgmlType::Q5_K, 0, "d"},   {GgmlType::Q5_K, 2, "dmin"}, {GgmlType::Q6_K, 208, "d"}};
+  std::mt19937 rng(11);
+  const size_t n = 512, rows = 3;
+  for (const Field& f : fields) {
+    const auto ty = static_cast<uint32_t>(f.t);
+    const size_t rb = ggml_row_bytes(ty, n), bb = ggml_type_info(ty).block_bytes;
+    const size_t be = ggml_type_info(ty).block_elems;
+    std::vector<uint8_t> b(rows * rb);
+    for (size_t r = 0; r < rows; ++r) quantize_row(f.t, test_row(n, rng).data(), n, &b[r * rb]);
+    EXPECT_FALSE(find_nonfinite_scale(f.t, b.data(), rows, n).has_value()) << ty;
+    for (uint16_t h : {uint16_t(0x7E00), uint16_t(0x7C00), uint16_t(0xFC00), uint16_t(0x7BFF)}) {
+      auto bad = b;
+      bad[2 * rb + bb + f.at] = uint8_t(h & 0xFF);  // row 2, block 1
+      bad[2 * rb + bb + f.at + 1] = uint8_t(h >> 8);
+      std::vector<float> y(n);
+      dequantize_row(f.t, &bad[2 * rb], n, y.data());
+      bool finite_block = true;
+      for (size_t i = 0; i < n; ++i) {
+        if (i / be != 1) ASSERT_TRUE(std::isfinite(y[i])) << i;
+        else finite_block = finite_block && std::isfinite(y[i]);
+      }
+      const auto found = find_nonfinite_scale(f.t, bad.data(), rows, n);
+      ASSERT_EQ(found.has_value(), !finite_block) << ggml_type_name(ty) << " " << f.name << " " << h;
+      EXPECT_EQ(finite_block, h == 0x7BFF) << ggml_type_name(ty) << " " << f.name;
+      if (found) {
+        EXPECT_EQ(found->row, 2u);
+        EXPECT_EQ(found->block, 1u);
+        EXPECT_STREQ(found->field, f.name);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mtp::kernels

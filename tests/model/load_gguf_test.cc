@@ -233,6 +233,29 @@ TEST(LoadGguf, InconsistentFilesNameTheTensorOrKey) {
                               float v = std::nanf("");
                               std::memcpy(&t.bytes[40], &v, 4); }), {}); },
                             {"blk.0.ffn_down.weight", "non-finite"});
+  // A non-finite fp16 scale in a block-quantized matrix and embedding: the
+  // tensor's F32 values requantized, then one block's d set to NaN / -Inf.
+  const auto requantized = [](io::GgufWriteTensor& t, GgmlType type, size_t row, uint16_t d) {
+    const size_t cols = size_t(t.dims[0]), rows = size_t(t.dims[1]);
+    const size_t rb = ggml_row_bytes(uint32_t(type), cols);
+    std::string out(rows * rb, '\0');
+    for (size_t r = 0; r < rows; ++r) {
+      kernels::quantize_row(type, reinterpret_cast<const float*>(t.bytes.data()) + r * cols, cols,
+                            &out[r * rb]);
+    }
+    std::memcpy(&out[row * rb + ggml_type_info(uint32_t(type)).block_bytes], &d, 2);  // block 1
+    t.type = uint32_t(type);
+    t.bytes = std::move(out);
+  };
+  expect_error<FormatError>([&] { load_model(edited("nan-q8", [&](auto&, auto& ts) {
+                              requantized(find(ts, "blk.1.ffn_down.weight"), GgmlType::Q8_0, 3,
+                                          0x7E00); }), {}); },
+                            {"blk.1.ffn_down.weight", "non-finite scale d", "block 1 of row 3",
+                             "Q8_0"});
+  expect_error<FormatError>([&] { load_model(edited("inf-embd", [&](auto&, auto& ts) {
+                              requantized(find(ts, "token_embd.weight"), GgmlType::Q4_0, 5,
+                                          0xFC00); }), {}); },
+                            {"token_embd.weight", "non-finite scale d = -inf", "row 5"});
 }
 
 TEST(LoadGguf, UnsupportedTypesAreRefusedNamingTheTensor) {
