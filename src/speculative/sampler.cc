@@ -18,6 +18,35 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// keyed_uniform's hash with the (seed, pos, stream) part shared by a row's
+// candidates computed once: two mixes per token id instead of four.
+class RowNoise {
+ public:
+  RowNoise(uint64_t seed, int64_t pos, NoiseStream s)
+      : h_(mix(mix(seed) ^ uint64_t(pos))), stream_(uint64_t(s)) {}
+  double uniform(int64_t token) const {
+    const uint64_t h = mix(mix(h_ ^ uint64_t(token)) ^ stream_);
+    return (double(h >> 11) + 0.5) * 0x1p-53;  // (0, 1): never 0 or 1
+  }
+  static double gumbel(double u) { return -std::log(-std::log(u)); }
+
+ private:
+  uint64_t h_, stream_;
+};
+
+// Skipping candidates that cannot reach a score. A kept candidate's score is
+// s = logp + g with g = −log(−log u), and −log u ≥ 1 − u, so s ≤ logp −
+// log(1 − u) = log(ex / (1 − u)) − log_sum (ex = its unnormalised
+// probability, exp(logp + log_sum)). So s cannot reach `floor` when
+// ex < (1 − u)·exp(floor + log_sum); kMargin (in log space, far above the
+// 1e-14 rounding of these doubles) keeps the test conservative. The test costs
+// one multiply instead of two logs: nearly every candidate of a real row fails
+// it, so only a handful are scored exactly — the same scores, the same winner.
+constexpr double kMargin = 1e-6;
+double skip_bar(double floor, double log_sum, bool off) {
+  return off ? 0.0 : std::exp(floor - kMargin + log_sum);  // 0: nothing is skipped
+}
 }  // namespace
 
 const char* spec_sampling_name(SpecSampling m) {
@@ -25,15 +54,11 @@ const char* spec_sampling_name(SpecSampling m) {
 }
 
 double keyed_uniform(uint64_t seed, int64_t pos, int64_t token, NoiseStream stream) {
-  uint64_t h = mix(seed);
-  h = mix(h ^ uint64_t(pos));
-  h = mix(h ^ uint64_t(token));
-  h = mix(h ^ uint64_t(stream));
-  return (double(h >> 11) + 0.5) * 0x1p-53;  // (0, 1): never 0 or 1
+  return RowNoise(seed, pos, stream).uniform(token);
 }
 
 double keyed_gumbel(uint64_t seed, int64_t pos, int64_t token, NoiseStream stream) {
-  return -std::log(-std::log(keyed_uniform(seed, pos, token, stream)));
+  return RowNoise::gumbel(keyed_uniform(seed, pos, token, stream));
 }
 
 void SamplerOptions::validate() const {
@@ -81,34 +106,47 @@ void Sampler::keep(const float* logits, size_t n) {
   double mx = kNegInf;
   for (int32_t c : cols_) mx = std::max(mx, z(size_t(c)));
   logp_.resize(cols_.size());
+  ex_.resize(cols_.size());
   double sum = 0;
   for (size_t i = 0; i < cols_.size(); ++i) {
     logp_[i] = z(size_t(cols_[i])) - mx;
-    sum += std::exp(logp_[i]);
+    ex_[i] = std::exp(logp_[i]);
+    sum += ex_[i];
   }
   if (opt_.top_p < 1.f) {
-    // The smallest set of the most probable whose mass reaches top-p.
+    // The smallest set of the most probable whose mass reaches top-p: the
+    // prefix of the order (logp descending, then column) whose running sum
+    // first reaches it. Only that prefix is sorted, grown 4× at a time (the
+    // order is total, so a longer sorted prefix starts with the shorter one
+    // and the running sum adds the same terms in the same order).
     order_.resize(cols_.size());
     for (size_t i = 0; i < cols_.size(); ++i) order_[i] = {float(logp_[i]), int32_t(i)};
-    std::sort(order_.begin(), order_.end(), [](const auto& a, const auto& b) {
+    auto better = [](const auto& a, const auto& b) {
       return a.first > b.first || (a.first == b.first && a.second < b.second);
-    });
+    };
     double cum = 0;
-    size_t kept = 0;
+    size_t kept = 0, sorted = 0;
     while (kept < order_.size()) {
-      cum += std::exp(logp_[size_t(order_[kept++].second)]) / sum;
+      if (kept == sorted) {
+        const size_t next = std::min(order_.size(), std::max<size_t>(64, 4 * sorted));
+        const auto lo = order_.begin() + std::ptrdiff_t(sorted), hi = order_.begin() + std::ptrdiff_t(next);
+        if (hi != order_.end()) std::nth_element(lo, hi, order_.end(), better);
+        std::sort(lo, hi, better);
+        sorted = next;
+      }
+      cum += ex_[size_t(order_[kept++].second)] / sum;
       if (cum >= double(opt_.top_p)) break;
     }
-    std::vector<uint8_t> in(cols_.size(), 0);
-    for (size_t i = 0; i < kept; ++i) in[size_t(order_[i].second)] = 1;
+    in_.assign(cols_.size(), 0);
+    for (size_t i = 0; i < kept; ++i) in_[size_t(order_[i].second)] = 1;
     size_t w = 0;
     sum = 0;
     for (size_t i = 0; i < cols_.size(); ++i) {
-      if (!in[i]) continue;
-      cols_[w] = cols_[i], logp_[w] = logp_[i], ++w;
-      sum += std::exp(logp_[i]);
+      if (!in_[i]) continue;
+      cols_[w] = cols_[i], logp_[w] = logp_[i], ex_[w] = ex_[i], ++w;
+      sum += ex_[i];
     }
-    cols_.resize(w), logp_.resize(w);
+    cols_.resize(w), logp_.resize(w), ex_.resize(w);
   }
   if (opt_.min_p > 0.f) {
     // Relative to the largest probability (logp 0 is the maximum).
@@ -117,13 +155,13 @@ void Sampler::keep(const float* logits, size_t n) {
     sum = 0;
     for (size_t i = 0; i < cols_.size(); ++i) {
       if (logp_[i] < floor) continue;
-      cols_[w] = cols_[i], logp_[w] = logp_[i], ++w;
-      sum += std::exp(logp_[i]);
+      cols_[w] = cols_[i], logp_[w] = logp_[i], ex_[w] = ex_[i], ++w;
+      sum += ex_[i];
     }
-    cols_.resize(w), logp_.resize(w);
+    cols_.resize(w), logp_.resize(w), ex_.resize(w);
   }
-  const double log_sum = std::log(sum);
-  for (double& l : logp_) l -= log_sum;
+  log_sum_ = std::log(sum);
+  for (double& l : logp_) l -= log_sum_;
 }
 
 int32_t Sampler::sample(const float* logits, size_t n, int64_t pos, const int32_t* ids,
@@ -132,15 +170,27 @@ int32_t Sampler::sample(const float* logits, size_t n, int64_t pos, const int32_
   if (greedy()) return id_of(kernels::argmax(logits, n));
   keep(logits, n);
   if (opt_.sequential_noise_fault) pos = draws_++;
-  double best = kNegInf;
-  int32_t best_id = -1;
-  for (size_t i = 0; i < cols_.size(); ++i) {
-    if (logp_[i] == kNegInf) continue;
-    const int32_t id = id_of(size_t(cols_[i]));
-    const double s = logp_[i] + keyed_gumbel(opt_.seed, pos, id, stream);
-    if (s > best) best = s, best_id = id;  // ascending ids: ties to the lower one
+  const RowNoise noise(opt_.seed, pos, stream);
+  // argmax over kept i of logp_i + g_i, ties to the lower column (= id). The
+  // most probable candidate is scored first, so the bar skips nearly all.
+  size_t best_i = 0;
+  for (size_t i = 1; i < logp_.size(); ++i) {
+    if (logp_[i] > logp_[best_i]) best_i = i;
   }
-  return best_id >= 0 ? best_id : id_of(kernels::argmax(logits, n));
+  if (logp_.empty() || !(logp_[best_i] > kNegInf)) return id_of(kernels::argmax(logits, n));
+  double best = logp_[best_i] + RowNoise::gumbel(noise.uniform(id_of(size_t(cols_[best_i]))));
+  double bar = skip_bar(best, log_sum_, opt_.score_every_candidate);
+  for (size_t i = 0; i < cols_.size(); ++i) {
+    if (i == best_i || logp_[i] == kNegInf) continue;
+    const double u = noise.uniform(id_of(size_t(cols_[i])));
+    if (ex_[i] < (1.0 - u) * bar) continue;  // cannot reach best (skip_bar)
+    const double s = logp_[i] + RowNoise::gumbel(u);
+    if (s > best || (s == best && i < best_i)) {
+      best = s, best_i = i;
+      bar = skip_bar(best, log_sum_, opt_.score_every_candidate);
+    }
+  }
+  return id_of(size_t(cols_[best_i]));
 }
 
 void Sampler::distribution(const float* logits, size_t n, const int32_t* ids, TokenDist& out) {
@@ -174,10 +224,32 @@ void Sampler::top(const float* logits, size_t n, int64_t pos, const int32_t* ids
     }
   } else {
     keep(logits, n);
+    const RowNoise noise(opt_.seed, pos, stream);
+    // The w most probable are scored exactly; the lowest of their scores is a
+    // floor the w-th best reaches, so candidates that cannot reach it are
+    // skipped (skip_bar) and the w best are all among the scored.
+    order_.clear();
     for (size_t i = 0; i < cols_.size(); ++i) {
-      if (logp_[i] == kNegInf) continue;
-      scored_.push_back({logp_[i] + keyed_gumbel(opt_.seed, pos, id_of(size_t(cols_[i])), stream),
-                         int32_t(i)});
+      if (logp_[i] != kNegInf) order_.push_back({float(logp_[i]), int32_t(i)});
+    }
+    const size_t first = std::min(w, order_.size());
+    std::nth_element(order_.begin(), order_.begin() + std::ptrdiff_t(first), order_.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    in_.assign(cols_.size(), 0);
+    double floor = std::numeric_limits<double>::infinity();
+    for (size_t j = 0; j < first; ++j) {
+      const size_t i = size_t(order_[j].second);
+      const double s = logp_[i] + RowNoise::gumbel(noise.uniform(id_of(size_t(cols_[i]))));
+      scored_.push_back({s, int32_t(i)});
+      floor = std::min(floor, s);
+      in_[i] = 1;
+    }
+    const double bar = skip_bar(floor, log_sum_, opt_.score_every_candidate);
+    for (size_t i = 0; i < cols_.size(); ++i) {
+      if (in_[i] || logp_[i] == kNegInf) continue;
+      const double u = noise.uniform(id_of(size_t(cols_[i])));
+      if (ex_[i] < (1.0 - u) * bar) continue;
+      scored_.push_back({logp_[i] + RowNoise::gumbel(u), int32_t(i)});
     }
   }
   const size_t k = std::min(w, scored_.size());

@@ -35,6 +35,9 @@ struct SamplerOptions {
   // token's position (a sequential RNG), the variant the coupled-identity test
   // must catch. Never set outside tests.
   bool sequential_noise_fault = false;
+  // Tests only: score every kept candidate (no skip bar, sampler.cc), the
+  // reference the pruned scoring must equal choice for choice.
+  bool score_every_candidate = false;
 
   bool greedy() const { return temperature == 0.f; }
   // InputError naming the option and value: temperature finite and >= 0,
@@ -101,7 +104,10 @@ class Sampler {
   SamplerOptions opt_;
   int64_t draws_ = 0;  // sequential_noise_fault's counter
   std::vector<int32_t> cols_;
-  std::vector<double> logp_;
+  std::vector<double> logp_;   // kept log probabilities (normalised)
+  std::vector<double> ex_;     // exp(logp_ + log_sum_): unnormalised probabilities
+  double log_sum_ = 0;
+  std::vector<uint8_t> in_;    // scratch: membership by kept index
   std::vector<std::pair<float, int32_t>> order_;
   std::vector<std::pair<double, int32_t>> scored_;  // top()'s candidates
 };

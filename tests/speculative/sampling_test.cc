@@ -8,6 +8,7 @@
 //    broken acceptance rules are caught by the same test.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <iostream>
@@ -175,6 +176,101 @@ TEST(Truncation, TheDocumentedOrder) {
                              sampling(INFINITY, 0, 1.f, 0.f, 0)}) {
     EXPECT_THROW(bad.validate(), InputError);
   }
+}
+
+// The kept ids by the documented order (sampler.h), computed the slow way:
+// every candidate sorted for top-p. The reference for keep()'s sorted prefix.
+std::vector<int32_t> reference_kept(const std::vector<float>& row, const SamplerOptions& o) {
+  const size_t n = row.size();
+  auto fin = [&](size_t c) { return std::isnan(row[c]) ? -INFINITY : row[c]; };
+  auto better = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  std::vector<int32_t> cols;
+  if (o.top_k > 0 && size_t(o.top_k) < n) {
+    std::vector<std::pair<float, int32_t>> all;
+    for (size_t c = 0; c < n; ++c) all.push_back({fin(c), int32_t(c)});
+    std::sort(all.begin(), all.end(), better);
+    for (int i = 0; i < o.top_k; ++i) cols.push_back(all[size_t(i)].second);
+    std::sort(cols.begin(), cols.end());
+  } else {
+    for (size_t c = 0; c < n; ++c) cols.push_back(int32_t(c));
+  }
+  const double inv_t = 1.0 / double(o.temperature);
+  std::vector<double> lp;
+  double mx = -INFINITY, sum = 0;
+  for (int32_t c : cols) mx = std::max(mx, double(fin(size_t(c))) * inv_t);
+  for (int32_t c : cols) lp.push_back(double(fin(size_t(c))) * inv_t - mx), sum += std::exp(lp.back());
+  if (o.top_p < 1.f) {
+    std::vector<std::pair<float, int32_t>> ord;
+    for (size_t i = 0; i < cols.size(); ++i) ord.push_back({float(lp[i]), int32_t(i)});
+    std::sort(ord.begin(), ord.end(), better);
+    double cum = 0;
+    std::vector<bool> in(cols.size(), false);
+    for (const auto& [l, i] : ord) {
+      in[size_t(i)] = true;
+      cum += std::exp(lp[size_t(i)]) / sum;
+      if (cum >= double(o.top_p)) break;
+    }
+    std::vector<int32_t> c2;
+    std::vector<double> l2;
+    for (size_t i = 0; i < cols.size(); ++i) {
+      if (in[i]) c2.push_back(cols[i]), l2.push_back(lp[i]);
+    }
+    cols = c2, lp = l2;
+  }
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < cols.size(); ++i) {
+    if (lp[i] != -INFINITY && !(o.min_p > 0.f && lp[i] < std::log(double(o.min_p)))) out.push_back(cols[i]);
+  }
+  return out;
+}
+
+// keep()'s sorted prefix gives the kept set of a full sort, and the skip bar
+// of sample() and top() changes no choice: equal, choice for choice, to
+// scoring every kept candidate — over flat, peaked and tied rows with NaN and
+// −inf entries, every truncation, vocabularies 1..4096, ids remapped or not.
+TEST(Sampler, PrunedScoringEqualsScoringEveryCandidate) {
+  std::mt19937 rng(3);
+  long scored_choices = 0;
+  for (size_t n : {size_t(1), size_t(7), size_t(300), size_t(4096)}) {
+    for (int kind = 0; kind < 5; ++kind) {
+      const float sigma[] = {0.3f, 3.f, 12.f, 1.f, 3.f};
+      std::normal_distribution<float> nd(0.f, sigma[kind]);
+      std::vector<float> row(n);
+      for (float& x : row) x = kind == 3 ? std::round(nd(rng) * 2) : nd(rng);  // 3: many ties
+      if (kind == 4 && n > 2) row[1] = NAN, row[n / 2] = -INFINITY;
+      std::vector<int32_t> ids(n);
+      for (size_t i = 0; i < n; ++i) ids[i] = int32_t(3 * i + 1);
+      for (SamplerOptions o : {sampling(1.f, 0, 1.f, 0.f, 9), sampling(0.5f, 0, 0.9f, 0.f, 9),
+                               sampling(2.f, 40, 1.f, 0.f, 9), sampling(0.8f, 0, 0.95f, 0.05f, 9),
+                               sampling(1.f, 3, 0.3f, 0.f, 9), sampling(0.7f, 0, 1.f, 0.02f, 9)}) {
+        TokenDist d;
+        Sampler(o).distribution(row.data(), n, nullptr, d);
+        ASSERT_EQ(d.ids, reference_kept(row, o)) << "n " << n << " kind " << kind;
+        SamplerOptions every = o;
+        every.score_every_candidate = true;
+        Sampler fast(o), slow(every);
+        std::vector<Sampler::Candidate> a, b;
+        for (int64_t pos = 0; pos < 40; ++pos) {
+          const int32_t* id_map = pos % 2 ? ids.data() : nullptr;
+          ASSERT_EQ(fast.sample(row.data(), n, pos, id_map), slow.sample(row.data(), n, pos, id_map))
+              << "n " << n << " kind " << kind << " pos " << pos;
+          const size_t w = size_t(1 + pos % 8);
+          fast.top(row.data(), n, pos, id_map, w, true, a, NoiseStream::Draft);
+          slow.top(row.data(), n, pos, id_map, w, true, b, NoiseStream::Draft);
+          ASSERT_EQ(a.size(), b.size());
+          for (size_t i = 0; i < a.size(); ++i) {
+            ASSERT_EQ(a[i].id, b[i].id) << "n " << n << " kind " << kind << " pos " << pos << " rank " << i;
+            ASSERT_EQ(a[i].prob, b[i].prob);
+          }
+          ASSERT_TRUE(a.empty() || a[0].id == fast.sample(row.data(), n, pos, id_map, NoiseStream::Draft));
+          scored_choices += long(a.size());
+        }
+      }
+    }
+  }
+  EXPECT_GT(scored_choices, 0);
 }
 
 // ---- exact distribution of the first 3 generated tokens ----
