@@ -16,8 +16,10 @@
 // same forward), and because verify rows are bit-identical to decode rows,
 // speculative sampling gives the tokens plain sampling gives for the same
 // seed ("coupled" sampling), while each token is an exact sample of the kept
-// distribution (Gumbel-max). Noise is drawn only for kept candidates: without
-// truncation that is the whole vocabulary (one hash and two logs per token id).
+// distribution (Gumbel-max). Noise is drawn only for kept candidates (without
+// truncation the whole vocabulary: one hash each), and the two logs of the
+// Gumbel score only for candidates whose bound can still win (sampler.cc,
+// skip_bar) — the same argmax as scoring them all.
 #pragma once
 #include <cstddef>
 #include <cstdint>
