@@ -54,12 +54,11 @@ class CostCurve {
   std::vector<std::pair<int, double>> live_;  // (q, measured / timed), q ascending
 };
 
-// Measures m(q) at q = 1, 2, 3, 4, 6, 8, 12, ... q_max (the fastest of
-// 1 + reps interleaved rounds: the first warms up, and its times count too —
-// a cold call is only ever slower, and the fastest is kept) at a short
-// context; between points
-// the curve is linear, beyond the last point it extends its last slope.
-// stop_m > 0: the warm-up round stops at the first q whose forward costs at
+// Measures m(q) at q = 1, 2, 3, 4, 6, 8, 12, ... up to q_max (the fastest
+// of 1 + reps interleaved rounds after a 16-row prefill that pages the
+// weights in; q = 1 twice in the first round) at a short context; between
+// points the curve is linear, beyond the last point it extends its last slope.
+// stop_m > 0: the first round stops at the first q whose forward costs at
 // least stop_m decodes, and only q up to it are timed — a caller whose cycle
 // can return at most stop_m tokens gains nothing from a verify that costs
 // more (the tree chooser: 1 + draft length), and on a memory-bound target the

@@ -79,9 +79,9 @@ TreeChooser make_tree_chooser(const model::Model& m, const TreeOptions& t, int d
                               ThreadPool* pool) {
   // The target's m(q) up to the largest tree, at a short context — only as
   // far as a verify could pay: a cycle returns at most 1 + draft_k tokens.
-  // The fastest of two rounds (the warm-up and one more): each round of a
-  // memory-bound target costs ~15-20 decodes of start-up.
-  CostCurve curve = forward_cost_curve(m, 1 + t.max_nodes, 1, pool, 1.0 + draft_k);
+  // One round: on a memory-bound target a round costs ~15 decodes of
+  // start-up (the cycle's measured overhead absorbs what it misjudges).
+  CostCurve curve = forward_cost_curve(m, 1 + t.max_nodes, 0, pool, 1.0 + draft_k);
   return TreeChooser(curve, curve(1), draft_k, t.max_nodes);
 }
 

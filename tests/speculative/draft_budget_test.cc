@@ -169,9 +169,11 @@ TEST(DraftBudget, ASequencePricedOutByBadLuckDraftsAgainLater) {
   EXPECT_EQ(allocate_drafts(curve, ModuleCost{}, 1, 1, 64, {&plain, 1})[0], 0);
 }
 
-// The timed curve's points: every q up to q_max without a stop; with one, the
-// q up to the first forward costing stop_m decodes (a stop no forward can
-// reach times them all, one every forward reaches stops at q = 2).
+// The timed curve's points: every listed q up to q_max without a stop, and
+// q_max itself only when more than a quarter beyond the last (10 after 8 is
+// not, 11 is); with a stop, the q up to the first forward costing stop_m
+// decodes (a stop no forward can reach times them all, one every forward
+// reaches stops at q = 2). One round (reps 0) times the same points.
 TEST(DraftBudget, TimedCurveStopsWhereAVerifyCannotPay) {
   const test::Target f =
       test::load_target(test::random_hf_checkpoint("cost-curve", test::RandomSpec{}));
@@ -180,14 +182,18 @@ TEST(DraftBudget, TimedCurveStopsWhereAVerifyCannotPay) {
     for (const auto& [x, s] : c.points()) q.push_back(x);
     return q;
   };
-  const std::vector<int> all = {1, 2, 3, 4, 6, 8, 10};
+  const std::vector<int> all = {1, 2, 3, 4, 6, 8};
   EXPECT_EQ(qs(forward_cost_curve(*f.model, 10, 1, nullptr)), all);
+  EXPECT_EQ(qs(forward_cost_curve(*f.model, 10, 0, nullptr)), all);
+  EXPECT_EQ(qs(forward_cost_curve(*f.model, 11, 0, nullptr)), (std::vector<int>{1, 2, 3, 4, 6, 8, 11}));
   EXPECT_EQ(qs(forward_cost_curve(*f.model, 10, 1, nullptr, 1e9)), all);
   const CostCurve two = forward_cost_curve(*f.model, 10, 1, nullptr, 1e-9);
   EXPECT_EQ(qs(two), (std::vector<int>{1, 2}));
   // Beyond the last point the curve extends its slope.
   const double s1 = two.timed(1), s2 = two.timed(2);
   EXPECT_NEAR(two.timed(10), s2 + 8 * (s2 - s1), 1e-12 + 1e-9 * s2);
+  const CostCurve to8 = forward_cost_curve(*f.model, 10, 0, nullptr);
+  EXPECT_NEAR(to8.timed(10), to8.timed(8) + (to8.timed(8) - to8.timed(6)), 1e-12 + 1e-9 * to8.timed(8));
 }
 
 }  // namespace
