@@ -84,17 +84,18 @@ constexpr size_t group_meta_bytes(GgmlType t) {
   }
 }
 // The held word of a row's 32 fifth bits (see Q5_0 above) from ggml's qh,
-// and back.
+// and back: held bit 8e + j is qh bit qh_bit(e, j), the element's index.
+constexpr uint32_t qh_bit(uint32_t e, uint32_t j) { return j < 4 ? 4 * j + e : 16 + 4 * (j - 4) + e; }
 constexpr uint32_t qh_hold(uint32_t qh) {
   uint32_t w = 0;
   for (uint32_t e = 0; e < 4; ++e)
-    for (uint32_t j = 0; j < 8; ++j) w |= (qh >> (j < 4 ? 4 * j + e : 16 + 4 * (j - 4) + e) & 1u) << (8 * e + j);
+    for (uint32_t j = 0; j < 8; ++j) w |= (qh >> qh_bit(e, j) & 1u) << (8 * e + j);
   return w;
 }
 constexpr uint32_t qh_gguf(uint32_t w) {
   uint32_t qh = 0;
   for (uint32_t e = 0; e < 4; ++e)
-    for (uint32_t j = 0; j < 8; ++j) qh |= (w >> (8 * e + j) & 1u) << (j < 4 ? 4 * j + e : 16 + 4 * (j - 4) + e);
+    for (uint32_t j = 0; j < 8; ++j) qh |= (w >> (8 * e + j) & 1u) << qh_bit(e, j);
   return qh;
 }
 inline size_t row_groups(size_t rows) { return (rows + kGroupRows - 1) / kGroupRows; }
