@@ -1,5 +1,6 @@
 #include "core/thread_pool.h"
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -9,6 +10,16 @@
 namespace mtp {
 
 namespace {
+// One iteration of a polling loop: tells the core we are spinning (x86 PAUSE:
+// lower power, and no memory-order mis-speculation when the line changes).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 // Chunk t of n items split over `parts`, aligned to `grain`.
 std::pair<size_t, size_t> chunk(size_t n, size_t grain, size_t parts, size_t t) {
   size_t units = (n + grain - 1) / grain;
@@ -40,16 +51,21 @@ void ThreadPool::parallel_for(size_t n, const Fn& fn, size_t grain) {
     fn(0, n, 0);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    job_ = &fn;
-    job_n_ = n;
-    job_grain_ = grain;
-    error_ = nullptr;
-    pending_.store(n_threads_ - 1);
-    generation_.fetch_add(1, std::memory_order_release);
+  // Every worker finished the previous job (pending_ reached 0 with acquire),
+  // so the job fields are free to write; the generation bump publishes them.
+  job_ = &fn;
+  job_n_ = n;
+  job_grain_ = grain;
+  error_ = nullptr;
+  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_seq_cst);
+  // A worker counts itself in sleepers_ before testing the generation under
+  // mu_ (both seq_cst), so either it sees the new generation or we see it here
+  // and wake it; taking mu_ orders our notify after its wait began.
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+    { std::lock_guard<std::mutex> lk(mu_); }
+    cv_.notify_all();
   }
-  cv_.notify_all();
   auto [b, e] = chunk(n, grain, n_threads_, 0);
   try {
     if (b < e) fn(b, e, 0);
@@ -64,31 +80,36 @@ void ThreadPool::parallel_for(size_t n, const Fn& fn, size_t grain) {
 }
 
 void ThreadPool::worker(int index) {
+  using Clock = std::chrono::steady_clock;
+  const auto budget = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(kSpinBeforeSleepSeconds));
   uint64_t seen = 0;
   while (true) {
-    // Spin a little for the next job (decode issues many small jobs), then sleep.
+    // Poll for the next job (decode issues many small jobs), then sleep.
     uint64_t g = generation_.load(std::memory_order_acquire);
-    for (int spins = 0; g == seen && spins < 20000; ++spins) {
-      g = generation_.load(std::memory_order_acquire);
+    if (g == seen) {
+      const auto until = Clock::now() + budget;
+      for (unsigned spins = 1; g == seen; ++spins) {
+        cpu_relax();
+        g = generation_.load(std::memory_order_acquire);
+        if (spins % 64 == 0) {
+          if (Clock::now() > until) break;
+          std::this_thread::yield();
+        }
+      }
     }
     if (g == seen) {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return generation_.load() != seen; });
-      g = generation_.load();
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      cv_.wait(lk, [&] { return generation_.load(std::memory_order_seq_cst) != seen; });
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
+      g = generation_.load(std::memory_order_acquire);
     }
     seen = g;
-    if (stop_) return;
-    const Fn* fn;
-    size_t n, grain;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      fn = job_;
-      n = job_n_;
-      grain = job_grain_;
-    }
-    auto [b, e] = chunk(n, grain, n_threads_, index);
+    if (stop_.load(std::memory_order_acquire)) return;
+    auto [b, e] = chunk(job_n_, job_grain_, n_threads_, index);
     try {
-      if (b < e) (*fn)(b, e, index);
+      if (b < e) (*job_)(b, e, index);
     } catch (...) {
       std::lock_guard<std::mutex> lk(error_mu_);
       if (!error_) error_ = std::current_exception();

@@ -132,11 +132,15 @@ inline float* group_state() {
 }
 // matmul() splits only products with more packed weight bytes × q than this
 // over the pool's threads; the calling thread does the others (see matmul()).
-// Below ~1 MiB waking the second thread costs more than it saves (+15 µs on
-// 64x64..512x512 bf16, measured); 1..8 MiB gained nothing on a loaded
-// 2-core host, but the demo target's decode (matrices of 1.2..5 MB) halved at
-// 2 threads on a quiet one, so it stays split. Re-measure on a quiet machine.
-constexpr size_t kParallelMinWork = size_t(1) << 20;
+// The workers poll between jobs (core/thread_pool.h), so handing one half of a
+// product costs ~0.3 µs in cache and ~1.5 µs from DRAM (bench-kernels at 1 vs
+// 2 threads with no threshold, q = 1, Zen 4 2-core VM): from DRAM two threads
+// first win at ~128 KiB of weights (bf16 256x256 even, 256x512 9.2 vs 12.0 µs),
+// in cache already at ~36 KiB. On a 24-layer 896-wide Q4_K_M model the 2-thread
+// decode went from 8.2 ms (threshold 1 MiB: the attention projections ran on
+// one thread) to 7.2-7.6 ms at 128 or 32 KiB. (Before the workers polled, a
+// wake-up cost 20-50 µs and the threshold was 1 MiB.)
+constexpr size_t kParallelMinWork = size_t(1) << 17;
 
 // Arguments of one matmul call, shared by all targets. x rows are read through
 // xs (full superchunks) and the zero-padded copies in xtail ([q, 32]) for the
@@ -886,14 +890,9 @@ void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, fl
                              (w.rows() + kBlockRows - 1) / kBlockRows, detail::layout_chunked(ns, w.hold() == WeightType::BF16)};
   const size_t nb = a.n_blocks;
   auto fn = HWY_DYNAMIC_DISPATCH(MatmulBlocks);
-  // Threads only for enough work. Measured (bench-kernels, weights from DRAM,
-  // and a temporary in-cache harness; 2-core host shared with other builds):
-  // waking the workers costs 1-16 µs, and below ~8 MiB the second thread
-  // never won: 64x64 bf16 1 µs on one thread vs 10-16 µs on two; 512x2048
-  // bf16 (2 MiB) at q = 1 and 4 was 7-15 % slower on two threads in every
-  // run; 2048x2048 (8 MiB) was even. The threshold is kParallelMinWork
-  // (1 MiB, see there for why not 8): smaller products stay on the calling
-  // thread. Which thread computes a block never changes its bits.
+  // Threads only for enough work: kParallelMinWork (128 KiB, measured there);
+  // smaller products stay on the calling thread. Which thread computes a
+  // block never changes its bits.
   if (pool && pool->size() > 1 &&
       w.bytes() * q > detail::g_parallel_min_work.load(std::memory_order_relaxed)) {
     pool->parallel_for(nb, [&](size_t b0, size_t b1, size_t) { fn(a, b0, b1); }, 1);

@@ -95,9 +95,9 @@ class PackedMatrix {
 
 // Y[q, rows] = X[q, cols] · Wᵀ. x has row stride x_stride (>= cols) and y has
 // row stride y_stride (>= rows). Batch-invariant (see above). pool may be null;
-// it is used only when w.bytes() · q > 1 MiB (kParallelMinWork in matmul.cc;
-// smaller products run on the calling thread: waking a worker costs more than
-// it saves there).
+// it is used only when w.bytes() · q > 128 KiB (kParallelMinWork in matmul.cc;
+// smaller products run on the calling thread: handing half to a worker costs
+// more than it saves there).
 // x needs no alignment, but rows that do not start on a 64-byte line (or a
 // stride that is not a multiple of 16 floats) are first copied into an aligned
 // per-thread buffer (q·cols floats): aligned callers skip that copy. The copy
@@ -109,7 +109,7 @@ inline void matmul(const PackedMatrix& w, const float* x, size_t q, float* y, Th
 }
 
 namespace detail {
-// Sets the bytes · q threshold for using the pool (default 1 MiB); returns the
+// Sets the bytes · q threshold for using the pool (default 128 KiB); returns the
 // previous one. For tests, which use 0 so small products exercise the split.
 size_t set_parallel_min_work(size_t bytes_times_q);
 // Whether a q = 1 product prefetches its weight stream in software (q >= 2

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <stdexcept>
 #include <vector>
 
@@ -44,6 +46,37 @@ TEST(ThreadPool, ManySmallJobs) {
     pool.parallel_for(2, [&](size_t b, size_t e, size_t) { sum += long(e - b); });
   }
   EXPECT_EQ(sum.load(), 40000);
+}
+
+// Workers poll for up to ThreadPool::kSpinBeforeSleepSeconds, then sleep: jobs
+// that arrive after they slept must wake them (a lost wake-up hangs here).
+TEST(ThreadPool, WakesWorkersThatSlept) {
+  ThreadPool pool(3);
+  const auto gap = std::chrono::duration<double>(ThreadPool::kSpinBeforeSleepSeconds * 3);
+  for (int i = 0; i < 20; ++i) {
+    std::this_thread::sleep_for(gap);
+    std::vector<std::atomic<int>> hits(30);
+    pool.parallel_for(30, [&](size_t b, size_t e, size_t) {
+      for (size_t j = b; j < e; ++j) hits[j]++;
+    });
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+  }
+}
+
+// More threads than cores: polling workers must hand the core to the thread
+// that has work. Without that each job waited for scheduler slices (~ms per
+// job: this loop took tens of seconds); it takes well under a second.
+TEST(ThreadPool, OversubscribedPoolKeepsMakingProgress) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  ThreadPool pool(int(std::min(4 * cores, 64u)));
+  std::atomic<long> sum{0};
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 2000; ++i) {
+    pool.parallel_for(size_t(pool.size()), [&](size_t b, size_t e, size_t) { sum += long(e - b); });
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(sum.load(), 2000L * pool.size());
+  EXPECT_LT(s, 5.0) << "2000 jobs on " << pool.size() << " threads over " << cores << " CPUs";
 }
 
 }  // namespace
