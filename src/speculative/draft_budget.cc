@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <random>
+#include <span>
 
 #include "core/error.h"
 
@@ -64,13 +65,15 @@ double CostCurve::timed(int q) const {
 }
 
 CostCurve forward_cost_curve(const model::Model& m, int q_max, int reps, ThreadPool* pool,
-                             double stop_m) {
+                             double stop_m, CurveGrid grid) {
   const auto& c = m.config();
   constexpr int kPos = 16;  // a short context before the timed rows
   q_max = std::max(1, std::min(q_max, c.max_position - kPos - 1));
   // A few q: every forward of a big model costs, and m(q) is smooth between.
   std::vector<int> qs;
-  for (int q : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128}) {
+  static constexpr int kDense[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128};
+  static constexpr int kDoubling[] = {1, 2, 4, 8, 16, 32, 64, 128};
+  for (int q : grid == CurveGrid::Dense ? std::span<const int>(kDense) : std::span<const int>(kDoubling)) {
     if (q <= q_max) qs.push_back(q);
   }
   // q_max itself only when the last slope would extrapolate far (33 after 32

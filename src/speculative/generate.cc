@@ -79,9 +79,10 @@ TreeChooser make_tree_chooser(const model::Model& m, const TreeOptions& t, int d
                               ThreadPool* pool) {
   // The target's m(q) up to the largest tree, at a short context — only as
   // far as a verify could pay: a cycle returns at most 1 + draft_k tokens.
-  // One round: on a memory-bound target a round costs ~15 decodes of
+  // One round on the doubling grid: on a memory-bound target ~13 decodes of
   // start-up (the cycle's measured overhead absorbs what it misjudges).
-  CostCurve curve = forward_cost_curve(m, 1 + t.max_nodes, 0, pool, 1.0 + draft_k);
+  CostCurve curve =
+      forward_cost_curve(m, 1 + t.max_nodes, 0, pool, 1.0 + draft_k, CurveGrid::Doubling);
   return TreeChooser(curve, curve(1), draft_k, t.max_nodes);
 }
 
