@@ -48,12 +48,12 @@ TreesResult run_trees(const BenchInputs& in, const std::vector<std::string>& nam
   res.draft_k = draft_k;
   res.threads = in.pool ? int(in.pool->size()) : 1;
   for (const std::string& s : names) res.runs.push_back({s});
-  // One chooser for every auto run: its m(q) is timed once, here.
+  // One chooser for every auto run: its m(q) points are timed once (q = 1, 2,
+  // 4 here, larger ones when a choice first needs them) and reported at the end.
   std::optional<TreeChooser> chooser;
   for (const TreeOptions& t : shapes) {
     if (t.kind == TreeOptions::Kind::Auto && !chooser) {
       chooser.emplace(make_tree_chooser(*in.model, t, draft_k, in.pool));
-      res.auto_curve = chooser->curve().points();
     }
   }
   GenerateOptions go;
@@ -86,6 +86,7 @@ TreesResult run_trees(const BenchInputs& in, const std::vector<std::string>& nam
       fmt::print(stderr, "{}\n", line);
     }
   }
+  if (chooser) res.auto_curve = chooser->curve().points();
   return res;
 }
 

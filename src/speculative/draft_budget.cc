@@ -64,11 +64,49 @@ double CostCurve::timed(int q) const {
   return std::max(t, 0.0);
 }
 
+void CostCurve::add_point(int q, double seconds) {
+  auto it = std::lower_bound(pts_.begin(), pts_.end(), q,
+                             [](const auto& p, int x) { return p.first < x; });
+  if (it != pts_.end() && it->first == q) it->second = seconds;
+  else it = pts_.insert(it, {q, seconds});
+  if (it != pts_.begin()) it->second = std::max(it->second, std::prev(it)->second);
+  for (auto j = std::next(it); j != pts_.end(); ++j) j->second = std::max(j->second, it->second);
+}
+
+bool CostCurve::has_point(int q) const {
+  return std::any_of(pts_.begin(), pts_.end(), [&](const auto& p) { return p.first == q; });
+}
+
+ForwardTimer::ForwardTimer(const model::Model& m, int q_max, ThreadPool* pool)
+    : m_(m), pool_(pool),
+      q_max_(std::max(1, std::min(q_max, m.config().max_position - kPos - 1))),
+      kv_(m.make_cache(1, kPos + q_max_ + 1, std::max(64, q_max_))),
+      logits_(size_t(q_max_) * size_t(m.config().vocab)) {
+  std::vector<model::Row> rows;
+  for (int p = 0; p < kPos; ++p) rows.push_back({0, p, int32_t(rng_() % uint32_t(m.config().vocab))});
+  m_.forward(rows, kv_, {}, pool_);
+}
+
+double ForwardTimer::seconds(int q) {
+  MTP_CHECK(q >= 1 && q <= q_max_, "ForwardTimer: q {} outside 1..{}", q, q_max_);
+  std::vector<model::Row> rows;
+  for (int j = 0; j < q; ++j) rows.push_back({0, kPos + j, int32_t(rng_() % uint32_t(m_.config().vocab))});
+  const auto t0 = std::chrono::steady_clock::now();
+  m_.forward(rows, kv_, {logits_.data(), nullptr, nullptr}, pool_);
+  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  kv_.truncate(0, kPos);
+  return sec;
+}
+
 CostCurve forward_cost_curve(const model::Model& m, int q_max, int reps, ThreadPool* pool,
                              double stop_m, CurveGrid grid) {
-  const auto& c = m.config();
-  constexpr int kPos = 16;  // a short context before the timed rows
-  q_max = std::max(1, std::min(q_max, c.max_position - kPos - 1));
+  ForwardTimer timer(m, q_max, pool);
+  return forward_cost_curve(timer, q_max, reps, stop_m, grid);
+}
+
+CostCurve forward_cost_curve(ForwardTimer& timer, int q_max, int reps, double stop_m,
+                             CurveGrid grid) {
+  q_max = std::max(1, std::min(q_max, timer.q_max()));
   // A few q: every forward of a big model costs, and m(q) is smooth between.
   std::vector<int> qs;
   static constexpr int kDense[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128};
@@ -79,28 +117,14 @@ CostCurve forward_cost_curve(const model::Model& m, int q_max, int reps, ThreadP
   // q_max itself only when the last slope would extrapolate far (33 after 32
   // would cost a forward and tell nothing new).
   if (qs.back() != q_max && q_max > qs.back() + qs.back() / 4) qs.push_back(q_max);
-  auto kv = m.make_cache(1, kPos + q_max + 1, std::max(64, q_max));
-  std::mt19937 rng(1);
-  std::vector<model::Row> rows;
-  for (int p = 0; p < kPos; ++p) rows.push_back({0, p, int32_t(rng() % uint32_t(c.vocab))});
-  m.forward(rows, kv, {}, pool);
   std::vector<std::vector<double>> t(qs.size());
   double decode_s = 0;  // the first round's q = 1 forwards, the faster
-  std::vector<float> logits(size_t(std::max(q_max, qs.back())) * size_t(c.vocab));
-  auto timed = [&](int q) {
-    rows.clear();
-    for (int j = 0; j < q; ++j) rows.push_back({0, kPos + j, int32_t(rng() % uint32_t(c.vocab))});
-    const auto t0 = std::chrono::steady_clock::now();
-    m.forward(rows, kv, {logits.data(), nullptr, nullptr}, pool);
-    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    kv.truncate(0, kPos);
-    return sec;
-  };
-  // Interleaved q by q; the prefill above paged the weights in, so the first
+  // Interleaved q by q; the timer's prefill paged the weights in, so the first
   // round counts (q = 1, the unit of every ratio, timed twice in it).
   for (int r = 0; r <= std::max(0, reps); ++r) {
     for (size_t i = 0; i < qs.size(); ++i) {
-      const double sec = r == 0 && i == 0 ? std::min(timed(1), timed(1)) : timed(qs[i]);
+      const double sec = r == 0 && i == 0 ? std::min(timer.seconds(1), timer.seconds(1))
+                                          : timer.seconds(qs[i]);
       t[i].push_back(sec);
       if (r == 0 && i == 0) decode_s = sec;
       if (r == 0 && i > 0 && stop_m > 0 && sec >= stop_m * decode_s) {

@@ -19,6 +19,7 @@
 // shallower ones.
 #pragma once
 #include <algorithm>
+#include <random>
 #include <span>
 #include <vector>
 
@@ -46,6 +47,11 @@ class CostCurve {
   double timed(int q) const;
   // A forward of q rows took `seconds`.
   void observe(int q, double seconds);
+  // A timed point at q (a forward of q rows timed in isolation, as
+  // forward_cost_curve does): inserted, or the existing one replaced; the
+  // points stay non-decreasing (later ones are raised to at least it).
+  void add_point(int q, double seconds);
+  bool has_point(int q) const;
   const std::vector<std::pair<int, double>>& points() const { return pts_; }
 
  private:
@@ -60,6 +66,26 @@ class CostCurve {
 // these points; linear interpolation then errs high, toward smaller trees).
 enum class CurveGrid { Dense, Doubling };
 
+// Times forwards of q rows of random tokens at positions 16 .. 16 + q - 1 in a
+// KV cache of its own, after a 16-row prefill (which also pages the weights
+// in); the cache is rolled back after each call. The model and pool must
+// outlive it.
+class ForwardTimer {
+ public:
+  ForwardTimer(const model::Model& m, int q_max, ThreadPool* pool);
+  int q_max() const { return q_max_; }
+  double seconds(int q);  // one forward of q rows, 1 <= q <= q_max()
+
+ private:
+  static constexpr int kPos = 16;
+  const model::Model& m_;
+  ThreadPool* pool_;
+  int q_max_;
+  model::KVCache kv_;
+  std::mt19937 rng_{1};
+  std::vector<float> logits_;
+};
+
 // Measures m(q) at the grid's q up to q_max (the fastest
 // of 1 + reps interleaved rounds after a 16-row prefill that pages the
 // weights in; q = 1 twice in the first round) at a short context; between
@@ -71,6 +97,10 @@ enum class CurveGrid { Dense, Doubling };
 // forwards of 24..64 rows would cost ~20 decodes of start-up per round.
 CostCurve forward_cost_curve(const model::Model& m, int q_max, int reps, ThreadPool* pool,
                              double stop_m = 0, CurveGrid grid = CurveGrid::Dense);
+// The same with a timer the caller keeps (q_max <= timer.q_max()), which can
+// time more points later (TreeChooser's lazy points).
+CostCurve forward_cost_curve(ForwardTimer& timer, int q_max, int reps, double stop_m = 0,
+                             CurveGrid grid = CurveGrid::Dense);
 
 // P_j for j = 0 .. k_max-1 from a sequence's counters (SpecStats::drafted /
 // accepted: cycles whose tree / accepted path reached depth j + 1), smoothed

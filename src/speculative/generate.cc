@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <optional>
 
 #include "core/error.h"
@@ -77,13 +78,15 @@ int SpecOptions::max_draft() const {
 
 TreeChooser make_tree_chooser(const model::Model& m, const TreeOptions& t, int draft_k,
                               ThreadPool* pool) {
-  // The target's m(q) up to the largest tree, at a short context — only as
-  // far as a verify could pay: a cycle returns at most 1 + draft_k tokens.
-  // One round on the doubling grid: on a memory-bound target ~13 decodes of
-  // start-up (the cycle's measured overhead absorbs what it misjudges).
-  CostCurve curve =
-      forward_cost_curve(m, 1 + t.max_nodes, 0, pool, 1.0 + draft_k, CurveGrid::Doubling);
-  return TreeChooser(curve, curve(1), draft_k, t.max_nodes);
+  // The target's m(q) at q = 1, 2, 4 up front (a 16-row prefill and ~4
+  // decodes); larger verifies are timed when a choice first needs them
+  // (TreeChooser's timer), so a target where chains win never times the
+  // 16..33-row forwards (~20 decodes of start-up on a memory-bound target).
+  auto timer = std::make_shared<ForwardTimer>(m, 1 + t.max_nodes, pool);
+  CostCurve curve = forward_cost_curve(*timer, 4, 0, 1.0 + draft_k, CurveGrid::Doubling);
+  const double decode_s = curve(1);
+  return TreeChooser(std::move(curve), decode_s, draft_k, t.max_nodes,
+                     [timer](int q) { return timer->seconds(q); });
 }
 
 GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,

@@ -1,5 +1,7 @@
 #include "speculative/tree_shape.h"
 
+#include <chrono>
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -92,10 +94,11 @@ std::string TreeOptions::describe() const {
   return "?";
 }
 
-TreeChooser::TreeChooser(CostCurve curve, double decode_s, int max_depth, int max_nodes)
+TreeChooser::TreeChooser(CostCurve curve, double decode_s, int max_depth, int max_nodes,
+                         Timer timer)
     : curve_(std::move(curve)), max_depth_(std::max(1, max_depth)),
       max_nodes_(std::clamp(max_nodes, 1, kMaxTreeNodes)), default_call_s_(0.05 * decode_s),
-      widths_(size_t(max_depth_), 1) {
+      timer_(std::move(timer)), widths_(size_t(max_depth_), 1) {
   acc_.assign(size_t(max_depth_), std::vector<double>(kMaxWidth, 0.0));
   seen_ = acc_;
 }
@@ -124,6 +127,8 @@ double TreeChooser::cycle_seconds(const std::vector<int>& w) const {
 }
 
 void TreeChooser::observe_cycle(const std::vector<int>& used, double seconds) {
+  seconds -= timing_s_;  // forwards timed for the curve inside this cycle
+  timing_s_ = 0;
   if (used.empty()) return;
   const double excess = seconds - model_seconds(used);
   overhead_n_ = overhead_n_ * kDecay + 1;
@@ -154,8 +159,8 @@ double TreeChooser::model_seconds(const std::vector<int>& w) const {
 
 void TreeChooser::choose() {
   // Every non-increasing width sequence up to the depth and node limits.
-  std::vector<int> best = {1}, cur;
-  double best_v = expected_tokens(best) / cycle_seconds(best);
+  std::vector<int> best, cur;
+  double best_v = 0;
   auto rec = [&](auto&& self, int cap) -> void {
     if (!cur.empty()) {
       const double v = expected_tokens(cur) / cycle_seconds(cur);
@@ -168,7 +173,18 @@ void TreeChooser::choose() {
       cur.pop_back();
     }
   };
-  rec(rec, kMaxWidth);
+  // With a timer: until the winner's verify size is a timed point (each
+  // round times one new q, so at most max_nodes rounds).
+  for (int round = 0; round <= max_nodes_; ++round) {
+    best = {1};
+    best_v = expected_tokens(best) / cycle_seconds(best);
+    rec(rec, kMaxWidth);
+    const int q = 1 + TreeOptions::nodes(best);
+    if (!timer_ || curve_.has_point(q)) break;
+    const auto t0 = std::chrono::steady_clock::now();
+    curve_.add_point(q, timer_(q));
+    timing_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   widths_ = best;
   ++choices_;
 }

@@ -19,7 +19,8 @@
 //     the depth above; rank r > 0: half of rank r-1) with weight 2, so ranks
 //     never tried still get an estimate that invites trying them;
 //   - E(W) = 1 + Σ_{d=1..D} Π_{j<=d} Σ_{r<W[j-1]} â(j, r) tokens per cycle;
-//   - cost(W) = m(1 + nodes(W)) (the target's measured curve, draft_budget.h)
+//   - cost(W) = m(1 + nodes(W)) (the target's measured curve, draft_budget.h;
+//     with a timer, points are timed when a choice first needs them)
 //     + the drafter's module calls: module 0's catch-up, and one call per
 //     depth >= 1 whose rows are that module's catch-up and the nodes above
 //     it (mtp_tree.cc), priced by a rolling linear fit seconds = a + b · rows
@@ -31,6 +32,7 @@
 // and picks the W (non-increasing widths, depth <= the draft length, nodes
 // <= max_nodes) maximising E / cost, re-chosen every `every` cycles.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -65,9 +67,19 @@ std::string widths_text(const std::vector<int>& widths);
 
 class TreeChooser {
  public:
+  // Seconds of an isolated forward of q rows (ForwardTimer::seconds).
+  using Timer = std::function<double(int q)>;
   // curve: the target's m(q); decode_s: one decode step's seconds (prices
   // module calls before any is observed); max_depth: the draft length.
-  TreeChooser(CostCurve curve, double decode_s, int max_depth, int max_nodes);
+  // timer (optional): the curve is completed lazily — when a choice falls on
+  // a shape whose 1 + nodes rows the curve has no point for, that forward is
+  // timed, added, and the choice made again (each q at most once). Between
+  // points the curve is linear and beyond the last it extends the last slope,
+  // which on a curve that steepens with q (memory-bound, then compute-bound)
+  // prices an untimed large tree at most at its cost: the chooser times it
+  // rather than ruling it out unseen. The timing is left out of the cycle's
+  // seconds (observe_cycle).
+  TreeChooser(CostCurve curve, double decode_s, int max_depth, int max_nodes, Timer timer = {});
 
   // The shape for the next cycle.
   const std::vector<int>& widths();
@@ -98,6 +110,8 @@ class TreeChooser {
   // Module time fit: decayed sums of rows, seconds, rows², rows·seconds, n.
   double sn_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0, default_call_s_;
   double overhead_ = 0, overhead_n_ = 0;  // decayed mean of the cycles' excess
+  Timer timer_;
+  double timing_s_ = 0;  // spent timing points since the last observe_cycle
   std::vector<int> widths_;
   int since_ = 0, choices_ = 0;
 };

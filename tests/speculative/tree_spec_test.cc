@@ -9,8 +9,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <numeric>
 #include <random>
+#include <thread>
 
 #include "checkpoint_util.h"
 #include "core/error.h"
@@ -275,6 +277,63 @@ TEST(TreeShape, ChooserWidensOnlyWhenItPays) {
   EXPECT_EQ(TreeOptions::nodes(steep_w), int(steep_w.size())) << widths_text(steep_w);
   const std::vector<int> no_second = run(flat, 0.6, 0.0);
   EXPECT_EQ(no_second[0], 1) << widths_text(no_second);
+}
+
+// --tree auto times the verify sizes its choices need, lazily. On a curve
+// flat to q = 4 (the up-front points 1, 2, 4) and linear beyond, every q the
+// chooser prices is exact (timed, or between timed points on one segment) or
+// cheaper than true (past the last timed point, the 2..4 slope), so the
+// shape it settles on is the one a chooser given every point picks, fed the
+// same outcomes; and it times only q it chose, each once.
+TEST(TreeShape, LazyCurveChoosesAsTheFullCurve) {
+  for (const double slope : {0.02, 0.12, 1.0}) {  // memory-bound .. compute-bound past q = 4
+    auto f = [&](int q) { return q <= 4 ? 1.0 + 0.01 * (q - 1) : 1.03 + slope * (q - 4); };
+    std::vector<std::pair<int, double>> all;
+    for (int q = 1; q <= 33; ++q) all.push_back({q, f(q)});
+    std::vector<int> timed;
+    TreeChooser lazy(CostCurve({{1, f(1)}, {2, f(2)}, {4, f(4)}}), 1.0, 3, 32, [&](int q) {
+      timed.push_back(q);
+      return f(q);
+    });
+    TreeChooser full{CostCurve(all), 1.0, 3, 32};
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<double> u(0, 1);
+    for (int i = 0; i < 200; ++i) {
+      std::vector<int> w = lazy.widths(), ranks;
+      EXPECT_EQ(w, full.widths()) << "slope " << slope << " cycle " << i;
+      for (size_t d = 0; d < w.size(); ++d) {
+        const double x = u(rng);
+        if (x < 0.45) ranks.push_back(0);
+        else if (w[d] > 1 && x < 0.75) ranks.push_back(1);
+        else if (w[d] > 2 && x < 0.85) ranks.push_back(2);
+        else break;
+      }
+      for (TreeChooser* c : {&lazy, &full}) {
+        c->observe(w, ranks);
+        c->observe_module(2, 0.02);
+        c->observe_module(8, 0.03);
+      }
+    }
+    std::vector<int> unique = timed;
+    std::sort(unique.begin(), unique.end());
+    EXPECT_EQ(std::adjacent_find(unique.begin(), unique.end()), unique.end()) << "a q timed twice";
+    for (int q : timed) EXPECT_TRUE(q > 4 && q <= 33) << q;
+    EXPECT_LT(timed.size(), size_t(29)) << "every q was timed";
+  }
+}
+
+// The forwards a choice times run inside a cycle; they are not its cost.
+TEST(TreeShape, TimedPointsAreLeftOutOfTheCycle) {
+  int calls = 0;
+  TreeChooser ch(CostCurve({{1, 1.0}, {2, 1.01}, {4, 1.03}}), 1.0, 3, 32, [&](int q) {
+    ++calls;
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    return 1.0 + 0.01 * (q - 1);
+  });
+  const std::vector<int> w = ch.widths();  // prior acceptance 0.6 on a flat curve: a tree
+  ASSERT_GT(calls, 0) << widths_text(w);
+  ch.observe_cycle(w, ch.cycle_seconds(w) + 0.030 * calls);  // wall time incl. the timing
+  EXPECT_NEAR(ch.overhead_seconds(), 0.0, 0.01) << calls << " timed forwards";
 }
 
 }  // namespace
