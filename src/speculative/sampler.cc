@@ -269,14 +269,30 @@ void Sampler::top(const float* logits, size_t n, int64_t pos, const int32_t* ids
 }
 
 int32_t sample_dist(const TokenDist& d, uint64_t seed, int64_t pos, NoiseStream stream) {
-  double best = kNegInf;
-  int32_t best_id = -1;
-  for (size_t i = 0; i < d.ids.size(); ++i) {
-    if (!(d.p[i] > 0)) continue;
-    const double s = std::log(d.p[i]) + keyed_gumbel(seed, pos, d.ids[i], stream);
-    if (s > best) best = s, best_id = d.ids[i];
+  // argmax of log p + g over the ids with p > 0, ties to the lower index. The
+  // most probable id is scored first; another can win only if p ≥ (1 − u)·
+  // exp(best) (skip_bar, with log_sum 0: s = log p + g ≤ log(p / (1 − u))
+  // holds whatever p sums to), so most are skipped with a hash and a multiply.
+  const RowNoise noise(seed, pos, stream);
+  const size_t n = d.ids.size();
+  size_t best_i = n;
+  for (size_t i = 0; i < n; ++i) {
+    if (d.p[i] > 0 && (best_i == n || d.p[i] > d.p[best_i])) best_i = i;
   }
-  return best_id;
+  if (best_i == n) return -1;
+  double best = std::log(d.p[best_i]) + RowNoise::gumbel(noise.uniform(d.ids[best_i]));
+  double bar = skip_bar(best, 0.0, false);
+  for (size_t i = 0; i < n; ++i) {
+    if (i == best_i || !(d.p[i] > 0)) continue;
+    const double u = noise.uniform(d.ids[i]);
+    if (d.p[i] < (1 - u) * bar) continue;
+    const double sc = std::log(d.p[i]) + RowNoise::gumbel(u);
+    if (sc > best || (sc == best && i < best_i)) {
+      best = sc, best_i = i;
+      bar = skip_bar(best, 0.0, false);
+    }
+  }
+  return d.ids[best_i];
 }
 
 }  // namespace mtp::speculative

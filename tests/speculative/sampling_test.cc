@@ -230,6 +230,41 @@ std::vector<int32_t> reference_kept(const std::vector<float>& row, const Sampler
 // of sample() and top() changes no choice: equal, choice for choice, to
 // scoring every kept candidate — over flat, peaked and tied rows with NaN and
 // −inf entries, every truncation, vocabularies 1..4096, ids remapped or not.
+// sample_dist skips ids that cannot win; it must pick what scoring every id
+// (log p + keyed Gumbel, the first of equal scores) picks.
+TEST(Sampler, SampleDistEqualsScoringEveryId) {
+  std::mt19937 rng(11);
+  for (size_t n : {size_t(1), size_t(2), size_t(9), size_t(500), size_t(32000)}) {
+    for (int kind = 0; kind < 4; ++kind) {
+      TokenDist d;
+      std::normal_distribution<double> nd(0, kind == 1 ? 6.0 : 1.5);
+      for (size_t i = 0; i < n; ++i) {
+        d.ids.push_back(int32_t(3 * i + 1));
+        double w = std::exp(nd(rng));
+        if (kind == 2) w = double(1 + rng() % 3);    // many equal probabilities
+        if (kind == 3 && rng() % 3 == 0) w = 0;      // zeros (a residual)
+        d.p.push_back(w);
+      }
+      double sum = 0;
+      for (double x : d.p) sum += x;
+      for (double& x : d.p) x = kind == 1 ? x : x / std::max(sum, 1e-300);  // kind 1 unnormalised
+      for (int64_t pos = 0; pos < 40; ++pos) {
+        int32_t want = -1;
+        double best = -INFINITY;
+        for (size_t i = 0; i < n; ++i) {
+          if (!(d.p[i] > 0)) continue;
+          const double sc = std::log(d.p[i]) + keyed_gumbel(7, pos, d.ids[i], NoiseStream::Residual);
+          if (sc > best) best = sc, want = d.ids[i];
+        }
+        ASSERT_EQ(sample_dist(d, 7, pos, NoiseStream::Residual), want)
+            << "n " << n << " kind " << kind << " pos " << pos;
+      }
+    }
+  }
+  TokenDist none{{4, 5}, {0.0, 0.0}};
+  EXPECT_EQ(sample_dist(none, 1, 0, NoiseStream::Draft), -1);
+}
+
 TEST(Sampler, PrunedScoringEqualsScoringEveryCandidate) {
   std::mt19937 rng(3);
   long scored_choices = 0;
