@@ -63,7 +63,11 @@ struct SchedulerOptions {
   // Draft lengths from the cost curve (false: always each request's draft_k;
   // tests use it to force deep verify rows).
   bool adaptive = true;
-  int cost_reps = 2;     // repetitions of each m(q) timing at start
+  // Extra rounds of the m(q) timing at start. 0: one round after the timer's
+  // prefill (which pages the weights in), as --tree auto; the curve then
+  // follows the live forwards (CostCurve::observe). Each round costs ~17
+  // decodes: on the widened 1 B target 2 extra rounds were 2.5 s of start-up.
+  int cost_reps = 0;
 };
 
 struct Request {
