@@ -1,8 +1,7 @@
 #include "speculative/tree_shape.h"
 
-#include <chrono>
-
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 
 #include <fmt/format.h>
