@@ -48,8 +48,8 @@ TreesResult run_trees(const BenchInputs& in, const std::vector<std::string>& nam
   res.draft_k = draft_k;
   res.threads = in.pool ? int(in.pool->size()) : 1;
   for (const std::string& s : names) res.runs.push_back({s});
-  // One chooser for every auto run: its m(q) points are timed once (q = 1, 2,
-  // 4 here, larger ones when a choice first needs them) and reported at the end.
+  // One chooser for every auto run: its m(q) points are timed once (q = 1..4
+  // here, larger ones when a choice first needs them) and reported at the end.
   std::optional<TreeChooser> chooser;
   for (const TreeOptions& t : shapes) {
     if (t.kind == TreeOptions::Kind::Auto && !chooser) {

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <random>
-#include <span>
 
 #include "core/error.h"
 
@@ -99,19 +98,16 @@ double ForwardTimer::seconds(int q) {
 }
 
 CostCurve forward_cost_curve(const model::Model& m, int q_max, int reps, ThreadPool* pool,
-                             double stop_m, CurveGrid grid) {
+                             double stop_m) {
   ForwardTimer timer(m, q_max, pool);
-  return forward_cost_curve(timer, q_max, reps, stop_m, grid);
+  return forward_cost_curve(timer, q_max, reps, stop_m);
 }
 
-CostCurve forward_cost_curve(ForwardTimer& timer, int q_max, int reps, double stop_m,
-                             CurveGrid grid) {
+CostCurve forward_cost_curve(ForwardTimer& timer, int q_max, int reps, double stop_m) {
   q_max = std::max(1, std::min(q_max, timer.q_max()));
   // A few q: every forward of a big model costs, and m(q) is smooth between.
   std::vector<int> qs;
-  static constexpr int kDense[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128};
-  static constexpr int kDoubling[] = {1, 2, 4, 8, 16, 32, 64, 128};
-  for (int q : grid == CurveGrid::Dense ? std::span<const int>(kDense) : std::span<const int>(kDoubling)) {
+  for (int q : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128}) {
     if (q <= q_max) qs.push_back(q);
   }
   // q_max itself only when the last slope would extrapolate far (33 after 32

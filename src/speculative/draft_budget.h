@@ -60,12 +60,6 @@ class CostCurve {
   std::vector<std::pair<int, double>> live_;  // (q, measured / timed), q ascending
 };
 
-// Which q a forward_cost_curve times: Dense 1, 2, 3, 4, 6, 8, 12, 16, 24, ...;
-// Doubling 1, 2, 4, 8, 16, ... (the tree chooser's: about 40 % fewer decodes
-// of start-up on a memory-bound target, where m(q) is near-linear between
-// these points; linear interpolation then errs high, toward smaller trees).
-enum class CurveGrid { Dense, Doubling };
-
 // Times forwards of q rows of random tokens at positions 16 .. 16 + q - 1 in a
 // KV cache of its own, after a 16-row prefill (which also pages the weights
 // in); the cache is rolled back after each call. The model and pool must
@@ -86,7 +80,7 @@ class ForwardTimer {
   std::vector<float> logits_;
 };
 
-// Measures m(q) at the grid's q up to q_max (the fastest
+// Measures m(q) at q = 1, 2, 3, 4, 6, 8, 12, ... up to q_max (the fastest
 // of 1 + reps interleaved rounds after a 16-row prefill that pages the
 // weights in; q = 1 twice in the first round) at a short context; between
 // points the curve is linear, beyond the last point it extends its last slope.
@@ -96,11 +90,10 @@ class ForwardTimer {
 // more (the tree chooser: 1 + draft length), and on a memory-bound target the
 // forwards of 24..64 rows would cost ~20 decodes of start-up per round.
 CostCurve forward_cost_curve(const model::Model& m, int q_max, int reps, ThreadPool* pool,
-                             double stop_m = 0, CurveGrid grid = CurveGrid::Dense);
+                             double stop_m = 0);
 // The same with a timer the caller keeps (q_max <= timer.q_max()), which can
 // time more points later (TreeChooser's lazy points).
-CostCurve forward_cost_curve(ForwardTimer& timer, int q_max, int reps, double stop_m = 0,
-                             CurveGrid grid = CurveGrid::Dense);
+CostCurve forward_cost_curve(ForwardTimer& timer, int q_max, int reps, double stop_m = 0);
 
 // P_j for j = 0 .. k_max-1 from a sequence's counters (SpecStats::drafted /
 // accepted: cycles whose tree / accepted path reached depth j + 1), smoothed

@@ -78,12 +78,12 @@ int SpecOptions::max_draft() const {
 
 TreeChooser make_tree_chooser(const model::Model& m, const TreeOptions& t, int draft_k,
                               ThreadPool* pool) {
-  // The target's m(q) at q = 1, 2, 4 up front (a 16-row prefill and ~4
+  // The target's m(q) at q = 1..4 up front (a 16-row prefill and ~5
   // decodes); larger verifies are timed when a choice first needs them
   // (TreeChooser's timer), so a target where chains win never times the
   // 16..33-row forwards (~20 decodes of start-up on a memory-bound target).
   auto timer = std::make_shared<ForwardTimer>(m, 1 + t.max_nodes, pool);
-  CostCurve curve = forward_cost_curve(*timer, 4, 0, 1.0 + draft_k, CurveGrid::Doubling);
+  CostCurve curve = forward_cost_curve(*timer, 4, 0, 1.0 + draft_k);
   const double decode_s = curve(1);
   return TreeChooser(std::move(curve), decode_s, draft_k, t.max_nodes,
                      [timer](int q) { return timer->seconds(q); });

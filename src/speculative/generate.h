@@ -97,7 +97,7 @@ int resolve_ctx(const model::ModelConfig& c, int requested, int64_t needed = 0);
 double available_memory_bytes();
 
 // --tree auto's chooser for a drafter of draft length draft_k: times the
-// target's m(q) at q = 1, 2, 4 now and larger q (up to 1 + t.max_nodes) when
+// target's m(q) at q = 1..4 now and larger q (up to 1 + t.max_nodes) when
 // a choice first needs them (TreeChooser's timer).
 TreeChooser make_tree_chooser(const model::Model& m, const TreeOptions& t, int draft_k,
                               ThreadPool* pool);

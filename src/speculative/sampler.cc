@@ -47,6 +47,34 @@ constexpr double kMargin = 1e-6;
 double skip_bar(double floor, double log_sum, bool off) {
   return off ? 0.0 : std::exp(floor - kMargin + log_sum);  // 0: nothing is skipped
 }
+
+// The keyed Gumbel-max over candidates 0..n-1: argmax of logp(i) + g(id(i)),
+// ties to the lower i, over those with ex(i) > 0 (ex = exp(logp + log_sum),
+// the unnormalised probability, monotone in logp). The most probable is scored
+// first, the others only where skip_bar lets them reach the best so far, so
+// logp is evaluated for a handful. n when no candidate has ex > 0.
+template <class LogP, class Ex, class Id>
+size_t gumbel_argmax(size_t n, const LogP& logp, const Ex& ex, const Id& id, const RowNoise& noise,
+                     double log_sum, bool score_every) {
+  size_t best_i = n;
+  for (size_t i = 0; i < n; ++i) {
+    if (ex(i) > 0 && (best_i == n || ex(i) > ex(best_i))) best_i = i;
+  }
+  if (best_i == n) return n;
+  double best = logp(best_i) + RowNoise::gumbel(noise.uniform(id(best_i)));
+  double bar = skip_bar(best, log_sum, score_every);
+  for (size_t i = 0; i < n; ++i) {
+    if (i == best_i || !(ex(i) > 0)) continue;
+    const double u = noise.uniform(id(i));
+    if (ex(i) < (1.0 - u) * bar) continue;  // cannot reach best (skip_bar)
+    const double sc = logp(i) + RowNoise::gumbel(u);
+    if (sc > best || (sc == best && i < best_i)) {
+      best = sc, best_i = i;
+      bar = skip_bar(best, log_sum, score_every);
+    }
+  }
+  return best_i;
+}
 }  // namespace
 
 const char* spec_sampling_name(SpecSampling m) {
@@ -171,25 +199,11 @@ int32_t Sampler::sample(const float* logits, size_t n, int64_t pos, const int32_
   keep(logits, n);
   if (opt_.sequential_noise_fault) pos = draws_++;
   const RowNoise noise(opt_.seed, pos, stream);
-  // argmax over kept i of logp_i + g_i, ties to the lower column (= id). The
-  // most probable candidate is scored first, so the bar skips nearly all.
-  size_t best_i = 0;
-  for (size_t i = 1; i < logp_.size(); ++i) {
-    if (logp_[i] > logp_[best_i]) best_i = i;
-  }
-  if (logp_.empty() || !(logp_[best_i] > kNegInf)) return id_of(kernels::argmax(logits, n));
-  double best = logp_[best_i] + RowNoise::gumbel(noise.uniform(id_of(size_t(cols_[best_i]))));
-  double bar = skip_bar(best, log_sum_, opt_.score_every_candidate);
-  for (size_t i = 0; i < cols_.size(); ++i) {
-    if (i == best_i || logp_[i] == kNegInf) continue;
-    const double u = noise.uniform(id_of(size_t(cols_[i])));
-    if (ex_[i] < (1.0 - u) * bar) continue;  // cannot reach best (skip_bar)
-    const double s = logp_[i] + RowNoise::gumbel(u);
-    if (s > best || (s == best && i < best_i)) {
-      best = s, best_i = i;
-      bar = skip_bar(best, log_sum_, opt_.score_every_candidate);
-    }
-  }
+  const size_t best_i = gumbel_argmax(
+      cols_.size(), [&](size_t i) { return logp_[i]; }, [&](size_t i) { return ex_[i]; },
+      [&](size_t i) { return id_of(size_t(cols_[i])); }, noise, log_sum_,
+      opt_.score_every_candidate);
+  if (best_i == cols_.size()) return id_of(kernels::argmax(logits, n));
   return id_of(size_t(cols_[best_i]));
 }
 
@@ -269,30 +283,12 @@ void Sampler::top(const float* logits, size_t n, int64_t pos, const int32_t* ids
 }
 
 int32_t sample_dist(const TokenDist& d, uint64_t seed, int64_t pos, NoiseStream stream) {
-  // argmax of log p + g over the ids with p > 0, ties to the lower index. The
-  // most probable id is scored first; another can win only if p ≥ (1 − u)·
-  // exp(best) (skip_bar, with log_sum 0: s = log p + g ≤ log(p / (1 − u))
-  // holds whatever p sums to), so most are skipped with a hash and a multiply.
-  const RowNoise noise(seed, pos, stream);
-  const size_t n = d.ids.size();
-  size_t best_i = n;
-  for (size_t i = 0; i < n; ++i) {
-    if (d.p[i] > 0 && (best_i == n || d.p[i] > d.p[best_i])) best_i = i;
-  }
-  if (best_i == n) return -1;
-  double best = std::log(d.p[best_i]) + RowNoise::gumbel(noise.uniform(d.ids[best_i]));
-  double bar = skip_bar(best, 0.0, false);
-  for (size_t i = 0; i < n; ++i) {
-    if (i == best_i || !(d.p[i] > 0)) continue;
-    const double u = noise.uniform(d.ids[i]);
-    if (d.p[i] < (1 - u) * bar) continue;
-    const double sc = std::log(d.p[i]) + RowNoise::gumbel(u);
-    if (sc > best || (sc == best && i < best_i)) {
-      best = sc, best_i = i;
-      bar = skip_bar(best, 0.0, false);
-    }
-  }
-  return d.ids[best_i];
+  // log p + g over the ids with p > 0 (log_sum 0: s = log p + g ≤ log(p /
+  // (1 − u)) holds whatever p sums to).
+  const size_t i = gumbel_argmax(
+      d.ids.size(), [&](size_t j) { return std::log(d.p[j]); }, [&](size_t j) { return d.p[j]; },
+      [&](size_t j) { return d.ids[j]; }, RowNoise(seed, pos, stream), 0.0, false);
+  return i == d.ids.size() ? -1 : d.ids[i];
 }
 
 }  // namespace mtp::speculative

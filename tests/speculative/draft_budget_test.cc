@@ -192,11 +192,6 @@ TEST(DraftBudget, TimedCurveStopsWhereAVerifyCannotPay) {
   // Beyond the last point the curve extends its slope.
   const double s1 = two.timed(1), s2 = two.timed(2);
   EXPECT_NEAR(two.timed(10), s2 + 8 * (s2 - s1), 1e-12 + 1e-9 * s2);
-  // The tree chooser's grid: doubling q, q_max only when well past the last.
-  EXPECT_EQ(qs(forward_cost_curve(*f.model, 10, 0, nullptr, 0, CurveGrid::Doubling)),
-            (std::vector<int>{1, 2, 4, 8}));
-  EXPECT_EQ(qs(forward_cost_curve(*f.model, 11, 0, nullptr, 0, CurveGrid::Doubling)),
-            (std::vector<int>{1, 2, 4, 8, 11}));
   const CostCurve to8 = forward_cost_curve(*f.model, 10, 0, nullptr);
   EXPECT_NEAR(to8.timed(10), to8.timed(8) + (to8.timed(8) - to8.timed(6)), 1e-12 + 1e-9 * to8.timed(8));
 }
