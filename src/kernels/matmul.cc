@@ -104,8 +104,10 @@ constexpr size_t kMaxStreamTiles = 4;      // q <= 16: the decode / verify order
 // groups of 8..32 blocks measured alike, 16 in the middle. On AVX2 (several
 // passes per tile, already chunked within a block) it made q = 2..3 slower
 // (compute-bound there), so those targets keep the block-major order.
-// docs/PERFORMANCE.md "Session 12".
-constexpr size_t kL1XBytes = 24 << 10;
+// docs/PERFORMANCE.md "Session 12". 12 KiB rather than 24 since session 26:
+// 2048 cols at q = 2..3 went block-major with 24, where the (unpadded) 3-row
+// tile streamed at 1.53x q = 1 (11264x2048 bf16; chunk-major 1.04-1.15x).
+constexpr size_t kL1XBytes = 12 << 10;
 constexpr size_t kGroupBlocks = 16;  // also the packed layout's panel (see top)
 // The packed layout's column chunk (superchunks) for rows of more than
 // kChunkedMinSuper superchunks (1024 cols: 4 KiB of x, 8 KiB of a bf16 block).
@@ -141,6 +143,10 @@ inline float* group_state() {
 // one thread) to 7.2-7.6 ms at 128 or 32 KiB. (Before the workers polled, a
 // wake-up cost 20-50 µs and the threshold was 1 MiB.)
 constexpr size_t kParallelMinWork = size_t(1) << 17;
+// A 2-row product of a larger matrix (packed bytes) runs as a padded 3-row
+// tile where that is one pass (see kOnePassTiles): the L2 size of the Zen 4
+// it was measured on; smaller matrices are likely read from cache.
+constexpr size_t kPadPairMinBytes = size_t(1) << 20;
 
 // Arguments of one matmul call, shared by all targets. x rows are read through
 // xs (full superchunks) and the zero-padded copies in xtail ([q, 32]) for the
@@ -158,6 +164,9 @@ struct MatmulArgs {
   bool prefetch;  // software prefetch of the weight stream (see prefetch_single_row)
   size_t n_blocks;  // packed blocks of the whole matrix (prefetches stay inside)
   bool chunked;     // the layout: layout_chunked(n_super, bf16)
+  bool pad_pair;    // q == 2 runs as a 3-row tile (see kOnePassTiles); never a
+                    // 2-row tile of a larger q: 6 = 4 + 3 would add FMAs to a
+                    // product already FMA-bound
 
   // Superchunk s of block b.
   const uint8_t* sc(size_t b, size_t s) const {
@@ -442,21 +451,24 @@ HWY_INLINE void run_tile(const detail::MatmulArgs& a, size_t b, size_t j0, size_
   }
 }
 
-// A product of exactly 2 rows runs as a 4-row tile with 2 repeated rows where
-// that tile fits the registers in one pass (AVX3): measured on huge pages,
-// the 2-row tile streamed slower than the 4-row one (bf16 4096x4096 1.87 vs
-// 1.33 ms, 1024x8192 0.95 vs 0.65 ms: docs/PERFORMANCE.md "Huge pages and
-// prefetch into L2"); the extra FMAs are free while the call waits on DRAM.
-// A product of exactly 3 rows likewise (session 22, Zen 4, bf16 from DRAM,
-// ms: 11264x2048 q = 3 2.64-2.67 -> 1.98-2.24, 4096x4096 1.58-1.63 ->
-// 1.42-1.60, 1024x8192 0.79-0.87 -> 0.73-0.83; a 3-row tile inside a larger
-// q (7 = 4 + 3) padded too was slower: 3.41-3.43 -> 3.80-3.86 at 2048 cols).
-// With more rows the extra compute would show, and on 16-register targets
-// the 4-row tile takes 4 passes, so they keep the 2-row tile. bf16 only: an
-// fp32 hold (twice the bytes per FMA) ran its padded q = 2 and 3 ~22 %
-// slower than the plain tiles (session 22, AVX3 fp32 4096x4096 q = 2 4.07 ->
-// 3.21 ms, q = 3 4.01 -> 3.10; 11264x2048 q = 3 6.03 -> 4.40 unpadded).
-constexpr bool kPadPairs = passes_of(4) == 1;
+// Where a 4-row tile is one pass (AVX3: kOnePassTiles), a product of
+// exactly 2 rows whose weights stream from DRAM runs as a 3-row tile with row
+// j0 repeated (MatmulArgs::pad_pair): on Zen 4 the 2-row tile streams from
+// DRAM erratically (bf16 1024x1024 median 1.57x q = 1 with a best of 0.88x,
+// 8192x1024 1.36-1.59x), the 3-row tile steadily (0.96-1.10x at 1024-8192
+// cols). Not the 4-row tile: it needs 32 FMAs (one 512-bit FMA per cycle on
+// Zen 4) per 128 bf16 weights, FMA-bound at ~4 weights per cycle, about the
+// rate one core streams them: q = 4 costs 1.3-1.4x q = 1 from DRAM, the 3-row
+// tile (24 FMAs) 1.02-1.15x; so products of 3 rows, which ran padded to 4
+// until session 26, run unpadded (docs/PERFORMANCE.md "Session 26: 3-row
+// tiles": q = 3 1.20-1.30 -> 1.02-1.11x, q = 2 1.20-1.30 -> 0.96-1.10x, 1
+// thread, 1024-8192 cols). Matrices of at most kPadPairMinBytes keep the
+// 2-row tile: such a matrix is usually read from cache (a small model, a
+// drafter module), where the 2-row tile costs 1.37x q = 1 against the 3-row
+// tile's 1.80x (in L2, 320-4096 cols), and from DRAM the two measured alike.
+// bf16 only (fp32 has twice the bytes per FMA). Padding changes no bits:
+// every output's operations are the same in any tile.
+constexpr bool kOnePassTiles = passes_of(4) == 1;
 
 // Tile of rows [j0, j0 + min(4, q - j0)).
 template <bool kBf16>
@@ -473,11 +485,9 @@ HWY_INLINE void run_any_tile(const detail::MatmulArgs& a, size_t b, size_t j0, s
   }
   switch (n) {
     case 4: return run_tile<4, kBf16>(a, b, j0, s0, s1, pf, p0, state);
-    case 3:
-      if (kPadPairs && kBf16 && a.q == 3) return run_tile<4, kBf16>(a, b, j0, s0, s1, pf, p0, state, 3);
-      return run_tile<3, kBf16>(a, b, j0, s0, s1, pf, p0, state);
+    case 3: return run_tile<3, kBf16>(a, b, j0, s0, s1, pf, p0, state);
     case 2:
-      if (kPadPairs && kBf16 && a.q == 2) return run_tile<4, kBf16>(a, b, j0, s0, s1, pf, p0, state, 2);
+      if (kOnePassTiles && kBf16 && a.pad_pair) return run_tile<3, kBf16>(a, b, j0, s0, s1, pf, p0, state, 2);
       return run_tile<2, kBf16>(a, b, j0, s0, s1, pf, p0, state);
     default: return run_tile<1, kBf16>(a, b, j0, s0, s1, pf, p0, state);
   }
@@ -550,7 +560,7 @@ void block_tiles(const detail::MatmulArgs& a, size_t b, size_t t0, size_t t1, bo
 // -> 4.96 with the larger chunk (x and a block-chunk of fp32 weights past L1).
 inline size_t group_chunk(const detail::MatmulArgs& a) {
   const size_t whole = a.chunked ? detail::kLayoutChunk : std::min(detail::kLayoutChunk, a.n_super);
-  if (!kPadPairs || a.q > 2 * kTileQ) return whole;
+  if (!kOnePassTiles || a.q > 2 * kTileQ) return whole;
   const size_t fit = std::max<size_t>(1, kChunkXBytes / (a.q * kSuper * sizeof(float)));
   size_t c = 1;
   while (c * 2 <= fit) c *= 2;
@@ -641,7 +651,7 @@ void blocks_impl(const detail::MatmulArgs& a, size_t b0, size_t b1) {
     // block after block, a chunked layout is a strided stream — measured on
     // AVX2 bf16 4096x4096 q = 2..4 1.3-1.9x slower), and on AVX3 where x
     // outgrows L1 (see kGroupBlocks).
-    if (a.chunked || (kPadPairs && a.q > 1 && x_bytes > detail::kL1XBytes)) {
+    if (a.chunked || (kOnePassTiles && a.q > 1 && x_bytes > detail::kL1XBytes)) {
       // Groups are the layout's panels (or the part of one in [b0, b1)).
       for (size_t g0 = b0; g0 < b1; g0 = panel_end(g0, b1))
         group_chunks<kBf16>(a, g0, panel_end(g0, b1), n_tiles, detail::group_state());
@@ -695,6 +705,10 @@ std::atomic<size_t> g_parallel_min_work{kParallelMinWork};
 size_t set_parallel_min_work(size_t bytes_times_q) {
   return g_parallel_min_work.exchange(bytes_times_q);
 }
+namespace {
+std::atomic<size_t> g_pad_pair_min_bytes{kPadPairMinBytes};
+}  // namespace
+size_t set_pad_pair_min_bytes(size_t bytes) { return g_pad_pair_min_bytes.exchange(bytes); }
 namespace {
 std::atomic<int> g_prefetch_q1{-1};  // -1: by CPU vendor
 }  // namespace
@@ -887,7 +901,8 @@ void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, fl
                              w.hold() == WeightType::BF16,
                              x, x_stride, tail, y, y_stride, q,
                              q > 1 || detail::prefetch_single_row(),
-                             (w.rows() + kBlockRows - 1) / kBlockRows, detail::layout_chunked(ns, w.hold() == WeightType::BF16)};
+                             (w.rows() + kBlockRows - 1) / kBlockRows, detail::layout_chunked(ns, w.hold() == WeightType::BF16),
+                             q == 2 && w.bytes() > detail::g_pad_pair_min_bytes.load(std::memory_order_relaxed)};
   const size_t nb = a.n_blocks;
   auto fn = HWY_DYNAMIC_DISPATCH(MatmulBlocks);
   // Threads only for enough work: kParallelMinWork (128 KiB, measured there);

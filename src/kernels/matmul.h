@@ -112,6 +112,10 @@ namespace detail {
 // Sets the bytes · q threshold for using the pool (default 128 KiB); returns the
 // previous one. For tests, which use 0 so small products exercise the split.
 size_t set_parallel_min_work(size_t bytes_times_q);
+// Sets the packed bytes above which a 2-row bf16 product runs as a padded
+// 3-row tile on AVX3 (default 1 MiB, matmul.cc kOnePassTiles); returns the
+// previous one. For tests: no bits change either way.
+size_t set_pad_pair_min_bytes(size_t bytes);
 // Whether a q = 1 product prefetches its weight stream in software (q >= 2
 // always does), for every weight type. By CPU vendor: measured
 // (docs/PERFORMANCE.md), Zen 4's hardware prefetcher keeps a q = 1 stream at

@@ -187,15 +187,20 @@ TEST_P(BatchInvariance, RowsNeverDependOnBatchThreadsOrOrder) {
     }
     const auto want = one_by_one(w, x.data(), xs, qmax);
     for (size_t q = 1; q <= qmax; q = q < 16 ? q + 1 : q + 21) {
-      for (ThreadPool* pool : {(ThreadPool*)nullptr, &pool2, &pool3}) {
-        std::vector<float> y(q * ys, -1.f);
-        matmul(w, x.data(), xs, q, y.data(), ys, pool);
-        SCOPED_TRACE(::testing::Message() << rows << "x" << cols << " q=" << q
-                                          << " threads=" << (pool ? pool->size() : 1));
-        expect_bitwise(y.data(), ys, want.data(), q, rows, "prefix batch");
-        for (size_t r = 0; r < q; ++r)  // padding of y untouched
-          for (size_t o = rows; o < ys; ++o) ASSERT_EQ(y[r * ys + o], -1.f);
-      }
+      // q = 2 both as the 2-row tile and as the padded 3-row one (AVX3, bf16;
+      // by default only for matrices over 1 MiB, larger than these).
+      for (size_t pad_min : q == 2 ? std::vector<size_t>{0, SIZE_MAX} : std::vector<size_t>{SIZE_MAX})
+        for (ThreadPool* pool : {(ThreadPool*)nullptr, &pool2, &pool3}) {
+          const size_t prev_pad = detail::set_pad_pair_min_bytes(pad_min);
+          std::vector<float> y((q + 1) * ys, -1.f);  // one row past q
+          matmul(w, x.data(), xs, q, y.data(), ys, pool);
+          detail::set_pad_pair_min_bytes(prev_pad);
+          SCOPED_TRACE(::testing::Message() << rows << "x" << cols << " q=" << q << " threads="
+                                            << (pool ? pool->size() : 1) << " pad_min=" << pad_min);
+          expect_bitwise(y.data(), ys, want.data(), q, rows, "prefix batch");
+          for (size_t r = 0; r <= q; ++r)  // padding of y and the row past q untouched
+            for (size_t o = r < q ? rows : 0; o < ys; ++o) ASSERT_EQ(y[r * ys + o], -1.f);
+        }
     }
     // Random subsets in random order, sharing the call with different rows.
     for (int trial = 0; trial < 6; ++trial) {
