@@ -20,8 +20,9 @@ class App;
 
 namespace mtp::app {
 
-// --weights values (kernels::weight_type_name spellings), in --help order.
-inline const std::vector<std::string> kWeightTypeNames{"fp32", "bf16", "q8_0", "q4_0",
+// --weights values: auto (model::Hold: as stored), then the
+// kernels::weight_type_name spellings, in --help order.
+inline const std::vector<std::string> kWeightTypeNames{"auto", "fp32", "bf16", "q8_0", "q4_0",
                                                        "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"};
 
 // The target model: -m/--model, --tokenizer, --weights, --threads.
@@ -29,7 +30,7 @@ inline const std::vector<std::string> kWeightTypeNames{"fp32", "bf16", "q8_0", "
 struct ModelArgs {
   std::string model;      // -m
   std::string tokenizer;  // --tokenizer ("" = the one beside the model)
-  std::string weights = "fp32";
+  std::string weights = "auto";
   int threads = 0;        // 0 = physical cores
 };
 

@@ -82,10 +82,11 @@ void run(BenchDecodeArgs a) {
   if (a.model.empty() == a.random.empty()) fail<InputError>("give exactly one of -m MODEL or --random PRESET");
   const std::string simd = kernels::simd_target_description();  // applies MTPSPEC_SIMD
   model::LoadOptions lo;
-  lo.weights = parse_weight_type(a.weights);
+  lo.weights = parse_hold(a.weights);
   fmt::print(stderr, "loading {} ...\n", a.model.empty() ? "random " + a.random : a.model);
   model::LoadedModel lm = a.model.empty()
-      ? model::random_model(model::random_model_preset(a.random), lo.weights, a.seed)
+      ? model::random_model(model::random_model_preset(a.random),
+                            model::resolve_hold(lo.weights, DType::F32), a.seed)
       : model::load_model(a.model, lo);
   model::Model m(std::move(lm));
   const auto& c = m.config();
@@ -154,8 +155,9 @@ void add_bench_decode(CLI::App& root) {
   cmd->add_option("-m,--model", a->model, "Target checkpoint (directory or llama2.c .bin)");
   cmd->add_option("--random", a->random, "Or a random target generated in memory: 1b | tiny");
   cmd->add_option("--weights", a->weights,
-                  "Precision the matrices are held in: fp32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, "
-                  "q5_k, q6_k (quantized in memory; the limit counts quantized bytes)")
+                  "Precision the matrices are held in: bf16 (default), auto (as stored; a random "
+                  "target: fp32), fp32, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (quantized "
+                  "in memory; the limit counts quantized bytes)")
       ->check(CLI::IsMember(kWeightTypeNames));
   cmd->add_option("--threads", a->threads, "Thread counts to measure (repeatable)");
   cmd->add_option("--pos", a->pos,

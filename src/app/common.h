@@ -21,14 +21,18 @@ struct Session {
 Session open_session(const ModelArgs& a);
 
 // A random target generated in memory (model::random_model: "1b" | "tiny";
-// InputError if unknown), held as a.weights, with a.threads; no tokenizer
+// InputError if unknown), held as a.weights (auto: fp32, the values are
+// generated in fp32), with a.threads; no tokenizer
 // (Session::tokenizer is null) — for benchmarks on token ids only.
 Session open_random_session(const std::string& preset, const ModelArgs& a, uint64_t seed);
 
 kernels::WeightType parse_weight_type(const std::string& s);
+// --weights s as a load option: "auto" -> nullopt (as stored), else the type.
+model::Hold parse_hold(const std::string& s);
 // The hold of the drafter's matrices for --weights s: the same, except that a
 // quantized target (q8_0 ... q6_k) keeps a bf16 drafter (drafters are trained
-// and parity-checked against bf16/fp32 weights).
+// and parity-checked against bf16/fp32 weights) and auto is fp32 (the
+// drafter holds matrices stored as BF16 in bf16 whatever this says).
 kernels::WeightType drafter_weight_type(const std::string& s);
 
 }  // namespace mtp::app

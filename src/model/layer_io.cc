@@ -93,7 +93,7 @@ const TensorView& finite_tensor(const TensorSet& ts, const std::string& name) {
 
 // Same source dtype: bytes are copied, so packing sees exactly the stored
 // values; mixed dtypes go through fp32, which represents F32/BF16/F16 exactly.
-PackedMatrix pack_rows(const std::vector<const TensorView*>& parts, kernels::WeightType hold) {
+PackedMatrix pack_rows(const std::vector<const TensorView*>& parts, const Hold& hold) {
   const size_t cols = size_t(parts[0]->shape[1]);
   size_t rows = 0;
   bool same = true;
@@ -102,7 +102,8 @@ PackedMatrix pack_rows(const std::vector<const TensorView*>& parts, kernels::Wei
     same = same && p->dtype == parts[0]->dtype;
   }
   if (parts.size() == 1) {
-    return PackedMatrix::pack(parts[0]->data, parts[0]->dtype, rows, cols, hold);
+    return PackedMatrix::pack(parts[0]->data, parts[0]->dtype, rows, cols,
+                              resolve_hold(hold, parts[0]->dtype));
   }
   const DType dt = same ? parts[0]->dtype : DType::F32;
   const size_t es = dtype_size(dt);
@@ -116,11 +117,11 @@ PackedMatrix pack_rows(const std::vector<const TensorView*>& parts, kernels::Wei
     }
     dst += p->numel() * es;
   }
-  return PackedMatrix::pack(buf.data(), dt, rows, cols, hold);
+  return PackedMatrix::pack(buf.data(), dt, rows, cols, resolve_hold(hold, dt));
 }
 
 PackedMatrix load_matrix(const TensorSet& ts, const std::vector<std::string>& names,
-                         kernels::WeightType hold, const BlockTensors* blocks) {
+                         const Hold& hold, const BlockTensors* blocks) {
   auto block_of = [&](const std::string& n) -> const BlockTensor* {
     if (!blocks) return nullptr;
     auto it = blocks->find(n);
@@ -183,7 +184,7 @@ void run_load_tasks(size_t n, const std::function<void(size_t)>& task) {
 }
 
 LayerWeights load_layer(const TensorSet& ts, const ModelConfig& c, const std::string& p,
-                        kernels::WeightType hold, const BlockTensors* blocks) {
+                        const Hold& hold, const BlockTensors* blocks) {
   const bool op = c.norm_one_plus;
   LayerWeights w;
   w.attn_norm = load_norm(ts, p + "input_layernorm.weight", op);

@@ -51,7 +51,7 @@ std::vector<float> load_norm(const io::TensorSet& ts, const std::string& name, b
 
 // Row-wise concatenation of [r_i, cols] tensors packed as one matrix.
 kernels::PackedMatrix pack_rows(const std::vector<const io::TensorView*>& parts,
-                                kernels::WeightType hold);
+                                const Hold& hold);
 
 // Runs task(0..n-1) on a pool of up to physical_cores() threads (the
 // loaders' per-layer work); every task runs, and the first error by task
@@ -64,10 +64,10 @@ void run_load_tasks(size_t n, const std::function<void(size_t)>& task);
 // for bit, whatever `hold` (after a check that every value is finite); a
 // matrix of parts of several types is composite (PackedMatrix::concat_rows).
 kernels::PackedMatrix load_matrix(const io::TensorSet& ts, const std::vector<std::string>& names,
-                                  kernels::WeightType hold, const BlockTensors* blocks = nullptr);
+                                  const Hold& hold, const BlockTensors* blocks = nullptr);
 
 // One layer of family `c` under `prefix` (its matrices through load_matrix).
 LayerWeights load_layer(const io::TensorSet& ts, const ModelConfig& c, const std::string& prefix,
-                        kernels::WeightType hold, const BlockTensors* blocks = nullptr);
+                        const Hold& hold, const BlockTensors* blocks = nullptr);
 
 }  // namespace mtp::model

@@ -87,7 +87,7 @@ std::vector<uint8_t> gather_rows(const std::vector<RowSource>& parts, size_t col
   return buf;
 }
 
-PackedMatrix pack_float_parts(const std::vector<RowSource>& parts, kernels::WeightType hold,
+PackedMatrix pack_float_parts(const std::vector<RowSource>& parts, const Hold& hold,
                               const std::string& file);
 
 // THE packing of every GGUF weight matrix: the row-wise concatenation of
@@ -96,7 +96,7 @@ PackedMatrix pack_float_parts(const std::vector<RowSource>& parts, kernels::Weig
 // parts (Q8_0 ... Q6_K) are held as stored, bit for bit, whatever `hold`.
 // Parts of different block types (Q4_K_M's Q4_K q/k with Q6_K v) become a
 // composite matrix (PackedMatrix::concat_rows): each part keeps its type.
-PackedMatrix pack_gguf_matrix(const std::vector<RowSource>& parts, kernels::WeightType hold,
+PackedMatrix pack_gguf_matrix(const std::vector<RowSource>& parts, const Hold& hold,
                               const std::string& file) {
   bool any_block = false;
   for (auto& p : parts) any_block = any_block || !float_dtype(p.t->type);
@@ -132,7 +132,7 @@ PackedMatrix pack_gguf_matrix(const std::vector<RowSource>& parts, kernels::Weig
 
 // Float parts only: same-type parts fused by copying stored row bytes; mixed
 // float types go through fp32, which holds F32/F16/BF16 exactly.
-PackedMatrix pack_float_parts(const std::vector<RowSource>& parts, kernels::WeightType hold,
+PackedMatrix pack_float_parts(const std::vector<RowSource>& parts, const Hold& hold,
                               const std::string& file) {
   const size_t cols = parts[0].t->row_elems();
   size_t rows = 0;
@@ -145,7 +145,7 @@ PackedMatrix pack_float_parts(const std::vector<RowSource>& parts, kernels::Weig
   if (parts.size() == 1 && parts[0].perm.empty()) {
     check_finite(parts[0].t->data, dt, rows * cols,
                  fmt::format("tensor {} in '{}'", parts[0].t->name, file));
-    return PackedMatrix::pack(parts[0].t->data, dt, rows, cols, hold);
+    return PackedMatrix::pack(parts[0].t->data, dt, rows, cols, resolve_hold(hold, dt));
   }
   const size_t out_row = cols * dtype_size(dt);
   std::vector<uint8_t> buf(rows * out_row);
@@ -165,7 +165,7 @@ PackedMatrix pack_float_parts(const std::vector<RowSource>& parts, kernels::Weig
     check_finite(start, dt, n * cols,
                  fmt::format("tensor {} in '{}'", p.t->name, file));
   }
-  return PackedMatrix::pack(buf.data(), dt, rows, cols, hold);
+  return PackedMatrix::pack(buf.data(), dt, rows, cols, resolve_hold(hold, dt));
 }
 
 // A vector (norm weight, bias) as fp32, as stored (Gemma's 1 + w included).
@@ -232,7 +232,7 @@ void check_tensors(const GgufFile& f, const ModelConfig& c) {
 }
 
 LayerWeights load_gguf_layer(const GgufFile& f, const ModelConfig& c, int i,
-                             kernels::WeightType hold) {
+                             const Hold& hold) {
   auto name = [&](const char* hf) { return gguf_layer_tensor_name(c, i, hf); };
   auto tensor = [&](const char* hf) { return f.tensor(name(hf)); };
   LayerWeights w;

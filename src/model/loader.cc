@@ -48,7 +48,9 @@ LoadedModel load_model(const std::string& path, const LoadOptions& opt) {
   LoadedModel m = format == Format::Gguf ? load_gguf(p, opt)
                   : format == Format::Hf ? load_hf(p, opt)
                                          : load_llama2c(p, opt);
-  if (kernels::weight_type_quantized(opt.weights)) m.requantized = kernels::weight_type_name(opt.weights);
+  if (opt.weights && kernels::weight_type_quantized(*opt.weights)) {
+    m.requantized = kernels::weight_type_name(*opt.weights);
+  }
   return m;
 }
 

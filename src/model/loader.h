@@ -10,10 +10,11 @@
 namespace mtp::model {
 
 struct LoadOptions {
-  // --weights: fp32 | bf16, or a ggml block type (q8_0 ... q6_k) the matrices
-  // are requantized to at load (PackedMatrix::pack); norms stay fp32 and the
-  // embedding table is used as stored.
-  kernels::WeightType weights = kernels::WeightType::F32;
+  // --weights: nullopt = auto (each float matrix as stored: bf16 or fp32, see
+  // model::Hold), fp32 | bf16, or a ggml block type (q8_0 ... q6_k) the
+  // matrices are requantized to at load (PackedMatrix::pack); norms stay fp32
+  // and the embedding table is used as stored.
+  Hold weights;
 };
 
 struct LoadedModel {

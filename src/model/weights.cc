@@ -24,9 +24,14 @@ void EmbeddingTable::lookup(int32_t id, float scale, float* out) const {
   }
 }
 
-kernels::PackedMatrix EmbeddingTable::pack(kernels::WeightType hold) const {
+kernels::WeightType resolve_hold(const Hold& hold, DType stored) {
+  if (hold) return *hold;
+  return stored == DType::BF16 ? kernels::WeightType::BF16 : kernels::WeightType::F32;
+}
+
+kernels::PackedMatrix EmbeddingTable::pack(const Hold& hold) const {
   if (blocks != GgmlType::F32) return kernels::PackedMatrix::pack_blocks(data, blocks, rows, cols);
-  return kernels::PackedMatrix::pack(data, dtype, rows, cols, hold);
+  return kernels::PackedMatrix::pack(data, dtype, rows, cols, resolve_hold(hold, dtype));
 }
 
 std::vector<float> norm_weight(const void* src, DType t, size_t n, bool one_plus) {

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,17 @@
 #include "model/config.h"
 
 namespace mtp::model {
+
+// How float matrices are held (--weights): a type, or nullopt = as stored
+// (`--weights auto`, the default): a matrix stored as BF16 is held as bf16, one
+// stored as F32 or F16 (or of mixed float parts) as fp32, ggml block types as
+// they are. Each hold keeps the stored values exactly, and the kernels compute
+// the same bits from a bf16 hold as from an fp32 hold of the same values
+// (kernels/matmul.h), so `auto` computes what `fp32` computes, with half the
+// bytes per token for a bf16 checkpoint. A quantized type requantizes at load.
+using Hold = std::optional<kernels::WeightType>;
+// The hold of a float matrix whose source is `stored` (F32, BF16 or F16).
+kernels::WeightType resolve_hold(const Hold& hold, DType stored);
 
 // A [vocab, d] table viewed in place: fp32, bf16 or fp16 storage (`dtype`),
 // or, when `blocks` is a ggml block type (Q8_0 ... Q6_K, as GGUF token_embd
@@ -31,7 +43,7 @@ struct EmbeddingTable {
   void lookup(int32_t id, float scale, float* out) const;
   // The whole table as a packed matrix held as `hold` (a tied head): raw
   // blocks are held as stored (PackedMatrix::pack_blocks), whatever `hold`.
-  kernels::PackedMatrix pack(kernels::WeightType hold) const;
+  kernels::PackedMatrix pack(const Hold& hold) const;
 };
 
 struct LayerWeights {

@@ -80,7 +80,10 @@ TEST_P(GgufEqualsHf, BitwiseEqualLogits) {
   opt.matrix_type = ggml_of(cs.dtype);
   test::convert_hf_to_gguf(dir, gguf, opt);
 
-  for (WeightType hold : {WeightType::F32, WeightType::BF16}) {
+  // fp32, bf16, and auto (as stored: the fp32 hold's bits, bf16 held for a
+  // BF16 checkpoint — model::Hold).
+  std::vector<float> fp32_logits;
+  for (Hold hold : {Hold{WeightType::F32}, Hold{WeightType::BF16}, Hold{}}) {
     const LoadedModel hf = load_hf(dir, {hold});
     const LoadedModel gg = load_model(gguf, {hold});  // dispatch on the magic
     EXPECT_EQ(gg.config.source, "gguf");
@@ -95,7 +98,18 @@ TEST_P(GgufEqualsHf, BitwiseEqualLogits) {
     const auto tokens = test::random_tokens(rng, 24, hf.config.vocab);
     const auto x = logits(hf, tokens), y = logits(gg, tokens);
     ASSERT_EQ(x.size(), y.size());
-    EXPECT_EQ(test::first_bit_difference(x, y), -1) << "hold " << kernels::weight_type_name(hold);
+    const std::string name = hold ? kernels::weight_type_name(*hold) : "auto";
+    EXPECT_EQ(test::first_bit_difference(x, y), -1) << "hold " << name;
+    if (hold == WeightType::F32) fp32_logits = x;
+    if (!hold) {
+      const WeightType as_stored = cs.dtype == DType::BF16 ? WeightType::BF16 : WeightType::F32;
+      for (const LoadedModel* m : {&hf, &gg}) {
+        EXPECT_EQ(m->weights.layers[0].wqkv.hold(), as_stored) << m->config.source;
+        EXPECT_EQ(m->weights.layers.back().w_down.hold(), as_stored) << m->config.source;
+        EXPECT_EQ(m->weights.lm_head.hold(), as_stored) << m->config.source;
+      }
+      EXPECT_EQ(test::first_bit_difference(x, fp32_logits), -1) << "auto differs from fp32";
+    }
   }
 }
 
