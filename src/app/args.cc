@@ -23,9 +23,9 @@ void add_model_flags(CLI::App* cmd, ModelArgs& a) {
                   "Tokenizer file or directory (default: the one beside the model; a GGUF "
                   "model's own tokenizer.ggml.* metadata)");
   cmd->add_option("--weights", a.weights,
-                  "Precision the weight matrices are held in: auto (each as stored: bf16 "
-                  "checkpoints in bf16, fp32 and fp16 ones in fp32, GGUF block types as they are; "
-                  "computes exactly what fp32 computes), fp32, bf16 (rounds fp32 weights), or "
+                  "Precision the weight matrices are held in: auto (each as stored: bf16, fp16 "
+                  "and fp32 tensors in their own type, GGUF block types as they are; computes "
+                  "exactly what fp32 computes), fp32, bf16 or fp16 (round other weights), or "
                   "requantized at load with mtpspec's quantizer to a ggml block type q8_0, q4_0, "
                   "q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (docs/FORMATS.md)")
       ->check(CLI::IsMember(kWeightTypeNames))

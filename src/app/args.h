@@ -22,7 +22,7 @@ namespace mtp::app {
 
 // --weights values: auto (model::Hold: as stored), then the
 // kernels::weight_type_name spellings, in --help order.
-inline const std::vector<std::string> kWeightTypeNames{"auto", "fp32", "bf16", "q8_0", "q4_0",
+inline const std::vector<std::string> kWeightTypeNames{"auto", "fp32", "bf16", "fp16", "q8_0", "q4_0",
                                                        "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"};
 
 // The target model: -m/--model, --tokenizer, --weights, --threads.

@@ -156,7 +156,7 @@ void add_bench_decode(CLI::App& root) {
   cmd->add_option("--random", a->random, "Or a random target generated in memory: 1b | tiny");
   cmd->add_option("--weights", a->weights,
                   "Precision the matrices are held in: bf16 (default), auto (as stored; a random "
-                  "target: fp32), fp32, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (quantized "
+                  "target: fp32), fp32, fp16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (quantized "
                   "in memory; the limit counts quantized bytes)")
       ->check(CLI::IsMember(kWeightTypeNames));
   cmd->add_option("--threads", a->threads, "Thread counts to measure (repeatable)");

@@ -32,7 +32,7 @@ void run_widen(const WidenArgs& a) {
   const model::ModelConfig src_cfg = model::read_model_config(a.model);
   const model::WidenShape shape = model::parse_widen_shape(a.shape, src_cfg);
   model::WidenPlan plan = model::plan_widen(src_cfg, shape, a.allow_inexact);  // checks first
-  model::LoadedModel src = model::load_model(a.model, {});  // F32 hold: the stored values
+  model::LoadedModel src = model::load_model(a.model, {kernels::WeightType::F32});  // the stored values
   const DType dtype = a.dtype == "bf16" ? DType::BF16 : DType::F32;
   const std::string tok = a.tokenizer.empty() ? src.tokenizer : a.tokenizer;
   const model::ModelConfig& b = plan.dst;

@@ -17,7 +17,8 @@
 //   one-row bf16 products stream slower as rows grow"): a one-row bf16
 //   product over 4096-8192 cols streams 19-23 GB/s block after block and
 //   28-31 GB/s chunk-major; up to 2048 cols block after block is as fast.
-//   fp32: the 32 elements are cols 32s+0..31 in order.
+//   fp32 and fp16: the 32 elements are cols 32s+0..31 in order (fp16 widens
+//         with one conversion per vector, F16C's vcvtph2ps on x86).
 //   bf16: u16 element 2l holds col 32s+l and 2l+1 holds col 32s+16+l (l < 16), so a
 //         u32 load yields the low 16 cols by `<< 16` and the high 16 by masking
 //         the low half off — no widening shuffle needed.
@@ -113,9 +114,14 @@ constexpr size_t kGroupBlocks = 16;  // also the packed layout's panel (see top)
 // kChunkedMinSuper superchunks (1024 cols: 4 KiB of x, 8 KiB of a bf16 block).
 constexpr size_t kLayoutChunk = 32;
 constexpr size_t kChunkedMinSuper = 64;
-// bf16 only: fp32 rows of 4096-8192 cols measured 14-23 % slower at q = 1
-// chunk-major on AVX3 (neutral on AVX2), so fp32 stays block after block.
-inline bool layout_chunked(size_t n_super, bool bf16) { return bf16 && n_super > kChunkedMinSuper; }
+// 2-byte holds only (bf16, fp16: the measurements were bf16): fp32 rows of
+// 4096-8192 cols measured 14-23 % slower at q = 1 chunk-major on AVX3
+// (neutral on AVX2), so fp32 stays block after block.
+inline bool layout_chunked(size_t n_super, bool two_byte) { return two_byte && n_super > kChunkedMinSuper; }
+
+// The element type of a float hold: a kernel template parameter.
+enum class Elem : uint8_t { F32, BF16, F16 };
+constexpr size_t elem_bytes(Elem e) { return e == Elem::F32 ? 4 : 2; }
 // Index of block b's superchunk s in the packed storage (in superchunks).
 // Chunked: panel g0 (its first block) holds n_super·gn superchunks, chunk
 // after chunk, each chunk the blocks of the panel back to back. Otherwise
@@ -154,7 +160,7 @@ constexpr size_t kPadPairMinBytes = size_t(1) << 20;
 struct MatmulArgs {
   const uint8_t* w;
   size_t rows, cols, n_super, n_full;  // n_full: superchunks fully inside cols
-  bool bf16;
+  Elem elem;
   const float* x;
   size_t x_stride;
   const float* xtail;  // [q, kSuper], valid when n_full < n_super
@@ -163,14 +169,14 @@ struct MatmulArgs {
   size_t q;
   bool prefetch;  // software prefetch of the weight stream (see prefetch_single_row)
   size_t n_blocks;  // packed blocks of the whole matrix (prefetches stay inside)
-  bool chunked;     // the layout: layout_chunked(n_super, bf16)
+  bool chunked;     // the layout: layout_chunked(n_super, elem != F32)
   bool pad_pair;    // q == 2 runs as a 3-row tile (see kOnePassTiles); never a
                     // 2-row tile of a larger q: 6 = 4 + 3 would add FMAs to a
                     // product already FMA-bound
 
   // Superchunk s of block b.
   const uint8_t* sc(size_t b, size_t s) const {
-    const size_t sc_bytes = kBlockRows * kSuper * (bf16 ? 2 : 4);
+    const size_t sc_bytes = kBlockRows * kSuper * elem_bytes(elem);
     return w + sc_index(b, s, n_blocks, n_super, chunked) * sc_bytes;
   }
 };
@@ -181,6 +187,8 @@ struct MatmulArgs {
 HWY_BEFORE_NAMESPACE();
 namespace mtp::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+using detail::Elem;
+using detail::elem_bytes;
 using detail::kBlockRows;
 using detail::kGroupBlocks;
 using detail::kLanes;
@@ -321,7 +329,7 @@ constexpr size_t kStateLanes = kLanes;      // floats per (o, r) accumulator in 
 // tile (row j, block row k at (j·kBlockRows + k)·16), read unless s0 == 0 and
 // written unless the pass ends the accumulators; when `last` (s1 == n_super)
 // and this pass holds the last vectors, out[k][j] = Y[j][row k0 + k].
-template <size_t kR, size_t kQ, size_t kVs, bool kBf16>
+template <size_t kR, size_t kQ, size_t kVs, Elem kE>
 HWY_INLINE void pass(size_t b, size_t k0, size_t v0,
                      const detail::MatmulArgs& a,
                      const float* const* xr, const float* const* xt, size_t s0, size_t s1,
@@ -356,11 +364,16 @@ HWY_INLINE void pass(size_t b, size_t k0, size_t v0,
 #pragma GCC unroll 16
       for (size_t k = 0; k < kR; ++k) {
         V wlo, whi;
-        if constexpr (kBf16) {
+        if constexpr (kE == Elem::BF16) {
           const auto* p = reinterpret_cast<const uint32_t*>(ws) + (k0 + k) * kLanes + lane0;
           const auto raw = hn::Load(du, p);
           wlo = hn::BitCast(d, hn::ShiftLeft<16>(raw));
           whi = hn::BitCast(d, hn::And(raw, hn::Set(du, 0xFFFF0000u)));
+        } else if constexpr (kE == Elem::F16) {  // exact: every half is an fp32 value
+          const hn::Rebind<hwy::float16_t, DF> dh;
+          const auto* p = reinterpret_cast<const hwy::float16_t*>(ws) + (k0 + k) * kSuper + lane0;
+          wlo = hn::PromoteTo(d, hn::LoadU(dh, p));
+          whi = hn::PromoteTo(d, hn::LoadU(dh, p + kLanes));
         } else {
           const auto* p = reinterpret_cast<const float*>(ws) + (k0 + k) * kSuper + lane0;
           wlo = hn::Load(d, p);
@@ -375,7 +388,7 @@ HWY_INLINE void pass(size_t b, size_t k0, size_t v0,
     }
   };
 
-  const size_t sc_bytes = kBlockRows * kSuper * (kBf16 ? 2 : 4);  // one superchunk
+  const size_t sc_bytes = kBlockRows * kSuper * elem_bytes(kE);  // one superchunk
   const uint8_t* ws = a.sc(b, s0);  // [s0, s1) is one run of memory (see above)
   const uint8_t* pp = pf.base;
   const size_t s_full = std::min(s1, a.n_full);
@@ -424,7 +437,7 @@ struct ChunkPrefetch {
 // Rows j0..j0+kQ-1 of X against block b, superchunks [s0, s1), all row groups;
 // the last chunk writes the valid rows of Y. Its passes are p0, p0 + 1, ...
 // of the chunk's plan. state: [kQ][kBlockRows][16], the tile's accumulators.
-template <size_t kQ, bool kBf16>
+template <size_t kQ, Elem kE>
 //
 // nq <= kQ: the tile's real rows; rows nq..kQ-1 repeat row j0 and are not
 // written (a padded tile, see run_any_tile). Each output's operations are the
@@ -444,7 +457,7 @@ HWY_INLINE void run_tile(const detail::MatmulArgs& a, size_t b, size_t j0, size_
   for (size_t k0 = 0, p = p0; k0 < nk; k0 += kR) {  // padding-only row groups skipped
     float out[kR][kQ];
     for (size_t v0 = 0; v0 < kV; v0 += kVs, ++p)
-      pass<kR, kQ, kVs, kBf16>(b, k0, v0, a, xr, xt, s0, s1, last, pf.of(p), state, out);
+      pass<kR, kQ, kVs, kE>(b, k0, v0, a, xr, xt, s0, s1, last, pf.of(p), state, out);
     if (!last) continue;
     for (size_t k = 0; k < kR && k0 + k < nk; ++k)
       for (size_t j = 0; j < nq; ++j) a.y[(j0 + j) * a.y_stride + o0 + k0 + k] = out[k][j];
@@ -466,30 +479,31 @@ HWY_INLINE void run_tile(const detail::MatmulArgs& a, size_t b, size_t j0, size_
 // 2-row tile: such a matrix is usually read from cache (a small model, a
 // drafter module), where the 2-row tile costs 1.37x q = 1 against the 3-row
 // tile's 1.80x (in L2, 320-4096 cols), and from DRAM the two measured alike.
-// bf16 only (fp32 has twice the bytes per FMA). Padding changes no bits:
+// 2-byte holds only (fp32 has twice the bytes per FMA; fp16 measured as bf16,
+// session 26). Padding changes no bits:
 // every output's operations are the same in any tile.
 constexpr bool kOnePassTiles = passes_of(4) == 1;
 
 // Tile of rows [j0, j0 + min(4, q - j0)).
-template <bool kBf16>
+template <Elem kE>
 HWY_INLINE void run_any_tile(const detail::MatmulArgs& a, size_t b, size_t j0, size_t s0,
                              size_t s1, const ChunkPrefetch& pf, size_t p0, float* state) {
   const size_t n = std::min(kTileQ, a.q - j0);
   if constexpr (kPairTiles) {  // rows j0, j0 + 1, then the rest (their state after)
     if (n == 3 || n == 4) {
-      run_tile<2, kBf16>(a, b, j0, s0, s1, pf, p0, state);
+      run_tile<2, kE>(a, b, j0, s0, s1, pf, p0, state);
       float* rest = state + 2 * kBlockRows * kStateLanes;
-      if (n == 3) return run_tile<1, kBf16>(a, b, j0 + 2, s0, s1, pf, p0 + passes_of(2), rest);
-      return run_tile<2, kBf16>(a, b, j0 + 2, s0, s1, pf, p0 + passes_of(2), rest);
+      if (n == 3) return run_tile<1, kE>(a, b, j0 + 2, s0, s1, pf, p0 + passes_of(2), rest);
+      return run_tile<2, kE>(a, b, j0 + 2, s0, s1, pf, p0 + passes_of(2), rest);
     }
   }
   switch (n) {
-    case 4: return run_tile<4, kBf16>(a, b, j0, s0, s1, pf, p0, state);
-    case 3: return run_tile<3, kBf16>(a, b, j0, s0, s1, pf, p0, state);
+    case 4: return run_tile<4, kE>(a, b, j0, s0, s1, pf, p0, state);
+    case 3: return run_tile<3, kE>(a, b, j0, s0, s1, pf, p0, state);
     case 2:
-      if (kOnePassTiles && kBf16 && a.pad_pair) return run_tile<3, kBf16>(a, b, j0, s0, s1, pf, p0, state, 2);
-      return run_tile<2, kBf16>(a, b, j0, s0, s1, pf, p0, state);
-    default: return run_tile<1, kBf16>(a, b, j0, s0, s1, pf, p0, state);
+      if (kOnePassTiles && kE != Elem::F32 && a.pad_pair) return run_tile<3, kE>(a, b, j0, s0, s1, pf, p0, state, 2);
+      return run_tile<2, kE>(a, b, j0, s0, s1, pf, p0, state);
+    default: return run_tile<1, kE>(a, b, j0, s0, s1, pf, p0, state);
   }
 }
 
@@ -506,12 +520,12 @@ HWY_INLINE size_t tile_passes(const detail::MatmulArgs& a, size_t t0, size_t t1)
 
 // Tiles [t0, t1) against block b over superchunks [s0, s1), with the chunk's
 // prefetch plan. state: [(t1 - t0)·4][kBlockRows][16] floats.
-template <bool kBf16>
+template <Elem kE>
 HWY_INLINE void chunk_tiles(const detail::MatmulArgs& a, size_t b, size_t t0, size_t t1,
                             size_t s0, size_t s1, const ChunkPrefetch& pf, float* state) {
   for (size_t t = t0, p = 0; t < t1; ++t) {
     float* ts = state + (t - t0) * kTileQ * kBlockRows * kStateLanes;  // tile's rows
-    run_any_tile<kBf16>(a, b, t * kTileQ, s0, s1, pf, p, ts);
+    run_any_tile<kE>(a, b, t * kTileQ, s0, s1, pf, p, ts);
     p += passes_of(std::min(kTileQ, a.q - t * kTileQ));
   }
 }
@@ -520,10 +534,10 @@ HWY_INLINE void chunk_tiles(const detail::MatmulArgs& a, size_t b, size_t t0, si
 // the first to read the block, so they prefetch ahead in the weight stream
 // (one chunk's bytes per chunk, shared out among the passes).
 // state: [(t1 - t0)·4][kBlockRows][16] floats.
-template <bool kBf16>
+template <Elem kE>
 void block_tiles(const detail::MatmulArgs& a, size_t b, size_t t0, size_t t1, bool stream,
                  float* state) {
-  const size_t sc_bytes = kBlockRows * kSuper * (kBf16 ? 2 : 4);
+  const size_t sc_bytes = kBlockRows * kSuper * elem_bytes(kE);
   const size_t n_passes = tile_passes(a, t0, t1);
   const size_t x_rows = std::min(a.q, t1 * kTileQ) - t0 * kTileQ;
   // Chunks of <= kChunkXBytes of x where a tile takes several passes; else
@@ -541,7 +555,7 @@ void block_tiles(const detail::MatmulArgs& a, size_t b, size_t t0, size_t t1, bo
     const size_t len = (s1 - s0) * sc_bytes;
     const size_t ahead = n_passes == 1 ? kPrefetchBytes : std::max(len, kPrefetchBytes);
     const ChunkPrefetch pf{at + ahead, len, stream && a.prefetch ? n_passes : 0, s1 - s0};
-    chunk_tiles<kBf16>(a, b, t0, t1, s0, s1, pf, state);
+    chunk_tiles<kE>(a, b, t0, t1, s0, s1, pf, state);
   }
 }
 
@@ -573,7 +587,7 @@ inline size_t group_chunk(const detail::MatmulArgs& a) {
 // block), shared out among n_passes passes. Off when !on or past the matrix.
 inline ChunkPrefetch next_chunk_prefetch(const detail::MatmulArgs& a, size_t b, size_t s0,
                                          size_t chunk, size_t n_group, size_t n_passes, bool on) {
-  const size_t sc_bytes = kBlockRows * kSuper * (a.bf16 ? 2 : 4);
+  const size_t sc_bytes = kBlockRows * kSuper * elem_bytes(a.elem);
   const size_t s1 = std::min(a.n_super, s0 + chunk);
   const bool more = s1 < a.n_super;
   const size_t nb = more ? b : b + n_group, ns0 = more ? s1 : 0;
@@ -596,7 +610,7 @@ inline size_t panel_end(size_t g0, size_t b1) {
 // prefetches the segment the group reads g1 - g0 segments later (its own next
 // chunk; after the last chunk, the next group's block).
 // state: [g1 - g0][n_tiles·4][kBlockRows][16] floats.
-template <bool kBf16>
+template <Elem kE>
 void group_chunks(const detail::MatmulArgs& a, size_t g0, size_t g1, size_t n_tiles,
                   float* state) {
   const size_t n_passes = tile_passes(a, 0, n_tiles);
@@ -606,7 +620,7 @@ void group_chunks(const detail::MatmulArgs& a, size_t g0, size_t g1, size_t n_ti
     const size_t s1 = std::min(a.n_super, s0 + chunk);
     for (size_t b = g0; b < g1; ++b) {
       const ChunkPrefetch pf = next_chunk_prefetch(a, b, s0, chunk, n_group, n_passes, true);
-      chunk_tiles<kBf16>(a, b, 0, n_tiles, s0, s1, pf, state + (b - g0) * per_block);
+      chunk_tiles<kE>(a, b, 0, n_tiles, s0, s1, pf, state + (b - g0) * per_block);
     }
   }
 }
@@ -619,7 +633,7 @@ void group_chunks(const detail::MatmulArgs& a, size_t g0, size_t g1, size_t n_ti
 // chunks. The first tile prefetches each block's next chunk. Measured
 // (docs/PERFORMANCE.md, issue 14, "Session 22").
 constexpr size_t kPrefillTiles = 16;  // 64 rows: 256 KiB of state per panel
-template <bool kBf16>
+template <Elem kE>
 void panel_tiles(const detail::MatmulArgs& a, size_t g0, size_t g1, size_t t0, size_t t1) {
   constexpr size_t kTileState = kTileQ * kBlockRows * kStateLanes;  // floats
   thread_local std::vector<float> buf;
@@ -632,7 +646,7 @@ void panel_tiles(const detail::MatmulArgs& a, size_t g0, size_t g1, size_t t0, s
       for (size_t b = g0; b < g1; ++b) {
         const ChunkPrefetch pf = next_chunk_prefetch(a, b, s0, detail::kLayoutChunk, n_group,
                                                      tile_passes(a, t, t + 1), t == t0);
-        chunk_tiles<kBf16>(a, b, t, t + 1, s0, s1, pf,
+        chunk_tiles<kE>(a, b, t, t + 1, s0, s1, pf,
                            state + ((b - g0) * (t1 - t0) + (t - t0)) * kTileState);
       }
   }
@@ -640,9 +654,9 @@ void panel_tiles(const detail::MatmulArgs& a, size_t g0, size_t g1, size_t t0, s
 
 // Output blocks [b0, b1), all q rows. The loop order only changes which
 // (block, chunk, tile, row group) runs when, never the arithmetic of an output.
-template <bool kBf16>
+template <Elem kE>
 void blocks_impl(const detail::MatmulArgs& a, size_t b0, size_t b1) {
-  const size_t block_bytes = a.n_super * kBlockRows * kSuper * (kBf16 ? 2 : 4);
+  const size_t block_bytes = a.n_super * kBlockRows * kSuper * elem_bytes(kE);
   const size_t n_tiles = (a.q + kTileQ - 1) / kTileQ;
   HWY_ALIGN float state[detail::kMaxStreamTiles * kTileQ * kBlockRows * kStateLanes];
   if (n_tiles <= detail::kMaxStreamTiles) {
@@ -654,12 +668,12 @@ void blocks_impl(const detail::MatmulArgs& a, size_t b0, size_t b1) {
     if (a.chunked || (kOnePassTiles && a.q > 1 && x_bytes > detail::kL1XBytes)) {
       // Groups are the layout's panels (or the part of one in [b0, b1)).
       for (size_t g0 = b0; g0 < b1; g0 = panel_end(g0, b1))
-        group_chunks<kBf16>(a, g0, panel_end(g0, b1), n_tiles, detail::group_state());
+        group_chunks<kE>(a, g0, panel_end(g0, b1), n_tiles, detail::group_state());
       return;
     }
     // Decode / verify: all tiles of a block, chunk by chunk (the chunk stays
     // in L1) while the prefetch keeps DRAM busy.
-    for (size_t b = b0; b < b1; ++b) block_tiles<kBf16>(a, b, 0, n_tiles, true, state);
+    for (size_t b = b0; b < b1; ++b) block_tiles<kE>(a, b, 0, n_tiles, true, state);
     return;
   }
   // Prefill on a chunked layout: panel by panel, tiles in batches of
@@ -669,7 +683,7 @@ void blocks_impl(const detail::MatmulArgs& a, size_t b0, size_t b1) {
   if (a.chunked) {
     for (size_t g0 = b0; g0 < b1; g0 = panel_end(g0, b1))
       for (size_t t0 = 0; t0 < n_tiles; t0 += kPrefillTiles)
-        panel_tiles<kBf16>(a, g0, panel_end(g0, b1), t0, std::min(n_tiles, t0 + kPrefillTiles));
+        panel_tiles<kE>(a, g0, panel_end(g0, b1), t0, std::min(n_tiles, t0 + kPrefillTiles));
     return;
   }
   // Prefill: groups of blocks that fit in L2; the first tile streams them in,
@@ -679,15 +693,18 @@ void blocks_impl(const detail::MatmulArgs& a, size_t b0, size_t b1) {
     const size_t g1 = std::min(b1, g0 + group);
     for (size_t t = 0; t < n_tiles; ++t)
       for (size_t b = g0; b < g1; ++b)
-        block_tiles<kBf16>(a, b, t, t + 1, t == 0, state);
+        block_tiles<kE>(a, b, t, t + 1, t == 0, state);
   }
 }
 static_assert(kTileQ == 4, "run_any_tile handles tiles of 1..4 rows");
 
 // Computes output blocks [b0, b1) for all q rows.
 void MatmulBlocks(const detail::MatmulArgs& a, size_t b0, size_t b1) {
-  if (a.bf16) blocks_impl<true>(a, b0, b1);
-  else blocks_impl<false>(a, b0, b1);
+  switch (a.elem) {
+    case Elem::BF16: return blocks_impl<Elem::BF16>(a, b0, b1);
+    case Elem::F16: return blocks_impl<Elem::F16>(a, b0, b1);
+    case Elem::F32: return blocks_impl<Elem::F32>(a, b0, b1);
+  }
 }
 
 }  // namespace mtp::kernels::HWY_NAMESPACE
@@ -746,16 +763,33 @@ class AlignedRows {
   size_t cap_ = 0;
 };
 
+// fp16 bits of a finite fp32 value; InputError where it is beyond fp16's
+// range (it would become infinite: --weights fp16 of an fp32 checkpoint).
+uint16_t to_f16_checked(float v, size_t r, size_t c) {
+  const uint16_t h = f32_to_f16(v);
+  if ((h & 0x7C00) == 0x7C00) {
+    fail<InputError>("weight {} at row {}, col {} is outside fp16's range (|x| <= 65504): "
+                     "hold this matrix as fp32 or bf16", v, r, c);
+  }
+  return h;
+}
+
+// The kernel element type of a float hold.
+detail::Elem elem_of(WeightType hold) {
+  return hold == WeightType::BF16 ? detail::Elem::BF16
+         : hold == WeightType::F16 ? detail::Elem::F16
+                                   : detail::Elem::F32;
+}
 // Element offset (in held elements) of row r's 32 elements of superchunk s.
-size_t piece_index(size_t r, size_t s, size_t n_blocks, size_t n_super, bool bf16) {
+size_t piece_index(size_t r, size_t s, size_t n_blocks, size_t n_super, detail::Elem e) {
   const size_t sc = detail::sc_index(r / kBlockRows, s, n_blocks, n_super,
-                                     detail::layout_chunked(n_super, bf16));
+                                     detail::layout_chunked(n_super, e != detail::Elem::F32));
   return (sc * kBlockRows + r % kBlockRows) * kSuper;
 }
-// Position of col 32s + t within its piece: fp32 in order, bf16 interleaved
-// (the low 16 cols at even u16 slots, the high 16 at odd ones; see top).
-size_t piece_slot(size_t t, bool bf16) {
-  if (!bf16) return t;
+// Position of col 32s + t within its piece: fp32 and fp16 in order, bf16
+// interleaved (the low 16 cols at even u16 slots, the high 16 at odd ones; see top).
+size_t piece_slot(size_t t, detail::Elem e) {
+  if (e != detail::Elem::BF16) return t;
   return t < 16 ? 2 * t : 2 * (t - 16) + 1;
 }
 }  // namespace
@@ -766,20 +800,22 @@ PackedMatrix PackedMatrix::pack(const void* src, DType st, size_t rows, size_t c
     fail<ShapeError>("cannot pack a {} matrix (want F32, BF16 or F16)", dtype_name(st));
   if (weight_type_quantized(hold)) return detail::pack_quantized(src, st, rows, cols, hold);
   PackedMatrix m;
-  const bool bf16 = hold == WeightType::BF16;
+  const detail::Elem e = elem_of(hold);
   const size_t ns = n_super_of(cols), nb = (rows + kBlockRows - 1) / kBlockRows;
-  PackedMatrixAccess::set(m, rows, cols, hold, nb * ns * kBlockRows * kSuper * (bf16 ? 2 : 4));
+  PackedMatrixAccess::set(m, rows, cols, hold, nb * ns * kBlockRows * kSuper * detail::elem_bytes(e));
   uint8_t* dst = PackedMatrixAccess::mut(m);
   std::vector<float> tmp(cols);
   const size_t es = dtype_size(st);
+  // An exact copy of the stored bits where the hold is the stored type.
+  const bool copy = (e == detail::Elem::BF16 && st == DType::BF16) ||
+                    (e == detail::Elem::F16 && st == DType::F16);
   for (size_t r = 0; r < rows; ++r) {
     const uint8_t* s = static_cast<const uint8_t*>(src) + r * cols * es;
-    const bool copy = bf16 && st == DType::BF16;  // exact copy of the stored bits
     if (!copy) to_f32(s, st, cols, tmp.data());
     for (size_t sc = 0; sc < ns; ++sc) {
-      const size_t base = piece_index(r, sc, nb, ns, bf16), i0 = sc * kSuper;
+      const size_t base = piece_index(r, sc, nb, ns, e), i0 = sc * kSuper;
       const size_t n = std::min(kSuper, cols - i0);
-      if (!bf16) {  // fp32 pieces are cols in order
+      if (e == detail::Elem::F32) {  // fp32 pieces are cols in order
         std::memcpy(reinterpret_cast<float*>(dst) + base, tmp.data() + i0, n * 4);
         continue;
       }
@@ -787,8 +823,8 @@ PackedMatrix PackedMatrix::pack(const void* src, DType st, size_t rows, size_t c
       for (size_t t = 0; t < n; ++t) {
         uint16_t h;
         if (copy) std::memcpy(&h, s + 2 * (i0 + t), 2);
-        else h = f32_to_bf16(tmp[i0 + t]);
-        d[piece_slot(t, true)] = h;
+        else h = e == detail::Elem::BF16 ? f32_to_bf16(tmp[i0 + t]) : to_f16_checked(tmp[i0 + t], r, i0 + t);
+        d[piece_slot(t, e)] = h;
       }
     }
   }
@@ -827,13 +863,15 @@ void PackedMatrix::row_f32(size_t r, float* out) const {
     return dequantize_row(t, blocks.data(), cols_, out);
   }
   const size_t ns = n_super_of(cols_), nb = (rows_ + kBlockRows - 1) / kBlockRows;
-  const bool bf16 = hold_ == WeightType::BF16;
+  const detail::Elem e = elem_of(hold_);
   for (size_t sc = 0; sc < ns; ++sc) {
-    const size_t base = piece_index(r, sc, nb, ns, bf16), i0 = sc * kSuper;
+    const size_t base = piece_index(r, sc, nb, ns, e), i0 = sc * kSuper;
     for (size_t t = 0; t < std::min(kSuper, cols_ - i0); ++t) {
-      const size_t at = base + piece_slot(t, bf16);
-      out[i0 + t] = bf16 ? bf16_to_f32(reinterpret_cast<const uint16_t*>(data_.get())[at])
-                         : reinterpret_cast<const float*>(data_.get())[at];
+      const size_t at = base + piece_slot(t, e);
+      const auto* h = reinterpret_cast<const uint16_t*>(data_.get());
+      out[i0 + t] = e == detail::Elem::BF16  ? bf16_to_f32(h[at])
+                    : e == detail::Elem::F16 ? f16_to_f32(h[at])
+                                             : reinterpret_cast<const float*>(data_.get())[at];
     }
   }
 }
@@ -898,10 +936,10 @@ void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, fl
     tail = xtail.data();
   }
   const detail::MatmulArgs a{w.data(), w.rows(), cols, ns, nfull,
-                             w.hold() == WeightType::BF16,
+                             elem_of(w.hold()),
                              x, x_stride, tail, y, y_stride, q,
                              q > 1 || detail::prefetch_single_row(),
-                             (w.rows() + kBlockRows - 1) / kBlockRows, detail::layout_chunked(ns, w.hold() == WeightType::BF16),
+                             (w.rows() + kBlockRows - 1) / kBlockRows, detail::layout_chunked(ns, w.hold() != WeightType::F32),
                              q == 2 && w.bytes() > detail::g_pad_pair_min_bytes.load(std::memory_order_relaxed)};
   const size_t nb = a.n_blocks;
   auto fn = HWY_DYNAMIC_DISPATCH(MatmulBlocks);

@@ -7,7 +7,7 @@
 // makes the batched verify forward bit-identical to q one-token forwards.
 //
 // Weights are repacked at load into the kernels' layout (PackedMatrix); they are
-// held as fp32 or bf16 (all arithmetic fp32), or as rows of ggml blocks
+// held as fp32, bf16 or fp16 (all arithmetic fp32), or as rows of ggml blocks
 // (Q8_0 ... Q6_K, kernels/quant_blocks.h), multiplied by int8-quantized
 // activations (kernels/quant_dot.h states that arithmetic).
 #pragma once
@@ -27,13 +27,17 @@ class ThreadPool;
 
 namespace mtp::kernels {
 
-enum class WeightType : uint8_t { F32, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K };
-// "fp32" | "bf16" | "q8_0" | "q4_0" | "q4_1" | "q5_0" | "q5_1" | "q4_k" | "q5_k" | "q6_k" (the
-// --weights spellings).
+// F16: IEEE half, held for checkpoints stored in it (every value converts to
+// fp32 exactly, so an F16 hold computes the fp32 hold's bits; bf16 could not
+// hold those values).
+enum class WeightType : uint8_t { F32, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, F16 };
+// "fp32" | "bf16" | "fp16" | "q8_0" | "q4_0" | "q4_1" | "q5_0" | "q5_1" | "q4_k" | "q5_k" |
+// "q6_k" (the --weights spellings).
 const char* weight_type_name(WeightType t);
 // The inverse of weight_type_name; throws InputError naming the allowed set.
 WeightType parse_weight_type(const std::string& name);
 bool weight_type_quantized(WeightType t);  // one of the eight ggml block types
+bool weight_type_float(WeightType t);      // F32, BF16 or F16 (held element by element)
 // The ggml type of a hold (F32 for fp32, BF16 for bf16).
 GgmlType weight_ggml_type(WeightType t);
 // Bytes per element of a hold (block bytes / block elements: 4.5/8 for Q4_K).

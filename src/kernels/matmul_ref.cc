@@ -11,7 +11,7 @@
 namespace mtp::kernels {
 
 namespace {
-constexpr WeightType kAllTypes[] = {WeightType::F32,  WeightType::BF16, WeightType::Q8_0,
+constexpr WeightType kAllTypes[] = {WeightType::F32,  WeightType::BF16, WeightType::F16, WeightType::Q8_0,
                                     WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0,
                                     WeightType::Q5_1, WeightType::Q4_K, WeightType::Q5_K,
                                     WeightType::Q6_K};
@@ -21,6 +21,7 @@ const char* weight_type_name(WeightType t) {
   switch (t) {
     case WeightType::F32: return "fp32";
     case WeightType::BF16: return "bf16";
+    case WeightType::F16: return "fp16";
     case WeightType::Q8_0: return "q8_0";
     case WeightType::Q4_0: return "q4_0";
     case WeightType::Q4_1: return "q4_1";
@@ -36,16 +37,20 @@ const char* weight_type_name(WeightType t) {
 WeightType parse_weight_type(const std::string& name) {
   for (WeightType t : kAllTypes)
     if (name == weight_type_name(t)) return t;
-  fail<InputError>("--weights must be one of fp32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k; got '{}'",
+  fail<InputError>("--weights must be one of fp32, bf16, fp16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k; got '{}'",
                    name);
 }
 
-bool weight_type_quantized(WeightType t) { return t != WeightType::F32 && t != WeightType::BF16; }
+bool weight_type_float(WeightType t) {
+  return t == WeightType::F32 || t == WeightType::BF16 || t == WeightType::F16;
+}
+bool weight_type_quantized(WeightType t) { return !weight_type_float(t); }
 
 GgmlType weight_ggml_type(WeightType t) {
   switch (t) {
     case WeightType::F32: return GgmlType::F32;
     case WeightType::BF16: return GgmlType::BF16;
+    case WeightType::F16: return GgmlType::F16;
     case WeightType::Q8_0: return GgmlType::Q8_0;
     case WeightType::Q4_0: return GgmlType::Q4_0;
     case WeightType::Q4_1: return GgmlType::Q4_1;

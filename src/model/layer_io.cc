@@ -93,18 +93,26 @@ const TensorView& finite_tensor(const TensorSet& ts, const std::string& name) {
 
 // Same source dtype: bytes are copied, so packing sees exactly the stored
 // values; mixed dtypes go through fp32, which represents F32/BF16/F16 exactly.
+PackedMatrix pack_float_matrix(const void* src, DType stored, size_t rows, size_t cols,
+                               const Hold& hold, const std::string& what) {
+  try {
+    return PackedMatrix::pack(src, stored, rows, cols, resolve_hold(hold, stored));
+  } catch (const InputError& e) {
+    fail<InputError>("{}: {}", what, e.what());
+  }
+}
+
 PackedMatrix pack_rows(const std::vector<const TensorView*>& parts, const Hold& hold) {
   const size_t cols = size_t(parts[0]->shape[1]);
   size_t rows = 0;
   bool same = true;
+  std::string what = "tensor";
   for (auto* p : parts) {
     rows += size_t(p->shape[0]);
     same = same && p->dtype == parts[0]->dtype;
+    what += (p == parts[0] ? " " : " + ") + p->name;
   }
-  if (parts.size() == 1) {
-    return PackedMatrix::pack(parts[0]->data, parts[0]->dtype, rows, cols,
-                              resolve_hold(hold, parts[0]->dtype));
-  }
+  if (parts.size() == 1) return pack_float_matrix(parts[0]->data, parts[0]->dtype, rows, cols, hold, what);
   const DType dt = same ? parts[0]->dtype : DType::F32;
   const size_t es = dtype_size(dt);
   std::vector<uint8_t> buf(rows * cols * es);
@@ -117,7 +125,7 @@ PackedMatrix pack_rows(const std::vector<const TensorView*>& parts, const Hold& 
     }
     dst += p->numel() * es;
   }
-  return PackedMatrix::pack(buf.data(), dt, rows, cols, resolve_hold(hold, dt));
+  return pack_float_matrix(buf.data(), dt, rows, cols, hold, what);
 }
 
 PackedMatrix load_matrix(const TensorSet& ts, const std::vector<std::string>& names,

@@ -49,6 +49,12 @@ const io::TensorView& finite_tensor(const io::TensorSet& ts, const std::string& 
 // Norm weight as fp32 (1 + w in fp32 when one_plus).
 std::vector<float> load_norm(const io::TensorSet& ts, const std::string& name, bool one_plus);
 
+// PackedMatrix::pack of [rows, cols] elements of `stored`, held as
+// resolve_hold(hold, stored); an InputError (a value beyond fp16's range under
+// --weights fp16) is rethrown prefixed with `what` (the tensors and file).
+kernels::PackedMatrix pack_float_matrix(const void* src, DType stored, size_t rows, size_t cols,
+                                        const Hold& hold, const std::string& what);
+
 // Row-wise concatenation of [r_i, cols] tensors packed as one matrix.
 kernels::PackedMatrix pack_rows(const std::vector<const io::TensorView*>& parts,
                                 const Hold& hold);

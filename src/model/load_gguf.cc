@@ -145,7 +145,8 @@ PackedMatrix pack_float_parts(const std::vector<RowSource>& parts, const Hold& h
   if (parts.size() == 1 && parts[0].perm.empty()) {
     check_finite(parts[0].t->data, dt, rows * cols,
                  fmt::format("tensor {} in '{}'", parts[0].t->name, file));
-    return PackedMatrix::pack(parts[0].t->data, dt, rows, cols, resolve_hold(hold, dt));
+    return pack_float_matrix(parts[0].t->data, dt, rows, cols, hold,
+                             fmt::format("tensor {} in '{}'", parts[0].t->name, file));
   }
   const size_t out_row = cols * dtype_size(dt);
   std::vector<uint8_t> buf(rows * out_row);
@@ -165,7 +166,8 @@ PackedMatrix pack_float_parts(const std::vector<RowSource>& parts, const Hold& h
     check_finite(start, dt, n * cols,
                  fmt::format("tensor {} in '{}'", p.t->name, file));
   }
-  return PackedMatrix::pack(buf.data(), dt, rows, cols, resolve_hold(hold, dt));
+  return pack_float_matrix(buf.data(), dt, rows, cols, hold,
+                           fmt::format("tensors {}.. in '{}'", parts[0].t->name, file));
 }
 
 // A vector (norm weight, bias) as fp32, as stored (Gemma's 1 + w included).

@@ -26,7 +26,9 @@ void EmbeddingTable::lookup(int32_t id, float scale, float* out) const {
 
 kernels::WeightType resolve_hold(const Hold& hold, DType stored) {
   if (hold) return *hold;
-  return stored == DType::BF16 ? kernels::WeightType::BF16 : kernels::WeightType::F32;
+  return stored == DType::BF16  ? kernels::WeightType::BF16
+         : stored == DType::F16 ? kernels::WeightType::F16
+                                : kernels::WeightType::F32;
 }
 
 kernels::PackedMatrix EmbeddingTable::pack(const Hold& hold) const {

@@ -21,11 +21,12 @@ namespace mtp::model {
 
 // How float matrices are held (--weights): a type, or nullopt = as stored
 // (`--weights auto`, the default): a matrix stored as BF16 is held as bf16, one
-// stored as F32 or F16 (or of mixed float parts) as fp32, ggml block types as
-// they are. Each hold keeps the stored values exactly, and the kernels compute
-// the same bits from a bf16 hold as from an fp32 hold of the same values
-// (kernels/matmul.h), so `auto` computes what `fp32` computes, with half the
-// bytes per token for a bf16 checkpoint. A quantized type requantizes at load.
+// stored as F16 as fp16, F32 (or mixed float parts) as fp32, ggml block types
+// as they are. Each hold keeps the stored values exactly, and the kernels
+// compute the same bits from a bf16 or fp16 hold as from an fp32 hold of the
+// same values (kernels/matmul.h), so `auto` computes what `fp32` computes, with
+// half the bytes per token for a bf16 or fp16 checkpoint. A quantized type
+// requantizes at load.
 using Hold = std::optional<kernels::WeightType>;
 // The hold of a float matrix whose source is `stored` (F32, BF16 or F16).
 kernels::WeightType resolve_hold(const Hold& hold, DType stored);

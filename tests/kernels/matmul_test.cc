@@ -222,30 +222,49 @@ TEST_P(BatchInvariance, RowsNeverDependOnBatchThreadsOrOrder) {
 INSTANTIATE_TEST_SUITE_P(
     SimdHolds, BatchInvariance,
     ::testing::Combine(::testing::ValuesIn(available_simd_targets()),
-                       ::testing::Values(WeightType::F32, WeightType::BF16)),
+                       ::testing::Values(WeightType::F32, WeightType::BF16, WeightType::F16)),
     [](const auto& info) {
       return std::get<0>(info.param) + "_" + weight_type_name(std::get<1>(info.param));
     });
 
-TEST_P(Matmul, Bf16HeldEqualsF32HeldOfSameValues) {
+TEST_P(Matmul, Bf16AndF16HeldEqualF32HeldOfSameValues) {
   // The reduction order is a function of cols only, not of the held type.
+  // fp16 values include subnormals, -0 and the largest finite half (the
+  // widening must be exact for every one of them); 2100 cols: the chunked
+  // layout of 2-byte holds.
   std::mt19937 rng(7);
-  for (auto [rows, cols] : {Shape{5, 45}, Shape{12, 128}, Shape{33, 300}}) {
-    auto wf = randn(rows * cols, rng);
-    for (auto& v : wf) v = round_bf16(v);
-    auto x = randn(6 * cols, rng);
-    auto a = PackedMatrix::pack(wf.data(), DType::F32, rows, cols, WeightType::F32);
-    auto b = PackedMatrix::pack(wf.data(), DType::F32, rows, cols, WeightType::BF16);
-    std::vector<float> ya(6 * rows), yb(6 * rows);
-    matmul(a, x.data(), 6, ya.data(), nullptr);
-    matmul(b, x.data(), 6, yb.data(), nullptr);
-    expect_bitwise(yb.data(), rows, ya.data(), 6, rows, "bf16 vs fp32 hold");
+  const float specials[] = {-0.0f, 5.96e-8f, -3.1e-5f, 6.1e-5f, 65504.f, -65504.f, 1e-7f};
+  for (WeightType hold : {WeightType::BF16, WeightType::F16}) {
+    for (auto [rows, cols] : {Shape{5, 45}, Shape{12, 128}, Shape{33, 300}, Shape{9, 2100}}) {
+      auto wf = randn(rows * cols, rng);
+      for (size_t i = 0; i < wf.size(); i += 7) wf[i] = specials[(i / 7) % 7] * (hold == WeightType::F16 ? 1.f : 1e-3f);
+      for (auto& v : wf) v = hold == WeightType::BF16 ? round_bf16(v) : f16_to_f32(f32_to_f16(v));
+      auto x = randn(6 * cols, rng, 1e-3f);
+      auto a = PackedMatrix::pack(wf.data(), DType::F32, rows, cols, WeightType::F32);
+      auto b = PackedMatrix::pack(wf.data(), DType::F32, rows, cols, hold);
+      std::vector<float> ya(6 * rows), yb(6 * rows), row(cols);
+      for (size_t o = 0; o < rows; ++o) {  // the held values are exactly wf
+        b.row_f32(o, row.data());
+        ASSERT_EQ(std::memcmp(row.data(), wf.data() + o * cols, cols * 4), 0) << o;
+      }
+      matmul(a, x.data(), 6, ya.data(), nullptr);
+      matmul(b, x.data(), 6, yb.data(), nullptr);
+      expect_bitwise(yb.data(), rows, ya.data(), 6, rows,
+                     weight_type_name(hold));
+    }
   }
+}
+
+TEST(Pack, F16HoldRefusesValuesOutsideItsRange) {
+  const float w[4] = {1.f, 2.f, 70000.f, 3.f};
+  EXPECT_THROW(PackedMatrix::pack(w, DType::F32, 2, 2, WeightType::F16), InputError);
+  const float ok[4] = {1.f, 2.f, 65504.f, 3.f};
+  EXPECT_NO_THROW(PackedMatrix::pack(ok, DType::F32, 2, 2, WeightType::F16));
 }
 
 TEST_P(Matmul, MatchesReferencesWithinRoundingBound) {
   std::mt19937 rng(3);
-  for (WeightType hold : {WeightType::F32, WeightType::BF16}) {
+  for (WeightType hold : {WeightType::F32, WeightType::BF16, WeightType::F16}) {
     for (auto [rows, cols] : {Shape{7, 3}, Shape{33, 129}, Shape{64, 1000}, Shape{9, 4133}}) {
       auto wf = randn(rows * cols, rng, 0.05f);
       auto w = PackedMatrix::pack(wf.data(), DType::F32, rows, cols, hold);
@@ -286,7 +305,7 @@ std::vector<float> cross_target_outputs(const std::string& name) {
     auto wf = randn(rows * cols, rng);
     const size_t qmax = 19;
     auto x = randn(qmax * cols, rng);
-    for (WeightType hold : {WeightType::F32, WeightType::BF16}) {
+    for (WeightType hold : {WeightType::F32, WeightType::BF16, WeightType::F16}) {
       auto w = PackedMatrix::pack(wf.data(), DType::F32, rows, cols, hold);
       for (size_t q = 1; q <= qmax; ++q)
         for (ThreadPool* pool : {(ThreadPool*)nullptr, &pool2}) {

@@ -80,8 +80,8 @@ TEST_P(GgufEqualsHf, BitwiseEqualLogits) {
   opt.matrix_type = ggml_of(cs.dtype);
   test::convert_hf_to_gguf(dir, gguf, opt);
 
-  // fp32, bf16, and auto (as stored: the fp32 hold's bits, bf16 held for a
-  // BF16 checkpoint — model::Hold).
+  // fp32, bf16, and auto (as stored: the fp32 hold's bits, bf16 / fp16 held
+  // for a BF16 / F16 checkpoint — model::Hold).
   std::vector<float> fp32_logits;
   for (Hold hold : {Hold{WeightType::F32}, Hold{WeightType::BF16}, Hold{}}) {
     const LoadedModel hf = load_hf(dir, {hold});
@@ -102,7 +102,9 @@ TEST_P(GgufEqualsHf, BitwiseEqualLogits) {
     EXPECT_EQ(test::first_bit_difference(x, y), -1) << "hold " << name;
     if (hold == WeightType::F32) fp32_logits = x;
     if (!hold) {
-      const WeightType as_stored = cs.dtype == DType::BF16 ? WeightType::BF16 : WeightType::F32;
+      const WeightType as_stored = cs.dtype == DType::BF16  ? WeightType::BF16
+                                   : cs.dtype == DType::F16 ? WeightType::F16
+                                                            : WeightType::F32;
       for (const LoadedModel* m : {&hf, &gg}) {
         EXPECT_EQ(m->weights.layers[0].wqkv.hold(), as_stored) << m->config.source;
         EXPECT_EQ(m->weights.layers.back().w_down.hold(), as_stored) << m->config.source;

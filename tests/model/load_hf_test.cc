@@ -559,5 +559,19 @@ TEST(LoadModel, DispatchesFilesToLlama2c) {
   EXPECT_EQ(load_model(bin, {}).config.source, "llama2c");
 }
 
+// --weights fp16 of a checkpoint with a value beyond ±65504: refused, naming
+// the tensor (it would become infinite); the fp32 and auto holds load it.
+TEST(LoadHf, Fp16HoldRefusesAValueBeyondItsRangeNamingTheTensor) {
+  RandomSpec s = RandomSpec::for_arch(Arch::Llama);
+  s.edit = [](const std::string& name, std::vector<int64_t>&, std::vector<float>& v) {
+    if (name == "model.layers.1.mlp.down_proj.weight") v[3] = 1e5f;
+  };
+  const std::string dir = test::random_hf_checkpoint("hf-f16-range", s);
+  expect_error<InputError>([&] { load(dir, WeightType::F16); },
+                           {"model.layers.1.mlp.down_proj.weight", "fp16", "100000"});
+  EXPECT_NO_THROW(load(dir, WeightType::F32));
+  EXPECT_NO_THROW(load_hf(dir, LoadOptions{}));
+}
+
 }  // namespace
 }  // namespace mtp::model
