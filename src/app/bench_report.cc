@@ -61,8 +61,9 @@ void print_bench(const BenchResult& r, std::FILE* out) {
 }
 
 void write_bench_report(const BenchResult& r, const std::string& path, const std::string& model,
-                        const std::string& drafter) {
-  std::string s = fmt::format("# mtpspec bench\n\nmodel `{}`, drafter `{}`, K = {}\n\n", model, drafter, r.K);
+                        const std::string& held, const std::string& drafter) {
+  std::string s = fmt::format("# mtpspec bench\n\nmodel `{}` (matrices held as {}), drafter `{}`, K = {}\n\n",
+                              model, held, drafter, r.K);
   s += "| measure | value |\n|---|---|\n";
   s += fmt::format("| plain tok/s | {:.1f} |\n| speculative tok/s | {:.1f} |\n", r.baseline_tok_s, r.spec_tok_s);
   s += fmt::format("| speedup, end to end (prompt processing included) | {:.3f} |\n",

@@ -18,8 +18,9 @@ using speculative::BenchResult;
 using speculative::CycleCostResult;
 
 void print_bench(const BenchResult& r, std::FILE* out);
+// held: the target's matrix types (held_types), printed beside the model.
 void write_bench_report(const BenchResult& r, const std::string& path, const std::string& model,
-                        const std::string& drafter);
+                        const std::string& held, const std::string& drafter);
 // Predicted speedup against (uniform) acceptance, the break-even line, and the
 // measured point (mean live acceptance, measured speedup).
 void write_bench_plot(const BenchResult& r, const std::string& path);

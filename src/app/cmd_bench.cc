@@ -56,6 +56,7 @@ struct BenchTarget {
   Session session;
   std::unique_ptr<drafter::Drafter> drafter;
   std::string model_name, drafter_name;
+  std::string held;  // held_types(): the precision the numbers were measured at
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::string> kinds;  // [prompt]: "kind" of the prompts file ("" = none)
 };
@@ -82,6 +83,7 @@ BenchTarget open_target(const BenchArgs& a) {
     t.drafter = open_drafter(a.model, a.spec, *t.session.model);
     if (!t.drafter) fail<InputError>("bench needs a drafter (--drafter FILE, or drafter.safetensors beside the model)");
     t.model_name = t.session.model->loaded().path;
+    t.held = held_types(*t.session.model);
     t.drafter_name = t.drafter->path();
     auto prompts = io::read_prompts(a.prompts);
     if (a.max_prompts > 0 && int(prompts.size()) > a.max_prompts) prompts.resize(a.max_prompts);
@@ -106,6 +108,7 @@ BenchTarget open_target(const BenchArgs& a) {
   t.session = open_random_session(a.random, a.model, a.seed);
   t.drafter = random_drafter(*t.session.model, K, a.seed + 1, drafter_weight_type(a.model.weights));
   t.model_name = t.session.model->loaded().path;
+  t.held = held_types(*t.session.model);
   t.drafter_name = fmt::format("random:K={}:seed={}", K, a.seed + 1);
   std::mt19937_64 rng(a.seed);
   const int vocab = t.session.model->config().vocab;
@@ -171,14 +174,21 @@ void run_bench(BenchArgs a) {
     res.by_temperature = speculative::measure_temperatures(in, K, a.n, a.repeat, a.temps, modes);
   }
   print_bench(res, stderr);
-  if (!a.report.empty()) write_bench_report(res, a.report, t.model_name, t.drafter_name);
+  if (!a.report.empty()) {
+    write_bench_report(res, a.report, t.model_name, t.held, t.drafter_name);
+  }
   if (!a.plot.empty()) write_bench_plot(res, a.plot);
-  if (a.json) fmt::print("{}\n", res.to_json().dump());
+  if (a.json) {
+    nlohmann::json j = res.to_json();
+    j["held"] = t.held;
+    fmt::print("{}\n", j.dump());
+  }
 }
 
 // A comparison's JSON with what it ran on, one line on stdout.
 void print_json(nlohmann::json j, const BenchTarget& t, const BenchArgs& a) {
   j["model"] = t.model_name;
+  j["held"] = t.held;
   j["drafter"] = t.drafter_name;
   j["n"] = a.n;
   j["repeat"] = a.repeat;

@@ -35,15 +35,6 @@ struct BenchDecodeArgs {
   bool json = false;
 };
 
-// The weight matrices one decode step streams (the embedding only gives one
-// row, so it is not among them).
-std::vector<const kernels::PackedMatrix*> streamed_matrices(const model::Model& m) {
-  const auto& w = m.weights();
-  std::vector<const kernels::PackedMatrix*> out{&w.lm_head};
-  for (const auto& l : w.layers) out.insert(out.end(), {&l.wqkv, &l.wo, &l.w_gate_up, &l.w_down});
-  return out;
-}
-
 // Bytes one decode step reads: the streamed matrices plus the K and V of `pos`
 // earlier positions in every layer.
 double bytes_per_token(const model::Model& m, int pos) {
@@ -52,30 +43,6 @@ double bytes_per_token(const model::Model& m, int pos) {
   const auto& c = m.config();
   b += double(c.n_layers) * pos * c.n_kv_heads * c.head_dim * 2 * sizeof(float);
   return b;
-}
-
-// The weight types the matrices are held in, by share of their bytes, e.g.
-// "q4_k 79%, q6_k 21%": a GGUF file's quantized tensors are held as stored
-// whatever --weights says (it applies to float tensors), so print what runs.
-// A composite matrix (Q4_K_M's Q4_K q/k with Q6_K v) counts each part.
-std::string held_types(const model::Model& m) {
-  std::map<std::string, double> by;
-  double all = 0;
-  std::function<void(const kernels::PackedMatrix&)> add = [&](const kernels::PackedMatrix& x) {
-    if (x.is_composite()) {
-      for (const auto& p : x.parts()) add(p);
-      return;
-    }
-    by[kernels::weight_type_name(x.hold())] += double(x.bytes());
-    all += double(x.bytes());
-  };
-  for (const auto* x : streamed_matrices(m)) add(*x);
-  std::vector<std::pair<double, std::string>> v;
-  for (const auto& [name, b] : by) v.emplace_back(-b, name);
-  std::sort(v.begin(), v.end());
-  std::string out;
-  for (const auto& [nb, name] : v) out += fmt::format("{}{} {:.0f}%", out.empty() ? "" : ", ", name, -nb / all * 100);
-  return out;
 }
 
 void run(BenchDecodeArgs a) {

@@ -27,6 +27,13 @@ Session open_session(const ModelArgs& a);
 Session open_random_session(const std::string& preset, const ModelArgs& a, uint64_t seed);
 
 kernels::WeightType parse_weight_type(const std::string& s);
+
+// The weight matrices one decode step streams (not the embedding: one row).
+std::vector<const kernels::PackedMatrix*> streamed_matrices(const model::Model& m);
+// The types the streamed matrices are held in, by share of their bytes
+// ("bf16 100%", "q4_k 79%, q6_k 21%"): what --weights (or auto) chose, and
+// what a GGUF's block types are. Benchmarks print it beside their numbers.
+std::string held_types(const model::Model& m);
 // --weights s as a load option: "auto" -> nullopt (as stored), else the type.
 model::Hold parse_hold(const std::string& s);
 // The hold of the drafter's matrices for --weights s: the same, except that a

@@ -104,6 +104,13 @@ TEST(BenchCli, RandomTargetSkipsTextMeasures) {
   EXPECT_TRUE(j["acceptance_tf_corpus"].is_null());
   EXPECT_NE(j["acceptance_tf_corpus_note"].get<std::string>().find("tokenizer"), std::string::npos);
   EXPECT_EQ(j["acceptance_tf_own"].size(), 4u);
+  // What the numbers were measured at: a random target is generated in fp32,
+  // so auto holds it as fp32; --weights bf16 rounds it.
+  EXPECT_EQ(j["held"], "fp32 100%");
+  CliResult b = run_cli("bench --random tiny --weights bf16 -n 4 --repeat 1 --max-prompts 1 "
+                        "--threads 1 --json");
+  ASSERT_EQ(b.status, 0) << b.err;
+  EXPECT_EQ(nlohmann::json::parse(b.out)["held"], "bf16 100%");
 }
 
 TEST(BenchCli, BadTargetFlagsGiveClearErrors) {
