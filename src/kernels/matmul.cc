@@ -170,9 +170,10 @@ struct MatmulArgs {
   bool prefetch;  // software prefetch of the weight stream (see prefetch_single_row)
   size_t n_blocks;  // packed blocks of the whole matrix (prefetches stay inside)
   bool chunked;     // the layout: layout_chunked(n_super, elem != F32)
-  bool pad_pair;    // q == 2 runs as a 3-row tile (see kOnePassTiles); never a
-                    // 2-row tile of a larger q: 6 = 4 + 3 would add FMAs to a
-                    // product already FMA-bound
+  bool pad_pair;    // q == 2 of a 2-byte hold over kPadPairMinBytes: runs as a
+                    // 3-row tile where that is one pass (kOnePassTiles); never
+                    // a 2-row tile of a larger q (6 = 4 + 3 would add FMAs to
+                    // a product already FMA-bound)
 
   // Superchunk s of block b.
   const uint8_t* sc(size_t b, size_t s) const {
@@ -501,7 +502,7 @@ HWY_INLINE void run_any_tile(const detail::MatmulArgs& a, size_t b, size_t j0, s
     case 4: return run_tile<4, kE>(a, b, j0, s0, s1, pf, p0, state);
     case 3: return run_tile<3, kE>(a, b, j0, s0, s1, pf, p0, state);
     case 2:
-      if (kOnePassTiles && kE != Elem::F32 && a.pad_pair) return run_tile<3, kE>(a, b, j0, s0, s1, pf, p0, state, 2);
+      if (kOnePassTiles && a.pad_pair) return run_tile<3, kE>(a, b, j0, s0, s1, pf, p0, state, 2);
       return run_tile<2, kE>(a, b, j0, s0, s1, pf, p0, state);
     default: return run_tile<1, kE>(a, b, j0, s0, s1, pf, p0, state);
   }
@@ -940,7 +941,8 @@ void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, fl
                              x, x_stride, tail, y, y_stride, q,
                              q > 1 || detail::prefetch_single_row(),
                              (w.rows() + kBlockRows - 1) / kBlockRows, detail::layout_chunked(ns, w.hold() != WeightType::F32),
-                             q == 2 && w.bytes() > detail::g_pad_pair_min_bytes.load(std::memory_order_relaxed)};
+                             q == 2 && w.hold() != WeightType::F32 &&
+                                 w.bytes() > detail::g_pad_pair_min_bytes.load(std::memory_order_relaxed)};
   const size_t nb = a.n_blocks;
   auto fn = HWY_DYNAMIC_DISPATCH(MatmulBlocks);
   // Threads only for enough work: kParallelMinWork (128 KiB, measured there);

@@ -37,7 +37,6 @@ const char* weight_type_name(WeightType t);
 // The inverse of weight_type_name; throws InputError naming the allowed set.
 WeightType parse_weight_type(const std::string& name);
 bool weight_type_quantized(WeightType t);  // one of the eight ggml block types
-bool weight_type_float(WeightType t);      // F32, BF16 or F16 (held element by element)
 // The ggml type of a hold (F32 for fp32, BF16 for bf16).
 GgmlType weight_ggml_type(WeightType t);
 // Bytes per element of a hold (block bytes / block elements: 4.5/8 for Q4_K).
@@ -116,7 +115,7 @@ namespace detail {
 // Sets the bytes · q threshold for using the pool (default 128 KiB); returns the
 // previous one. For tests, which use 0 so small products exercise the split.
 size_t set_parallel_min_work(size_t bytes_times_q);
-// Sets the packed bytes above which a 2-row bf16 product runs as a padded
+// Sets the packed bytes above which a 2-row bf16/fp16 product runs as a padded
 // 3-row tile on AVX3 (default 1 MiB, matmul.cc kOnePassTiles); returns the
 // previous one. For tests: no bits change either way.
 size_t set_pad_pair_min_bytes(size_t bytes);

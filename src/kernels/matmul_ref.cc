@@ -37,14 +37,14 @@ const char* weight_type_name(WeightType t) {
 WeightType parse_weight_type(const std::string& name) {
   for (WeightType t : kAllTypes)
     if (name == weight_type_name(t)) return t;
-  fail<InputError>("--weights must be one of fp32, bf16, fp16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k; got '{}'",
-                   name);
+  std::string all;
+  for (WeightType t : kAllTypes) all += std::string(all.empty() ? "" : ", ") + weight_type_name(t);
+  fail<InputError>("--weights must be one of {}; got '{}'", all, name);
 }
 
-bool weight_type_float(WeightType t) {
-  return t == WeightType::F32 || t == WeightType::BF16 || t == WeightType::F16;
+bool weight_type_quantized(WeightType t) {
+  return t != WeightType::F32 && t != WeightType::BF16 && t != WeightType::F16;
 }
-bool weight_type_quantized(WeightType t) { return !weight_type_float(t); }
 
 GgmlType weight_ggml_type(WeightType t) {
   switch (t) {

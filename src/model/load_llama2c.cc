@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "model/layer_io.h"
 #include "model/loader.h"
 
 namespace fs = std::filesystem;
@@ -147,7 +148,6 @@ LoadedModel load_llama2c(const std::string& path, const LoadOptions& opt) {
   const float* wcls = shared ? emb : cur.take(V * d, "wcls");
 
   ModelWeights& w = m.weights;
-  const kernels::WeightType f32_hold = resolve_hold(opt.weights, DType::F32);  // stored fp32
   check_finite(emb, V * d, "token_embedding_table");
   w.embed = EmbeddingTable{emb, DType::F32, V, d};
   w.layers.resize(L);
@@ -161,19 +161,19 @@ LoadedModel load_llama2c(const std::string& path, const LoadOptions& opt) {
     buf.insert(buf.end(), wk + l * kvd * d, wk + (l + 1) * kvd * d);
     buf.insert(buf.end(), wv + l * kvd * d, wv + (l + 1) * kvd * d);
     check_finite(buf.data(), buf.size(), tag + " wq/wk/wv");
-    lw.wqkv = kernels::PackedMatrix::pack(buf.data(), DType::F32, qd + 2 * kvd, d, f32_hold);
+    lw.wqkv = pack_float_matrix(buf.data(), DType::F32, qd + 2 * kvd, d, opt.weights, tag + " wq/wk/wv");
     check_finite(wo + l * d * qd, d * qd, tag + " wo");
-    lw.wo = kernels::PackedMatrix::pack(wo + l * d * qd, DType::F32, d, qd, f32_hold);
+    lw.wo = pack_float_matrix(wo + l * d * qd, DType::F32, d, qd, opt.weights, tag + " wo");
     buf.assign(w1 + l * ffn * d, w1 + (l + 1) * ffn * d);
     buf.insert(buf.end(), w3 + l * ffn * d, w3 + (l + 1) * ffn * d);
     check_finite(buf.data(), buf.size(), tag + " w1/w3");
-    lw.w_gate_up = kernels::PackedMatrix::pack(buf.data(), DType::F32, 2 * ffn, d, f32_hold);
+    lw.w_gate_up = pack_float_matrix(buf.data(), DType::F32, 2 * ffn, d, opt.weights, tag + " w1/w3");
     check_finite(w2 + l * d * ffn, d * ffn, tag + " w2");
-    lw.w_down = kernels::PackedMatrix::pack(w2 + l * d * ffn, DType::F32, d, ffn, f32_hold);
+    lw.w_down = pack_float_matrix(w2 + l * d * ffn, DType::F32, d, ffn, opt.weights, tag + " w2");
   }
   w.final_norm = checked(final_norm, d, "rms_final_weight");
   if (!shared) check_finite(wcls, V * d, "wcls");
-  w.lm_head = kernels::PackedMatrix::pack(wcls, DType::F32, V, d, f32_hold);
+  w.lm_head = pack_float_matrix(wcls, DType::F32, V, d, opt.weights, "wcls");
   w.keep_alive.push_back(file);
 
   fs::path dir = fs::path(path).parent_path();
