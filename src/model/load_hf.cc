@@ -159,7 +159,10 @@ LoadedModel load_hf(const std::string& dir, const LoadOptions& opt) {
     w.embed = EmbeddingTable{e.data, e.dtype, size_t(c.vocab), size_t(c.d_model)};
     w.final_norm = load_norm(ts, l.prefix + "norm.weight", c.norm_one_plus);
     if (c.tie_embeddings) {
-      w.lm_head = w.embed.pack(opt.weights);
+      // The tied head: the embedding's bits packed as a matrix (a range error
+      // of the hold names the tensor).
+      w.lm_head = pack_float_matrix(e.data, e.dtype, size_t(c.vocab), size_t(c.d_model),
+                                    opt.weights, "tensor " + e.name + " (the tied head)");
     } else {
       w.lm_head = pack_rows({&finite_tensor(ts, l.lm_head)}, opt.weights);
     }

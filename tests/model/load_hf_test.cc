@@ -573,5 +573,18 @@ TEST(LoadHf, Fp16HoldRefusesAValueBeyondItsRangeNamingTheTensor) {
   EXPECT_NO_THROW(load_hf(dir, LoadOptions{}));
 }
 
+// A tied head is packed from the embedding: its range error names that tensor.
+TEST(LoadHf, Fp16HoldOfATiedHeadNamesTheEmbedding) {
+  RandomSpec s = RandomSpec::for_arch(Arch::Llama);
+  s.tie = true;
+  s.edit = [](const std::string& name, std::vector<int64_t>&, std::vector<float>& v) {
+    if (name == "model.embed_tokens.weight") v[5] = -7e4f;
+  };
+  const std::string dir = test::random_hf_checkpoint("hf-f16-tied", s);
+  expect_error<InputError>([&] { load(dir, WeightType::F16); },
+                           {"model.embed_tokens.weight", "tied head", "fp16", "-70000"});
+  EXPECT_NO_THROW(load(dir, WeightType::F32));
+}
+
 }  // namespace
 }  // namespace mtp::model
