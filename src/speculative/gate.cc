@@ -121,6 +121,7 @@ SourceGate::Choice SourceGate::choose(std::span<const int> available) {
     }
   }
   if (probe >= 0) {
+    displaced_ = best.value;  // what this probe must beat to pay (observe)
     const int a = std::min(available[size_t(probe)], max_k_);
     Choice c{probe, 1, true, value(probe, 1)};
     for (int len = 2; len <= a; ++len) {
@@ -148,7 +149,13 @@ SourceGate::Choice SourceGate::choose(std::span<const int> available) {
 void SourceGate::observe(int source, int len, int accepted) {
   if (source < 0 || len <= 0) return;
   Source& s = src_[size_t(source)];
-  s.paid = (accepted + 1) / cycle_seconds(source, len) > plain_value() * (1 + o_.min_gain);
+  // Paid: beat the choice the probe displaced (plain decoding, or the source
+  // chosen on merit). Beating plain alone is not enough: a drafter at 1.5x
+  // plain probed while a lookup ran at 2.5x paid every probe, was probed
+  // every other cycle, and the union fell below that lookup alone (demo
+  // target, `structured` prompts: 25 drafter probes in ~100 cycles).
+  s.paid = (accepted + 1) / cycle_seconds(source, len) >
+           std::max(plain_value(), displaced_) * (1 + o_.min_gain);
   // Positions 0..accepted were reached; the first `accepted` were accepted.
   for (int j = 0; j <= std::min(accepted, len - 1); ++j) {
     const size_t p = size_t(std::min(j, max_k_ - 1));

@@ -21,7 +21,8 @@
 // are dear, the short probe is the cheap one (gate.cc) —, the interval
 // doubling (up to probe_max) while probes do not pay and resetting when the
 // source wins on merit — so a useless source costs only its probes. A probe
-// that pays (its accepted tokens per second beat plain decoding) is followed
+// that pays (its accepted tokens per second beat the value of the choice it
+// displaced: plain decoding, or the source chosen on merit) is followed
 // by another in the next cycle unless the source wins on merit by then: a
 // drafter (no shadow judgements: it runs only when verified) right again
 // after a hard patch would otherwise climb back one doubling interval per
@@ -133,7 +134,7 @@ class SourceGate {
     std::vector<double> draft_s;    // [len] live drafting seconds (< 0: never seen)
     int idle = 0;                   // cycles since last verified
     int interval = 0;               // current probe interval
-    bool paid = false;              // the last verify beat plain decoding
+    bool paid = false;              // the last verify beat what it displaced (observe)
   };
   double draft_seconds(const Source& s, int len) const;
   // α at position p from its decayed counts and the prior `prior` (gate.cc).
@@ -143,6 +144,7 @@ class SourceGate {
   GateOptions o_;
   std::vector<Source> src_;
   int last_merit_ = -1;  // the source last chosen on merit (-1: plain)
+  double displaced_ = 0;  // the value of the merit choice the last probe displaced
   // [q - 1], q = 1..max_k + 1: cycles since a q-row verify was timed live
   // (or since the gate began), and whether it ever was (until then its cost
   // is the starting curve's point).

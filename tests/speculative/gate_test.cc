@@ -417,6 +417,32 @@ TEST(Gate, ADrafterRightAgainAfterAHardPatchIsBackSoon) {
   EXPECT_LE(back - patch1, o.probe_max + 8);
 }
 
+// A drafter that beats plain decoding (always right, 2 drafts: 3 tokens per
+// 1.05 decodes) beside a lookup far better than it (always right, 8 drafts: 9
+// per 1.35): the drafter's probes beat plain but not the lookup they
+// displace, so they do not pay — probed once per (doubling) interval, not
+// every other cycle (which cost the union a third of its lead over plain).
+TEST(Gate, AProbeThatBeatsPlainButNotTheMeritChoiceDoesNotPay) {
+  GateOptions o;
+  o.learn_costs = false;
+  SourceGate g(2, 8, linear_cost(9), o);
+  const std::vector<int> avail{8, 2};  // 0: the lookup, 1: the drafter
+  int drafter = 0, lookup_on_merit = 0;
+  const int cycles = 1000, settle = 50;
+  for (int cycle = 0; cycle < cycles; ++cycle) {
+    const SourceGate::Choice c = g.choose(avail);
+    if (c.source >= 0) g.observe(c.source, c.len, c.len);  // both always right
+    if (c.source != 0) g.observe_shadow(0, 8, 8, c.source < 0 ? 1 : c.len + 1);
+    if (cycle >= settle) {
+      drafter += c.source == 1;
+      lookup_on_merit += c.source == 0 && !c.probe;
+    }
+    g.tick(c);
+  }
+  EXPECT_LE(drafter, (cycles - settle) / o.probe_every + 1) << "probes too frequent";
+  EXPECT_GE(lookup_on_merit, (cycles - settle) * 9 / 10);
+}
+
 TEST(Gate, UngatedUnionAlwaysVerifiesAProposal) {
   const auto stream = random_stream(1000, 3);
   ScriptedSource wrong(stream, 3, [](size_t) { return false; });
