@@ -85,7 +85,7 @@ typedef struct mtpspec_model_params {
   const char* model_path;      /* a llama2.c .bin or a Hugging Face folder */
   const char* tokenizer_path;  /* NULL: the one found beside the model */
   const char* drafter_path;    /* NULL: no drafter (no speculation) */
-  int32_t threads;             /* 0: the physical cores */
+  int32_t threads;             /* 0: the physical cores; at most 8x the logical CPUs */
 } mtpspec_model_params;
 
 typedef enum mtpspec_event_kind {

@@ -66,7 +66,7 @@ void run(BenchDecodeArgs a) {
              m.loaded().path, c.n_layers, c.d_model, held, simd, huge_pages_description(), a.pos);
   fmt::print("bytes read per decoded token: {:.1f} MB\n", bytes / 1e6);
   for (int t : a.threads) {
-    ThreadPool pool(t);
+    ThreadPool pool(resolve_threads(t));
     const double bw =
         kernels::stream_bandwidth(pool, std::max<size_t>(4 * kernels::llc_bytes(), 256u << 20), 7)
             .median;

@@ -102,7 +102,7 @@ void run_bench(const BenchArgs& a) {
 
   const size_t llc = kernels::llc_bytes(), footprint = 4 * llc;
   std::vector<std::unique_ptr<ThreadPool>> pools;
-  for (int t : threads) pools.push_back(std::make_unique<ThreadPool>(t));
+  for (int t : threads) pools.push_back(std::make_unique<ThreadPool>(resolve_threads(t)));
 
   // Streaming bandwidth per thread count.
   std::vector<kernels::Bandwidth> bws(threads.size());

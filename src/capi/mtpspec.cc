@@ -183,8 +183,7 @@ mtpspec_status mtpspec_model_load(const mtpspec_model_params* p, mtpspec_model**
           p->drafter_path, m->model->loaded(), mtp::kernels::WeightType::F32));
     }
     if (p->threads < 0) mtp::fail<mtp::InputError>("threads must be >= 0, got {}", p->threads);
-    m->pool = std::make_unique<mtp::ThreadPool>(p->threads > 0 ? p->threads
-                                                               : mtp::physical_cores());
+    m->pool = std::make_unique<mtp::ThreadPool>(mtp::resolve_threads(p->threads));
     *out = m.release();
     return MTPSPEC_OK;
   });

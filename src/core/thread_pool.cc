@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include "core/error.h"
+
 namespace mtp {
 
 namespace {
@@ -137,6 +139,12 @@ int physical_cores() {
 int resolve_threads(int requested) {
   if (requested <= 0) return physical_cores();
   const unsigned logical = std::thread::hardware_concurrency();
+  const long most = logical > 0 ? long(kMaxOversubscribe) * logical : kMaxThreadsUnknown;
+  if (requested > most) {
+    fail<InputError>("--threads {} is more than {} ({}x this machine's {} logical CPUs): "
+                     "oversubscribed workers spin and would run orders of magnitude slower",
+                     requested, most, kMaxOversubscribe, logical);
+  }
   static std::atomic<bool> warned{false};
   if (logical > 0 && unsigned(requested) > logical && !warned.exchange(true)) {
     std::fprintf(stderr,

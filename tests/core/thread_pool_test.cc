@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "core/error.h"
 #include "core/thread_pool.h"
 
 namespace mtp {
@@ -77,6 +78,24 @@ TEST(ThreadPool, OversubscribedPoolKeepsMakingProgress) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(sum.load(), 2000L * pool.size());
   EXPECT_LT(s, 5.0) << "2000 jobs on " << pool.size() << " threads over " << cores << " CPUs";
+}
+
+// --threads: 0 = the physical cores; up to kMaxOversubscribe x the logical
+// CPUs honoured (with a warning above them); beyond, an InputError naming the
+// value instead of starting that many spinning workers.
+TEST(ResolveThreads, RefusesACountNoMachineCouldRun) {
+  EXPECT_EQ(resolve_threads(0), physical_cores());
+  EXPECT_EQ(resolve_threads(1), 1);
+  const unsigned logical = std::thread::hardware_concurrency();
+  const int most = logical > 0 ? kMaxOversubscribe * int(logical) : kMaxThreadsUnknown;
+  EXPECT_EQ(resolve_threads(most), most);
+  try {
+    resolve_threads(most + 1);
+    ADD_FAILURE() << "--threads " << most + 1 << " accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(most + 1)), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(resolve_threads(100000), InputError);
 }
 
 }  // namespace
