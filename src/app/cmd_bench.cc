@@ -277,7 +277,7 @@ void add_bench(CLI::App& root) {
   cmd->add_option("-n", a->n, "New tokens per generation")->check(cli::Positive);
   cmd->add_option("--repeat", a->repeat, "Repeats (the speedup's spread is over these)")
       ->check(cli::Positive);
-  cmd->add_option("--max-prompts", a->max_prompts, "Use at most this many prompts")
+  cmd->add_option("--max-prompts", a->max_prompts, "Use at most this many prompts (0 = all; 4 with --random)")
       ->check(cli::NonNegative);
   cmd->add_option("--corpus", a->corpus, "Corpus for the teacher-forced accuracy (text or .jsonl)");
   cmd->add_option("--report", a->report, "Write a Markdown report here")
