@@ -147,6 +147,11 @@ class SerialEngine final : public Engine {
       so.drafter = drafter_;
       so.draft_k = draft_k_;
       so.mode = job.req.mode;
+      // Gated as `mtpspec generate` is by default: a drafter below break-even
+      // on this traffic costs only its probes. What the gate learned carries
+      // to the next request (one worker thread: no lock).
+      so.gate = true;
+      so.gate_memory = &gate_memory_;
     }
     try {
       speculative::GenerateResult r =
@@ -169,6 +174,7 @@ class SerialEngine final : public Engine {
   const drafter::Drafter* drafter_;
   int draft_k_;
   EngineInfo info_;
+  speculative::GateMemory gate_memory_;  // used by the worker thread only
 
   mutable std::mutex mu_;
   std::mutex join_mu_;

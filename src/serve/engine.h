@@ -96,8 +96,9 @@ class Engine {
 std::string openai_finish_reason(const std::string& sink_reason);
 
 // One worker thread runs the queued requests one at a time through
-// speculative::generate(). The model, tokenizer, pool and drafter (may be
-// null) must outlive the engine.
+// speculative::generate(), the drafter gated as `mtpspec generate` gates it
+// (gate.h; the gate's state carried from request to request). The model,
+// tokenizer, pool and drafter (may be null) must outlive the engine.
 std::unique_ptr<Engine> make_serial_engine(const model::Model& m, const io::Tokenizer& tok,
                                            ThreadPool* pool, const drafter::Drafter* drafter,
                                            int draft_k, EngineInfo info);

@@ -180,8 +180,17 @@ void TreeChooser::choose() {
     rec(rec, kMaxWidth);
     const int q = 1 + TreeOptions::nodes(best);
     if (!timer_ || curve_.has_point(q)) break;
+    // Not q itself when it lies far past the timed points: at most twice the
+    // largest one below it. Beyond the last point the curve extends the last
+    // slope, so a flat start (m(4) = m(3), common on a memory-bound target)
+    // makes a max_nodes tree look free; timing it cost 7.5 decodes (31 rows,
+    // Zen 3) to learn what 8 rows (2.2) already showed. A tree that really
+    // wins at q is reached in a few doublings.
+    int below = 0;
+    for (const auto& [pq, s] : curve_.points()) if (pq < q) below = pq;
+    const int t = below > 0 ? std::min(q, 2 * below) : q;
     const auto t0 = std::chrono::steady_clock::now();
-    curve_.add_point(q, timer_(q));
+    curve_.add_point(t, timer_(t));
     timing_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   widths_ = best;

@@ -72,7 +72,8 @@ class TreeChooser {
   // curve: the target's m(q); decode_s: one decode step's seconds (prices
   // module calls before any is observed); max_depth: the draft length.
   // timer (optional): the curve is completed lazily — when a choice falls on
-  // a shape whose 1 + nodes rows the curve has no point for, that forward is
+  // a shape whose 1 + nodes rows the curve has no point for, that forward (or,
+  // far past the timed points, one of twice the largest timed q below it) is
   // timed, added, and the choice made again (each q at most once). Between
   // points the curve is linear and beyond the last it extends the last slope,
   // which on a curve that steepens with q (memory-bound, then compute-bound)

@@ -322,6 +322,39 @@ TEST(TreeShape, LazyCurveChoosesAsTheFullCurve) {
   }
 }
 
+// A flat start (m(4) = m(3), as on the Zen 3 host: 1.00 1.00 1.11 1.11)
+// extends to a free max_nodes tree past the last timed point. The chooser
+// times at most twice the largest timed q below the one it needs, so it learns
+// the steep part from an 8-row forward instead of timing a 33-row one (7.5
+// decodes there), and settles on the chain all the same.
+TEST(TreeShape, AFlatStartTimesTheNextDoublingNotTheLargestTree) {
+  auto f = [](int q) { return q <= 2 ? 1.0 : q <= 4 ? 1.11 : 1.11 + 0.45 * (q - 4); };
+  std::vector<int> timed;
+  TreeChooser ch(CostCurve({{1, f(1)}, {2, f(2)}, {3, f(3)}, {4, f(4)}}), 1.0, 4, 32, [&](int q) {
+    timed.push_back(q);
+    return f(q);
+  });
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<int> w;
+  for (int i = 0; i < 200; ++i) {
+    w = ch.widths();
+    std::vector<int> ranks;
+    for (size_t d = 0; d < w.size(); ++d) {
+      const double x = u(rng);
+      if (x < 0.75) ranks.push_back(0);
+      else if (w[d] > 1 && x < 0.8) ranks.push_back(1);
+      else break;
+    }
+    ch.observe(w, ranks);
+    ch.observe_module(2, 0.01);
+    ch.observe_module(8, 0.012);
+  }
+  ASSERT_FALSE(timed.empty()) << "the flat start priced a tree as free and never timed it";
+  for (int q : timed) EXPECT_LE(q, 8) << "timed a " << q << "-row forward";
+  EXPECT_EQ(TreeOptions::nodes(w), int(w.size())) << widths_text(w) << ": a chain wins here";
+}
+
 // The forwards a choice times run inside a cycle; they are not its cost.
 TEST(TreeShape, TimedPointsAreLeftOutOfTheCycle) {
   int calls = 0;
