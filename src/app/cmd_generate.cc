@@ -43,6 +43,13 @@ void run_generate_batch(GenerateArgs& a) {
     fail<InputError>("--tree / --tree-budget are not available with --prompts (the scheduler "
                      "verifies chains)");
   }
+  // The scheduler drafts with the MTP drafter only and picks draft lengths
+  // from its cost curve: the union's flags would be ignored, so they are refused.
+  if (!a.lookup.lookup.empty() || !a.lookup.corpus.empty() || a.lookup.no_gate) {
+    fail<InputError>("--lookup, --lookup-corpus and --no-gate are not available with --prompts "
+                     "(the scheduler drafts with the MTP drafter alone and sizes drafts from its "
+                     "cost curve); run the prompts one at a time with -p or -f");
+  }
   const std::vector<io::PromptEntry> prompts = io::read_prompts(a.prompts);
   speculative::SamplerOptions sampler = sampler_options(a.sampling);
   Session s = open_session(a.model);
@@ -208,7 +215,8 @@ void add_generate(CLI::App& root) {
   cmd->add_option("--prompts", a->prompts,
                   "Generate for every prompt of a JSON Lines set ({\"prompt\": ...} per line) "
                   "through the continuous-batching scheduler; with --json one line per prompt "
-                  "(id = its line's index among the prompts)")
+                  "(id = its line's index among the prompts); drafts with the MTP drafter "
+                  "alone (no --lookup, --tree or --no-gate)")
       ->excludes(p);
   cmd->add_option("--parallel", a->parallel,
                   "With --prompts: sequences decoded at once (slots of the KV cache; --ctx "

@@ -261,6 +261,13 @@ TEST(GenerateCli, PromptsThroughTheSchedulerEqualOnePromptAtATime) {
                           shell_quote(dir + "/missing.jsonl"));
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.err.find("missing.jsonl"), std::string::npos) << bad.err;
+  // Flags the scheduler would ignore are refused, not dropped silently.
+  for (const char* flag : {"--lookup prompt", "--lookup history", "--no-gate"}) {
+    CliResult r = run_cli("generate -m " + shell_quote(model) + " --prompts " +
+                          shell_quote(dir + "/p.jsonl") + " -n 2 " + flag);
+    EXPECT_EQ(r.status, 2) << flag;
+    EXPECT_NE(r.err.find("not available with --prompts"), std::string::npos) << flag << ": " << r.err;
+  }
 }
 
 }  // namespace
