@@ -38,6 +38,7 @@ namespace {
 struct ServeArgs {
   ModelArgs model;
   DrafterArgs spec;
+  LookupArgs lookup;  // --serial only
   std::string host = "127.0.0.1";
   int port = 8080;
   int parallel = 4;
@@ -65,6 +66,12 @@ void run_serve(ServeArgs a) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   std::signal(SIGPIPE, SIG_IGN);  // a vanished client is a failed write, not a crash
 
+  // The batching scheduler drafts with the MTP drafter alone and sizes drafts
+  // from its cost curve: the union's flags need the serial engine.
+  if (!a.serial && (!a.lookup.lookup.empty() || !a.lookup.corpus.empty() || a.lookup.no_gate)) {
+    fail<InputError>("--lookup, --lookup-corpus and --no-gate need --serial (the batching "
+                     "engine drafts with the MTP drafter alone)");
+  }
   Session s = open_session(a.model);
   std::unique_ptr<drafter::Drafter> dr;
   if (!a.spec.no_spec) dr = open_drafter(a.model, a.spec, *s.model);
@@ -94,10 +101,20 @@ void run_serve(ServeArgs a) {
   info.model_id = model_id(a.model.model);
   info.ctx = speculative::resolve_ctx(s.model->config(), a.ctx);
   info.parallel = a.parallel;
+  info.draft_p_min = a.spec.p_min;
   std::unique_ptr<serve::Engine> engine;
   if (a.serial) {
+    serve::SerialOptions serial;
+    if (!a.spec.no_spec) {
+      speculative::SpecOptions lo;  // the lookup flags, read once (spec_common.h)
+      serial.history = open_history(a.lookup, s.tokenizer.get());
+      apply_lookup_args(a.lookup, serial.history.get(), lo);
+      serial.lookup_prompt = lo.lookup_prompt;
+      serial.lookup = lo.lookup;
+      serial.gate = lo.gate;
+    }
     engine = serve::make_serial_engine(*s.model, *s.tokenizer, s.pool.get(), dr.get(), draft_k,
-                                       info);
+                                       info, std::move(serial));
   } else {
     speculative::SchedulerOptions sched;
     sched.parallel = a.parallel;
@@ -107,9 +124,11 @@ void run_serve(ServeArgs a) {
   }
   serve::Server server(*engine, *s.tokenizer, so);
   const int port = server.bind();
-  fmt::print(stderr, "mtpspec serve: {} (ctx {}, chat format {}, drafter {}) listening on "
+  std::string lookups;
+  for (const std::string& l : a.lookup.lookup) lookups += (lookups.empty() ? ", lookup " : ",") + l;
+  fmt::print(stderr, "mtpspec serve: {} (ctx {}, chat format {}, drafter {}{}) listening on "
              "http://{}:{}\n", info.model_id, engine->info().ctx, serve::chat_format_name(so.chat.format),
-             dr ? dr->path() : "none", a.host, port);
+             dr ? dr->path() : "none", a.spec.no_spec ? "" : lookups, a.host, port);
   std::fflush(stderr);
 
   std::mutex mu;
@@ -149,6 +168,7 @@ void add_serve(CLI::App& root) {
                "page at /)");
   add_model_flags(cmd, a->model);
   add_drafter_flags(cmd, a->spec, kAllDrafterFlags);
+  add_lookup_flags(cmd, a->lookup);  // with --serial
   cmd->add_option("--host", a->host, "Address to listen on (0.0.0.0: every interface)")
       ->capture_default_str();
   cmd->add_option("--port", a->port, "TCP port (0: any free port, printed)")
@@ -161,7 +181,7 @@ void add_serve(CLI::App& root) {
       ->capture_default_str();
   cmd->add_flag("--serial", a->serial,
                 "Run requests one at a time through generate() instead of the scheduler "
-                "(same tokens; for comparison)");
+                "(same tokens; for comparison, and for --lookup and --no-gate)");
   cmd->add_option("--ctx", a->ctx,
                   "Context per request, prompt + completion (default: the model's maximum, "
                   "capped by memory)")

@@ -45,6 +45,7 @@ class BatchedEngine final : public Engine {
     q.gen.n_new = r.max_tokens > 0 ? std::min(r.max_tokens, room) : room;
     q.speculate = r.use_drafter && has_drafter_;
     q.draft_k = draft_k_;
+    q.p_min = info_.draft_p_min;
     q.mode = r.mode;
     const int prompt_tokens = int(q.prompt.size());
     {

@@ -32,9 +32,10 @@ namespace {
 class SerialEngine final : public Engine {
  public:
   SerialEngine(const model::Model& m, const io::Tokenizer& tok, ThreadPool* pool,
-               const drafter::Drafter* drafter, int draft_k, EngineInfo info)
+               const drafter::Drafter* drafter, int draft_k, EngineInfo info, SerialOptions opt)
       : m_(m), tok_(tok), pool_(pool), drafter_(drafter), draft_k_(draft_k),
-        info_(std::move(info)) {
+        info_(std::move(info)), opt_(std::move(opt)) {
+    opt_.lookup.validate();
     info_.has_drafter = drafter_ != nullptr;
     info_.draft_k = drafter_ ? draft_k_ : 0;
     worker_ = std::thread([this] { run(); });
@@ -143,19 +144,30 @@ class SerialEngine final : public Engine {
       return !cancel_running_.load();
     };
     speculative::SpecOptions so;
-    if (job.req.use_drafter && drafter_) {
+    if (job.req.use_drafter) {
       so.drafter = drafter_;
-      so.draft_k = draft_k_;
+      so.draft_k = drafter_ ? draft_k_ : 0;
+      so.p_min = info_.draft_p_min;
       so.mode = job.req.mode;
-      // Gated as `mtpspec generate` is by default: a drafter below break-even
+      so.lookup_prompt = opt_.lookup_prompt;
+      so.history = opt_.history.get();
+      so.lookup = opt_.lookup;
+      // Gated as `mtpspec generate` is by default: a source below break-even
       // on this traffic costs only its probes. What the gate learned carries
       // to the next request (one worker thread: no lock).
-      so.gate = true;
+      so.gate = opt_.gate;
       so.gate_memory = &gate_memory_;
     }
     try {
       speculative::GenerateResult r =
           speculative::generate(m_, &tok_, job.req.prompt, o, pool_, nullptr, so);
+      // The history datastore learns this request's prompt and completion
+      // (read by the next requests; only this worker thread touches it).
+      if (opt_.history && !r.token_ids.empty()) {
+        std::vector<int32_t> doc = job.req.prompt;
+        doc.insert(doc.end(), r.token_ids.begin(), r.token_ids.end());
+        opt_.history->add(doc);
+      }
       done.finish_reason = openai_finish_reason(r.finish_reason);
       // n_new reached because the context is full is "length" as well.
       done.completion_tokens = int(r.token_ids.size());
@@ -174,6 +186,7 @@ class SerialEngine final : public Engine {
   const drafter::Drafter* drafter_;
   int draft_k_;
   EngineInfo info_;
+  SerialOptions opt_;                    // its history: the worker thread's only
   speculative::GateMemory gate_memory_;  // used by the worker thread only
 
   mutable std::mutex mu_;
@@ -191,8 +204,9 @@ class SerialEngine final : public Engine {
 
 std::unique_ptr<Engine> make_serial_engine(const model::Model& m, const io::Tokenizer& tok,
                                            ThreadPool* pool, const drafter::Drafter* drafter,
-                                           int draft_k, EngineInfo info) {
-  return std::make_unique<SerialEngine>(m, tok, pool, drafter, draft_k, std::move(info));
+                                           int draft_k, EngineInfo info, SerialOptions opt) {
+  return std::make_unique<SerialEngine>(m, tok, pool, drafter, draft_k, std::move(info),
+                                        std::move(opt));
 }
 
 }  // namespace mtp::serve

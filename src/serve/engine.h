@@ -21,6 +21,7 @@
 
 #include "speculative/draft_tree.h"
 #include "speculative/generate.h"
+#include "speculative/history.h"
 #include "speculative/scheduler.h"
 #include "speculative/sampler.h"
 #include "speculative/spec_loop.h"
@@ -70,6 +71,7 @@ struct EngineInfo {
   int parallel = 1;       // sequences admitted at once
   bool has_drafter = false;
   int draft_k = 0;
+  float draft_p_min = 0.f;  // --draft-p-min: every request's drafts stop below it
 };
 
 class Engine {
@@ -95,13 +97,27 @@ class Engine {
 // "context" -> "length").
 std::string openai_finish_reason(const std::string& sink_reason);
 
+// The serial engine's draft sources beside the drafter (`serve --serial
+// --lookup prompt,history`, speculative/union_proposer.h).
+struct SerialOptions {
+  bool lookup_prompt = false;
+  // The history datastore (--lookup history; null: off), owned by the engine:
+  // it starts with the --lookup-corpus documents, and every finished request
+  // adds its prompt and completion (earlier outputs of this process).
+  std::unique_ptr<speculative::HistoryStore> history;
+  speculative::LookupOptions lookup;
+  bool gate = true;  // --no-gate: verify the best proposal every cycle
+};
+
 // One worker thread runs the queued requests one at a time through
-// speculative::generate(), the drafter gated as `mtpspec generate` gates it
-// (gate.h; the gate's state carried from request to request). The model,
-// tokenizer, pool and drafter (may be null) must outlive the engine.
+// speculative::generate(), the drafter and lookups gated by live gain as
+// `mtpspec generate` gates them (gate.h; the gate's state carried from
+// request to request). A request with use_drafter false does not speculate.
+// The model, tokenizer, pool and drafter (may be null) must outlive the engine.
 std::unique_ptr<Engine> make_serial_engine(const model::Model& m, const io::Tokenizer& tok,
                                            ThreadPool* pool, const drafter::Drafter* drafter,
-                                           int draft_k, EngineInfo info);
+                                           int draft_k, EngineInfo info,
+                                           SerialOptions opt = {});
 
 // The continuous-batching engine (batched_engine.cc): requests share every
 // target forward through speculative::Scheduler (--parallel slots of

@@ -1,10 +1,12 @@
-// The serial engine (`mtpspec serve --serial`) gates its drafter as `mtpspec
-// generate` does by default (speculative/gate.h), carrying what the gate
-// learned from one request to the next: a drafter below break-even — here a
-// random one on stories260K, which almost never guesses right — is verified
-// in the first cycles of the first request and then only probed. Before, the
-// serial engine verified it every cycle (a random drafter ran at 0.68x plain
-// on the memory-bound target, docs/PERFORMANCE.md).
+// The serve engines' draft settings: the serial engine (`mtpspec serve
+// --serial`) gates its drafter as `mtpspec generate` does by default
+// (speculative/gate.h), carrying what the gate learned from one request to
+// the next — a drafter below break-even (a random one on stories260K, which
+// almost never guesses right) is verified in the first cycles of the first
+// request and then only probed; before, it was verified every cycle (a random
+// drafter ran at 0.68x plain on the memory-bound target, docs/PERFORMANCE.md).
+// Its lookups (--lookup prompt,history) keep the output and learn from earlier
+// requests; --draft-p-min reaches both engines.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -15,6 +17,7 @@
 #include "io/tokenizer.h"
 #include "model/fingerprint.h"
 #include "model/loader.h"
+#include "speculative/history.h"
 #include "serve/serve_util.h"
 #include "speculative/generate.h"
 #include "test_util.h"
@@ -80,6 +83,106 @@ TEST(ServeSerialEngine, GatesAUselessDrafterAcrossRequests) {
   EXPECT_LE(verified_last, tokens_last / 8) << "the useless drafter was verified " << verified_last
                                            << " times in " << tokens_last << " tokens";
   engine->shutdown(false);
+}
+
+struct Stories {
+  model::Model m;
+  std::unique_ptr<io::Tokenizer> tok;
+  std::string fingerprint;
+};
+
+std::unique_ptr<Stories> load_stories(const std::string& path) {
+  model::LoadedModel lm = model::load_model(path, {});
+  const std::string fp = model::target_fingerprint(lm, /*use_cache=*/false);
+  std::unique_ptr<io::Tokenizer> tok = io::load_tokenizer(lm.tokenizer);
+  return std::make_unique<Stories>(Stories{model::Model(std::move(lm)), std::move(tok), fp});
+}
+
+std::vector<int32_t> plain_tokens(const Stories& s, const std::vector<int32_t>& prompt, int n,
+                                  ThreadPool* pool) {
+  speculative::GenerateOptions o;
+  o.n_new = n;
+  o.ctx = 512;
+  return speculative::generate(s.m, s.tok.get(), prompt, o, pool).token_ids;
+}
+
+// No drafter, lookups only: every output is plain generate's; the second time
+// a prompt is asked, history (fed by the first request) proposes the
+// completion it gave then, and most of it is accepted.
+TEST(ServeSerialEngine, LookupsKeepTheOutputAndHistoryLearnsFromEarlierRequests) {
+  MTP_REQUIRE_SHARED(path, "models/stories260K/stories260K.bin");
+  std::unique_ptr<Stories> s = load_stories(path);
+  ThreadPool pool(1);
+  SerialOptions so;
+  so.lookup_prompt = true;
+  so.history = std::make_unique<speculative::HistoryStore>(4, size_t(1) << 20);
+  const speculative::HistoryStore* history = so.history.get();
+  EngineInfo info;
+  info.model_id = "stories260K";
+  info.ctx = 512;
+  std::unique_ptr<Engine> engine =
+      make_serial_engine(s->m, *s->tok, &pool, nullptr, 0, info, std::move(so));
+  Request r;
+  r.prompt = s->tok->encode("Once upon a time", true);
+  r.max_tokens = 120;
+  const std::vector<int32_t> plain = plain_tokens(*s, r.prompt, 120, &pool);
+  long history_accepted[2] = {0, 0};
+  for (int round = 0; round < 2; ++round) {
+    const Event done = run_request(*engine, r);
+    ASSERT_EQ(done.error, "");
+    EXPECT_EQ(done.completion_tokens, int(plain.size())) << "round " << round;
+    ASSERT_TRUE(done.stats.has_value());
+    const auto it = done.stats->sources.find("history");
+    if (it != done.stats->sources.end()) {
+      for (long a : it->second.accepted) history_accepted[round] += a;
+    }
+    EXPECT_EQ(history->documents(), size_t(round + 1)) << "the request's output was not stored";
+  }
+  EXPECT_EQ(history_accepted[0], 0) << "history had nothing before the first request";
+  EXPECT_GE(history_accepted[1], long(plain.size()) / 2)
+      << "the second, identical request did not reuse the first one's output";
+  engine->shutdown(false);
+}
+
+// --draft-p-min 1 stops every draft (no module is that sure): the setting
+// reaches the drafter in both engines (it was dropped before).
+TEST(ServeEngines, DraftPMinReachesTheDrafter) {
+  MTP_REQUIRE_SHARED(path, "models/stories260K/stories260K.bin");
+  std::unique_ptr<Stories> s = load_stories(path);
+  drafter::DrafterConfig dc;
+  dc.K = 2;
+  drafter::Drafter d = drafter::Drafter::from_tensors(
+      s->m.config(), s->fingerprint, dc, drafter::random_drafter_tensors(s->m.config(), dc, 3),
+      {{"kind", "test"}}, DType::F32, kernels::WeightType::F32);
+  ThreadPool pool(1);
+  for (bool batched : {false, true}) {
+    for (float p_min : {0.f, 1.f}) {
+      EngineInfo info;
+      info.model_id = "stories260K";
+      info.ctx = 512;
+      info.draft_p_min = p_min;
+      std::unique_ptr<Engine> engine;
+      if (batched) {
+        speculative::SchedulerOptions sched;
+        sched.parallel = 1;
+        sched.ctx = 512;
+        sched.adaptive = false;  // draft every step unless p-min stops it
+        engine = make_batched_engine(s->m, *s->tok, &pool, &d, 2, info, sched);
+      } else {
+        engine = make_serial_engine(s->m, *s->tok, &pool, &d, 2, info, SerialOptions{.gate = false});
+      }
+      Request r;
+      r.prompt = s->tok->encode("Lily went to the park", true);
+      r.max_tokens = 40;
+      const Event done = run_request(*engine, r);
+      ASSERT_EQ(done.error, "");
+      ASSERT_TRUE(done.stats.has_value());
+      const long drafted = done.stats->drafted.empty() ? 0 : done.stats->drafted[0];
+      if (p_min == 0.f) EXPECT_GT(drafted, 10) << (batched ? "batched" : "serial");
+      else EXPECT_EQ(drafted, 0) << (batched ? "batched" : "serial") << ": --draft-p-min 1 drafted";
+      engine->shutdown(false);
+    }
+  }
 }
 
 }  // namespace
