@@ -90,6 +90,9 @@ struct LookupArgs {
   double history_mb = 64;  // --history-mb
   bool no_gate = false;    // --no-gate
   bool has(const std::string& s) const;
+  // A flag only the union uses was given (--lookup, --lookup-corpus, --no-gate):
+  // refused where there is no union (generate --prompts, serve without --serial).
+  bool any() const { return !lookup.empty() || !corpus.empty() || no_gate; }
 };
 void add_lookup_flags(CLI::App* cmd, LookupArgs& a);
 

@@ -45,7 +45,7 @@ void run_generate_batch(GenerateArgs& a) {
   }
   // The scheduler drafts with the MTP drafter only and picks draft lengths
   // from its cost curve: the union's flags would be ignored, so they are refused.
-  if (!a.lookup.lookup.empty() || !a.lookup.corpus.empty() || a.lookup.no_gate) {
+  if (a.lookup.any()) {
     fail<InputError>("--lookup, --lookup-corpus and --no-gate are not available with --prompts "
                      "(the scheduler drafts with the MTP drafter alone and sizes drafts from its "
                      "cost curve); run the prompts one at a time with -p or -f");

@@ -68,7 +68,7 @@ void run_serve(ServeArgs a) {
 
   // The batching scheduler drafts with the MTP drafter alone and sizes drafts
   // from its cost curve: the union's flags need the serial engine.
-  if (!a.serial && (!a.lookup.lookup.empty() || !a.lookup.corpus.empty() || a.lookup.no_gate)) {
+  if (!a.serial && a.lookup.any()) {
     fail<InputError>("--lookup, --lookup-corpus and --no-gate need --serial (the batching "
                      "engine drafts with the MTP drafter alone)");
   }
