@@ -161,8 +161,7 @@ LoadedModel load_hf(const std::string& dir, const LoadOptions& opt) {
     if (c.tie_embeddings) {
       // The tied head: the embedding's bits packed as a matrix (a range error
       // of the hold names the tensor).
-      w.lm_head = pack_float_matrix(e.data, e.dtype, size_t(c.vocab), size_t(c.d_model),
-                                    opt.weights, "tensor " + e.name + " (the tied head)");
+      w.lm_head = w.embed.pack(opt.weights, "tensor " + e.name + " (the tied head)");
     } else {
       w.lm_head = pack_rows({&finite_tensor(ts, l.lm_head)}, opt.weights);
     }

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "kernels/quant_blocks.h"
+#include "model/layer_io.h"
 
 namespace mtp::model {
 
@@ -31,9 +32,9 @@ kernels::WeightType resolve_hold(const Hold& hold, DType stored) {
                                 : kernels::WeightType::F32;
 }
 
-kernels::PackedMatrix EmbeddingTable::pack(const Hold& hold) const {
+kernels::PackedMatrix EmbeddingTable::pack(const Hold& hold, const std::string& what) const {
   if (blocks != GgmlType::F32) return kernels::PackedMatrix::pack_blocks(data, blocks, rows, cols);
-  return kernels::PackedMatrix::pack(data, dtype, rows, cols, resolve_hold(hold, dtype));
+  return pack_float_matrix(data, dtype, rows, cols, hold, what);
 }
 
 std::vector<float> norm_weight(const void* src, DType t, size_t n, bool one_plus) {

@@ -43,8 +43,9 @@ struct EmbeddingTable {
   // fp32). Throws InputError for ids outside [0, rows).
   void lookup(int32_t id, float scale, float* out) const;
   // The whole table as a packed matrix held as `hold` (a tied head): raw
-  // blocks are held as stored (PackedMatrix::pack_blocks), whatever `hold`.
-  kernels::PackedMatrix pack(const Hold& hold) const;
+  // blocks are held as stored (PackedMatrix::pack_blocks), whatever `hold`;
+  // a value the hold cannot represent is an InputError naming `what`.
+  kernels::PackedMatrix pack(const Hold& hold, const std::string& what = "the embedding table") const;
 };
 
 struct LayerWeights {
