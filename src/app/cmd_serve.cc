@@ -106,12 +106,8 @@ void run_serve(ServeArgs a) {
   if (a.serial) {
     serve::SerialOptions serial;
     if (!a.spec.no_spec) {
-      speculative::SpecOptions lo;  // the lookup flags, read once (spec_common.h)
       serial.history = open_history(a.lookup, s.tokenizer.get());
-      apply_lookup_args(a.lookup, serial.history.get(), lo);
-      serial.lookup_prompt = lo.lookup_prompt;
-      serial.lookup = lo.lookup;
-      serial.gate = lo.gate;
+      apply_lookup_args(a.lookup, serial.history.get(), serial.spec);
     }
     engine = serve::make_serial_engine(*s.model, *s.tokenizer, s.pool.get(), dr.get(), draft_k,
                                        info, std::move(serial));

@@ -35,7 +35,7 @@ class SerialEngine final : public Engine {
                const drafter::Drafter* drafter, int draft_k, EngineInfo info, SerialOptions opt)
       : m_(m), tok_(tok), pool_(pool), drafter_(drafter), draft_k_(draft_k),
         info_(std::move(info)), opt_(std::move(opt)) {
-    opt_.lookup.validate();
+    opt_.spec.lookup.validate();
     info_.has_drafter = drafter_ != nullptr;
     info_.draft_k = drafter_ ? draft_k_ : 0;
     worker_ = std::thread([this] { run(); });
@@ -145,17 +145,15 @@ class SerialEngine final : public Engine {
     };
     speculative::SpecOptions so;
     if (job.req.use_drafter) {
+      // Gated (opt_.spec.gate, the default): a source below break-even on
+      // this traffic costs only its probes. What the gate learned carries to
+      // the next request (one worker thread: no lock).
+      so = opt_.spec;
       so.drafter = drafter_;
       so.draft_k = drafter_ ? draft_k_ : 0;
       so.p_min = info_.draft_p_min;
       so.mode = job.req.mode;
-      so.lookup_prompt = opt_.lookup_prompt;
       so.history = opt_.history.get();
-      so.lookup = opt_.lookup;
-      // Gated as `mtpspec generate` is by default: a source below break-even
-      // on this traffic costs only its probes. What the gate learned carries
-      // to the next request (one worker thread: no lock).
-      so.gate = opt_.gate;
       so.gate_memory = &gate_memory_;
     }
     try {

@@ -100,13 +100,18 @@ std::string openai_finish_reason(const std::string& sink_reason);
 // The serial engine's draft sources beside the drafter (`serve --serial
 // --lookup prompt,history`, speculative/union_proposer.h).
 struct SerialOptions {
-  bool lookup_prompt = false;
   // The history datastore (--lookup history; null: off), owned by the engine:
   // it starts with the --lookup-corpus documents, and every finished request
   // adds its prompt and completion (earlier outputs of this process).
   std::unique_ptr<speculative::HistoryStore> history;
-  speculative::LookupOptions lookup;
-  bool gate = true;  // --no-gate: verify the best proposal every cycle
+  // Every speculating request's lookup_prompt, lookup and gate (as
+  // app/spec_common.h apply_lookup_args sets them; gated by default, as
+  // `mtpspec generate` is); the engine adds the drafter, history and the rest.
+  speculative::SpecOptions spec = [] {
+    speculative::SpecOptions o;
+    o.gate = true;
+    return o;
+  }();
 };
 
 // One worker thread runs the queued requests one at a time through

@@ -114,7 +114,7 @@ TEST(ServeSerialEngine, LookupsKeepTheOutputAndHistoryLearnsFromEarlierRequests)
   std::unique_ptr<Stories> s = load_stories(path);
   ThreadPool pool(1);
   SerialOptions so;
-  so.lookup_prompt = true;
+  so.spec.lookup_prompt = true;
   so.history = std::make_unique<speculative::HistoryStore>(4, size_t(1) << 20);
   const speculative::HistoryStore* history = so.history.get();
   EngineInfo info;
@@ -169,7 +169,9 @@ TEST(ServeEngines, DraftPMinReachesTheDrafter) {
         sched.adaptive = false;  // draft every step unless p-min stops it
         engine = make_batched_engine(s->m, *s->tok, &pool, &d, 2, info, sched);
       } else {
-        engine = make_serial_engine(s->m, *s->tok, &pool, &d, 2, info, SerialOptions{.gate = false});
+        SerialOptions ungated;
+        ungated.spec.gate = false;
+        engine = make_serial_engine(s->m, *s->tok, &pool, &d, 2, info, std::move(ungated));
       }
       Request r;
       r.prompt = s->tok->encode("Lily went to the park", true);
