@@ -43,13 +43,6 @@ void run_generate_batch(GenerateArgs& a) {
     fail<InputError>("--tree / --tree-budget are not available with --prompts (the scheduler "
                      "verifies chains)");
   }
-  // The scheduler drafts with the MTP drafter only and picks draft lengths
-  // from its cost curve: the union's flags would be ignored, so they are refused.
-  if (a.lookup.any()) {
-    fail<InputError>("--lookup, --lookup-corpus and --no-gate are not available with --prompts "
-                     "(the scheduler drafts with the MTP drafter alone and sizes drafts from its "
-                     "cost curve); run the prompts one at a time with -p or -f");
-  }
   const std::vector<io::PromptEntry> prompts = io::read_prompts(a.prompts);
   speculative::SamplerOptions sampler = sampler_options(a.sampling);
   Session s = open_session(a.model);
@@ -58,6 +51,9 @@ void run_generate_batch(GenerateArgs& a) {
   speculative::SchedulerOptions so;
   so.parallel = a.parallel;
   so.ctx = a.ctx;
+  if (!a.spec.no_spec) {
+    apply_lookup_args(a.lookup, s.tokenizer.get(), so, "one prompt at a time (-p or -f)");
+  }
   if (!a.json) fmt::print(stderr, "measuring the forward cost curve...\n");
   speculative::Scheduler sched(*s.model, s.tokenizer.get(), dr.get(), so, s.pool.get());
   fmt::print(stderr, "[scheduler: {} slots x {} positions, KV memory {:.1f} MiB{}]\n",
@@ -72,7 +68,7 @@ void run_generate_batch(GenerateArgs& a) {
     }
     fmt::print(stderr, "[forward cost m(q){}, ms: {}]\n", what, curve);
   };
-  if (dr) print_curve("", false);
+  if (dr || so.has_lookups()) print_curve("", false);
   std::vector<uint64_t> ids;
   for (const io::PromptEntry& p : prompts) {
     speculative::Request r;
@@ -80,7 +76,7 @@ void run_generate_batch(GenerateArgs& a) {
     r.gen.n_new = a.n;
     r.gen.sampler = sampler;
     r.gen.stop = a.stop;
-    r.speculate = dr != nullptr;
+    r.speculate = dr != nullptr || so.has_lookups();
     if (dr) r.draft_k = resolve_draft_k(a.spec, dr->config().K, "the drafter's K", dr->config().K);
     r.p_min = a.spec.p_min;
     r.mode = spec_sampling_mode(a.sampling);
@@ -203,7 +199,8 @@ void add_generate(CLI::App& root) {
   cmd->add_option("-n,--n-predict", a->n, "Number of new tokens to generate")
       ->check(cli::NonNegative);
   add_sampling_flags(cmd, a->sampling);
-  cmd->add_option("--stop", a->stop, "Stop string (repeatable): the text ends before it");
+  cmd->add_option("--stop", a->stop, "Stop string (repeatable): the text ends before it")
+      ->check(cli::NonEmpty);
   cmd->add_option("--ctx", a->ctx,
                   "Context length: the KV cache holds this many positions (default: what this "
                   "generation needs, prompt + -n + drafts, capped by the model's maximum and "

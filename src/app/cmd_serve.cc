@@ -38,7 +38,7 @@ namespace {
 struct ServeArgs {
   ModelArgs model;
   DrafterArgs spec;
-  LookupArgs lookup;  // --serial only
+  LookupArgs lookup;
   std::string host = "127.0.0.1";
   int port = 8080;
   int parallel = 4;
@@ -66,12 +66,6 @@ void run_serve(ServeArgs a) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   std::signal(SIGPIPE, SIG_IGN);  // a vanished client is a failed write, not a crash
 
-  // The batching scheduler drafts with the MTP drafter alone and sizes drafts
-  // from its cost curve: the union's flags need the serial engine.
-  if (!a.serial && a.lookup.any()) {
-    fail<InputError>("--lookup, --lookup-corpus and --no-gate need --serial (the batching "
-                     "engine drafts with the MTP drafter alone)");
-  }
   Session s = open_session(a.model);
   std::unique_ptr<drafter::Drafter> dr;
   if (!a.spec.no_spec) dr = open_drafter(a.model, a.spec, *s.model);
@@ -115,6 +109,7 @@ void run_serve(ServeArgs a) {
     speculative::SchedulerOptions sched;
     sched.parallel = a.parallel;
     sched.ctx = a.ctx;  // 0: the scheduler caps it so every slot fits in memory
+    if (!a.spec.no_spec) apply_lookup_args(a.lookup, s.tokenizer.get(), sched, "--serial");
     engine = serve::make_batched_engine(*s.model, *s.tokenizer, s.pool.get(), dr.get(), draft_k,
                                         info, sched);
   }
@@ -164,7 +159,7 @@ void add_serve(CLI::App& root) {
                "page at /)");
   add_model_flags(cmd, a->model);
   add_drafter_flags(cmd, a->spec, kAllDrafterFlags);
-  add_lookup_flags(cmd, a->lookup);  // with --serial
+  add_lookup_flags(cmd, a->lookup);
   cmd->add_option("--host", a->host, "Address to listen on (0.0.0.0: every interface)")
       ->capture_default_str();
   cmd->add_option("--port", a->port, "TCP port (0: any free port, printed)")
@@ -177,7 +172,7 @@ void add_serve(CLI::App& root) {
       ->capture_default_str();
   cmd->add_flag("--serial", a->serial,
                 "Run requests one at a time through generate() instead of the scheduler "
-                "(same tokens; for comparison, and for --lookup and --no-gate)");
+                "(same tokens; for comparison, and for --no-gate)");
   cmd->add_option("--ctx", a->ctx,
                   "Context per request, prompt + completion (default: the model's maximum, "
                   "capped by memory)")

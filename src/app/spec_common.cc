@@ -69,6 +69,19 @@ void apply_lookup_args(const LookupArgs& a, const speculative::HistoryStore* his
   so.gate = !a.no_gate;
 }
 
+void apply_lookup_args(const LookupArgs& a, const io::Tokenizer* tok,
+                       speculative::SchedulerOptions& so, const char* no_gate_needs) {
+  if (a.no_gate) {
+    fail<InputError>("--no-gate needs {} (the batching scheduler sizes every draft from its "
+                     "cost curve)", no_gate_needs);
+  }
+  so.history = open_history(a, tok);
+  so.lookup_prompt = a.has("prompt");
+  so.lookup.ngram_max = a.ngram_max;
+  so.lookup.max_draft = a.max_draft;
+  so.lookup.validate();
+}
+
 void print_spec_stats(const speculative::SpecStats& s) {
   std::string acc;
   auto a = s.acceptance();

@@ -9,6 +9,7 @@
 #include "drafter/drafter.h"
 #include "speculative/generate.h"
 #include "speculative/history.h"
+#include "speculative/scheduler.h"
 #include "speculative/spec_loop.h"
 
 namespace mtp::app {
@@ -34,6 +35,12 @@ std::unique_ptr<speculative::HistoryStore> open_history(const LookupArgs& a,
 // The lookup flags into SpecOptions (history: the store, may be null).
 void apply_lookup_args(const LookupArgs& a, const speculative::HistoryStore* history,
                        speculative::SpecOptions& so);
+// The same for the batching scheduler (generate --prompts, serve): the
+// history store (opened from the flags) and the lookups; --no-gate is
+// refused naming what it needs (the scheduler always sizes drafts from its
+// cost curve). Without --lookup nothing changes.
+void apply_lookup_args(const LookupArgs& a, const io::Tokenizer* tok,
+                       speculative::SchedulerOptions& so, const char* no_gate_needs);
 
 // Human-readable stats to stderr (and one line per draft source).
 void print_spec_stats(const speculative::SpecStats& s);

@@ -25,7 +25,7 @@ class BatchedEngine final : public Engine {
   BatchedEngine(const model::Model& m, const io::Tokenizer& tok, ThreadPool* pool,
                 const drafter::Drafter* drafter, int draft_k, EngineInfo info,
                 const speculative::SchedulerOptions& opt)
-      : draft_k_(draft_k), info_(std::move(info)), has_drafter_(drafter != nullptr) {
+      : draft_k_(draft_k), info_(std::move(info)) {
     auto s = std::make_unique<speculative::Scheduler>(m, &tok, drafter, opt, pool);
     info_.ctx = s->ctx();
     info_.parallel = s->parallel();
@@ -43,7 +43,7 @@ class BatchedEngine final : public Engine {
     q.gen.sampler = r.sampling;
     q.gen.stop = std::move(r.stop);
     q.gen.n_new = r.max_tokens > 0 ? std::min(r.max_tokens, room) : room;
-    q.speculate = r.use_drafter && has_drafter_;
+    q.speculate = r.use_drafter;  // the scheduler's drafter and lookups, if it has any
     q.draft_k = draft_k_;
     q.p_min = info_.draft_p_min;
     q.mode = r.mode;
@@ -145,7 +145,6 @@ class BatchedEngine final : public Engine {
 
   int draft_k_;
   EngineInfo info_;
-  bool has_drafter_;
   std::unique_ptr<speculative::BackgroundScheduler> bg_;
   mutable std::mutex mu_;
   std::map<uint64_t, Live> live_;

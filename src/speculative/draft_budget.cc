@@ -182,8 +182,9 @@ struct Allocation {
   double tokens = 0, seconds = 0;
 };
 
-// Greedy drafts of at most `cap` per sequence, the calls of depths < cap
-// counted up front; seconds: with the calls of the depths in use only.
+// Greedy drafts of at most `cap` per sequence (free ones: their p.size()), the
+// calls of depths < cap counted up front; seconds: with the calls of the depths
+// in use only.
 Allocation allocate_capped(const CostCurve& m, const ModuleCost& module, int base_rows,
                            int decode_rows, int max_rows, std::span<const BudgetSeq> seqs,
                            int cap) {
@@ -201,9 +202,11 @@ Allocation allocate_capped(const CostCurve& m, const ModuleCost& module, int bas
     double best_gain = 0, best_cost = 0;
     for (size_t s = 0; s < seqs.size(); ++s) {
       const int j = a.k[s];
-      if (j >= cap || size_t(j) >= seqs[s].p.size()) continue;
+      const bool free = seqs[s].free;
+      if ((!free && j >= cap) || size_t(j) >= seqs[s].p.size()) continue;
       const double g = seqs[s].p[size_t(j)];
-      const double c = drow + (j == 0 ? seqs[s].first_s + module.row_s : j * module.row_s);
+      const double c =
+          free ? drow : drow + (j == 0 ? seqs[s].first_s + module.row_s : j * module.row_s);
       if (best < 0 || g * best_cost > best_gain * c) best = int(s), best_gain = g, best_cost = c;
     }
     if (best < 0) break;
@@ -216,7 +219,10 @@ Allocation allocate_capped(const CostCurve& m, const ModuleCost& module, int bas
     a.tokens += best_gain;
     extra += best_cost;
   }
-  const int used = a.k.empty() ? 0 : *std::max_element(a.k.begin(), a.k.end());
+  int used = 0;  // module depths in use
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    if (!seqs[s].free) used = std::max(used, a.k[s]);
+  }
   a.seconds = m(decode_rows) + extra + double(used) * module.call_s;
   return a;
 }
@@ -224,8 +230,10 @@ Allocation allocate_capped(const CostCurve& m, const ModuleCost& module, int bas
 
 std::vector<int> allocate_drafts(const CostCurve& m, const ModuleCost& module, int base_rows,
                                  int decode_rows, int max_rows, std::span<const BudgetSeq> seqs) {
-  size_t depth = 0;
-  for (const BudgetSeq& s : seqs) depth = std::max(depth, s.p.size());
+  size_t depth = 0;  // the deepest module call any sequence could use
+  for (const BudgetSeq& s : seqs) {
+    if (!s.free) depth = std::max(depth, s.p.size());
+  }
   Allocation best = allocate_capped(m, module, base_rows, decode_rows, max_rows, seqs, 0);
   if (decode_rows < 1) return best.k;
   for (int cap = 1; cap <= int(depth); ++cap) {

@@ -149,6 +149,10 @@ struct BudgetSeq {
   std::vector<double> p;  // P_j, j < its draft limit (empty: does not speculate)
   double first_s = 0;     // drafter seconds of a cycle's first draft beyond its
                           // module calls (first_draft_seconds)
+  // Drafts that cost no drafter time (a lookup's proposal, already made): each
+  // costs its row only, makes no module call and is not held to the depth cap
+  // (the cap prices the module calls of depths in use).
+  bool free = false;
 };
 
 // Draft lengths for one step. base_rows: the rows every sequence forwards

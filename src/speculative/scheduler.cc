@@ -19,6 +19,21 @@ double seconds(Clock::time_point a, Clock::time_point b) {
 }
 double now_s() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
 
+// The longest lookup draft a step verifies (--lookup-max-draft beyond it is
+// clipped): the KV cache's rows of one sequence per forward.
+constexpr int kMaxLookupDraft = 64;
+
+// MTP depth-0 counters of a sequence's stats (the budget's pooled prior).
+std::pair<long, long> mtp_depth0(const SpecStats& st) {
+  const auto it = st.sources.find(DraftSource::kind_name(DraftSource::Kind::Mtp));
+  if (it == st.sources.end() || it->second.drafted.empty()) return {0, 0};
+  return {it->second.drafted[0], it->second.accepted[0]};
+}
+
+DraftSource::Kind lookup_kind(int source) {
+  return source == 0 ? DraftSource::Kind::PromptLookup : DraftSource::Kind::History;
+}
+
 // A sequence without a drafter: never asked to propose (its draft length is 0).
 class NoProposer : public Proposer {
  public:
@@ -101,6 +116,16 @@ struct Scheduler::Seq {
   PreparedProposer prepared;  // with a drafter
   Sampler draft_sampler;      // the drafter's choices (its own draw counter)
   std::vector<double> module_s;  // [K] this sequence's share of module seconds
+  std::optional<PromptLookup> prompt_lookup;  // --lookup prompt: its own tables
+  // This step's lookup proposals, and the one verified instead of the
+  // drafter's chain (-1: none).
+  struct Proposal {
+    int source = 0;  // 0 prompt lookup, 1 history
+    int cls = 0;     // evidence class (ChainSource::last_class)
+    std::vector<int32_t> tokens;
+  };
+  std::vector<Proposal> proposals;
+  int best = -1, chosen = -1;
   NoProposer none;
   std::vector<int32_t> committed;
   // Text the sink streamed, by the index of the token it became final with
@@ -112,7 +137,9 @@ struct Scheduler::Seq {
   SpecStats stats;
   AcceptCounters counters;  // the budget's (forgetting) acceptance counters
   std::optional<SpecSequence> spec;  // from the first generated token on
-  int draft_k = 0;                   // longest draft (0: plain decoding)
+  int draft_k = 0;                   // longest MTP draft (0: no drafter)
+  int lookup_k = 0;                  // longest lookup draft (0: no lookups)
+  int spec_k = 0;                    // max of both (0: plain decoding)
   int prefilled = 0;                 // prompt positions forwarded
   // Committed length at the last propose: the drafter's modules still have to
   // catch up on the tokens since (lazily, in the next propose).
@@ -148,7 +175,8 @@ Scheduler::Scheduler(const model::Model& m, const io::Tokenizer* tok,
     : m_(m), tok_(tok), drafter_(drafter), opt_(opt), pool_(pool),
       ctx_(slot_ctx(m.config(), opt, drafter)),
       kv_(m.config(), std::max(1, opt.parallel), ctx_,
-          std::max(opt.prefill_chunk, (drafter ? drafter->config().K : 0) + 1),
+          std::max({opt.prefill_chunk, (drafter ? drafter->config().K : 0) + 1,
+                    opt.has_lookups() ? std::min(opt.lookup.max_draft, kMaxLookupDraft) + 1 : 0}),
           /*tree_slots=*/0) {  // the scheduler verifies chains
   if (opt.parallel < 1) fail<InputError>("--parallel must be >= 1, got {}", opt.parallel);
   if (opt.prefill_chunk < 1 || opt.prefill_chunk > 64) {
@@ -157,6 +185,12 @@ Scheduler::Scheduler(const model::Model& m, const io::Tokenizer* tok,
   if (opt_.max_rows <= 0) opt_.max_rows = std::max(64, opt.parallel * 16);
   slots_.resize(size_t(opt.parallel));
   if (drafter_) chains_.emplace(m, *drafter_, opt.parallel, ctx_);
+  if (opt_.has_lookups()) {
+    opt_.lookup.validate();
+    const int classes = std::max(opt_.lookup.ngram_max, opt_.history ? opt_.history->ngram_max() : 0);
+    arms_.assign(size_t(2 * classes),
+                 AcceptCounters(std::min(opt_.lookup.max_draft, kMaxLookupDraft)));
+  }
   if (drafter_ && opt_.adaptive) {
     // Up to the rows the decode and verify rows of every slot can take (and a
     // little prefill): a big model's 64-row forward is dear to time.
@@ -164,6 +198,9 @@ Scheduler::Scheduler(const model::Model& m, const io::Tokenizer* tok,
     cost_ = forward_cost_curve(m, q_curve, opt_.cost_reps, pool);
     module_s_ = module_seconds(m, *drafter_, 2, pool);
     module_row_s_ = std::max(0.0, (module_seconds(m, *drafter_, 34, pool) - module_s_) / 32);
+  } else if (opt_.has_lookups() && opt_.adaptive) {
+    const int q_curve = std::min({opt_.max_rows, 64, opt.parallel * 9 + 8});
+    cost_ = forward_cost_curve(m, q_curve, opt_.cost_reps, pool);
   } else {
     cost_ = CostCurve({{1, 1.0}});
   }
@@ -203,7 +240,8 @@ uint64_t Scheduler::submit(Request r) {
       fail<InputError>("request: draft length {} is outside 1..{} (the drafter's K)", r.draft_k, K);
     }
   } else {
-    r.speculate = false;
+    r.draft_k = 0;
+    if (!opt_.has_lookups()) r.speculate = false;
   }
   const uint64_t id = next_id_++;
   submitted_at_[id] = now_s();
@@ -250,11 +288,14 @@ void Scheduler::start(std::unique_ptr<Seq>& slot, uint64_t id, Request r) {
   q.queue_s = now_s() - submitted_at_[id];
   submitted_at_.erase(id);
   if (q.req.speculate) {
-    q.draft_k = q.req.draft_k;
-    q.stats.drafted.assign(size_t(q.draft_k), 0);
-    q.stats.accepted.assign(size_t(q.draft_k), 0);
+    q.draft_k = q.req.draft_k;  // 0 without a drafter
+    if (opt_.has_lookups()) q.lookup_k = std::min(opt_.lookup.max_draft, kMaxLookupDraft);
+    if (opt_.lookup_prompt) q.prompt_lookup.emplace(opt_.lookup);
+    q.spec_k = std::max(q.draft_k, q.lookup_k);
+    q.stats.drafted.assign(size_t(q.spec_k), 0);
+    q.stats.accepted.assign(size_t(q.spec_k), 0);
     q.counters = AcceptCounters(q.draft_k);
-    q.module_s.assign(size_t(drafter_->config().K), 0.0);
+    if (drafter_) q.module_s.assign(size_t(drafter_->config().K), 0.0);
   }
   if (q.sink.done()) finish(s);  // n_new = 0: nothing to generate
 }
@@ -297,12 +338,18 @@ void Scheduler::finish(int slot) {
   r->timings.gen_s = s.sink.generation_seconds();
   r->queue_s = s.queue_s;
   if (s.req.speculate) {
-    if (!s.stats.drafted.empty()) {
-      pool_drafted_ += s.stats.drafted[0];
-      pool_accepted_ += s.stats.accepted[0];
-    }
+    const auto [d0, a0] = mtp_depth0(s.stats);
+    pool_drafted_ += d0;
+    pool_accepted_ += a0;
     r->stats = s.stats;
     r->stats->time_module_s = s.module_s;
+  }
+  // Earlier outputs of this process (not a cancelled one: the client did not
+  // want it).
+  if (opt_.history && r->finish_reason != "cancelled" && !r->token_ids.empty()) {
+    std::vector<int32_t> doc = r->prompt_ids;
+    doc.insert(doc.end(), r->token_ids.begin(), r->token_ids.end());
+    opt_.history->add(doc);
   }
   Event e;
   e.kind = Event::Kind::Finish;
@@ -383,41 +430,66 @@ void Scheduler::plan_and_forward() {
     rows += chunk[i];
     if (chunk[i] == left) first_tokens += 1;
   }
-  // Draft lengths: from the cost curve, or each sequence's longest.
+  // Each speculating sequence's option: the drafter's chain, or its best
+  // lookup proposal where that is worth at least as much (see scheduler.h).
+  // Depth-0 acceptance over every sequence so far: the drafter's prior for a
+  // sequence with little data of its own.
+  long pool_d = pool_drafted_, pool_a = pool_accepted_;
+  for (const Seq* q : dec) {
+    const auto [d0, a0] = mtp_depth0(q->stats);
+    pool_d += d0, pool_a += a0;
+  }
+  const double prior = (double(pool_a) + 2 * 0.6) / (double(pool_d) + 2);
+  // A step's cost without the drafter's calls against with them: what an
+  // expected drafter token is worth beside a free lookup token.
+  const double base_s = cost_(std::max(rows, 1));
+  std::vector<BudgetSeq> b(dec.size());
+  for (size_t i = 0; i < dec.size(); ++i) {
+    Seq& q = *dec[i];
+    q.chosen = -1;
+    q.proposals.clear();
+    if (q.spec_k == 0) continue;
+    if (q.draft_k > 0) {
+      b[i].p = q.counters.estimate(q.draft_k, prior);
+      // The amortised catch-up (first_draft_seconds); the module calls
+      // are shared by all sequences (allocate_drafts). Every drafter cost
+      // is scaled by the live ratio of measured to modelled drafter time.
+      double per_cycle = 1;
+      for (double pj : b[i].p) per_cycle += pj;
+      q.charged_s = first_draft_seconds(module_row_s_, q.draft_k,
+                                        int(q.committed.size()) - q.drafter_at, per_cycle);
+      b[i].first_s = draft_ratio_ * q.charged_s;
+    }
+    if (q.lookup_k == 0) continue;
+    BudgetSeq lk = propose_lookups(q, q.spec->draft_limit(q.lookup_k));
+    if (lk.p.empty()) continue;
+    double e_lk = 0, e_mtp = 0;
+    for (double p : lk.p) e_lk += p;
+    for (double p : b[i].p) e_mtp += p;
+    const double drafter_s = draft_ratio_ * (module_s_ * q.draft_k + q.charged_s);
+    if (b[i].p.empty() || e_lk >= e_mtp * base_s / (base_s + drafter_s)) {
+      b[i] = std::move(lk);
+      q.chosen = q.best;
+    }
+  }
+  // Draft lengths: from the cost curve, or each option's longest.
   std::vector<int> k(dec.size(), 0);
   if (opt_.adaptive) {
-    // Depth-0 acceptance over every sequence so far: the prior of a sequence
-    // with little data of its own.
-    long pool_d = pool_drafted_, pool_a = pool_accepted_;
-    for (const Seq* q : dec) {
-      if (!q->stats.drafted.empty()) pool_d += q->stats.drafted[0], pool_a += q->stats.accepted[0];
-    }
-    const double prior = (double(pool_a) + 2 * 0.6) / (double(pool_d) + 2);
-    std::vector<BudgetSeq> b(dec.size());
-    for (size_t i = 0; i < dec.size(); ++i) {
-      if (dec[i]->draft_k > 0) {
-        const Seq& q = *dec[i];
-        b[i].p = q.counters.estimate(q.draft_k, prior);
-        // The amortised catch-up (first_draft_seconds); the module calls
-        // are shared by all sequences (allocate_drafts). Every drafter cost
-        // is scaled by the live ratio of measured to modelled drafter time.
-        double per_cycle = 1;
-        for (double pj : b[i].p) per_cycle += pj;
-        dec[i]->charged_s = first_draft_seconds(
-            module_row_s_, q.draft_k, int(q.committed.size()) - q.drafter_at, per_cycle);
-        b[i].first_s = draft_ratio_ * dec[i]->charged_s;
-      }
-    }
     k = allocate_drafts(cost_, {draft_ratio_ * module_s_, draft_ratio_ * module_row_s_}, rows,
                         int(dec.size()), opt_.max_rows, b);
     // Exploration: while the pool has < 3 samples, a sequence's first decode
     // step drafts one token, so an estimate can leave the prior at all.
     for (size_t i = 0; i < dec.size(); ++i) {
       const Seq& q = *dec[i];
-      if (k[i] == 0 && q.draft_k > 0 && pool_d < 3 && q.stats.cycles == 0) k[i] = 1;
+      if (k[i] == 0 && q.draft_k > 0 && q.chosen < 0 && pool_d < 3 && q.stats.cycles == 0) k[i] = 1;
     }
   } else {
-    for (size_t i = 0; i < dec.size(); ++i) k[i] = dec[i]->draft_k;
+    for (size_t i = 0; i < dec.size(); ++i) {
+      k[i] = dec[i]->chosen >= 0 ? int(b[i].p.size()) : dec[i]->draft_k;
+    }
+  }
+  for (size_t i = 0; i < dec.size(); ++i) {
+    if (k[i] == 0) dec[i]->chosen = -1;  // not worth its rows: judged, not verified
   }
   draft(dec, k);
   // Lay out the rows.
@@ -480,7 +552,7 @@ void Scheduler::plan_and_forward() {
     if (s.sink.push(t)) {
       s.committed.push_back(t);
       s.spec.emplace(s.req.speculate ? static_cast<Proposer&>(s.prepared) : s.none, s.committed,
-                     s.sink, std::max(1, s.draft_k), ctx_, s.stats, nullptr);
+                     s.sink, std::max(1, s.spec_k), ctx_, s.stats, nullptr);
     }
     emit_new_tokens(s, before, nullptr, nullptr);
     if (s.sink.done() || s.spec->done()) finish(s.target.seq());
@@ -490,12 +562,15 @@ void Scheduler::plan_and_forward() {
     Seq& s = *sp;
     s.verifier.choose_all(s.committed, *s.tree, logits_.data() + s.row0 * V, s.choices);
     s.nrows = 0;
-    if (s.draft_k > 0) s.stats.time_verify_s += fwd_s;
-    const size_t before = s.sink.tokens().size();
+    if (s.spec_k > 0) s.stats.time_verify_s += fwd_s;
+    const size_t before = s.sink.tokens().size(), n_before = s.committed.size();
     s.spec->accept(s.choices);
-    s.counters.step();
-    if (!s.tree->empty()) {
+    s.counters.step();  // the drafter's counters learn from its own chains only
+    if (!s.tree->empty() && s.tree->source[0].kind == DraftSource::Kind::Mtp) {
       s.counters.add(s.tree->max_depth(), int(s.spec->accepted_nodes().size()));
+    }
+    if (!s.proposals.empty()) {
+      judge_lookups(s, std::span<const int32_t>(s.committed).subspan(n_before));
     }
     emit_new_tokens(s, before, s.tree, &s.spec->accepted_nodes());
     if (!s.sink.done()) {
@@ -515,6 +590,13 @@ void Scheduler::draft(std::span<Seq* const> dec, std::span<const int> k) {
     Seq& s = *dec[i];
     const int limit = k[i] > 0 ? s.spec->draft_limit(k[i]) : 0;
     if (limit < 1) continue;
+    if (s.chosen >= 0) {  // its lookup proposal, cut to the budget's length
+      const Seq::Proposal& p = s.proposals[size_t(s.chosen)];
+      const size_t n = std::min(p.tokens.size(), size_t(limit));
+      s.prepared.prepared().assign_chain(std::span(p.tokens).first(n), lookup_kind(p.source));
+      ++s.stats.sources[DraftSource::kind_name(lookup_kind(p.source))].chosen;
+      continue;
+    }
     MtpChains::Job j;
     j.slot = s.target.seq();
     j.committed = s.committed;
@@ -562,6 +644,68 @@ void Scheduler::draft(std::span<Seq* const> dec, std::span<const int> k) {
     const double share = calls_s > 0 ? jobs[i].seconds / calls_s : 1.0 / double(jobs.size());
     s.stats.time_draft_s += wall * share;
     s.drafter_at = int(s.committed.size());
+  }
+}
+
+}  // namespace mtp::speculative
+
+namespace mtp::speculative {
+
+AcceptCounters& Scheduler::arm(int source, int cls) {
+  const size_t classes = arms_.size() / 2;
+  return arms_[size_t(source) * classes + std::min(size_t(std::max(cls, 0)), classes - 1)];
+}
+
+BudgetSeq Scheduler::propose_lookups(Seq& s, int limit) {
+  BudgetSeq best;
+  s.best = -1;
+  if (limit < 1) return best;
+  double best_e = 0;
+  for (int src = 0; src < 2; ++src) {
+    const auto t0 = Clock::now();
+    Seq::Proposal p;
+    p.source = src;
+    if (src == 0 && s.prompt_lookup) {
+      s.prompt_lookup->propose(s.committed, limit, p.tokens);
+      p.cls = s.prompt_lookup->last_class();
+    } else if (src == 1 && opt_.history) {
+      p.cls = std::max(0, opt_.history->propose(s.committed, limit, p.tokens) - 1);
+    }
+    const double dt = seconds(t0, Clock::now());
+    s.stats.time_draft_s += dt;
+    if (p.tokens.empty()) continue;
+    DepthCounts& st = s.stats.sources[DraftSource::kind_name(lookup_kind(src))];
+    st.proposed += long(p.tokens.size());
+    st.time_s += dt;
+    std::vector<double> est = arm(src, p.cls).estimate(int(p.tokens.size()), kLookupPrior);
+    double e = 0;
+    for (double x : est) e += x;
+    if (s.best < 0 || e > best_e) {
+      best_e = e;
+      best.p = std::move(est);
+      best.first_s = 0;
+      best.free = true;
+      s.best = int(s.proposals.size());
+    }
+    s.proposals.push_back(std::move(p));
+  }
+  return best;
+}
+
+void Scheduler::judge_lookups(Seq& s, std::span<const int32_t> emitted) {
+  for (size_t i = 0; i < s.proposals.size(); ++i) {
+    const Seq::Proposal& p = s.proposals[i];
+    AcceptCounters& c = arm(p.source, p.cls);
+    c.step();
+    if (int(i) == s.chosen) {  // verified: every node reached, the accepted path
+      c.add(int(s.tree->size()), int(s.spec->accepted_nodes().size()));
+      continue;
+    }
+    // Not verified: right as far as the emitted tokens show.
+    const int reached = int(std::min(p.tokens.size(), emitted.size()));
+    int matched = 0;
+    while (matched < reached && p.tokens[size_t(matched)] == emitted[size_t(matched)]) ++matched;
+    c.add(reached, matched);
   }
 }
 

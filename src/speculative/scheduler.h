@@ -13,6 +13,9 @@
 //      of all sequences so far as prior; while that pool has < 3 samples a
 //      sequence's first decode step drafts one token to explore), and drafts
 //      (one call per drafter module for all drafting sequences, mtp_chains.h);
+//      with lookup sources (SchedulerOptions::lookup_prompt, history), a
+//      sequence whose lookup proposal is worth at least the drafter's chain
+//      verifies that proposal instead (see "Lookups" below);
 //   3. forms ONE Model::forward from the rows of every active sequence:
 //      prefill chunks (at most q_max rows each, within the row budget), and
 //      [next, drafts...] verify rows of decoding sequences (no drafts: a plain
@@ -27,6 +30,23 @@
 // tokens equal generate()'s for its request whatever else runs and whatever
 // draft lengths the budget picks. Rejection sampling depends on the drafts,
 // which depend on load: same distribution, no identity claim.
+//
+// Lookups (lookup.h, history.h; `serve --lookup`, `generate --prompts
+// --lookup`): each decoding sequence asks its sources every step — its own
+// prompt lookup, the shared history store — for a chain (free: no forward).
+// Their live acceptance is kept per arm, (source, evidence class = matched
+// suffix length), pooled over all sequences (a verified proposal: the cycles
+// that reached each depth and were accepted; one not verified is judged
+// against the tokens the step emitted, as far as they go), forgetting as
+// AcceptCounters do. A proposal whose expected accepted tokens reach the
+// drafter chain's (scaled by the cost of a step without the drafter's calls
+// against one with them) replaces that chain; the budget then sizes it as a
+// draft that costs its rows only (BudgetSeq::free). The MTP modules catch up on
+// what was committed meanwhile at the sequence's next MTP draft, as after any
+// step without one, so live ≡ teacher-forced holds. Without a drafter the
+// lookups are the only source. The history store learns every finished
+// sequence's prompt and output (not a cancelled one's, nor one that
+// generated nothing).
 //
 // Thread safety: a Scheduler is used by one thread at a time (no internal
 // locks); BackgroundScheduler wraps one for use from many threads.
@@ -50,6 +70,8 @@
 #include "speculative/draft_budget.h"
 #include "speculative/draft_tree.h"
 #include "speculative/generate.h"
+#include "speculative/history.h"
+#include "speculative/lookup.h"
 #include "speculative/mtp_chains.h"
 
 namespace mtp::speculative {
@@ -68,12 +90,19 @@ struct SchedulerOptions {
   // follows the live forwards (CostCurve::observe). Each round costs ~17
   // decodes: on the widened 1 B target 2 extra rounds were 2.5 s of start-up.
   int cost_reps = 0;
+  // Lookup sources (see "Lookups" above): prompt lookup per sequence, and the
+  // history store (null: none), shared with the caller, which may fill it
+  // first (--lookup-corpus); the scheduler adds finished sequences to it.
+  bool lookup_prompt = false;
+  std::shared_ptr<HistoryStore> history;
+  LookupOptions lookup;  // ngram_max, max_draft of both
+  bool has_lookups() const { return lookup_prompt || history != nullptr; }
 };
 
 struct Request {
   std::vector<int32_t> prompt;  // token ids (non-empty)
   GenerateOptions gen;          // n_new, sampler, stop strings (gen.ctx is ignored)
-  bool speculate = true;        // draft with the scheduler's drafter (if it has one)
+  bool speculate = true;        // draft with the scheduler's drafter and lookups (if any)
   int draft_k = 0;              // longest draft (0: the drafter's K)
   float p_min = 0.f;            // --draft-p-min
   SpecSampling mode = SpecSampling::Coupled;
@@ -162,6 +191,13 @@ class Scheduler {
   void draft(std::span<Seq* const> dec, std::span<const int> k);
   void emit_new_tokens(Seq& s, size_t before, const DraftTree* tree,
                        const std::vector<int32_t>* accepted);
+  // Lookups: this step's proposals of s (limit: its longest draft now), and
+  // the budget entry of the best one (empty p: none).
+  BudgetSeq propose_lookups(Seq& s, int limit);
+  // After s's verify: the lookup arms learn from this step's proposals
+  // (`emitted`: the tokens the step committed).
+  void judge_lookups(Seq& s, std::span<const int32_t> emitted);
+  AcceptCounters& arm(int source, int cls);
 
   const model::Model& m_;
   const io::Tokenizer* tok_;
@@ -178,7 +214,12 @@ class Scheduler {
   // weight kDraftRatioLive for a new step): scales the budget's drafter costs.
   static constexpr double kDraftRatioLive = 0.1;
   double draft_ratio_ = 1.0;
-  long pool_drafted_ = 0, pool_accepted_ = 0;  // depth-0 counters of finished sequences
+  long pool_drafted_ = 0, pool_accepted_ = 0;  // MTP depth-0 counters of finished sequences
+  // Lookup arms [source (0 prompt, 1 history) × ngram_max + class], pooled.
+  std::vector<AcceptCounters> arms_;
+  // A lookup arm's prior per depth before evidence (estimate_accept): lower
+  // than the drafter's 0.6, so an arm earns its verifies from judgements.
+  static constexpr double kLookupPrior = 0.5;
   std::vector<std::unique_ptr<Seq>> slots_;
   std::deque<std::pair<uint64_t, Request>> queue_;
   std::map<uint64_t, double> submitted_at_;

@@ -224,7 +224,8 @@ namespace mtp::test {
 namespace {
 
 // `generate --prompts --parallel`: one JSON line per prompt, each equal to the
-// prompt's own `generate -p` output (greedy and coupled T > 0).
+// prompt's own `generate -p` output (greedy and coupled T > 0), also with the
+// scheduler's lookup sources (no drafter: they are its only source).
 TEST(GenerateCli, PromptsThroughTheSchedulerEqualOnePromptAtATime) {
   MTP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
   const std::string dir = temp_dir("cli-prompts");
@@ -233,7 +234,8 @@ TEST(GenerateCli, PromptsThroughTheSchedulerEqualOnePromptAtATime) {
     std::ofstream f(dir + "/p.jsonl");
     for (const auto& p : prompts) f << nlohmann::json{{"prompt", p}}.dump() << "\n";
   }
-  for (const char* sampling : {"--temp 0", "--temp 0.8 --seed 5"}) {
+  for (const std::string sampling :
+       {"--temp 0", "--temp 0.8 --seed 5", "--temp 0 --lookup prompt,history --lookup-max-draft 4"}) {
     const std::string common = "generate -m " + shell_quote(model) + " -n 40 --json --threads 1 " +
                                sampling;
     CliResult r = run_cli(common + " --prompts " + shell_quote(dir + "/p.jsonl") + " --parallel 3");
@@ -248,7 +250,12 @@ TEST(GenerateCli, PromptsThroughTheSchedulerEqualOnePromptAtATime) {
       ASSERT_TRUE(id >= 0 && id < int(prompts.size()));
       seen.insert(id);
       ASSERT_TRUE(j.contains("stats") && j["stats"].contains("generation_tok_s"));
-      CliResult one = run_cli(common + " -p " + shell_quote(prompts[size_t(id)]));
+      if (sampling.find("--lookup") != std::string::npos) {
+        ASSERT_TRUE(j["stats"].contains("speculation")) << "the lookups did not speculate";
+      }
+      CliResult one = run_cli("generate -m " + shell_quote(model) + " -n 40 --json --threads 1 " +
+                              sampling.substr(0, sampling.find(" --lookup")) + " -p " +
+                              shell_quote(prompts[size_t(id)]));
       ASSERT_EQ(one.status, 0) << one.err;
       auto o = nlohmann::json::parse(one.out);
       EXPECT_EQ(j["token_ids"], o["token_ids"]) << sampling << " prompt " << id;

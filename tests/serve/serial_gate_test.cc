@@ -5,8 +5,8 @@
 // almost never guesses right) is verified in the first cycles of the first
 // request and then only probed; before, it was verified every cycle (a random
 // drafter ran at 0.68x plain on the memory-bound target, docs/PERFORMANCE.md).
-// Its lookups (--lookup prompt,history) keep the output and learn from earlier
-// requests; --draft-p-min reaches both engines.
+// Both engines' lookups (--lookup prompt,history) keep the output and learn
+// from earlier requests; --draft-p-min reaches both engines.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -106,42 +106,59 @@ std::vector<int32_t> plain_tokens(const Stories& s, const std::vector<int32_t>& 
   return speculative::generate(s.m, s.tok.get(), prompt, o, pool).token_ids;
 }
 
-// No drafter, lookups only: every output is plain generate's; the second time
-// a prompt is asked, history (fed by the first request) proposes the
-// completion it gave then, and most of it is accepted.
-TEST(ServeSerialEngine, LookupsKeepTheOutputAndHistoryLearnsFromEarlierRequests) {
+// No drafter, lookups only, in both engines: every output is plain
+// generate's; the second time a prompt is asked, history (fed by the first
+// request) proposes the completion it gave then, and most of it is accepted.
+// (The batched engine runs without its cost budget here — adaptive off — so
+// the history's proposals are verified whatever this machine's m(q) is.)
+TEST(ServeEngines, LookupsKeepTheOutputAndHistoryLearnsFromEarlierRequests) {
   MTP_REQUIRE_SHARED(path, "models/stories260K/stories260K.bin");
   std::unique_ptr<Stories> s = load_stories(path);
   ThreadPool pool(1);
-  SerialOptions so;
-  so.spec.lookup_prompt = true;
-  so.history = std::make_unique<speculative::HistoryStore>(4, size_t(1) << 20);
-  const speculative::HistoryStore* history = so.history.get();
-  EngineInfo info;
-  info.model_id = "stories260K";
-  info.ctx = 512;
-  std::unique_ptr<Engine> engine =
-      make_serial_engine(s->m, *s->tok, &pool, nullptr, 0, info, std::move(so));
-  Request r;
-  r.prompt = s->tok->encode("Once upon a time", true);
-  r.max_tokens = 120;
-  const std::vector<int32_t> plain = plain_tokens(*s, r.prompt, 120, &pool);
-  long history_accepted[2] = {0, 0};
-  for (int round = 0; round < 2; ++round) {
-    const Event done = run_request(*engine, r);
-    ASSERT_EQ(done.error, "");
-    EXPECT_EQ(done.completion_tokens, int(plain.size())) << "round " << round;
-    ASSERT_TRUE(done.stats.has_value());
-    const auto it = done.stats->sources.find("history");
-    if (it != done.stats->sources.end()) {
-      for (long a : it->second.accepted) history_accepted[round] += a;
+  for (bool batched : {false, true}) {
+    SCOPED_TRACE(batched ? "batched" : "serial");
+    EngineInfo info;
+    info.model_id = "stories260K";
+    info.ctx = 512;
+    const speculative::HistoryStore* history = nullptr;
+    std::unique_ptr<Engine> engine;
+    if (batched) {
+      speculative::SchedulerOptions sched;
+      sched.parallel = 2;
+      sched.ctx = 512;
+      sched.adaptive = false;
+      sched.lookup_prompt = true;
+      sched.history = std::make_shared<speculative::HistoryStore>(4, size_t(1) << 20);
+      history = sched.history.get();
+      engine = make_batched_engine(s->m, *s->tok, &pool, nullptr, 0, info, sched);
+    } else {
+      SerialOptions so;
+      so.spec.lookup_prompt = true;
+      so.history = std::make_unique<speculative::HistoryStore>(4, size_t(1) << 20);
+      history = so.history.get();
+      engine = make_serial_engine(s->m, *s->tok, &pool, nullptr, 0, info, std::move(so));
     }
-    EXPECT_EQ(history->documents(), size_t(round + 1)) << "the request's output was not stored";
+    Request r;
+    r.prompt = s->tok->encode("Once upon a time", true);
+    r.max_tokens = 120;
+    const std::vector<int32_t> plain = plain_tokens(*s, r.prompt, 120, &pool);
+    long history_accepted[2] = {0, 0};
+    for (int round = 0; round < 2; ++round) {
+      const Event done = run_request(*engine, r);
+      ASSERT_EQ(done.error, "");
+      EXPECT_EQ(done.completion_tokens, int(plain.size())) << "round " << round;
+      ASSERT_TRUE(done.stats.has_value());
+      const auto it = done.stats->sources.find("history");
+      if (it != done.stats->sources.end()) {
+        for (long a : it->second.accepted) history_accepted[round] += a;
+      }
+      EXPECT_EQ(history->documents(), size_t(round + 1)) << "the request's output was not stored";
+    }
+    EXPECT_EQ(history_accepted[0], 0) << "history had nothing before the first request";
+    EXPECT_GE(history_accepted[1], long(plain.size()) / 2)
+        << "the second, identical request did not reuse the first one's output";
+    engine->shutdown(false);
   }
-  EXPECT_EQ(history_accepted[0], 0) << "history had nothing before the first request";
-  EXPECT_GE(history_accepted[1], long(plain.size()) / 2)
-      << "the second, identical request did not reuse the first one's output";
-  engine->shutdown(false);
 }
 
 // --draft-p-min 1 stops every draft (no module is that sure): the setting

@@ -169,6 +169,23 @@ TEST(DraftBudget, ASequencePricedOutByBadLuckDraftsAgainLater) {
   EXPECT_EQ(allocate_drafts(curve, ModuleCost{}, 1, 1, 64, {&plain, 1})[0], 0);
 }
 
+// A free draft (a lookup proposal already made) costs its row alone: with
+// module calls too dear for the drafter, the free sequence still drafts, past
+// the drafter's depth cap (the cap prices module calls), while the drafter's
+// sequence drafts nothing; charged as free, the drafter's sequence would draft.
+TEST(DraftBudget, FreeDraftsPayOnlyTheirRows) {
+  const CostCurve flat({{1, 1.0}, {64, 1.0}});
+  std::vector<BudgetSeq> s = seqs(2, kHigh);
+  s[1].p = {0.9, 0.8, 0.7, 0.6, 0.5, 0.4};
+  s[1].free = true;
+  EXPECT_EQ(allocate_drafts(flat, ModuleCost{10.0, 0.0}, 2, 2, 64, s), (std::vector<int>{0, 6}));
+  s[0].free = true;
+  EXPECT_EQ(allocate_drafts(flat, ModuleCost{10.0, 0.0}, 2, 2, 64, s), (std::vector<int>{4, 6}));
+  // Rows still cost: on a curve where a row costs a decode, nothing pays.
+  const CostCurve linear({{1, 1.0}, {2, 2.0}});
+  EXPECT_EQ(allocate_drafts(linear, ModuleCost{0.0, 0.0}, 2, 2, 64, s), (std::vector<int>{0, 0}));
+}
+
 // The timed curve's points: every listed q up to q_max without a stop, and
 // q_max itself only when more than a quarter beyond the last (10 after 8 is
 // not, 11 is); with a stop, the q up to the first forward costing stop_m
