@@ -213,7 +213,8 @@ void add_generate(CLI::App& root) {
                   "Generate for every prompt of a JSON Lines set ({\"prompt\": ...} per line) "
                   "through the continuous-batching scheduler; with --json one line per prompt "
                   "(id = its line's index among the prompts); drafts with the MTP drafter "
-                  "alone (no --lookup, --tree or --no-gate)")
+                  "and --lookup sources, sized from the forward cost curve (no --tree or "
+                  "--no-gate)")
       ->excludes(p);
   cmd->add_option("--parallel", a->parallel,
                   "With --prompts: sequences decoded at once (slots of the KV cache; --ctx "

@@ -78,6 +78,12 @@ inline const CLI::Validator Positive = CLI::Validator(
     },
     "> 0", "POSITIVE");
 
+// A non-empty string (e.g. --stop: an empty stop string could never match, so
+// it would be accepted and silently do nothing).
+inline const CLI::Validator NonEmpty = CLI::Validator(
+    [](std::string& s) -> std::string { return s.empty() ? "must not be empty" : ""; },
+    "", "NONEMPTY");
+
 // Output paths, checked when the flags are parsed — before any work — so a run
 // that cannot write its result never starts (and leaves nothing behind):
 //  - OutputFile: not an existing directory (nor a name ending in '/'), in a
