@@ -644,6 +644,12 @@ void Scheduler::draft(std::span<Seq* const> dec, std::span<const int> k) {
     const double share = calls_s > 0 ? jobs[i].seconds / calls_s : 1.0 / double(jobs.size());
     s.stats.time_draft_s += wall * share;
     s.drafter_at = int(s.committed.size());
+    if (!jobs[i].tree->empty()) {  // chosen and drafted (as SpecStats counts the union's)
+      DepthCounts& c = s.stats.sources[DraftSource::kind_name(DraftSource::Kind::Mtp)];
+      ++c.chosen;
+      c.proposed += long(jobs[i].tree->size());
+      c.time_s += wall * share;
+    }
   }
 }
 
