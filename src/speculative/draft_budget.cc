@@ -176,6 +176,17 @@ double first_draft_seconds(double module_row_s, int modules, int gap, double tok
   return tokens * double(std::max(0, modules)) * module_row_s;
 }
 
+double chain_net_value(const CostCurve& m, int rows, double rate, std::span<const double> p,
+                       double first_s, double per_draft_s) {
+  double best = 0, gain = 0;
+  for (size_t k = 1; k <= p.size(); ++k) {
+    gain += p[k - 1];
+    const double cost = m(rows + int(k)) - m(rows) + first_s + double(k) * per_draft_s;
+    best = std::max(best, gain - rate * cost);
+  }
+  return best;
+}
+
 namespace {
 struct Allocation {
   std::vector<int> k;

@@ -155,6 +155,16 @@ struct BudgetSeq {
   bool free = false;
 };
 
+// What one sequence's chain option adds to a step, alone: the best over its
+// lengths k = 1..p.size() of Σ_{j<k} P_j − rate · (m(rows + k) − m(rows) +
+// first_s + k · per_draft_s), rate = the step's tokens per second without it
+// (decode rows / m(decode rows)); 0 when no length pays. The scheduler
+// compares a sequence's options with it (the drafter's chain against a
+// lookup's proposal, whose drafting costs nothing) before the budget sizes the
+// chosen one among all sequences.
+double chain_net_value(const CostCurve& m, int rows, double rate, std::span<const double> p,
+                       double first_s, double per_draft_s);
+
 // Draft lengths for one step. base_rows: the rows every sequence forwards
 // anyway (decode/verify roots, prefill chunks): a draft's row costs
 // m(base_rows + n + 1) − m(base_rows + n); decode_rows: the decode roots

@@ -30,10 +30,6 @@ std::pair<long, long> mtp_depth0(const SpecStats& st) {
   return {it->second.drafted[0], it->second.accepted[0]};
 }
 
-DraftSource::Kind lookup_kind(int source) {
-  return source == 0 ? DraftSource::Kind::PromptLookup : DraftSource::Kind::History;
-}
-
 // A sequence without a drafter: never asked to propose (its draft length is 0).
 class NoProposer : public Proposer {
  public:
@@ -116,16 +112,8 @@ struct Scheduler::Seq {
   PreparedProposer prepared;  // with a drafter
   Sampler draft_sampler;      // the drafter's choices (its own draw counter)
   std::vector<double> module_s;  // [K] this sequence's share of module seconds
-  std::optional<PromptLookup> prompt_lookup;  // --lookup prompt: its own tables
-  // This step's lookup proposals, and the one verified instead of the
-  // drafter's chain (-1: none).
-  struct Proposal {
-    int source = 0;  // 0 prompt lookup, 1 history
-    int cls = 0;     // evidence class (ChainSource::last_class)
-    std::vector<int32_t> tokens;
-  };
-  std::vector<Proposal> proposals;
-  int best = -1, chosen = -1;
+  std::optional<SeqLookups> lookups;  // with lookup sources
+  int chosen = -1;  // this step: the lookup proposal verified instead of the drafter's chain
   NoProposer none;
   std::vector<int32_t> committed;
   // Text the sink streamed, by the index of the token it became final with
@@ -188,8 +176,7 @@ Scheduler::Scheduler(const model::Model& m, const io::Tokenizer* tok,
   if (opt_.has_lookups()) {
     opt_.lookup.validate();
     const int classes = std::max(opt_.lookup.ngram_max, opt_.history ? opt_.history->ngram_max() : 0);
-    arms_.assign(size_t(2 * classes),
-                 AcceptCounters(std::min(opt_.lookup.max_draft, kMaxLookupDraft)));
+    arms_ = LookupArms(classes, std::min(opt_.lookup.max_draft, kMaxLookupDraft));
   }
   if (drafter_ && opt_.adaptive) {
     // Up to the rows the decode and verify rows of every slot can take (and a
@@ -290,7 +277,7 @@ void Scheduler::start(std::unique_ptr<Seq>& slot, uint64_t id, Request r) {
   if (q.req.speculate) {
     q.draft_k = q.req.draft_k;  // 0 without a drafter
     if (opt_.has_lookups()) q.lookup_k = std::min(opt_.lookup.max_draft, kMaxLookupDraft);
-    if (opt_.lookup_prompt) q.prompt_lookup.emplace(opt_.lookup);
+    if (opt_.has_lookups()) q.lookups.emplace(opt_.lookup_prompt, opt_.lookup, opt_.history);
     q.spec_k = std::max(q.draft_k, q.lookup_k);
     q.stats.drafted.assign(size_t(q.spec_k), 0);
     q.stats.accepted.assign(size_t(q.spec_k), 0);
@@ -431,7 +418,7 @@ void Scheduler::plan_and_forward() {
     if (chunk[i] == left) first_tokens += 1;
   }
   // Each speculating sequence's option: the drafter's chain, or its best
-  // lookup proposal where that is worth at least as much (see scheduler.h).
+  // lookup proposal where that is worth more (see scheduler.h).
   // Depth-0 acceptance over every sequence so far: the drafter's prior for a
   // sequence with little data of its own.
   long pool_d = pool_drafted_, pool_a = pool_accepted_;
@@ -440,14 +427,17 @@ void Scheduler::plan_and_forward() {
     pool_d += d0, pool_a += a0;
   }
   const double prior = (double(pool_a) + 2 * 0.6) / (double(pool_d) + 2);
-  // A step's cost without the drafter's calls against with them: what an
-  // expected drafter token is worth beside a free lookup token.
-  const double base_s = cost_(std::max(rows, 1));
+  // The decode rows' own rate (tokens per second), against which a sequence's
+  // options are valued (chain_net_value); the drafter's module calls are
+  // shared by the sequences that can draft with it.
+  const int n_dec = std::max<int>(1, int(dec.size()));
+  const double rate = double(n_dec) / std::max(cost_(n_dec), 1e-12);
+  const int n_mtp = std::max<int>(1, int(std::count_if(dec.begin(), dec.end(),
+                                                       [](const Seq* q) { return q->draft_k > 0; })));
   std::vector<BudgetSeq> b(dec.size());
   for (size_t i = 0; i < dec.size(); ++i) {
     Seq& q = *dec[i];
     q.chosen = -1;
-    q.proposals.clear();
     if (q.spec_k == 0) continue;
     if (q.draft_k > 0) {
       b[i].p = q.counters.estimate(q.draft_k, prior);
@@ -461,15 +451,16 @@ void Scheduler::plan_and_forward() {
       b[i].first_s = draft_ratio_ * q.charged_s;
     }
     if (q.lookup_k == 0) continue;
-    BudgetSeq lk = propose_lookups(q, q.spec->draft_limit(q.lookup_k));
+    BudgetSeq lk = q.lookups->propose(q.committed, q.spec->draft_limit(q.lookup_k), arms_, q.stats);
     if (lk.p.empty()) continue;
-    double e_lk = 0, e_mtp = 0;
-    for (double p : lk.p) e_lk += p;
-    for (double p : b[i].p) e_mtp += p;
-    const double drafter_s = draft_ratio_ * (module_s_ * q.draft_k + q.charged_s);
-    if (b[i].p.empty() || e_lk >= e_mtp * base_s / (base_s + drafter_s)) {
+    const double v_lk = chain_net_value(cost_, rows, rate, lk.p, 0, 0);
+    const double v_mtp = b[i].p.empty() ? 0
+                         : chain_net_value(cost_, rows, rate, b[i].p,
+                                           b[i].first_s + draft_ratio_ * module_row_s_,
+                                           draft_ratio_ * module_s_ / n_mtp);
+    if (b[i].p.empty() || v_lk > v_mtp) {
       b[i] = std::move(lk);
-      q.chosen = q.best;
+      q.chosen = q.lookups->best();
     }
   }
   // Draft lengths: from the cost curve, or each option's longest.
@@ -569,8 +560,10 @@ void Scheduler::plan_and_forward() {
     if (!s.tree->empty() && s.tree->source[0].kind == DraftSource::Kind::Mtp) {
       s.counters.add(s.tree->max_depth(), int(s.spec->accepted_nodes().size()));
     }
-    if (!s.proposals.empty()) {
-      judge_lookups(s, std::span<const int32_t>(s.committed).subspan(n_before));
+    if (s.lookups) {
+      s.lookups->judge(arms_, s.chosen, int(s.tree->size()),
+                       int(s.spec->accepted_nodes().size()),
+                       std::span<const int32_t>(s.committed).subspan(n_before));
     }
     emit_new_tokens(s, before, s.tree, &s.spec->accepted_nodes());
     if (!s.sink.done()) {
@@ -591,10 +584,11 @@ void Scheduler::draft(std::span<Seq* const> dec, std::span<const int> k) {
     const int limit = k[i] > 0 ? s.spec->draft_limit(k[i]) : 0;
     if (limit < 1) continue;
     if (s.chosen >= 0) {  // its lookup proposal, cut to the budget's length
-      const Seq::Proposal& p = s.proposals[size_t(s.chosen)];
+      const SeqLookups::Proposal& p = s.lookups->proposals()[size_t(s.chosen)];
       const size_t n = std::min(p.tokens.size(), size_t(limit));
-      s.prepared.prepared().assign_chain(std::span(p.tokens).first(n), lookup_kind(p.source));
-      ++s.stats.sources[DraftSource::kind_name(lookup_kind(p.source))].chosen;
+      const DraftSource::Kind kind = lookup_source_kind(p.source);
+      s.prepared.prepared().assign_chain(std::span(p.tokens).first(n), kind);
+      ++s.stats.sources[DraftSource::kind_name(kind)].chosen;
       continue;
     }
     MtpChains::Job j;
@@ -650,68 +644,6 @@ void Scheduler::draft(std::span<Seq* const> dec, std::span<const int> k) {
       c.proposed += long(jobs[i].tree->size());
       c.time_s += wall * share;
     }
-  }
-}
-
-}  // namespace mtp::speculative
-
-namespace mtp::speculative {
-
-AcceptCounters& Scheduler::arm(int source, int cls) {
-  const size_t classes = arms_.size() / 2;
-  return arms_[size_t(source) * classes + std::min(size_t(std::max(cls, 0)), classes - 1)];
-}
-
-BudgetSeq Scheduler::propose_lookups(Seq& s, int limit) {
-  BudgetSeq best;
-  s.best = -1;
-  if (limit < 1) return best;
-  double best_e = 0;
-  for (int src = 0; src < 2; ++src) {
-    const auto t0 = Clock::now();
-    Seq::Proposal p;
-    p.source = src;
-    if (src == 0 && s.prompt_lookup) {
-      s.prompt_lookup->propose(s.committed, limit, p.tokens);
-      p.cls = s.prompt_lookup->last_class();
-    } else if (src == 1 && opt_.history) {
-      p.cls = std::max(0, opt_.history->propose(s.committed, limit, p.tokens) - 1);
-    }
-    const double dt = seconds(t0, Clock::now());
-    s.stats.time_draft_s += dt;
-    if (p.tokens.empty()) continue;
-    DepthCounts& st = s.stats.sources[DraftSource::kind_name(lookup_kind(src))];
-    st.proposed += long(p.tokens.size());
-    st.time_s += dt;
-    std::vector<double> est = arm(src, p.cls).estimate(int(p.tokens.size()), kLookupPrior);
-    double e = 0;
-    for (double x : est) e += x;
-    if (s.best < 0 || e > best_e) {
-      best_e = e;
-      best.p = std::move(est);
-      best.first_s = 0;
-      best.free = true;
-      s.best = int(s.proposals.size());
-    }
-    s.proposals.push_back(std::move(p));
-  }
-  return best;
-}
-
-void Scheduler::judge_lookups(Seq& s, std::span<const int32_t> emitted) {
-  for (size_t i = 0; i < s.proposals.size(); ++i) {
-    const Seq::Proposal& p = s.proposals[i];
-    AcceptCounters& c = arm(p.source, p.cls);
-    c.step();
-    if (int(i) == s.chosen) {  // verified: every node reached, the accepted path
-      c.add(int(s.tree->size()), int(s.spec->accepted_nodes().size()));
-      continue;
-    }
-    // Not verified: right as far as the emitted tokens show.
-    const int reached = int(std::min(p.tokens.size(), emitted.size()));
-    int matched = 0;
-    while (matched < reached && p.tokens[size_t(matched)] == emitted[size_t(matched)]) ++matched;
-    c.add(reached, matched);
   }
 }
 

@@ -14,7 +14,7 @@
 //      sequence's first decode step drafts one token to explore), and drafts
 //      (one call per drafter module for all drafting sequences, mtp_chains.h);
 //      with lookup sources (SchedulerOptions::lookup_prompt, history), a
-//      sequence whose lookup proposal is worth at least the drafter's chain
+//      sequence whose lookup proposal is worth more than the drafter's chain
 //      verifies that proposal instead (see "Lookups" below);
 //   3. forms ONE Model::forward from the rows of every active sequence:
 //      prefill chunks (at most q_max rows each, within the row budget), and
@@ -34,13 +34,12 @@
 // Lookups (lookup.h, history.h; `serve --lookup`, `generate --prompts
 // --lookup`): each decoding sequence asks its sources every step — its own
 // prompt lookup, the shared history store — for a chain (free: no forward).
-// Their live acceptance is kept per arm, (source, evidence class = matched
-// suffix length), pooled over all sequences (a verified proposal: the cycles
-// that reached each depth and were accepted; one not verified is judged
-// against the tokens the step emitted, as far as they go), forgetting as
-// AcceptCounters do. A proposal whose expected accepted tokens reach the
-// drafter chain's (scaled by the cost of a step without the drafter's calls
-// against one with them) replaces that chain; the budget then sizes it as a
+// Their live acceptance is kept per arm (source × matched suffix length),
+// pooled over all sequences and judged also when not verified
+// (scheduler_lookups.h). A proposal whose net value this step exceeds the
+// drafter chain's (chain_net_value: expected accepted tokens less the decode
+// rate times the cost of its rows and, for the drafter, of its module work)
+// replaces that chain; the budget then sizes it among all sequences as a
 // draft that costs its rows only (BudgetSeq::free). The MTP modules catch up on
 // what was committed meanwhile at the sequence's next MTP draft, as after any
 // step without one, so live ≡ teacher-forced holds. Without a drafter the
@@ -73,6 +72,7 @@
 #include "speculative/history.h"
 #include "speculative/lookup.h"
 #include "speculative/mtp_chains.h"
+#include "speculative/scheduler_lookups.h"
 
 namespace mtp::speculative {
 
@@ -191,13 +191,6 @@ class Scheduler {
   void draft(std::span<Seq* const> dec, std::span<const int> k);
   void emit_new_tokens(Seq& s, size_t before, const DraftTree* tree,
                        const std::vector<int32_t>* accepted);
-  // Lookups: this step's proposals of s (limit: its longest draft now), and
-  // the budget entry of the best one (empty p: none).
-  BudgetSeq propose_lookups(Seq& s, int limit);
-  // After s's verify: the lookup arms learn from this step's proposals
-  // (`emitted`: the tokens the step committed).
-  void judge_lookups(Seq& s, std::span<const int32_t> emitted);
-  AcceptCounters& arm(int source, int cls);
 
   const model::Model& m_;
   const io::Tokenizer* tok_;
@@ -215,11 +208,7 @@ class Scheduler {
   static constexpr double kDraftRatioLive = 0.1;
   double draft_ratio_ = 1.0;
   long pool_drafted_ = 0, pool_accepted_ = 0;  // MTP depth-0 counters of finished sequences
-  // Lookup arms [source (0 prompt, 1 history) × ngram_max + class], pooled.
-  std::vector<AcceptCounters> arms_;
-  // A lookup arm's prior per depth before evidence (estimate_accept): lower
-  // than the drafter's 0.6, so an arm earns its verifies from judgements.
-  static constexpr double kLookupPrior = 0.5;
+  LookupArms arms_;  // the lookups' live acceptance, pooled over sequences
   std::vector<std::unique_ptr<Seq>> slots_;
   std::deque<std::pair<uint64_t, Request>> queue_;
   std::map<uint64_t, double> submitted_at_;

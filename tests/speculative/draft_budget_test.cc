@@ -186,6 +186,20 @@ TEST(DraftBudget, FreeDraftsPayOnlyTheirRows) {
   EXPECT_EQ(allocate_drafts(linear, ModuleCost{0.0, 0.0}, 2, 2, 64, s), (std::vector<int>{0, 0}));
 }
 
+// A chain's net value: the best length, not the longest; rows and drafting
+// cost at the step's rate; nothing when no length pays.
+TEST(DraftBudget, ChainNetValueTakesTheBestLength) {
+  const CostCurve c({{1, 1.0}, {2, 1.1}, {8, 1.7}});  // 0.1 per extra row
+  const std::vector<double> p = {0.9, 0.5, 0.1};
+  // rate 1 token/s: +0.9 - 0.1, +0.5 - 0.1, +0.1 - 0.1 -> best at k = 2: 1.2.
+  EXPECT_NEAR(chain_net_value(c, 1, 1.0, p, 0, 0), 1.2, 1e-12);
+  // A per-draft cost of 0.45 s: k = 1 (0.9 - 0.55 = 0.35) beats k = 2 (1.4 - 1.2).
+  EXPECT_NEAR(chain_net_value(c, 1, 1.0, p, 0, 0.45), 0.35, 1e-12);
+  // A first cost no length repays.
+  EXPECT_EQ(chain_net_value(c, 1, 1.0, p, 5.0, 0), 0.0);
+  EXPECT_EQ(chain_net_value(c, 1, 1.0, {}, 0, 0), 0.0);
+}
+
 // The timed curve's points: every listed q up to q_max without a stop, and
 // q_max itself only when more than a quarter beyond the last (10 after 8 is
 // not, 11 is); with a stop, the q up to the first forward costing stop_m
