@@ -19,6 +19,10 @@ double seconds(Clock::time_point a, Clock::time_point b) {
 }
 double now_s() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
 
+// A sequence's drafter probes (one draft) after this many steps without a
+// draft (see plan_and_forward).
+constexpr int kProbeEvery = 8;
+
 // The longest lookup draft a step verifies (--lookup-max-draft beyond it is
 // clipped): the KV cache's rows of one sequence per forward.
 constexpr int kMaxLookupDraft = 64;
@@ -114,6 +118,7 @@ struct Scheduler::Seq {
   std::vector<double> module_s;  // [K] this sequence's share of module seconds
   std::optional<SeqLookups> lookups;  // with lookup sources
   int chosen = -1;  // this step: the lookup proposal verified instead of the drafter's chain
+  int mtp_idle = 0;  // steps since the drafter last drafted for it
   NoProposer none;
   std::vector<int32_t> committed;
   // Text the sink streamed, by the index of the token it became final with
@@ -469,10 +474,18 @@ void Scheduler::plan_and_forward() {
     k = allocate_drafts(cost_, {draft_ratio_ * module_s_, draft_ratio_ * module_row_s_}, rows,
                         int(dec.size()), opt_.max_rows, b);
     // Exploration: while the pool has < 3 samples, a sequence's first decode
-    // step drafts one token, so an estimate can leave the prior at all.
+    // step drafts one token, so an estimate can leave the prior at all; and a
+    // sequence the drafter has not drafted for kProbeEvery steps drafts one
+    // (a probe). Without probes a few unlucky drafts priced the drafter out
+    // for good: its counters forget toward the pooled prior, which only
+    // drafts feed (measured: on the widened 1 B target at --parallel 4 the
+    // drafter drafted in 2 % of the steps of whole runs, bimodally).
     for (size_t i = 0; i < dec.size(); ++i) {
-      const Seq& q = *dec[i];
-      if (k[i] == 0 && q.draft_k > 0 && q.chosen < 0 && pool_d < 3 && q.stats.cycles == 0) k[i] = 1;
+      Seq& q = *dec[i];
+      if (q.draft_k == 0) continue;
+      const bool explore = pool_d < 3 && q.stats.cycles == 0;
+      if (k[i] == 0 && q.chosen < 0 && (explore || q.mtp_idle >= kProbeEvery)) k[i] = 1;
+      q.mtp_idle = k[i] > 0 && q.chosen < 0 ? 0 : q.mtp_idle + 1;
     }
   } else {
     for (size_t i = 0; i < dec.size(); ++i) {

@@ -346,6 +346,32 @@ TEST(Scheduler, BackgroundThreadDeliversEveryTokenInOrder) {
 
 // stories260K with its tokenizer: text pieces, stop strings and EOS, greedy
 // and coupled, against generate() alone.
+// A drafter the budget prices out still drafts one token every few steps (a
+// probe), so its estimate can recover when the text turns predictable: every
+// sequence's drafter drafts at least once per 9 steps (kProbeEvery 8), even a
+// useless one, and the output stays plain's.
+TEST(Scheduler, APricedOutDrafterIsProbed) {
+  Target t = small_target(5, {});
+  drafter::Drafter d = test::random_drafter(t, 2, 9);
+  SchedulerOptions so;
+  so.parallel = 2;
+  so.ctx = 160;
+  so.cost_reps = 0;
+  Scheduler s(*t.model, nullptr, &d, so, nullptr);
+  std::vector<Request> rs = mixed_requests(2, 12, true, 31);
+  for (Request& r : rs) r.gen.n_new = 120, r.speculate = true, r.draft_k = 2;
+  std::vector<uint64_t> ids;
+  Observed run = run_all(s, rs, 2, ids);
+  for (size_t i = 0; i < rs.size(); ++i) {
+    const SequenceResult& r = *run.results[ids[i]];
+    EXPECT_EQ(r.token_ids, alone(t, rs[i], s.ctx(), nullptr).token_ids);
+    ASSERT_TRUE(r.stats.has_value());
+    EXPECT_GE(r.stats->drafted[0], r.stats->cycles / 9 - 1)
+        << "sequence " << i << ": " << r.stats->drafted[0] << " drafts in " << r.stats->cycles
+        << " steps";
+  }
+}
+
 TEST(Scheduler, Stories260KTextAndStopsEqualGenerate) {
   MTP_REQUIRE_SHARED(path, "models/stories260K/stories260K.bin");
   MTP_REQUIRE_SHARED(tok_path, "models/stories260K/tok512.bin");
