@@ -145,7 +145,7 @@ double TreeChooser::model_seconds(const std::vector<int>& w) const {
     a = sy_ / sn_;
   }
   const double tokens = expected_tokens(w);
-  double s = curve_(1 + TreeOptions::nodes(w));
+  double s = verify_seconds(1 + TreeOptions::nodes(w));
   s += a + b * tokens;  // module 0's catch-up
   long level = 1, above = 0;
   for (size_t k = 0; k + 1 < w.size(); ++k) {  // module k + 1 drafts depth k + 2
@@ -154,6 +154,11 @@ double TreeChooser::model_seconds(const std::vector<int>& w) const {
     s += a + b * (tokens + double(above));  // in one call with its catch-up
   }
   return s;
+}
+
+double TreeChooser::verify_seconds(int q) const {
+  if (optimistic_ && !curve_.points().empty()) q = std::min(q, curve_.points().back().first);
+  return curve_(q);
 }
 
 void TreeChooser::choose() {
@@ -178,8 +183,22 @@ void TreeChooser::choose() {
     best = {1};
     best_v = expected_tokens(best) / cycle_seconds(best);
     rec(rec, kMaxWidth);
-    const int q = 1 + TreeOptions::nodes(best);
-    if (!timer_ || curve_.has_point(q)) break;
+    int q = 1 + TreeOptions::nodes(best);
+    if (!timer_) break;
+    if (curve_.has_point(q)) {
+      // The winner is priced from timed points; would a shape past the last
+      // point win if the curve stayed flat there? Then time toward it.
+      const std::vector<int> winner = best;
+      const double winner_v = best_v;
+      optimistic_ = true;
+      rec(rec, kMaxWidth);
+      optimistic_ = false;
+      const int q_opt = 1 + TreeOptions::nodes(best);
+      best = winner;
+      best_v = winner_v;
+      if (q_opt <= curve_.points().back().first) break;
+      q = q_opt;
+    }
     // Not q itself when it lies far past the timed points: at most twice the
     // largest one below it. Beyond the last point the curve extends the last
     // slope, so a flat start (m(4) = m(3), common on a memory-bound target)

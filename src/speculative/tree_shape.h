@@ -78,8 +78,12 @@ class TreeChooser {
   // points the curve is linear and beyond the last it extends the last slope,
   // which on a curve that steepens with q (memory-bound, then compute-bound)
   // prices an untimed large tree at most at its cost: the chooser times it
-  // rather than ruling it out unseen. The timing is left out of the cycle's
-  // seconds (observe_cycle).
+  // rather than ruling it out unseen. The other way round, a steep last
+  // segment (a noisy point, or a tile boundary) would price every larger shape
+  // out unseen for good: so once the winner's q is timed, the choice is made
+  // again with the curve flat beyond its last point (optimistic), and a winner
+  // there past the last point is timed too (with the same doubling cap). The
+  // timing is left out of the cycle's seconds (observe_cycle).
   TreeChooser(CostCurve curve, double decode_s, int max_depth, int max_nodes, Timer timer = {});
 
   // The shape for the next cycle.
@@ -103,7 +107,9 @@ class TreeChooser {
  private:
   void choose();
   double model_seconds(const std::vector<int>& w) const;
+  double verify_seconds(int q) const;  // curve_(q), flat past the last point if optimistic_
   CostCurve curve_;
+  bool optimistic_ = false;
   int max_depth_, max_nodes_;
   static constexpr int kMaxWidth = 8, kEvery = 8;
   static constexpr double kDecay = 0.98, kPriorWeight = 2.0;

@@ -355,6 +355,33 @@ TEST(TreeShape, AFlatStartTimesTheNextDoublingNotTheLargestTree) {
   EXPECT_EQ(TreeOptions::nodes(w), int(w.size())) << widths_text(w) << ": a chain wins here";
 }
 
+// A steep last timed segment (m(4) noisy, or a tile boundary) must not price
+// every longer chain out unseen: extrapolating its slope made q = 5 cost 1.6
+// and the chooser settled on a 2-deep chain without timing anything (seen on
+// an Emerald Rapids host: auto 2.17x against the 4-deep chain's 2.64x). Timed,
+// q = 5 costs 1.32 and the 4-deep chain wins.
+TEST(TreeShape, ASteepLastSegmentDoesNotHideLongerChains) {
+  auto f = [](int q) { return q <= 3 ? 1.0 : 1.3 + 0.02 * (q - 4); };
+  std::vector<int> timed;
+  TreeChooser ch(CostCurve({{1, f(1)}, {2, f(2)}, {3, f(3)}, {4, f(4)}}), 1.0, 4, 32, [&](int q) {
+    timed.push_back(q);
+    return f(q);
+  });
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<int> w;
+  for (int i = 0; i < 200; ++i) {
+    w = ch.widths();
+    std::vector<int> ranks;
+    for (size_t d = 0; d < w.size() && u(rng) < 0.9; ++d) ranks.push_back(0);
+    ch.observe(w, ranks);
+    ch.observe_module(2, 0.01);
+    ch.observe_module(8, 0.012);
+  }
+  EXPECT_NE(std::find(timed.begin(), timed.end(), 5), timed.end()) << "q = 5 was never timed";
+  EXPECT_EQ(w, (std::vector<int>{1, 1, 1, 1})) << widths_text(w);
+}
+
 // The forwards a choice times run inside a cycle; they are not its cost.
 TEST(TreeShape, TimedPointsAreLeftOutOfTheCycle) {
   int calls = 0;
