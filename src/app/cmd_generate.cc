@@ -127,6 +127,7 @@ void run_generate_batch(GenerateArgs& a) {
 }
 
 void run_generate(GenerateArgs a) {
+  refuse_lookups_without_spec(a.spec, a.lookup);
   if (!a.prompts.empty()) return run_generate_batch(a);
   std::string prompt = a.prompt;
   if (!a.prompt_file.empty()) prompt = read_file(a.prompt_file);

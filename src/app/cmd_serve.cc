@@ -57,6 +57,7 @@ std::string model_id(const std::string& path) {
 }
 
 void run_serve(ServeArgs a) {
+  refuse_lookups_without_spec(a.spec, a.lookup);
   // Block the stop signals in every thread (the pools start below inherit the
   // mask); one thread takes them with sigwait.
   sigset_t sigs;

@@ -69,6 +69,13 @@ void apply_lookup_args(const LookupArgs& a, const speculative::HistoryStore* his
   so.gate = !a.no_gate;
 }
 
+void refuse_lookups_without_spec(const DrafterArgs& d, const LookupArgs& a) {
+  if (d.no_spec && a.any()) {
+    fail<InputError>("--no-spec turns every draft source off; --lookup, --lookup-corpus and "
+                     "--no-gate would be ignored");
+  }
+}
+
 void apply_lookup_args(const LookupArgs& a, const io::Tokenizer* tok,
                        speculative::SchedulerOptions& so, const char* no_gate_needs) {
   if (a.no_gate) {

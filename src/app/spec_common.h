@@ -35,6 +35,9 @@ std::unique_ptr<speculative::HistoryStore> open_history(const LookupArgs& a,
 // The lookup flags into SpecOptions (history: the store, may be null).
 void apply_lookup_args(const LookupArgs& a, const speculative::HistoryStore* history,
                        speculative::SpecOptions& so);
+// --no-spec turns every draft source off: a lookup flag beside it would be
+// ignored, so it is refused (InputError naming both).
+void refuse_lookups_without_spec(const DrafterArgs& d, const LookupArgs& a);
 // The same for the batching scheduler (generate --prompts, serve): the
 // history store (opened from the flags) and the lookups; --no-gate is
 // refused naming what it needs (the scheduler always sizes drafts from its

@@ -278,6 +278,13 @@ TEST(GenerateCli, PromptsThroughTheSchedulerEqualOnePromptAtATime) {
                          shell_quote(dir + "/p.jsonl") + " -n 2 --no-gate");
   EXPECT_EQ(ng.status, 2);
   EXPECT_NE(ng.err.find("--no-gate needs one prompt at a time"), std::string::npos) << ng.err;
+  // --no-spec turns the lookups off too: a lookup flag beside it is refused.
+  for (const std::string where : {std::string(" -p hi"), " --prompts " + shell_quote(dir + "/p.jsonl")}) {
+    CliResult ns = run_cli("generate -m " + shell_quote(model) + where + " -n 2 --no-spec "
+                           "--lookup prompt");
+    EXPECT_EQ(ns.status, 2) << where;
+    EXPECT_NE(ns.err.find("--no-spec"), std::string::npos) << where << ": " << ns.err;
+  }
 }
 
 }  // namespace

@@ -253,6 +253,10 @@ TEST(ServeCli, LoopbackByDefaultAndStartupErrors) {
   test::CliResult u = test::run_cli("serve -m " + test::shell_quote(path) + " --port 0 --no-gate");
   EXPECT_EQ(u.status, 2);
   EXPECT_NE(u.err.find("--no-gate needs --serial"), std::string::npos) << u.err;
+  test::CliResult ns =
+      test::run_cli("serve -m " + test::shell_quote(path) + " --port 0 --no-spec --lookup prompt");
+  EXPECT_EQ(ns.status, 2);
+  EXPECT_NE(ns.err.find("--no-spec"), std::string::npos) << ns.err;
 }
 
 }  // namespace
