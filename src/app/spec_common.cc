@@ -59,13 +59,22 @@ std::unique_ptr<speculative::HistoryStore> open_history(const LookupArgs& a,
   return h;
 }
 
+namespace {
+// --lookup-ngram-max and --lookup-max-draft, validated (InputError naming the flag).
+speculative::LookupOptions lookup_options(const LookupArgs& a) {
+  speculative::LookupOptions o;
+  o.ngram_max = a.ngram_max;
+  o.max_draft = a.max_draft;
+  o.validate();
+  return o;
+}
+}  // namespace
+
 void apply_lookup_args(const LookupArgs& a, const speculative::HistoryStore* history,
                        speculative::SpecOptions& so) {
   so.lookup_prompt = a.has("prompt");
   so.history = history;
-  so.lookup.ngram_max = a.ngram_max;
-  so.lookup.max_draft = a.max_draft;
-  so.lookup.validate();
+  so.lookup = lookup_options(a);
   so.gate = !a.no_gate;
 }
 
@@ -84,9 +93,7 @@ void apply_lookup_args(const LookupArgs& a, const io::Tokenizer* tok,
   }
   so.history = open_history(a, tok);
   so.lookup_prompt = a.has("prompt");
-  so.lookup.ngram_max = a.ngram_max;
-  so.lookup.max_draft = a.max_draft;
-  so.lookup.validate();
+  so.lookup = lookup_options(a);
 }
 
 void print_spec_stats(const speculative::SpecStats& s) {

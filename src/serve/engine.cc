@@ -161,11 +161,7 @@ class SerialEngine final : public Engine {
           speculative::generate(m_, &tok_, job.req.prompt, o, pool_, nullptr, so);
       // The history datastore learns this request's prompt and completion
       // (read by the next requests; only this worker thread touches it).
-      if (opt_.history && !r.token_ids.empty()) {
-        std::vector<int32_t> doc = job.req.prompt;
-        doc.insert(doc.end(), r.token_ids.begin(), r.token_ids.end());
-        opt_.history->add(doc);
-      }
+      if (opt_.history) opt_.history->add_request(job.req.prompt, r.token_ids);
       done.finish_reason = openai_finish_reason(r.finish_reason);
       // n_new reached because the context is full is "length" as well.
       done.completion_tokens = int(r.token_ids.size());

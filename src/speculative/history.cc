@@ -51,6 +51,14 @@ void HistoryStore::apply(std::span<const int32_t> doc, int delta) {
   }
 }
 
+void HistoryStore::add_request(std::span<const int32_t> prompt,
+                               std::span<const int32_t> output) {
+  if (output.empty()) return;
+  std::vector<int32_t> doc(prompt.begin(), prompt.end());
+  doc.insert(doc.end(), output.begin(), output.end());
+  add(doc);
+}
+
 void HistoryStore::add(std::span<const int32_t> doc) {
   // Worst case for one document alone: every token a new key and count at
   // every n, plus its tokens; keep only the tail that fits the budget.

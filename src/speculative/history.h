@@ -35,6 +35,9 @@ class HistoryStore {
   HistoryStore(int ngram_max, size_t budget_bytes);
 
   void add(std::span<const int32_t> doc);
+  // A finished request as one document, prompt then output (nothing when it
+  // generated nothing): how the servers' and the scheduler's history learns.
+  void add_request(std::span<const int32_t> prompt, std::span<const int32_t> output);
   // Up to max_k drafts continuing `context` (out is cleared first). Returns
   // the length n of the suffix whose counts gave the first draft (0: none).
   int propose(std::span<const int32_t> context, int max_k, std::vector<int32_t>& out) const;

@@ -338,10 +338,8 @@ void Scheduler::finish(int slot) {
   }
   // Earlier outputs of this process (not a cancelled one: the client did not
   // want it).
-  if (opt_.history && r->finish_reason != "cancelled" && !r->token_ids.empty()) {
-    std::vector<int32_t> doc = r->prompt_ids;
-    doc.insert(doc.end(), r->token_ids.begin(), r->token_ids.end());
-    opt_.history->add(doc);
+  if (opt_.history && r->finish_reason != "cancelled") {
+    opt_.history->add_request(r->prompt_ids, r->token_ids);
   }
   Event e;
   e.kind = Event::Kind::Finish;
