@@ -71,6 +71,10 @@ double SourceGate::expected_tokens(int source, int len) const {
 
 double SourceGate::draft_seconds(const Source& s, int len) const {
   if (len <= 0) return 0;
+  if (!s.predicted.empty()) {
+    const size_t n = s.predicted.size();
+    return size_t(len) <= n ? s.predicted[size_t(len) - 1] : s.predicted[n - 1] * len / double(n);
+  }
   if (s.draft_s[size_t(len)] >= 0) return s.draft_s[size_t(len)];
   // Never seen at this length: scale the nearest length seen (0 if none).
   for (int d = 1; d <= max_k_; ++d) {
@@ -143,19 +147,22 @@ SourceGate::Choice SourceGate::choose(std::span<const int> available) {
     }
     best.value = value(best.source, best.len);
   }
+  displaced_ = 0;  // a merit choice pays by beating plain decoding
   return best;
 }
 
-void SourceGate::observe(int source, int len, int accepted) {
+void SourceGate::observe(int source, int len, int accepted, double cycle_s) {
   if (source < 0 || len <= 0) return;
   Source& s = src_[size_t(source)];
+  if (!(cycle_s > 0)) cycle_s = cycle_seconds(source, len);
   // Paid: beat the choice the probe displaced (plain decoding, or the source
   // chosen on merit). Beating plain alone is not enough: a drafter at 1.5x
   // plain probed while a lookup ran at 2.5x paid every probe, was probed
   // every other cycle, and the union fell below that lookup alone (demo
   // target, `structured` prompts: 25 drafter probes in ~100 cycles).
-  s.paid = (accepted + 1) / cycle_seconds(source, len) >
-           std::max(plain_value(), displaced_) * (1 + o_.min_gain);
+  const double beat = std::max(plain_value(), displaced_);  // tokens per second
+  s.paid = (accepted + 1) / cycle_s > beat * (1 + o_.min_gain);
+  s.lost_s = std::max(0.0, cycle_s - (accepted + 1) / beat);
   // Positions 0..accepted were reached; the first `accepted` were accepted.
   for (int j = 0; j <= std::min(accepted, len - 1); ++j) {
     const size_t p = size_t(std::min(j, max_k_ - 1));
@@ -184,14 +191,19 @@ void SourceGate::observe_verify(int q, double seconds) {
   while (int(cost_.verify_s.size()) < q) cost_.verify_s.push_back(cost_.at(int(cost_.verify_s.size()) + 1));
   double& c = cost_.verify_s[size_t(q - 1)];
   // The first live timing of q rows replaces a starting point above it (a
-  // point timed in a noisy moment reads slow, never fast), and so does a
-  // timing of a stale point (GateOptions::cost_stale_after); one above it is
-  // just another timing (a first live timing can be the noisy one).
+  // point timed in a noisy moment reads slow, never fast); a timing of a
+  // stale point (GateOptions::cost_stale_after) moves it by stale_weight, up
+  // or down; any other is just another timing.
   auto stale = [&](int rows) {
     return rows <= int(cost_live_.size()) &&
            (!cost_live_[size_t(rows - 1)] || cost_age_[size_t(rows - 1)] >= o_.cost_stale_after);
   };
-  c = stale(q) && seconds < c ? seconds : (1 - o_.cost_ema) * c + o_.cost_ema * seconds;
+  const bool tracked = q <= int(cost_live_.size());
+  if (tracked && !cost_live_[size_t(q - 1)] && seconds < c) {
+    c = seconds;
+  } else {
+    c += (tracked && stale(q) ? o_.stale_weight : o_.cost_ema) * (seconds - c);
+  }
   // Fewer rows never cost more (CostModel::at): a stale point of fewer rows
   // above this one is lowered to it. Otherwise, after a slow patch, the
   // drafter's probe re-timed its own row count but a stale dear point below
@@ -207,6 +219,11 @@ void SourceGate::observe_draft(int source, int len, double seconds) {
   d = d < 0 ? seconds : (1 - o_.cost_ema) * d + o_.cost_ema * seconds;
 }
 
+void SourceGate::set_draft_seconds(int source, std::span<const double> by_len) {
+  MTP_CHECK(source >= 0 && source < n_sources(), "draft cost of source {} of {}", source, n_sources());
+  src_[size_t(source)].predicted.assign(by_len.begin(), by_len.end());
+}
+
 void SourceGate::tick(const Choice& c) {
   if (c.source < 0) last_merit_ = -1;
   for (int& age : cost_age_) ++age;
@@ -219,9 +236,17 @@ void SourceGate::tick(const Choice& c) {
     x.idle = 0;
     if (!c.probe) {
       last_merit_ = c.source;
-      x.interval = o_.probe_every;  // won on merit
+      // Won on merit, and paid: probes at the base interval again. A merit
+      // choice that did not pay leaves the interval as it was: a source at
+      // break-even, chosen on merit now and then by its noisy estimates,
+      // would otherwise keep its probes frequent (measured on stories260K:
+      // the MTP source probed ~once per 64-token generation, each probe
+      // carrying its modules' catch-up since their last run).
+      if (x.paid) x.interval = o_.probe_every;
     } else {  // see gate.h: a paying probe is followed by another
-      x.interval = x.paid ? 1 : std::min(o_.probe_max, std::max(o_.probe_every, x.interval * 2));
+      const double cap = std::max(double(o_.probe_max), x.lost_s / (o_.probe_budget * cost_.at(1)));
+      x.interval = x.paid ? 1
+                          : int(std::min(cap, double(std::max(o_.probe_every, x.interval * 2))));
     }
   }
 }

@@ -42,6 +42,8 @@
 #include <span>
 #include <vector>
 
+#include "speculative/call_cost_fit.h"
+
 namespace mtp::speculative {
 
 // Seconds of a q-row verify forward for q = 1..m.size(): max(m[0..q-1])
@@ -60,6 +62,14 @@ struct GateOptions {
   double prior_weight = 1.0;
   int probe_every = 16;       // cycles without a verify before a probe
   int probe_max = 128;        // the interval's cap while probes keep losing
+  // ... unless a losing probe lost more than probe_budget of the cycles up to
+  // the next one would take at plain decoding's cost: then the interval
+  // keeps doubling up to where it does not. A probe is dear where it carries
+  // work that grows with the pause before it — the MTP modules' catch-up,
+  // which on a compute-bound drafter costs a third of a decode step per
+  // committed token (stories260K) — and a probe every 128 cycles then costs
+  // as much as drafting every cycle.
+  double probe_budget = 0.02;
   // A source is chosen on merit only when its value beats plain decoding by
   // this fraction: costs are timed on a noisy machine, and a tie is no gain
   // (a useless source whose extra row looks free would otherwise be verified
@@ -78,16 +88,20 @@ struct GateOptions {
   // (the neighbour of the best choice: nearly the same value), and the first
   // live timing of a row count replaces the starting curve's point when lower.
   int length_probe_every = 32;
-  // Likewise a point not timed live for this many cycles is stale: a live
-  // timing below it replaces it (above it, it is just another timing). The
+  // Likewise a point not timed live for this many cycles is stale. The
   // host's speed moves every cost at once (a noisy neighbour), but only the
   // row counts verified are re-timed: after a slow patch the drafter's
   // verify points stayed inflated while plain decoding, chosen instead, was
   // re-timed at the fast speed — a drafter that beat plain at every speed
   // was locked out for 1700+ cycles (probes move an EMA 10 % at a time).
-  // Only downward: a point priced too dear is never chosen and so never
-  // corrected, one priced too cheap is chosen and re-timed at once.
+  // So a timing of a stale point moves it by stale_weight, not cost_ema —
+  // up or down: replacing it only by a lower timing (as before) kept the
+  // rarely verified row counts at the minimum of their timings while plain
+  // decoding's was a mean — on a target where the drafter is near break-even
+  // (stories260K: 1.84 tokens for a 2-row verify of ~1.5 decode steps plus
+  // drafting) that bias alone made it win on merit now and then, each a loss.
   int cost_stale_after = 16;
+  double stale_weight = 0.5;
 };
 
 class SourceGate {
@@ -102,8 +116,11 @@ class SourceGate {
   };
   // available[s] = the longest chain source s can propose now (0 = none).
   Choice choose(std::span<const int> available);
-  // The verify of `len` drafts of `source` accepted `accepted` of them.
-  void observe(int source, int len, int accepted);
+  // The verify of `len` drafts of `source` accepted `accepted` of them;
+  // cycle_s: what that cycle took, measured (drafting, any catch-up it
+  // carried, verify) — whether a probe paid is judged on it; 0: on the model
+  // (cycle_seconds).
+  void observe(int source, int len, int accepted, double cycle_s = 0);
   // A proposal that was NOT verified, judged against what the target then
   // emitted: `known` tokens of truth (the accepted drafts + the target's own),
   // `matched` = the proposal's prefix equal to them. Positions < min(matched,
@@ -114,6 +131,16 @@ class SourceGate {
   // Live timings: a verify of q rows; source s drafting a chain of len.
   void observe_verify(int q, double seconds);
   void observe_draft(int source, int len, double seconds);
+  // The caller's prediction of what source s drafting a chain of L =
+  // 1..by_len.size() costs NOW (by_len[L - 1], seconds), replacing its live
+  // drafting times from then on. For a source whose cost depends on its
+  // state: the MTP modules catch up, in the call that drafts, on every row
+  // committed since they last ran — one cycle's rows while it is verified
+  // every cycle, a backlog after a pause, dear where module rows are (a
+  // compute-bound drafter: measured on stories260K, the union's MTP probes
+  // after pauses cost it 7 % against the same union without them; charged an
+  // amortised share, they looked cheap and kept being made).
+  void set_draft_seconds(int source, std::span<const double> by_len);
   // A cycle passed (every cycle, after observe): the probe clocks.
   void tick(const Choice& c);
 
@@ -132,9 +159,11 @@ class SourceGate {
     std::vector<double> acc, seen;  // [pos] decayed accepted / observed
     std::vector<double> prior;      // [pos] the prior's weight, decayed like an observation
     std::vector<double> draft_s;    // [len] live drafting seconds (< 0: never seen)
+    std::vector<double> predicted;  // [len - 1] set_draft_seconds (empty: draft_s)
     int idle = 0;                   // cycles since last verified
     int interval = 0;               // current probe interval
     bool paid = false;              // the last verify beat what it displaced (observe)
+    double lost_s = 0;              // ... and the seconds it lost against it
   };
   double draft_seconds(const Source& s, int len) const;
   // α at position p from its decayed counts and the prior `prior` (gate.cc).
@@ -162,6 +191,9 @@ class SourceGate {
 // draft length starts it afresh (from that generation's cost curve).
 struct GateMemory {
   std::optional<SourceGate> gate;
+  // The MTP modules' call costs (MtpProposer::use_call_costs): what a draft
+  // costs is priced from them before the first draft of a generation too.
+  CallCostByRows module_calls;
   // The gate for n_sources sources and chains up to max_k, made from `cost`
   // and `o` when there is none of that shape yet.
   SourceGate& get(int n_sources, int max_k, const CostModel& cost, const GateOptions& o);

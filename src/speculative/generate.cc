@@ -161,6 +161,7 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
     else target.prefill(prompt_ids, logits.data());
     if (spec.drafter) {
       proposer.emplace(*spec.drafter, target, spec.p_min, draft_k, opt.sampler, spec.mode);
+      if (spec.gate_memory) proposer->use_call_costs(spec.gate_memory->module_calls);
       if (spec.tree.is_tree()) {
         TreeChooser* chooser = spec.tree_chooser;
         if (spec.tree.kind == TreeOptions::Kind::Auto && !chooser) {

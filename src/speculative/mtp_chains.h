@@ -23,6 +23,7 @@
 #pragma once
 #include <functional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "drafter/mtp_runner.h"
@@ -90,6 +91,12 @@ class MtpChains {
   void draft(std::span<Job> jobs);
   // Slot s's sequence has ended: its module caches are emptied.
   void release(int slot);
+  // The module calls a chain of up to `len` drafts for slot s with N
+  // committed tokens would make now, as {module, rows} in call order: module
+  // 0's catch-up (none when up to date), then module k = 1 .. len - 1 its
+  // catch-up and k non-final rows; a catch-up longer than q_max is several
+  // calls. What pricing a draft before making it needs (union_proposer.h).
+  std::vector<std::pair<int, int>> draft_calls(int slot, int N, int len) const;
 
   int K() const { return runner_.K(); }
   drafter::MtpRunner& runner() { return runner_; }

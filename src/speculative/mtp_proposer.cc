@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "core/error.h"
 
@@ -20,6 +21,7 @@ MtpProposer::MtpProposer(const drafter::Drafter& d, TargetSession& target, float
       mode_(mode) {
   module_s_.assign(d.config().K, 0.0);
   chains_.on_call = [this](int, int rows, double s) {
+    observe_call(rows, s);
     if (chooser_) chooser_->observe_module(rows, s);
   };
 }
@@ -47,7 +49,54 @@ void MtpProposer::run_module(int k, const float* h_in, float* h_out, float* logi
   chains_.runner().forward(k, rows_, h_in, h_out, logits, mask, target_.pool());
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   module_s_[k] += s;
+  observe_call(int(rows_.size()), s);
   if (chooser_) chooser_->observe_module(int(rows_.size()), s);
+}
+
+void MtpProposer::observe_call(int rows, double seconds) {
+  if (timing_draft_) {
+    draft_calls_.push_back({rows, seconds});
+  } else {
+    calls_->observe(rows, seconds);
+  }
+}
+
+void MtpProposer::timed(const std::function<void()>& work) {
+  const auto t0 = std::chrono::steady_clock::now();
+  draft_calls_.clear();
+  timing_draft_ = true;
+  work();
+  timing_draft_ = false;
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double in_calls = 0;
+  for (const auto& [rows, s] : draft_calls_) in_calls += s;
+  const double scale = in_calls > 0 ? wall / in_calls : 1.0;
+  for (const auto& [rows, s] : draft_calls_) calls_->observe(rows, s * scale);
+}
+
+void MtpProposer::prefill(std::span<const int32_t> prompt) {
+  timed([&] { catch_up(prompt); });
+  std::fill(module_s_.begin(), module_s_.end(), 0.0);
+}
+
+void MtpProposer::catch_up_and_propose(std::span<const int32_t> committed, int max_k,
+                                       DraftTree& tree) {
+  timed([&] {
+    commit(committed);
+    propose(committed, max_k, tree);
+  });
+}
+
+void MtpProposer::draft_seconds(std::span<const int32_t> committed, int max_len,
+                                std::vector<double>& by_len) const {
+  by_len.assign(size_t(std::max(0, max_len)), 0.0);
+  double s = 0;
+  int len = 0;  // lengths 1..len priced: every call of their modules counted
+  for (const auto& [k, rows] : chains_.draft_calls(0, int(committed.size()), std::min(max_len, modules_))) {
+    for (; len < k; ++len) by_len[size_t(len)] = s;
+    s += calls_->seconds(rows);
+  }
+  for (; len < max_len; ++len) by_len[size_t(len)] = s;
 }
 
 void MtpProposer::catch_up(std::span<const int32_t> committed, int modules) {

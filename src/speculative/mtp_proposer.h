@@ -4,6 +4,7 @@
 #pragma once
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "drafter/mtp_runner.h"
+#include "speculative/call_cost_fit.h"
 #include "speculative/mtp_chains.h"
 #include "speculative/spec_loop.h"
 #include "speculative/target_session.h"
@@ -48,10 +50,20 @@ class MtpProposer : public Proposer {
   // propose() catches up by itself — but it lets generate() time this work as
   // prompt processing, like the target's prefill.
   // module_seconds() then restarts at 0: it counts generation only.
-  void prefill(std::span<const int32_t> prompt) {
-    catch_up(prompt);
-    std::fill(module_s_.begin(), module_s_.end(), 0.0);
-  }
+  void prefill(std::span<const int32_t> prompt);
+
+  // Module call costs kept by the caller (GateMemory::module_calls: they
+  // outlive this generation) instead of this proposer's own.
+  void use_call_costs(CallCostByRows& c) { calls_ = &c; }
+  // commit() then propose(), as the union drafts after cycles without the
+  // drafter. Timed as a whole, as prefill() is (timed()), for draft_seconds.
+  void catch_up_and_propose(std::span<const int32_t> committed, int max_k, DraftTree& tree);
+  // What drafting a chain of L = 1..max_len would cost now, seconds
+  // (by_len[L - 1]): its module calls (MtpChains::draft_calls — the catch-up
+  // on every row committed since each module last ran, and the drafting rows)
+  // priced by this drafter's calls seen (call_cost_fit.h).
+  void draft_seconds(std::span<const int32_t> committed, int max_len,
+                     std::vector<double>& by_len) const;
 
   // Live draft logits' maxima, per cycle and module, for the live ≡
   // teacher-forced check (bitwise).
@@ -83,6 +95,16 @@ class MtpProposer : public Proposer {
   std::vector<uint8_t> mask_;
   std::vector<Draft> history_;
   std::vector<double> module_s_;
+  CallCostByRows own_calls_;
+  CallCostByRows* calls_ = &own_calls_;  // every module call's seconds by rows
+  void observe_call(int rows, double seconds);
+  // Runs work (module calls) timed as a whole: the work around the calls
+  // (their rows' inputs and outputs, drafting from the logits) is spread over
+  // the calls' seconds, in proportion, before calls_ learns them — measured
+  // on the stories260K drafter, a 40-row catch-up took 1.5-2x its calls.
+  void timed(const std::function<void()>& work);
+  bool timing_draft_ = false;                       // inside timed()
+  std::vector<std::pair<int, double>> draft_calls_;  // its calls: rows, seconds
   Sampler sampler_;
   SpecSampling mode_;
   // Trees.

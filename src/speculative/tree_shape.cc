@@ -135,23 +135,14 @@ void TreeChooser::observe_cycle(const std::vector<int>& used, double seconds) {
 }
 
 double TreeChooser::model_seconds(const std::vector<int>& w) const {
-  // Module call seconds from the live fit (a + b·rows), or a default.
-  double a = default_call_s_, b = 0;
-  const double det = sn_ * sxx_ - sx_ * sx_;
-  if (sn_ >= 4 && det > 1e-12 * sn_ * sn_) {
-    b = std::max(0.0, (sn_ * sxy_ - sx_ * sy_) / det);
-    a = std::max(0.0, (sy_ - b * sx_) / sn_);
-  } else if (sn_ > 0) {
-    a = sy_ / sn_;
-  }
   const double tokens = expected_tokens(w);
   double s = verify_seconds(1 + TreeOptions::nodes(w));
-  s += a + b * tokens;  // module 0's catch-up
+  s += modules_.seconds(tokens, default_call_s_);  // module 0's catch-up
   long level = 1, above = 0;
   for (size_t k = 0; k + 1 < w.size(); ++k) {  // module k + 1 drafts depth k + 2
     level *= w[k];
     above += level;
-    s += a + b * (tokens + double(above));  // in one call with its catch-up
+    s += modules_.seconds(tokens + double(above), default_call_s_);  // in one call with its catch-up
   }
   return s;
 }
@@ -233,13 +224,6 @@ void TreeChooser::observe(const std::vector<int>& used, const std::vector<int>& 
   }
 }
 
-void TreeChooser::observe_module(int rows, double seconds) {
-  const double x = rows, y = seconds, k = kDecay;
-  sn_ = sn_ * k + 1;
-  sx_ = sx_ * k + x;
-  sy_ = sy_ * k + y;
-  sxx_ = sxx_ * k + x * x;
-  sxy_ = sxy_ * k + x * y;
-}
+void TreeChooser::observe_module(int rows, double seconds) { modules_.observe(rows, seconds); }
 
 }  // namespace mtp::speculative

@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "speculative/call_cost_fit.h"
 #include "speculative/draft_budget.h"
 
 namespace mtp::speculative {
@@ -114,8 +115,8 @@ class TreeChooser {
   static constexpr int kMaxWidth = 8, kEvery = 8;
   static constexpr double kDecay = 0.98, kPriorWeight = 2.0;
   std::vector<std::vector<double>> acc_, seen_;  // [depth-1][rank]
-  // Module time fit: decayed sums of rows, seconds, rows², rows·seconds, n.
-  double sn_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0, default_call_s_;
+  CallCostFit modules_{kDecay};  // module call seconds by rows
+  double default_call_s_;
   double overhead_ = 0, overhead_n_ = 0;  // decayed mean of the cycles' excess
   Timer timer_;
   double timing_s_ = 0;  // spent timing points since the last observe_cycle

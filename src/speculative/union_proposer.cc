@@ -76,31 +76,28 @@ void UnionProposer::propose(std::span<const int32_t> committed, int max_k, Draft
     }
   }
   const int mtp_index = int(lookups_.size());  // the MTP source's index in choices()
-  if (mtp_) available_[size_t(mtp_arm_)] = std::min(max_k, mtp_k_);
+  if (mtp_) {
+    available_[size_t(mtp_arm_)] = std::min(max_k, mtp_k_);
+    mtp_->draft_seconds(committed, available_[size_t(mtp_arm_)], mtp_cost_);
+    gate_->set_draft_seconds(mtp_arm_, mtp_cost_);
+  }
   last_ = gate_->choose(available_);
   last_n_ = N;
   const int chosen = last_.source < 0 ? -1 : arm_owner_[size_t(last_.source)];
+  last_draft_s_ = 0;
   if (chosen >= 0 && chosen < mtp_index) {
     const auto& p = proposals_[size_t(chosen)];
     tree.assign_chain(std::span(p).first(size_t(last_.len)), lookups_[size_t(chosen)]->kind());
   } else if (chosen == mtp_index) {
     // Catch up on every row committed since the modules last ran (batched),
-    // then draft; the catch-up is spread over the cycles it covers.
-    auto t0 = Clock::now();
-    mtp_->commit(committed);
-    const double catch_s = since(t0);
-    t0 = Clock::now();
-    mtp_->propose(committed, last_.len, tree);
-    const double draft_s = since(t0);
+    // then draft: what the gate was told this would cost (draft_seconds).
+    const auto t0 = Clock::now();
+    mtp_->catch_up_and_propose(committed, last_.len, tree);
+    last_draft_s_ = since(t0);
     const int len = int(tree.size());
-    // Per-cycle cost when used every cycle: drafting + the catch-up of one
-    // cycle's rows (the catch-up of skipped cycles is batched, cheaper per row).
-    const int cycles = std::max(1, int(choices_.size()) - last_mtp_cycle_);
-    gate_->observe_draft(mtp_arm_, std::max(1, len), draft_s + catch_s / cycles);
-    last_mtp_cycle_ = int(choices_.size());
     if (DepthCounts* c = counts(DraftSource::Kind::Mtp)) {
       c->proposed += long(len);
-      c->time_s += catch_s + draft_s;
+      c->time_s += last_draft_s_;
     }
   }
   last_len_ = int(tree.size());
@@ -121,9 +118,10 @@ void UnionProposer::commit(std::span<const int32_t> committed) {
   if (!pending_) return;  // no proposal this cycle (the context left no room to draft)
   pending_ = false;
   // Verify + accept took the time since propose returned: a (len + 1)-row cycle.
-  gate_->observe_verify(last_len_ + 1, since(proposed_at_));
+  const double verify_s = since(proposed_at_);
+  gate_->observe_verify(last_len_ + 1, verify_s);
   const int accepted = std::clamp(int(committed.size()) - last_n_ - 1, 0, last_len_);
-  gate_->observe(last_.source, last_len_, accepted);
+  gate_->observe(last_.source, last_len_, accepted, verify_s + last_draft_s_);
   gate_->tick(last_);
   // The lookups not verified, judged against what the target emitted.
   const std::span<const int32_t> truth = committed.subspan(size_t(std::min(last_n_, int(committed.size()))));

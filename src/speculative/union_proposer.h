@@ -9,9 +9,12 @@
 // right before the MTP source drafts again, in batched calls over all rows
 // committed since (MtpProposer::commit → catch_up, from the target's capture
 // rows and the committed tokens only), so live ≡ teacher-forced holds
-// whatever was skipped; that catch-up is timed and charged to the MTP source
-// (spread over the cycles it covers). With the MTP drafter as the only source
-// the same gate skips a drafter below break-even, paying only its probes.
+// whatever was skipped. The gate prices the MTP source each cycle with what
+// drafting would cost now — its module calls, backlog included
+// (MtpProposer::draft_seconds) — and judges a probe on the cycle's measured
+// seconds: after a pause the backlog is part of what choosing the drafter
+// costs. With the MTP drafter as the only source the same gate skips a
+// drafter below break-even, paying only its probes.
 //
 // Exactness: sources only propose; the verifier decides every token, so the
 // output equals plain generation's whatever is chosen (greedy and coupled
@@ -87,7 +90,8 @@ class UnionProposer : public Proposer {
   SourceGate::Choice last_;
   int last_n_ = 0, last_len_ = 0;
   bool pending_ = false;  // a proposal awaits its commit
-  int last_mtp_cycle_ = 0;  // cycle index after the MTP source last drafted
+  std::vector<double> mtp_cost_;  // [len - 1] the MTP source's drafting seconds now
+  double last_draft_s_ = 0;       // the MTP source's catch-up + drafting this cycle
   Clock::time_point proposed_at_;
 };
 

@@ -552,5 +552,121 @@ TEST(Gate, ADrafterIsBackSoonAfterTheHostSlowedDown) {
     }
 }
 
+
+// An always-right source (3 tokens per 2-draft cycle) whose drafting cost the
+// caller states each cycle (SourceGate::set_draft_seconds: the MTP modules'
+// catch-up backlog): chosen on merit while it drafts cheaply, not while a
+// backlog makes it dearer than what it adds, and again once that is paid.
+TEST(Gate, AStatedDraftCostPricesTheSourceNow) {
+  GateOptions o;
+  o.learn_costs = false;
+  SourceGate g(1, 2, linear_cost(3), o);
+  const std::vector<int> avail{2};
+  for (int i = 0; i < 20; ++i) g.observe(0, 2, 2);
+  const std::vector<double> cheap{0.05, 0.1}, backlog{3.0, 3.05};
+  for (const auto* cost : {&cheap, &backlog, &cheap}) {
+    g.set_draft_seconds(0, *cost);
+    const SourceGate::Choice c = g.choose(avail);
+    EXPECT_FALSE(c.probe);
+    EXPECT_EQ(c.source, cost == &backlog ? -1 : 0) << "draft cost " << (*cost)[1];
+    EXPECT_DOUBLE_EQ(g.cycle_seconds(0, 2), linear_cost(3).at(3) + (*cost)[1]);
+    g.tick(c);
+  }
+}
+
+// Cycles from a probe of source 0 (priced out on merit: its stated drafting
+// cost is 10 decode steps) to its next probe, when that probe's cycle is
+// measured at `probe_s` seconds (always right, 2 drafts).
+int cycles_to_next_probe(double probe_s) {
+  GateOptions o;
+  o.learn_costs = false;
+  SourceGate g(1, 2, linear_cost(3), o);
+  const std::vector<int> avail{2};
+  const std::vector<double> dear{10.0, 10.0};
+  g.set_draft_seconds(0, dear);
+  int probe_at = -1;
+  for (int cycle = 0; cycle < 400; ++cycle) {
+    const SourceGate::Choice c = g.choose(avail);
+    EXPECT_NE(c.source == 0, !c.probe) << "priced out, so never chosen on merit";
+    if (c.probe) {
+      if (probe_at >= 0) return cycle - probe_at;
+      probe_at = cycle;
+      g.observe(0, c.len, c.len, probe_s);
+    }
+    g.tick(c);
+  }
+  return -1;
+}
+
+// A probe pays by what its cycle measurably took, catch-up and drafting
+// included — not by the model's price: the same probe is followed by another
+// within two cycles when its cycle was fast and not for a doubled interval when it was
+// slow (3 tokens in 1.5 decode steps vs in 12).
+TEST(Gate, AProbeIsJudgedOnWhatItsCycleTook) {
+  const GateOptions o;
+  EXPECT_LE(cycles_to_next_probe(1.5), 2);  // the interval becomes 1 (gate.h)
+  EXPECT_GE(cycles_to_next_probe(12.0), 2 * o.probe_every);
+}
+
+// A source at break-even that wins on merit now and then but loses when
+// verified (its cycle measured slower than plain decoding per token) keeps
+// the probe interval its losing probes earned; a merit choice that pays
+// brings it back to probe_every.
+TEST(Gate, AMeritChoiceThatDidNotPayKeepsTheProbeInterval) {
+  for (bool pays : {false, true}) {
+    GateOptions o;
+    o.learn_costs = false;
+    SourceGate g(1, 2, linear_cost(3), o);
+    const std::vector<int> avail{2};
+    const std::vector<double> dear{10.0, 10.0}, cheap{0.05, 0.1};
+    g.set_draft_seconds(0, dear);
+    int probes = 0, cycle = 0;
+    for (; probes < 3; ++cycle) {  // three losing probes: the interval doubles
+      const SourceGate::Choice c = g.choose(avail);
+      if (c.probe) ++probes, g.observe(0, c.len, c.len, 12.0);
+      g.tick(c);
+    }
+    g.set_draft_seconds(0, cheap);
+    const SourceGate::Choice m = g.choose(avail);
+    ASSERT_EQ(m.source, 0);
+    ASSERT_FALSE(m.probe);
+    g.observe(0, m.len, m.len, pays ? 1.2 : 12.0);
+    g.tick(m);
+    g.set_draft_seconds(0, dear);
+    int wait = 1;
+    for (; wait < 1000; ++wait) {
+      const SourceGate::Choice c = g.choose(avail);
+      g.tick(c);
+      if (c.probe) break;
+    }
+    if (pays) {
+      EXPECT_EQ(wait, o.probe_every + 1);
+    } else {
+      EXPECT_GE(wait, 4 * o.probe_every);
+    }
+  }
+}
+
+// A verify cost not timed live for cost_stale_after cycles moves by
+// stale_weight toward its next timing, up as well as down: replacing it only
+// by a lower timing kept the rarely verified row counts at the minimum of
+// their timings while plain decoding's was a mean.
+TEST(Gate, AStaleCostMovesTowardItsNextTimingBothWays) {
+  GateOptions o;
+  SourceGate g(1, 2, CostModel{{1.0, 1.1, 1.2}}, o);
+  g.observe_verify(2, 1.1);
+  const auto age = [&] {
+    for (int i = 0; i <= o.cost_stale_after; ++i) g.tick({});
+  };
+  age();
+  g.observe_verify(2, 1.5);
+  EXPECT_NEAR(g.cost().verify_s[1], 1.1 + o.stale_weight * 0.4, 1e-12);
+  age();
+  g.observe_verify(2, 1.1);
+  EXPECT_NEAR(g.cost().verify_s[1], 1.3 - o.stale_weight * 0.2, 1e-12);
+  g.observe_verify(2, 1.5);  // fresh: an ordinary timing
+  EXPECT_NEAR(g.cost().verify_s[1], 1.2 + o.cost_ema * 0.3, 1e-12);
+}
+
 }  // namespace
 }  // namespace mtp::speculative

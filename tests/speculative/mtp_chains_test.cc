@@ -131,6 +131,52 @@ TEST(MtpChains, SharedModuleCallsDraftWhatEachSequenceDraftsAlone) {
   }
 }
 
+// MtpChains::draft_calls, what the union prices a draft by before making it,
+// names the calls draft() then makes — module, rows — whether the modules are
+// up to date, lag by a few rows (cycles without a draft) or by more than one
+// 64-row call.
+TEST(MtpChains, DraftCallsAreTheCallsADraftMakes) {
+  std::mt19937 rng(3);
+  test::RandomSpec spec = test::RandomSpec::for_arch(model::Arch::Llama);
+  spec.vocab = 48;
+  test::Target f = test::load_target(test::random_hf_checkpoint("mtp-chains-calls", spec));
+  const drafter::Drafter d = test::random_drafter(f, 3, 7, 0);
+  const int K = d.config().K, ctx = 1000;
+  MtpChains chains(*f.model, d, 1, ctx);
+  std::vector<std::pair<int, int>> made;
+  chains.on_call = [&](int k, int rows, double) { made.push_back({k, rows}); };
+  std::vector<int32_t> committed = test::random_tokens(rng, 5, spec.vocab);
+  TargetSession target(*f.model, ctx, nullptr);
+  target.prefill(std::span<const int32_t>(committed).first(committed.size() - 1), nullptr);
+  Sampler sampler(SamplerOptions{});
+  DraftTree tree;
+  long drafts = 0, multi_call = 0;
+  while (int(committed.size()) < ctx - 80) {
+    const int N = int(committed.size());
+    if (rng() % 3 != 0) {
+      MtpChains::Job j;
+      j.committed = committed;
+      j.target = &target;
+      j.max_k = 1 + int(rng() % uint32_t(K));
+      j.sampler = &sampler;
+      j.tree = &tree;
+      const auto expected = chains.draft_calls(0, N, j.max_k);
+      made.clear();
+      chains.draft({&j, 1});
+      ASSERT_EQ(made, expected) << "N = " << N << ", max_k = " << j.max_k;
+      ++drafts;
+      for (size_t i = 1; i < made.size(); ++i) multi_call += made[i].first == made[i - 1].first;
+    }
+    const int extra = rng() % 9 == 0 ? 70 : 1 + int(rng() % 3);
+    for (int n = 0; n < extra; ++n) committed.push_back(int32_t(rng() % uint32_t(spec.vocab)));
+    const size_t done = size_t(target.forwarded());
+    target.prefill(std::span<const int32_t>(committed).subspan(done, committed.size() - 1 - done),
+                   nullptr);
+  }
+  EXPECT_GT(drafts, 40);
+  EXPECT_GT(multi_call, 0) << "no catch-up longer than one call";
+}
+
 TEST(MtpChains, ASlotNamedTwiceIsRefused) {
   test::RandomSpec spec = test::RandomSpec::for_arch(model::Arch::Llama);
   spec.vocab = 48;
