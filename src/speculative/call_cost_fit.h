@@ -9,8 +9,8 @@
 // rows. CallCostByRows: seconds per row by powers of two of rows — the union
 // (union_proposer.h), whose calls range from 1 row to a prompt's catch-up of
 // hundreds: a line fitted over both, weighted to the last few calls, priced a
-// 1-row call at 6x its cost after a prefill and a 40-row catch-up at half
-// (stories260K drafter).
+// 1-row call at ~6x its cost right after a prompt's catch-up (stories260K
+// drafter).
 #pragma once
 #include <algorithm>
 #include <array>
