@@ -12,7 +12,8 @@
 // for a cycle costing verify_s(L + 1) + draft_s(L) seconds, where verify_s(q)
 // starts from the measured m(q) curve × one decode step (CostModel, e.g.
 // forward_timing.h) and follows the live verify times of q-row cycles, and
-// draft_s is the source's live drafting time (lookups ≈ 0, MTP modules not).
+// draft_s is the source's live drafting time (lookups ≈ 0) or what the caller
+// predicts it costs now (set_draft_seconds: the MTP drafter, backlog included).
 // Plain decoding is the option "no drafts": 1 token for verify_s(1).
 // The choice maximises E / cost over sources and L. A source whose best is
 // below plain (break-even) is skipped; every source not verified for its probe
