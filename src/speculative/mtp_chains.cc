@@ -151,8 +151,9 @@ void MtpChains::catch_up(std::span<Job> jobs, int modules) {
   }
 }
 
-std::vector<std::pair<int, int>> MtpChains::draft_calls(int slot, int N, int len) const {
-  std::vector<std::pair<int, int>> calls;
+void MtpChains::draft_calls(int slot, int N, int len,
+                            std::vector<std::pair<int, int>>& calls) const {
+  calls.clear();
   for (int k = 0; k < std::min(len, K()); ++k) {
     int begin = runner_.kv(k).length(slot);
     // As catch_up: module 0 recomputes row N-2 when its logits were not kept.
@@ -162,7 +163,6 @@ std::vector<std::pair<int, int>> MtpChains::draft_calls(int slot, int N, int len
       calls.push_back({k, std::min(rows, q_max)});
     }
   }
-  return calls;
 }
 
 void MtpChains::draft(std::span<Job> jobs) {

@@ -96,7 +96,8 @@ class MtpChains {
   // 0's catch-up (none when up to date), then module k = 1 .. len - 1 its
   // catch-up and k non-final rows; a catch-up longer than q_max is several
   // calls. What pricing a draft before making it needs (union_proposer.h).
-  std::vector<std::pair<int, int>> draft_calls(int slot, int N, int len) const;
+  // (calls is cleared and filled: the caller's, reused every cycle.)
+  void draft_calls(int slot, int N, int len, std::vector<std::pair<int, int>>& calls) const;
 
   int K() const { return runner_.K(); }
   drafter::MtpRunner& runner() { return runner_; }

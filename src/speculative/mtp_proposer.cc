@@ -61,7 +61,7 @@ void MtpProposer::observe_call(int rows, double seconds) {
   }
 }
 
-void MtpProposer::timed(const std::function<void()>& work) {
+double MtpProposer::timed(const std::function<void()>& work) {
   const auto t0 = std::chrono::steady_clock::now();
   draft_calls_.clear();
   timing_draft_ = true;
@@ -72,6 +72,7 @@ void MtpProposer::timed(const std::function<void()>& work) {
   for (const auto& [rows, s] : draft_calls_) in_calls += s;
   const double scale = in_calls > 0 ? wall / in_calls : 1.0;
   for (const auto& [rows, s] : draft_calls_) calls_->observe(rows, s * scale);
+  return wall;
 }
 
 void MtpProposer::prefill(std::span<const int32_t> prompt) {
@@ -79,20 +80,21 @@ void MtpProposer::prefill(std::span<const int32_t> prompt) {
   std::fill(module_s_.begin(), module_s_.end(), 0.0);
 }
 
-void MtpProposer::catch_up_and_propose(std::span<const int32_t> committed, int max_k,
-                                       DraftTree& tree) {
-  timed([&] {
+double MtpProposer::catch_up_and_propose(std::span<const int32_t> committed, int max_k,
+                                         DraftTree& tree) {
+  return timed([&] {
     commit(committed);
     propose(committed, max_k, tree);
   });
 }
 
 void MtpProposer::draft_seconds(std::span<const int32_t> committed, int max_len,
-                                std::vector<double>& by_len) const {
+                                std::vector<double>& by_len) {
   by_len.assign(size_t(std::max(0, max_len)), 0.0);
   double s = 0;
   int len = 0;  // lengths 1..len priced: every call of their modules counted
-  for (const auto& [k, rows] : chains_.draft_calls(0, int(committed.size()), std::min(max_len, modules_))) {
+  chains_.draft_calls(0, int(committed.size()), std::min(max_len, modules_), planned_);
+  for (const auto& [k, rows] : planned_) {
     for (; len < k; ++len) by_len[size_t(len)] = s;
     s += calls_->seconds(rows);
   }

@@ -56,14 +56,15 @@ class MtpProposer : public Proposer {
   // outlive this generation) instead of this proposer's own.
   void use_call_costs(CallCostByRows& c) { calls_ = &c; }
   // commit() then propose(), as the union drafts after cycles without the
-  // drafter. Timed as a whole, as prefill() is (timed()), for draft_seconds.
-  void catch_up_and_propose(std::span<const int32_t> committed, int max_k, DraftTree& tree);
+  // drafter. Timed as a whole, as prefill() is (timed()), for draft_seconds;
+  // returns the seconds it took.
+  double catch_up_and_propose(std::span<const int32_t> committed, int max_k, DraftTree& tree);
   // What drafting a chain of L = 1..max_len would cost now, seconds
   // (by_len[L - 1]): its module calls (MtpChains::draft_calls — the catch-up
   // on every row committed since each module last ran, and the drafting rows)
   // priced by this drafter's calls seen (call_cost_fit.h).
   void draft_seconds(std::span<const int32_t> committed, int max_len,
-                     std::vector<double>& by_len) const;
+                     std::vector<double>& by_len);
 
   // Live draft logits' maxima, per cycle and module, for the live ≡
   // teacher-forced check (bitwise).
@@ -102,9 +103,10 @@ class MtpProposer : public Proposer {
   // (their rows' inputs and outputs, drafting from the logits) is spread over
   // the calls' seconds, in proportion, before calls_ learns them — measured
   // on the stories260K drafter, a 40-row catch-up took 1.5-2x its calls.
-  void timed(const std::function<void()>& work);
+  double timed(const std::function<void()>& work);  // seconds
   bool timing_draft_ = false;                       // inside timed()
   std::vector<std::pair<int, double>> draft_calls_;  // its calls: rows, seconds
+  std::vector<std::pair<int, int>> planned_;        // draft_seconds' scratch: module, rows
   Sampler sampler_;
   SpecSampling mode_;
   // Trees.

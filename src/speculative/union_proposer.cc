@@ -91,9 +91,7 @@ void UnionProposer::propose(std::span<const int32_t> committed, int max_k, Draft
   } else if (chosen == mtp_index) {
     // Catch up on every row committed since the modules last ran (batched),
     // then draft: what the gate was told this would cost (draft_seconds).
-    const auto t0 = Clock::now();
-    mtp_->catch_up_and_propose(committed, last_.len, tree);
-    last_draft_s_ = since(t0);
+    last_draft_s_ = mtp_->catch_up_and_propose(committed, last_.len, tree);
     const int len = int(tree.size());
     if (DepthCounts* c = counts(DraftSource::Kind::Mtp)) {
       c->proposed += long(len);

@@ -160,7 +160,8 @@ TEST(MtpChains, DraftCallsAreTheCallsADraftMakes) {
       j.max_k = 1 + int(rng() % uint32_t(K));
       j.sampler = &sampler;
       j.tree = &tree;
-      const auto expected = chains.draft_calls(0, N, j.max_k);
+      std::vector<std::pair<int, int>> expected;
+      chains.draft_calls(0, N, j.max_k, expected);
       made.clear();
       chains.draft({&j, 1});
       ASSERT_EQ(made, expected) << "N = " << N << ", max_k = " << j.max_k;
