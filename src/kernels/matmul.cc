@@ -57,6 +57,8 @@
 #include <cstring>
 #include <vector>
 
+#include <unistd.h>
+
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
@@ -184,23 +186,40 @@ void block_tiles(const detail::MatmulArgs& a, size_t b, size_t t0, size_t t1, bo
 // Chunk size of the grouped order (superchunks). Two costs pull apart: x
 // rows that outgrow L1 are re-read from L2, and every block-chunk loads and
 // stores its accumulators (q·256 bytes per block against chunk·256 bytes of
-// bf16 weights). Up to 2 tiles (q <= 8) on AVX3, the largest power of two
+// bf16 weights).
+// Chunked layout (a block-chunk must lie in one layout chunk, so it is one
+// run of memory): up to 2 tiles (q <= 8) on AVX3, the largest power of two
 // whose x rows (all q) fit kChunkXBytes (a power of two measured faster than
 // the exact fit: q = 3, 5..7 at 4096 cols ran ~15 % slower with odd chunks);
-// for more rows, and on AVX2 (several passes per tile), the layout's chunk
-// (kLayoutChunk; within one chunk where the layout is chunked, so each
-// block-chunk is one run of memory). Measured on Zen 4, 1 thread, from
-// DRAM, ms (docs/PERFORMANCE.md, issue 14, "Session 22"): AVX2 bf16
-// 4096x4096 q = 8 3.75 -> 3.34, q = 16 8.28 -> 6.65; AVX3 q = 16 6.36 ->
-// 5.29, 11264x2048 q = 16 9.07 -> 7.29; but AVX3 fp32 4096x4096 q = 5 3.72
-// -> 4.96 with the larger chunk (x and a block-chunk of fp32 weights past L1).
+// for more rows, and on AVX2 (several passes per tile), the layout's chunk.
+// Measured on Zen 4, 1 thread, from DRAM, ms (docs/PERFORMANCE.md, issue 14,
+// "Session 22"): AVX2 bf16 4096x4096 q = 8 3.75 -> 3.34, q = 16 8.28 ->
+// 6.65; AVX3 q = 16 6.36 -> 5.29, 11264x2048 q = 16 9.07 -> 7.29; but AVX3
+// fp32 4096x4096 q = 5 3.72 -> 4.96 with the larger chunk (x and a
+// block-chunk of fp32 weights past L1).
+// Block-after-block layout (rows of <= 2048 cols; only AVX3 reads it
+// chunk-major): the group reads its blocks' chunks as g1 - g0 separate
+// streams, so every split costs. Whole rows where all q rows of x fit
+// whole_row_x_bytes() (half of L1D); else the rule above in equal chunks: a
+// remainder chunk (1280 cols = 32 + 8 superchunks, 1152 = 32 + 4) left the
+// weight stream behind. Measured on a Zen 5 VM (48 KiB L1D), bf16 4096xC
+// from DRAM, 1 thread, time vs q = 1 (docs/PERFORMANCE.md "Session 31: verify
+// rows of 896-2048 cols"): C = 1280 q = 3 1.7-1.9 -> 1.1-1.2, q = 4 1.7-2.1
+// -> 1.1-1.3; C = 1152 q = 3, 4 2.2-2.5 -> 1.1-1.3; C = 1536 q = 4 1.6-1.8
+// -> 1.2-1.3. Whole rows of more x (32 KiB and up: 2048 cols at q = 4,
+// 1536 at q = 6) ran slower than chunks there.
 inline size_t group_chunk(const detail::MatmulArgs& a) {
-  const size_t whole = a.chunked ? detail::kLayoutChunk : std::min(detail::kLayoutChunk, a.n_super);
-  if (!kOnePassTiles || a.q > 2 * kTileQ) return whole;
-  const size_t fit = std::max<size_t>(1, kChunkXBytes / (a.q * kSuper * sizeof(float)));
-  size_t c = 1;
-  while (c * 2 <= fit) c *= 2;
-  return a.chunked ? std::min(c, detail::kLayoutChunk) : c;
+  const size_t x_bytes = a.q * a.n_super * kSuper * sizeof(float);  // all q rows, whole rows
+  if (!a.chunked && x_bytes <= detail::whole_row_x_bytes()) return a.n_super;
+  size_t c = detail::kLayoutChunk;
+  if (kOnePassTiles && a.q <= 2 * kTileQ) {
+    const size_t fit = std::max<size_t>(1, kChunkXBytes / (a.q * kSuper * sizeof(float)));
+    c = 1;
+    while (c * 2 <= fit && c < detail::kLayoutChunk) c *= 2;
+  }
+  if (a.chunked || a.n_super <= c) return std::min(c, a.n_super);
+  const size_t n = (a.n_super + c - 1) / c;  // equal chunks of at most c
+  return (a.n_super + n - 1) / n;
 }
 
 // The prefetch plan of block b's chunk [s0, s0 + chunk) in a group of
@@ -348,6 +367,19 @@ namespace {
 std::atomic<size_t> g_pad_pair_min_bytes{kPadPairMinBytes};
 }  // namespace
 size_t set_pad_pair_min_bytes(size_t bytes) { return g_pad_pair_min_bytes.exchange(bytes); }
+namespace {
+// Half of L1D (sysconf reads CPUID): x that may be one chunk while the
+// weights stream through the other half; 16 KiB (kChunkXBytes, measured on
+// Zen 4: half its 32 KiB L1D) where unknown or smaller.
+size_t default_whole_row_x_bytes() {
+  const long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+  const size_t half = l1 > 0 ? std::min<size_t>(size_t(l1) / 2, 64 << 10) : 0;
+  return std::max<size_t>(16 << 10, half);
+}
+std::atomic<size_t> g_whole_row_x_bytes{default_whole_row_x_bytes()};
+}  // namespace
+size_t whole_row_x_bytes() { return g_whole_row_x_bytes.load(std::memory_order_relaxed); }
+size_t set_whole_row_x_bytes(size_t bytes) { return g_whole_row_x_bytes.exchange(bytes); }
 namespace {
 std::atomic<int> g_prefetch_q1{-1};  // -1: by CPU vendor
 }  // namespace

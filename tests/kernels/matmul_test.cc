@@ -219,6 +219,35 @@ TEST_P(BatchInvariance, RowsNeverDependOnBatchThreadsOrOrder) {
   }
 }
 
+// Verify rows over a block-after-block layout (<= 2048 cols) on AVX3 read each
+// block's row whole where x fits whole_row_x_bytes(), else in equal chunks
+// (matmul.cc group_chunk): both orders, at widths whose rows split unevenly
+// into 32-superchunk chunks (1100, 1152, 1280 cols), give the one-row bits.
+TEST_P(BatchInvariance, WholeRowAndEqualChunkOrdersGiveTheSameBits) {
+  const WeightType hold = std::get<1>(GetParam());
+  std::mt19937 rng(11);
+  ThreadPool pool2(2);
+  for (auto [rows, cols] : {Shape{70, 1100}, Shape{36, 1152}, Shape{40, 1280}}) {
+    auto wf = randn(rows * cols, rng);
+    auto w = PackedMatrix::pack(wf.data(), DType::F32, rows, cols, hold);
+    const size_t qmax = 16;
+    auto x = randn(qmax * cols, rng);
+    const auto want = one_by_one(w, x.data(), cols, qmax);
+    for (size_t budget : {size_t(0), size_t(16) << 10, SIZE_MAX}) {
+      const size_t prev = detail::set_whole_row_x_bytes(budget);
+      for (size_t q = 2; q <= qmax; ++q)
+        for (ThreadPool* pool : {(ThreadPool*)nullptr, &pool2}) {
+          std::vector<float> y(q * rows);
+          matmul(w, x.data(), q, y.data(), pool);
+          SCOPED_TRACE(::testing::Message() << rows << "x" << cols << " q=" << q
+                                            << " whole_row_x_bytes=" << budget);
+          expect_bitwise(y.data(), rows, want.data(), q, rows, "verify rows");
+        }
+      detail::set_whole_row_x_bytes(prev);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     SimdHolds, BatchInvariance,
     ::testing::Combine(::testing::ValuesIn(available_simd_targets()),
