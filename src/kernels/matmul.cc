@@ -200,14 +200,15 @@ void block_tiles(const detail::MatmulArgs& a, size_t b, size_t t0, size_t t1, bo
 // Block-after-block layout (rows of <= 2048 cols; only AVX3 reads it
 // chunk-major): the group reads its blocks' chunks as g1 - g0 separate
 // streams, so every split costs. Whole rows where all q rows of x fit
-// whole_row_x_bytes() (half of L1D); else the rule above in equal chunks: a
+// whole_row_x_bytes() (5/8 of L1D); else the rule above in equal chunks: a
 // remainder chunk (1280 cols = 32 + 8 superchunks, 1152 = 32 + 4) left the
 // weight stream behind. Measured on a Zen 5 VM (48 KiB L1D), bf16 4096xC
 // from DRAM, 1 thread, time vs q = 1 (docs/PERFORMANCE.md "Session 31: verify
 // rows of 896-2048 cols"): C = 1280 q = 3 1.7-1.9 -> 1.1-1.2, q = 4 1.7-2.1
 // -> 1.1-1.3; C = 1152 q = 3, 4 2.2-2.5 -> 1.1-1.3; C = 1536 q = 4 1.6-1.8
-// -> 1.2-1.3. Whole rows of more x (32 KiB and up: 2048 cols at q = 4,
-// 1536 at q = 6) ran slower than chunks there.
+// -> 1.2-1.3; C = 1280 q = 5..6 1.5-1.8 -> 1.4-1.5. Whole rows of more x
+// (32 KiB and up: 2048 cols at q = 4, 1536 at q = 6) ran slower than chunks
+// there.
 inline size_t group_chunk(const detail::MatmulArgs& a) {
   const size_t x_bytes = a.q * a.n_super * kSuper * sizeof(float);  // all q rows, whole rows
   if (!a.chunked && x_bytes <= detail::whole_row_x_bytes()) return a.n_super;
@@ -368,13 +369,15 @@ std::atomic<size_t> g_pad_pair_min_bytes{kPadPairMinBytes};
 }  // namespace
 size_t set_pad_pair_min_bytes(size_t bytes) { return g_pad_pair_min_bytes.exchange(bytes); }
 namespace {
-// Half of L1D (sysconf reads CPUID): x that may be one chunk while the
-// weights stream through the other half; 16 KiB (kChunkXBytes, measured on
-// Zen 4: half its 32 KiB L1D) where unknown or smaller.
+// 5/8 of L1D (sysconf reads CPUID): x that may be one chunk while the
+// weights stream through the rest; at least 16 KiB (kChunkXBytes). Measured
+// on a 48 KiB L1D (Zen 5; group_chunk): whole rows of up to 30 KiB of x beat
+// chunks (1280 cols q = 5..6 1.75-1.86 -> 1.40-1.50, 896 cols q = 7..8
+// 1.89-2.10 -> 1.47-1.52), of 32 KiB and more lost (2048 cols q = 4).
 size_t default_whole_row_x_bytes() {
   const long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
-  const size_t half = l1 > 0 ? std::min<size_t>(size_t(l1) / 2, 64 << 10) : 0;
-  return std::max<size_t>(16 << 10, half);
+  const size_t part = l1 > 0 ? std::min<size_t>(size_t(l1) * 5 / 8, 80 << 10) : 0;
+  return std::max<size_t>(16 << 10, part);
 }
 std::atomic<size_t> g_whole_row_x_bytes{default_whole_row_x_bytes()};
 }  // namespace

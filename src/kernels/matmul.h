@@ -131,8 +131,8 @@ bool prefetch_single_row();
 int set_prefetch_single_row(int mode);
 // Activation bytes (all q rows, whole rows) up to which an AVX3 verify
 // product over a block-after-block layout (<= 2048 cols) reads each block's
-// row as one chunk (matmul.cc group_chunk): half of the host's L1D, at least
-// 16 KiB. set_whole_row_x_bytes returns the previous value; for tests, which
+// row as one chunk (matmul.cc group_chunk): 5/8 of the host's L1D, at
+// least 16 KiB. set_whole_row_x_bytes returns the previous value; for tests, which
 // run both orders: no bits change either way.
 size_t whole_row_x_bytes();
 size_t set_whole_row_x_bytes(size_t bytes);
