@@ -63,13 +63,26 @@ double CostCurve::timed(int q) const {
   return std::max(t, 0.0);
 }
 
+void CostCurve::rebuild() {
+  pts_ = raw_;
+  for (size_t i = 1; i < pts_.size(); ++i) pts_[i].second = std::max(pts_[i].second, pts_[i - 1].second);
+}
+
 void CostCurve::add_point(int q, double seconds) {
-  auto it = std::lower_bound(pts_.begin(), pts_.end(), q,
+  if (raw_.empty()) raw_ = pts_;  // the constructor's points, as given
+  auto it = std::lower_bound(raw_.begin(), raw_.end(), q,
                              [](const auto& p, int x) { return p.first < x; });
-  if (it != pts_.end() && it->first == q) it->second = seconds;
-  else it = pts_.insert(it, {q, seconds});
-  if (it != pts_.begin()) it->second = std::max(it->second, std::prev(it)->second);
-  for (auto j = std::next(it); j != pts_.end(); ++j) j->second = std::max(j->second, it->second);
+  if (it != raw_.end() && it->first == q) it->second = seconds;
+  else raw_.insert(it, {q, seconds});
+  rebuild();
+}
+
+void CostCurve::lower_point(int q, double seconds) {
+  if (raw_.empty()) raw_ = pts_;
+  auto it = std::find_if(raw_.begin(), raw_.end(), [&](const auto& p) { return p.first == q; });
+  MTP_CHECK(it != raw_.end(), "lower_point({}): no timed point there", q);
+  it->second = std::min(it->second, seconds);
+  rebuild();
 }
 
 bool CostCurve::has_point(int q) const {

@@ -49,14 +49,20 @@ class CostCurve {
   void observe(int q, double seconds);
   // A timed point at q (a forward of q rows timed in isolation, as
   // forward_cost_curve does): inserted, or the existing one replaced; the
-  // points stay non-decreasing (later ones are raised to at least it).
+  // points stay non-decreasing (each at least the timings below it).
   void add_point(int q, double seconds);
+  // Another timing of the point at q (which must exist): the point keeps the
+  // lower of its timings — a forward's time on a noisy host only ever gains —
+  // and points above it that it had raised come down with it.
+  void lower_point(int q, double seconds);
   bool has_point(int q) const;
   const std::vector<std::pair<int, double>>& points() const { return pts_; }
 
  private:
   double ratio(int q) const;
+  void rebuild();  // pts_ = raw_ made non-decreasing
   std::vector<std::pair<int, double>> pts_;
+  std::vector<std::pair<int, double>> raw_;  // the timings as given (add_point, lower_point)
   std::vector<std::pair<int, double>> live_;  // (q, measured / timed), q ascending
 };
 

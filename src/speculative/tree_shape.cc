@@ -100,6 +100,9 @@ TreeChooser::TreeChooser(CostCurve curve, double decode_s, int max_depth, int ma
       timer_(std::move(timer)), widths_(size_t(max_depth_), 1) {
   acc_.assign(size_t(max_depth_), std::vector<double>(kMaxWidth, 0.0));
   seen_ = acc_;
+  timings_.assign(size_t(kMaxTreeNodes) + 2, 0);
+  timed_at_.assign(timings_.size(), 0);
+  for (const auto& [q, sec] : curve_.points()) note_timed(q);  // timed once, before any choice
 }
 
 double TreeChooser::acceptance(int depth, int rank) const {
@@ -153,6 +156,59 @@ double TreeChooser::verify_seconds(int q) const {
 }
 
 void TreeChooser::choose() {
+  pick();
+  if (retime_contender()) pick();
+  ++choices_;
+}
+
+bool TreeChooser::retime_contender() {
+  if (!timer_) return false;
+  // The best shape verifying another row count than the winner.
+  const int q_win = 1 + TreeOptions::nodes(widths_);
+  const double v_win = expected_tokens(widths_) / cycle_seconds(widths_);
+  int q_c = 0;
+  double v_c = 0;
+  std::vector<int> cur;
+  auto rec = [&](auto&& self, int cap) -> void {
+    const int q = 1 + TreeOptions::nodes(cur);
+    if (!cur.empty() && q != q_win) {
+      const double v = expected_tokens(cur) / cycle_seconds(cur);
+      if (v > v_c) v_c = v, q_c = q;
+    }
+    if (int(cur.size()) == max_depth_) return;
+    for (int w = 1; w <= cap; ++w) {
+      cur.push_back(w);
+      if (TreeOptions::nodes(cur) <= max_nodes_) self(self, w);
+      cur.pop_back();
+    }
+  };
+  rec(rec, kMaxWidth);
+  if (q_c == 0 || v_c < (1 - kRetimeMargin) * v_win) return false;
+  // The timed point that prices it: its own, else the last one below it.
+  int q = 0;
+  for (const auto& [pq, sec] : curve_.points()) if (pq <= q_c) q = pq;
+  const auto n = size_t(q);
+  if (q <= 1 || n >= timings_.size() || timings_[n] >= kMaxTimings ||
+      choices_ - timed_at_[n] < kRetimeAfter) {
+    return false;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  curve_.lower_point(q, timer_(q));
+  timing_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ++timings_[n];
+  timed_at_[n] = choices_;
+  ++retimed_;
+  return true;
+}
+
+void TreeChooser::note_timed(int q) {
+  const auto n = size_t(q);
+  if (n >= timings_.size()) return;
+  ++timings_[n];
+  timed_at_[n] = choices_;
+}
+
+void TreeChooser::pick() {
   // Every non-increasing width sequence up to the depth and node limits.
   std::vector<int> best, cur;
   double best_v = 0;
@@ -202,9 +258,9 @@ void TreeChooser::choose() {
     const auto t0 = std::chrono::steady_clock::now();
     curve_.add_point(t, timer_(t));
     timing_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    note_timed(t);
   }
   widths_ = best;
-  ++choices_;
 }
 
 const std::vector<int>& TreeChooser::widths() {

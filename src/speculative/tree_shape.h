@@ -85,6 +85,14 @@ class TreeChooser {
   // again with the curve flat beyond its last point (optimistic), and a winner
   // there past the last point is timed too (with the same doubling cap). The
   // timing is left out of the cycle's seconds (observe_cycle).
+  // A point timed in a noisy moment would otherwise decide for good: m(3)
+  // timed at 1.58 decodes instead of ~1.2 (and m(4) raised to it) kept a
+  // 2-deep chain from ever being chosen on a memory-bound target — auto ran
+  // at 1.54x plain against the chain's 1.96x (docs/PERFORMANCE.md, issue 16,
+  // "Session 31"). So when the best shape verifying another row count than
+  // the winner comes within kRetimeMargin of it, the timed point that prices
+  // it is timed again (at most kMaxTimings timings per point, kRetimeAfter
+  // choices apart) and keeps the lower timing (CostCurve::lower_point).
   TreeChooser(CostCurve curve, double decode_s, int max_depth, int max_nodes, Timer timer = {});
 
   // The shape for the next cycle.
@@ -103,10 +111,14 @@ class TreeChooser {
   double cycle_seconds(const std::vector<int>& w) const;  // model + overhead
   double overhead_seconds() const { return overhead_; }
   int choices_made() const { return choices_; }
+  int points_retimed() const { return retimed_; }
   const CostCurve& curve() const { return curve_; }
 
  private:
   void choose();
+  void pick();               // widths_ = the best shape (timing points it needs)
+  bool retime_contender();   // true: a point was timed again (see the constructor)
+  void note_timed(int q);
   double model_seconds(const std::vector<int>& w) const;
   double verify_seconds(int q) const;  // curve_(q), flat past the last point if optimistic_
   CostCurve curve_;
@@ -114,6 +126,10 @@ class TreeChooser {
   int max_depth_, max_nodes_;
   static constexpr int kMaxWidth = 8, kEvery = 8;
   static constexpr double kDecay = 0.98, kPriorWeight = 2.0;
+  static constexpr double kRetimeMargin = 0.25;
+  static constexpr int kMaxTimings = 2, kRetimeAfter = 4;
+  std::vector<int> timings_, timed_at_;  // [q]: timings of the point, choice of the last
+  int retimed_ = 0;
   std::vector<std::vector<double>> acc_, seen_;  // [depth-1][rank]
   CallCostFit modules_{kDecay};  // module call seconds by rows
   double default_call_s_;

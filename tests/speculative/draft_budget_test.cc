@@ -28,6 +28,24 @@ TEST(DraftBudget, CostCurveInterpolatesAndExtends) {
   EXPECT_DOUBLE_EQ(c(0), 0.0);
 }
 
+// Timed points stay non-decreasing, and a point timed again keeps its lower
+// timing: points above it that a noisy timing had raised come back down to
+// their own timings (a noisy m(3) = 1.58 had held m(4) at 1.58 for good).
+TEST(DraftBudget, ATimedPointTimedAgainKeepsItsLowerTiming) {
+  CostCurve c({{1, 1.0}, {2, 1.07}});
+  c.add_point(3, 1.58);  // noisy
+  c.add_point(4, 1.15);  // raised to 1.58
+  EXPECT_DOUBLE_EQ(c.timed(4), 1.58);
+  c.lower_point(3, 1.12);
+  EXPECT_DOUBLE_EQ(c.timed(3), 1.12);
+  EXPECT_DOUBLE_EQ(c.timed(4), 1.15);
+  c.lower_point(3, 1.30);  // a slower timing changes nothing
+  EXPECT_DOUBLE_EQ(c.timed(3), 1.12);
+  c.lower_point(2, 0.9);  // below q = 1's: still non-decreasing
+  EXPECT_DOUBLE_EQ(c.timed(2), 1.0);
+  EXPECT_THROW(c.lower_point(5, 1.0), std::exception);
+}
+
 TEST(DraftBudget, CostCurveFollowsMeasuredForwards) {
   CostCurve c({{1, 1.0}, {8, 1.07}});  // timed at start: flat
   EXPECT_DOUBLE_EQ(c(5), 1.04);
