@@ -168,21 +168,11 @@ bool TreeChooser::retime_contender() {
   const double v_win = expected_tokens(widths_) / cycle_seconds(widths_);
   int q_c = 0;
   double v_c = 0;
-  std::vector<int> cur;
-  auto rec = [&](auto&& self, int cap) -> void {
-    const int q = 1 + TreeOptions::nodes(cur);
-    if (!cur.empty() && q != q_win) {
-      const double v = expected_tokens(cur) / cycle_seconds(cur);
-      if (v > v_c) v_c = v, q_c = q;
-    }
-    if (int(cur.size()) == max_depth_) return;
-    for (int w = 1; w <= cap; ++w) {
-      cur.push_back(w);
-      if (TreeOptions::nodes(cur) <= max_nodes_) self(self, w);
-      cur.pop_back();
-    }
-  };
-  rec(rec, kMaxWidth);
+  each_shape([&](const std::vector<int>& w) {
+    const int q = 1 + TreeOptions::nodes(w);
+    const double v = q != q_win ? expected_tokens(w) / cycle_seconds(w) : 0;
+    if (v > v_c) v_c = v, q_c = q;
+  });
   if (q_c == 0 || v_c < (1 - kRetimeMargin) * v_win) return false;
   // The timed point that prices it: its own, else the last one below it.
   int q = 0;
@@ -208,15 +198,11 @@ void TreeChooser::note_timed(int q) {
   timed_at_[n] = choices_;
 }
 
-void TreeChooser::pick() {
+void TreeChooser::each_shape(const std::function<void(const std::vector<int>&)>& fn) const {
   // Every non-increasing width sequence up to the depth and node limits.
-  std::vector<int> best, cur;
-  double best_v = 0;
+  std::vector<int> cur;
   auto rec = [&](auto&& self, int cap) -> void {
-    if (!cur.empty()) {
-      const double v = expected_tokens(cur) / cycle_seconds(cur);
-      if (v > best_v) best_v = v, best = cur;
-    }
+    if (!cur.empty()) fn(cur);
     if (int(cur.size()) == max_depth_) return;
     for (int w = 1; w <= cap; ++w) {
       cur.push_back(w);
@@ -224,12 +210,24 @@ void TreeChooser::pick() {
       cur.pop_back();
     }
   };
+  rec(rec, kMaxWidth);
+}
+
+void TreeChooser::pick() {
+  std::vector<int> best;
+  double best_v = 0;
+  auto rec = [&] {
+    each_shape([&](const std::vector<int>& w) {
+      const double v = expected_tokens(w) / cycle_seconds(w);
+      if (v > best_v) best_v = v, best = w;
+    });
+  };
   // With a timer: until the winner's verify size is a timed point (each
   // round times one new q, so at most max_nodes rounds).
   for (int round = 0; round <= max_nodes_; ++round) {
     best = {1};
     best_v = expected_tokens(best) / cycle_seconds(best);
-    rec(rec, kMaxWidth);
+    rec();
     int q = 1 + TreeOptions::nodes(best);
     if (!timer_) break;
     if (curve_.has_point(q)) {
@@ -238,7 +236,7 @@ void TreeChooser::pick() {
       const std::vector<int> winner = best;
       const double winner_v = best_v;
       optimistic_ = true;
-      rec(rec, kMaxWidth);
+      rec();
       optimistic_ = false;
       const int q_opt = 1 + TreeOptions::nodes(best);
       best = winner;

@@ -119,6 +119,8 @@ class TreeChooser {
   void pick();               // widths_ = the best shape (timing points it needs)
   bool retime_contender();   // true: a point was timed again (see the constructor)
   void note_timed(int q);
+  // fn(w) for every shape: non-increasing widths, depth <= max_depth_, nodes <= max_nodes_.
+  void each_shape(const std::function<void(const std::vector<int>&)>& fn) const;
   double model_seconds(const std::vector<int>& w) const;
   double verify_seconds(int q) const;  // curve_(q), flat past the last point if optimistic_
   CostCurve curve_;
