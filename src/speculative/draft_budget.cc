@@ -9,7 +9,8 @@
 
 namespace mtp::speculative {
 
-CostCurve::CostCurve(std::vector<std::pair<int, double>> points) : pts_(std::move(points)) {
+CostCurve::CostCurve(std::vector<std::pair<int, double>> points)
+    : pts_(std::move(points)), raw_(pts_) {
   MTP_CHECK(!pts_.empty(), "a cost curve needs at least one point");
   for (size_t i = 1; i < pts_.size(); ++i) {
     MTP_CHECK(pts_[i].first > pts_[i - 1].first, "cost curve q values must ascend");
@@ -69,7 +70,6 @@ void CostCurve::rebuild() {
 }
 
 void CostCurve::add_point(int q, double seconds) {
-  if (raw_.empty()) raw_ = pts_;  // the constructor's points, as given
   auto it = std::lower_bound(raw_.begin(), raw_.end(), q,
                              [](const auto& p, int x) { return p.first < x; });
   if (it != raw_.end() && it->first == q) it->second = seconds;
@@ -78,7 +78,6 @@ void CostCurve::add_point(int q, double seconds) {
 }
 
 void CostCurve::lower_point(int q, double seconds) {
-  if (raw_.empty()) raw_ = pts_;
   auto it = std::find_if(raw_.begin(), raw_.end(), [&](const auto& p) { return p.first == q; });
   MTP_CHECK(it != raw_.end(), "lower_point({}): no timed point there", q);
   it->second = std::min(it->second, seconds);

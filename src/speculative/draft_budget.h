@@ -62,7 +62,7 @@ class CostCurve {
   double ratio(int q) const;
   void rebuild();  // pts_ = raw_ made non-decreasing
   std::vector<std::pair<int, double>> pts_;
-  std::vector<std::pair<int, double>> raw_;  // the timings as given (add_point, lower_point)
+  std::vector<std::pair<int, double>> raw_;  // the timings as given (constructor, add_point, lower_point)
   std::vector<std::pair<int, double>> live_;  // (q, measured / timed), q ascending
 };
 

@@ -202,7 +202,7 @@ void SourceGate::observe_verify(int q, double seconds) {
   if (tracked && !cost_live_[size_t(q - 1)] && seconds < c) {
     c = seconds;
   } else {
-    c += (tracked && stale(q) ? o_.stale_weight : o_.cost_ema) * (seconds - c);
+    c += (stale(q) ? o_.stale_weight : o_.cost_ema) * (seconds - c);
   }
   // Fewer rows never cost more (CostModel::at): a stale point of fewer rows
   // above this one is lowered to it. Otherwise, after a slow patch, the
