@@ -159,8 +159,8 @@ void AcceptCounters::step() {
   for (double& x : accepted_) x *= kForget;
 }
 
-void AcceptCounters::add(int reached, int accepted) {
-  for (int d = 0; d < std::min(reached, int(drafted_.size())); ++d) {
+void AcceptCounters::add(int reached, int accepted, int from) {
+  for (int d = std::max(0, from); d < std::min(reached, int(drafted_.size())); ++d) {
     drafted_[size_t(d)] += 1;
     if (d < accepted) accepted_[size_t(d)] += 1;
   }

@@ -121,8 +121,9 @@ class AcceptCounters {
       : drafted_(size_t(std::max(0, k_max)), 0.0), accepted_(drafted_) {}
   void step();
   // One verified cycle: its tree reached depth `reached`, its accepted path
-  // `accepted` drafts.
-  void add(int reached, int accepted);
+  // `accepted` drafts. from > 0: only depths from + 1 on (the rest of a
+  // judgement whose shallower depths were counted already).
+  void add(int reached, int accepted, int from = 0);
   std::vector<double> estimate(int k_max, double prior) const {
     return estimate_accept(drafted_, accepted_, k_max, prior);
   }

@@ -172,12 +172,12 @@ void SourceGate::observe(int source, int len, int accepted, double cycle_s) {
   }
 }
 
-void SourceGate::observe_shadow(int source, int len, int matched, int known) {
-  if (source < 0 || len <= 0 || known <= 0) return;
+void SourceGate::observe_shadow(int source, int len, int matched, int known, int from) {
+  if (source < 0 || from < 0 || len <= from || known <= from || matched < from) return;
   Source& s = src_[size_t(source)];
   const int acc = std::min({matched, known, len});
   const bool rejected = matched < known && matched < len;
-  for (int j = 0; j < acc + (rejected ? 1 : 0); ++j) {
+  for (int j = from; j < acc + (rejected ? 1 : 0); ++j) {
     const size_t p = size_t(std::min(j, max_k_ - 1));
     s.seen[p] = s.seen[p] * o_.decay + 1;
     s.acc[p] = s.acc[p] * o_.decay + (j < acc ? 1 : 0);

@@ -30,7 +30,9 @@
 // probe (16 + 32 + 64 + 128 cycles: most of a generation).
 // Sources whose proposals cost nothing (lookups) are also judged every cycle
 // against the tokens the target emitted (observe_shadow), so their estimates
-// stay live while another source is verified.
+// stay live while another source is verified — and past the drafts verified,
+// as the committed text reaches them (UnionProposer), so a position the gate
+// stopped verifying does not keep its last bad estimate for good.
 //
 // Extension point (trees): value() and expected_tokens() are per (source, L);
 // a tree verifier would rank several sources' chains by value, merge them
@@ -128,7 +130,10 @@ class SourceGate {
   // known) count as accepted; position `matched` as rejected when matched <
   // known and < len; deeper positions are unknown. Live evidence at no cost —
   // it also stands in for a probe (the source's idle clock restarts).
-  void observe_shadow(int source, int len, int matched, int known);
+  // from > 0: only positions >= from are judged (those below were judged
+  // already) — a proposal's tail judged later, once the committed text
+  // reached it (UnionProposer: also the tail of the chain verified).
+  void observe_shadow(int source, int len, int matched, int known, int from = 0);
   // Live timings: a verify of q rows; source s drafting a chain of len.
   void observe_verify(int q, double seconds);
   void observe_draft(int source, int len, double seconds);

@@ -88,4 +88,19 @@ std::vector<int32_t> prompt_lookup_reference(std::span<const int32_t> c, const L
   return {};
 }
 
+void ProposalJudge::add(int arm, size_t n0, int from, std::span<const int32_t> drafts) {
+  if (from < 0 || size_t(from) >= drafts.size()) return;  // nothing left to judge
+  pending_.push_back({arm, from, n0, std::vector<int32_t>(drafts.begin(), drafts.end())});
+}
+
+ProposalJudge::Verdict ProposalJudge::step(const Pending& p, std::span<const int32_t> committed) {
+  Verdict v{p.arm, int(p.drafts.size()), p.from, p.from, 0};
+  v.known = committed.size() > p.n0 ? int(std::min(committed.size() - p.n0, p.drafts.size() + 1)) : 0;
+  const int end = std::min(v.known, v.len);
+  while (v.matched < end && p.drafts[size_t(v.matched)] == committed[p.n0 + size_t(v.matched)]) {
+    ++v.matched;
+  }
+  return v;
+}
+
 }  // namespace mtp::speculative

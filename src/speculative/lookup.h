@@ -13,6 +13,7 @@
 // A 64-bit hash collision is caught by comparing the n tokens (it then only
 // loses that proposal; a source only proposes, the verifier decides).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <unordered_map>
@@ -70,6 +71,55 @@ class PromptLookup : public ChainSource {
   int last_class_ = 0;  // matched n - 1 of the last proposal
   std::vector<int32_t> tokens_;
   std::vector<std::unordered_map<uint64_t, int32_t>> last_end_;  // [n-1]: hash -> end position
+};
+
+// Lookup proposals judged against the committed text as it grows — free
+// evidence, since a lookup proposes without a forward. A proposal made when
+// the text held n0 tokens is judged from position `from` on (the positions
+// below it were judged already, all right): each position as the text
+// reaches it, up to its first wrong draft or its end. Callers judge the
+// drafts past the ones they verified this way too — otherwise a position an
+// estimate stopped verifying kept the estimate of its last bad patch for
+// good (the union's gate, union_proposer.h; the scheduler's arms,
+// scheduler_lookups.h). Each pending proposal ends within len - from
+// committed tokens, so at most max_draft + 1 cycles' proposals wait.
+class ProposalJudge {
+ public:
+  // What judge() learned of one proposal: positions [from, min(matched,
+  // known, len)) right; position `matched` wrong when matched < min(known,
+  // len); `known` tokens of the text after n0 exist (positions >= known are
+  // unknown).
+  struct Verdict {
+    int arm, len, from, matched, known;
+  };
+  // arm: the caller's id for the proposal's estimate (source and class).
+  void add(int arm, size_t n0, int from, std::span<const int32_t> drafts);
+  // Judges every pending proposal as far as `committed` (the whole text; it
+  // only grows) goes: on_verdict(v) per proposal with a position newly known.
+  template <class F>
+  void judge(std::span<const int32_t> committed, F&& on_verdict) {
+    size_t kept = 0;
+    for (size_t e = 0; e < pending_.size(); ++e) {
+      Pending& p = pending_[e];
+      Verdict v = step(p, committed);
+      if (v.known > p.from) on_verdict(v);
+      if (v.matched < std::min(v.known, v.len) || v.matched == v.len) continue;  // done
+      p.from = v.matched;  // all of it known so far was right
+      if (kept != e) pending_[kept] = std::move(p);
+      ++kept;
+    }
+    pending_.resize(kept);
+  }
+  size_t pending() const { return pending_.size(); }
+
+ private:
+  struct Pending {
+    int arm, from;
+    size_t n0;
+    std::vector<int32_t> drafts;
+  };
+  static Verdict step(const Pending& p, std::span<const int32_t> committed);
+  std::vector<Pending> pending_;
 };
 
 // The brute-force definition PromptLookup implements (for tests): scans every

@@ -573,8 +573,7 @@ void Scheduler::plan_and_forward() {
     }
     if (s.lookups) {
       s.lookups->judge(arms_, s.chosen, int(s.tree->size()),
-                       int(s.spec->accepted_nodes().size()),
-                       std::span<const int32_t>(s.committed).subspan(n_before));
+                       int(s.spec->accepted_nodes().size()), s.committed, n_before);
     }
     emit_new_tokens(s, before, s.tree, &s.spec->accepted_nodes());
     if (!s.sink.done()) {

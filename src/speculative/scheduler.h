@@ -35,8 +35,8 @@
 // --lookup`): each decoding sequence asks its sources every step — its own
 // prompt lookup, the shared history store — for a chain (free: no forward).
 // Their live acceptance is kept per arm (source × matched suffix length),
-// pooled over all sequences and judged also when not verified
-// (scheduler_lookups.h). A proposal whose net value this step exceeds the
+// pooled over all sequences and judged also when not verified and past the
+// depths verified, as later steps commit the text (scheduler_lookups.h). A proposal whose net value this step exceeds the
 // drafter chain's (chain_net_value: expected accepted tokens less the decode
 // rate times the cost of its rows and, for the drafter, of its module work)
 // replaces that chain; the budget then sizes it among all sequences as a

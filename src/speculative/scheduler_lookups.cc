@@ -9,8 +9,8 @@ LookupArms::LookupArms(int classes, int max_k)
     : classes_(std::max(1, classes)),
       arms_(size_t(kSources * classes_), AcceptCounters(max_k)) {}
 
-AcceptCounters& LookupArms::at(int source, int cls) {
-  return arms_[size_t(source * classes_ + std::clamp(cls, 0, classes_ - 1))];
+int LookupArms::arm(int source, int cls) const {
+  return source * classes_ + std::clamp(cls, 0, classes_ - 1);
 }
 
 DraftSource::Kind lookup_source_kind(int source) {
@@ -64,21 +64,23 @@ BudgetSeq SeqLookups::propose(std::span<const int32_t> committed, int limit, Loo
 }
 
 void SeqLookups::judge(LookupArms& arms, int chosen, int verified, int accepted,
-                       std::span<const int32_t> emitted) const {
+                       std::span<const int32_t> committed, size_t n_before) {
   for (size_t i = 0; i < proposals_.size(); ++i) {
     const Proposal& p = proposals_[i];
-    AcceptCounters& c = arms.at(p.source, p.cls);
-    c.step();
+    const int arm = arms.arm(p.source, p.cls);
+    arms.at(arm).step();
     if (int(i) == chosen) {  // verified: every node reached, the accepted path
-      c.add(verified, accepted);
+      arms.at(arm).add(verified, accepted);
+      if (accepted == verified) judge_.add(arm, n_before, verified, p.tokens);  // the rest later
       continue;
     }
-    // Not verified: right as far as the emitted tokens show.
-    const int reached = int(std::min(p.tokens.size(), emitted.size()));
-    int matched = 0;
-    while (matched < reached && p.tokens[size_t(matched)] == emitted[size_t(matched)]) ++matched;
-    c.add(reached, matched);
+    judge_.add(arm, n_before, 0, p.tokens);
   }
+  // Right as far as the committed text shows: every position it reaches
+  // counts as reached (as in a verified chain), the common prefix accepted.
+  judge_.judge(committed, [&](const ProposalJudge::Verdict& v) {
+    arms.at(v.arm).add(std::min(v.known, v.len), v.matched, v.from);
+  });
 }
 
 }  // namespace mtp::speculative

@@ -11,7 +11,11 @@
 //   - not verified: judged against the tokens the step committed, as far as
 //     they go (reached = min(length, emitted), accepted = the common prefix)
 //     — free evidence, so an arm the budget stopped verifying keeps being
-//     measured and comes back when the text starts repeating.
+//     measured and comes back when the text starts repeating;
+//   - the rest of each proposal — the unverified drafts past a verified
+//     chain all accepted, the part of another the step's tokens did not
+//     reach — as later steps commit the text (lookup.h ProposalJudge), so
+//     depths the budget stopped verifying are measured too.
 // Every judgement first forgets (AcceptCounters::step, ×0.9), so an arm
 // follows the text's recent behaviour.
 #pragma once
@@ -38,7 +42,9 @@ class LookupArms {
   static constexpr int kSources = 2;  // 0 prompt lookup, 1 history
   LookupArms() = default;
   LookupArms(int classes, int max_k);
-  AcceptCounters& at(int source, int cls);
+  AcceptCounters& at(int source, int cls) { return at(arm(source, cls)); }
+  int arm(int source, int cls) const;  // the arm's index
+  AcceptCounters& at(int arm) { return arms_[size_t(arm)]; }
 
  private:
   int classes_ = 0;
@@ -65,9 +71,10 @@ class SeqLookups {
   BudgetSeq propose(std::span<const int32_t> committed, int limit, LookupArms& arms,
                     SpecStats& stats);
   // After the step's verify: each proposal's arm learns (see above). chosen:
-  // the proposal verified (-1: none), `verified` / `accepted` its nodes.
+  // the proposal verified (-1: none), `verified` / `accepted` its nodes;
+  // committed: the sequence's text, n_before tokens of it before this step.
   void judge(LookupArms& arms, int chosen, int verified, int accepted,
-             std::span<const int32_t> emitted) const;
+             std::span<const int32_t> committed, size_t n_before);
 
   const std::vector<Proposal>& proposals() const { return proposals_; }
   int best() const { return best_; }  // index of propose()'s pick (-1: none)
@@ -77,6 +84,7 @@ class SeqLookups {
   std::shared_ptr<const HistoryStore> history_;
   std::vector<Proposal> proposals_;
   int best_ = -1;
+  ProposalJudge judge_;  // proposals' drafts not judged yet
 };
 
 }  // namespace mtp::speculative

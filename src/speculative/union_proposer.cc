@@ -121,15 +121,18 @@ void UnionProposer::commit(std::span<const int32_t> committed) {
   const int accepted = std::clamp(int(committed.size()) - last_n_ - 1, 0, last_len_);
   gate_->observe(last_.source, last_len_, accepted, verify_s + last_draft_s_);
   gate_->tick(last_);
-  // The lookups not verified, judged against what the target emitted.
-  const std::span<const int32_t> truth = committed.subspan(size_t(std::min(last_n_, int(committed.size()))));
+  // Every lookup proposal is judged against the committed text: those not
+  // verified from their first draft, the verified one past the drafts it had
+  // verified when they were all accepted (its tail) — as far as the text is
+  // known now, the rest as later cycles commit it (lookup.h ProposalJudge).
   for (size_t i = 0; i < lookups_.size(); ++i) {
-    const auto& p = proposals_[i];
-    if (prop_arm_[i] == last_.source || p.empty()) continue;
-    const size_t n = std::min(p.size(), truth.size());
-    const int matched = int(std::mismatch(p.begin(), p.begin() + long(n), truth.begin()).first - p.begin());
-    gate_->observe_shadow(prop_arm_[i], int(p.size()), matched, int(truth.size()));
+    const bool verified = prop_arm_[i] == last_.source;
+    if (verified && accepted < last_len_) continue;  // its deeper drafts were never reached
+    judge_.add(prop_arm_[i], size_t(last_n_), verified ? last_len_ : 0, proposals_[i]);
   }
+  judge_.judge(committed, [&](const ProposalJudge::Verdict& v) {
+    gate_->observe_shadow(v.arm, v.len, v.matched, v.known, v.from);
+  });
 }
 
 }  // namespace mtp::speculative

@@ -25,6 +25,14 @@
 // acceptance; probes, shadow judgements and costs are per arm (with one
 // estimate per lookup the union verified history's 1-token matches as
 // readily as its 4-token ones: PERFORMANCE.md "Session 16").
+// Deep positions: a lookup's proposal is judged against the committed text
+// to its end — the drafts past the ones verified too, as later cycles commit
+// the text they guessed (lookup.h ProposalJudge). With only the verified
+// drafts judged, a position the gate stopped verifying kept the estimate of
+// its last bad patch for good: history alone on the widened demo target's
+// `quote` prompts verified 3-draft chains in 96 % of one run's cycles (3.05
+// tokens per cycle against 3.85 in other runs; PERFORMANCE.md, issue-17
+// section "Session 32").
 // Attribution: the verified chain has one source, so a token two sources
 // proposed is credited to the one whose chain was verified (the tree union
 // would credit the first source on that path: see gate.h).
@@ -90,6 +98,7 @@ class UnionProposer : public Proposer {
   SourceGate::Choice last_;
   int last_n_ = 0, last_len_ = 0;
   bool pending_ = false;  // a proposal awaits its commit
+  ProposalJudge judge_;  // the lookups' proposals, judged as the text grows
   std::vector<double> mtp_cost_;  // [len - 1] the MTP source's drafting seconds now
   double last_draft_s_ = 0;       // the MTP source's catch-up + drafting this cycle
   Clock::time_point proposed_at_;

@@ -313,6 +313,46 @@ TEST(Gate, SourceThatRecoversIsChosenAgain) {
   for (size_t c = first + 1; c < r.trace.size(); ++c) ASSERT_EQ(r.choices[c], 0) << "cycle " << c;
 }
 
+// A lookup whose first 4 drafts are always right and whose drafts 4..7 are
+// wrong while 400 <= N < 900: through that patch the gate verifies 4 of its 8
+// drafts (the 4 wrong ones cost rows and add nothing). After it the whole
+// proposal is right again, and the gate must see it without verifying those
+// positions: the drafts past the verified ones are judged against the text
+// the target commits later. When only verified drafts were judged, positions
+// 4..7 kept the estimates of the patch and the chains stayed 4 long to the
+// end (costs fixed here, so no length probe either).
+TEST(Gate, ALookupsDraftsPastTheVerifiedOnesAreJudgedToo) {
+  const auto stream = random_stream(4000, 21);
+  class TailSource : public ChainSource {
+   public:
+    explicit TailSource(const std::vector<int32_t>& s) : s_(s) {}
+    DraftSource::Kind kind() const override { return DraftSource::Kind::History; }
+    void propose(std::span<const int32_t> c, int max_k, std::vector<int32_t>& out) override {
+      const size_t n = c.size();
+      const bool patch = n >= 400 && n < 900;
+      out.clear();
+      for (int j = 0; j < std::min(8, max_k); ++j)
+        out.push_back(s_[n + size_t(j)] + (patch && j >= 4 ? 1000 : 0));
+    }
+
+   private:
+    const std::vector<int32_t>& s_;
+  } s(stream);
+  UnionRun r = run(stream, {&s}, 2500, 8);
+  ASSERT_EQ(r.tokens, std::vector<int32_t>(stream.begin() + 4, stream.begin() + 4 + 2500));
+  auto share_of_len = [&](int lo, int hi, size_t len) {  // cycles at lo <= N < hi
+    long n = 0, of_len = 0;
+    for (const CycleTrace& t : r.trace) {
+      if (t.n_committed < lo || t.n_committed >= hi) continue;
+      ++n;
+      of_len += t.drafts.size() == len;
+    }
+    return n > 0 ? double(of_len) / double(n) : -1.0;
+  };
+  EXPECT_GT(share_of_len(500, 900, 4), 0.9);   // the patch: 4 drafts
+  EXPECT_GT(share_of_len(1100, 2500, 8), 0.9);  // after it: all 8 again
+}
+
 TEST(Gate, AlwaysRightSourceIsPreferred) {
   const auto stream = random_stream(3000, 2);
   std::mt19937 rng(5);

@@ -2,7 +2,8 @@
 // sequences: prompt lookup (longest suffix, most recent earlier occurrence)
 // and the history store (most frequent continuation); incremental updates
 // equal a rebuild; the history's memory bound holds and eviction equals a
-// store built from the documents kept.
+// store built from the documents kept; proposals judged as the text grows
+// (ProposalJudge) add up to one judgement against the whole text.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -151,6 +152,71 @@ TEST(HistoryStore, ProposesTheMostFrequentContinuation) {
   h.propose(std::vector<int32_t>{7, 1, 2}, 3, out);
   // After [1 2]: 4 twice, 3 once; after [2 4]: 5 once; after [4 5]: nothing, [5]: nothing.
   EXPECT_EQ(out, (std::vector<int32_t>{4, 5}));
+}
+
+// Random proposals judged while a random text grows by random steps (a
+// draft is right with probability 0.7): per proposal, the verdicts judge each
+// position once, in order, and together equal the judgement of the whole
+// final text — the common prefix accepted, the first wrong draft rejected,
+// nothing past it; a proposal stops waiting once decided.
+TEST(ProposalJudge, VerdictsAsTheTextGrowsEqualOneJudgementOfTheWholeText) {
+  std::mt19937 rng(17);
+  for (int round = 0; round < 50; ++round) {
+    const std::vector<int32_t> text = random_seq(rng, 400, 5);
+    ProposalJudge j;
+    struct Seen {
+      size_t n0;
+      int from, len, next;  // next: the first position not judged yet
+      bool decided = false;
+      int matched = -1;
+    };
+    std::vector<Seen> seen;
+    std::vector<std::vector<int32_t>> drafts;
+    size_t n = 10;
+    while (n < text.size() - 20) {
+      // 0..2 proposals at this point, each 1..12 drafts, judged from 0..2.
+      for (int k = int(rng() % 3); k > 0; --k) {
+        std::vector<int32_t> d;
+        for (int i = 0, len = 1 + int(rng() % 12); i < len; ++i)
+          d.push_back(rng() % 10 < 7 ? text[n + size_t(i)] : 9);  // 9 never occurs in text
+        const int from = int(rng() % 3);
+        if (from >= int(d.size())) continue;  // add() keeps nothing to judge
+        // The positions below from are right (a caller's precondition).
+        bool ok = true;
+        for (int i = 0; i < from; ++i) ok &= d[size_t(i)] == text[n + size_t(i)];
+        if (!ok) continue;
+        j.add(int(seen.size()), n, from, d);
+        seen.push_back({n, from, int(d.size()), from});
+        drafts.push_back(d);
+      }
+      n += 1 + rng() % 5;
+      j.judge(std::span(text).first(n), [&](const ProposalJudge::Verdict& v) {
+        Seen& s = seen[size_t(v.arm)];
+        ASSERT_FALSE(s.decided) << "a decided proposal judged again";
+        ASSERT_EQ(v.from, s.next) << "positions judged twice or skipped";
+        ASSERT_EQ(v.len, s.len);
+        ASSERT_GT(std::min(v.known, v.len), v.from);
+        s.next = std::min({v.matched + 1, v.known, v.len});
+        if (v.matched < std::min(v.known, v.len) || v.matched == v.len) {
+          s.decided = true;
+          s.matched = v.matched;
+        }
+      });
+    }
+    size_t waiting = 0;
+    for (size_t a = 0; a < seen.size(); ++a) {
+      const Seen& s = seen[a];
+      if (s.n0 + size_t(s.len) + 1 > n) {  // the text may not reach its end yet
+        waiting += !s.decided;
+        continue;
+      }
+      int m = 0;  // brute force over the whole text
+      while (m < s.len && drafts[a][size_t(m)] == text[s.n0 + size_t(m)]) ++m;
+      ASSERT_TRUE(s.decided) << "proposal " << a << " still waits with its text known";
+      EXPECT_EQ(s.matched, m) << "proposal " << a;
+    }
+    EXPECT_EQ(j.pending(), waiting);
+  }
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 // sequence's tokens still equal plain generate()'s (greedy and coupled T > 0,
 // several sequences per forward, with and without the cost budget); lookups
 // are verified and accepted where the text repeats; the history store learns
-// every finished sequence and no cancelled one.
+// every finished sequence and no cancelled one; an arm learns the depths past
+// the ones the budget verified, as the text reaches them.
 #include <fmt/core.h>
 #include <gtest/gtest.h>
 
@@ -16,6 +17,7 @@
 #include "spec_fixture.h"
 #include "speculative/generate.h"
 #include "speculative/scheduler.h"
+#include "speculative/scheduler_lookups.h"
 #include "test_util.h"
 
 namespace mtp::speculative {
@@ -174,6 +176,38 @@ TEST(SchedulerLookups, BadLookupOptionsAreRefused) {
   so.lookup_prompt = true;
   so.lookup.max_draft = 0;
   EXPECT_THROW(Scheduler(*t.model, nullptr, nullptr, so, nullptr), InputError);
+}
+
+// A prompt lookup over a periodic text is right at every depth, but the
+// budget verifies only 2 of its 8 drafts each step. Its arm must still learn
+// that depths 3..8 are right: the drafts past the verified ones are judged as
+// later steps commit the text. Judged only where verified or reached by the
+// step's own tokens, depth 6 kept the prior's 0.5^6 and the budget never
+// found the longer chain worth its rows.
+TEST(SchedulerLookups, AnArmLearnsTheDepthsPastTheOnesVerified) {
+  std::vector<int32_t> text;
+  for (int i = 0; i < 200; ++i) text.push_back(int32_t(3 + i % 11));
+  LookupOptions o;
+  o.max_draft = 8;
+  SeqLookups seq(true, o, nullptr);
+  LookupArms arms(o.ngram_max, o.max_draft);
+  SpecStats stats;
+  std::vector<int32_t> committed(text.begin(), text.begin() + 30);
+  int cls = -1;
+  for (int step = 0; step < 20; ++step) {
+    const size_t before = committed.size();
+    seq.propose(committed, 8, arms, stats);
+    ASSERT_EQ(seq.best(), 0);
+    const auto& p = seq.proposals()[0];
+    ASSERT_EQ(p.tokens.size(), 8u);
+    cls = p.cls;
+    // Verified 2 drafts, both accepted, then the target's own token.
+    committed.insert(committed.end(), text.begin() + long(before), text.begin() + long(before) + 3);
+    seq.judge(arms, 0, 2, 2, committed, before);
+  }
+  const std::vector<double> est = arms.at(0, cls).estimate(8, LookupArms::kPrior);
+  EXPECT_GT(est[5], 0.5) << "depth 6 not learned past the verified depths";
+  EXPECT_GT(est[7], 0.5);
 }
 
 }  // namespace
