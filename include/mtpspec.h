@@ -121,6 +121,15 @@ typedef struct mtpspec_engine_params {
   int32_t background;         /* 1: run on an own thread (see the rules above) */
   mtpspec_callback callback;  /* may be NULL (events are dropped) */
   void* user_data;
+  /* Draft sources beside the drafter (free to propose: no forward), used by
+   * requests with speculate = 1, also on a model without a drafter; accepted
+   * drafts of theirs come with origin MTPSPEC_ORIGIN_OTHER. The scheduler
+   * verifies a proposal only where its live acceptance pays for the rows. */
+  int32_t lookup_prompt;      /* 1: each sequence's own text (prompt lookup) */
+  double history_mb;          /* > 0: a store of the engine's finished sequences,
+                                 bounded to this many MiB (oldest evicted); 0: none */
+  int32_t lookup_ngram_max;   /* longest suffix matched, 1..64 (0: 4) */
+  int32_t lookup_max_draft;   /* longest lookup draft, 1..256 (0: 8) */
 } mtpspec_engine_params;
 
 typedef struct mtpspec_request {

@@ -4,6 +4,7 @@
 #define MTPSPEC_BUILDING_LIBRARY
 #include "mtpspec.h"
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -125,6 +126,33 @@ mtp::speculative::Request to_request(const mtpspec_model& m, const mtpspec_reque
   return q;
 }
 
+// mtpspec_engine_params' lookup fields → so (InputError naming the field).
+void apply_lookups(const mtpspec_engine_params& p, mtp::speculative::SchedulerOptions& so) {
+  using mtp::InputError;
+  auto field = [](const char* name, int32_t v, int32_t dflt, int32_t hi) {
+    if (v == 0) return dflt;
+    if (v < 1 || v > hi) {
+      mtp::fail<InputError>("mtpspec_engine_params.{} must be 1..{} (0: {}), got {}", name, hi,
+                            dflt, v);
+    }
+    return v;
+  };
+  const mtp::speculative::LookupOptions d;
+  so.lookup.ngram_max = field("lookup_ngram_max", p.lookup_ngram_max, d.ngram_max, 64);
+  so.lookup.max_draft = field("lookup_max_draft", p.lookup_max_draft, d.max_draft, 256);
+  so.lookup_prompt = p.lookup_prompt != 0;
+  // 0 (none) or a positive bound up to 1 TiB (the store grows only with what
+  // it learns; the bound caps it). The comparisons also refuse NaN.
+  if (!(p.history_mb >= 0 && p.history_mb <= double(1 << 20))) {
+    mtp::fail<InputError>("mtpspec_engine_params.history_mb must be 0 (no history) or a size in "
+                          "MiB up to 1048576, got {}", p.history_mb);
+  }
+  if (p.history_mb > 0) {
+    so.history = std::make_shared<mtp::speculative::HistoryStore>(
+        so.lookup.ngram_max, std::max<size_t>(1, size_t(p.history_mb * double(1 << 20))));
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -211,6 +239,7 @@ mtpspec_status mtpspec_engine_create(mtpspec_model* m, const mtpspec_engine_para
       mtp::speculative::SchedulerOptions so;
       so.parallel = p->parallel;
       so.ctx = p->ctx;
+      apply_lookups(*p, so);
       auto s = std::make_unique<mtp::speculative::Scheduler>(
           *m->model, m->tokenizer.get(), m->drafter.get(), so, m->pool.get());
       e->kv_bytes = s->kv_bytes();
