@@ -74,17 +74,22 @@ constexpr int kRandomDrafterK = 4, kRandomPrompts = 4, kRandomPromptLen = 16;
 // --cycle-cost sweeps K = 1..this (or 1..--draft-k).
 constexpr int kSweepMaxK = 4;
 
-BenchTarget open_target(const BenchArgs& a) {
+// drafter_required false: a target without a drafter is run too (--sources
+// without mtp: the lookups alone, and the union of them).
+BenchTarget open_target(const BenchArgs& a, bool drafter_required = true) {
   BenchTarget t;
   if (a.random.empty()) {
     if (a.model.model.empty()) fail<InputError>("bench needs a target: -m MODEL, or --random 1b|tiny");
     if (a.prompts.empty()) fail<InputError>("bench -m MODEL needs --prompts FILE (JSONL)");
     t.session = open_session(a.model);
     t.drafter = open_drafter(a.model, a.spec, *t.session.model);
-    if (!t.drafter) fail<InputError>("bench needs a drafter (--drafter FILE, or drafter.safetensors beside the model)");
+    if (!t.drafter && drafter_required) {
+      fail<InputError>("bench needs a drafter (--drafter FILE, or drafter.safetensors beside the "
+                       "model){}", a.sources.empty() ? "" : " for --sources mtp or mtp-nogate");
+    }
     t.model_name = t.session.model->loaded().path;
     t.held = held_types(*t.session.model);
-    t.drafter_name = t.drafter->path();
+    t.drafter_name = t.drafter ? t.drafter->path() : "none";
     auto prompts = io::read_prompts(a.prompts);
     if (a.max_prompts > 0 && int(prompts.size()) > a.max_prompts) prompts.resize(a.max_prompts);
     for (const auto& p : prompts) {
@@ -204,7 +209,9 @@ void run_sources(BenchArgs a) {
   if (!a.lookup.lookup.empty()) {
     fail<InputError>("with --sources, --lookup is implied (prompt, history and union name the lookups)");
   }
-  const BenchTarget t = open_target(a);
+  const bool mtp = std::any_of(a.sources.begin(), a.sources.end(),
+                               [](const std::string& s) { return s == "mtp" || s == "mtp-nogate"; });
+  const BenchTarget t = open_target(a, mtp);
   speculative::SourceBenchOptions o;
   o.sources = a.sources;
   o.kinds = t.kinds;
@@ -217,8 +224,13 @@ void run_sources(BenchArgs a) {
     la.lookup = {"history"};
     o.corpus = lookup_corpus(la, t.session.tokenizer.get());
   }
-  const int dk = t.drafter->config().K;
-  o.draft_k = resolve_draft_k(a.spec, dk, "the drafter's K", dk);
+  if (t.drafter) {  // else the union is the lookups' alone
+    const int dk = t.drafter->config().K;
+    o.draft_k = resolve_draft_k(a.spec, dk, "the drafter's K", dk);
+  } else if (a.spec.draft_k_given) {
+    fail<InputError>("--draft-k needs a drafter (--drafter FILE, or drafter.safetensors beside "
+                     "the model)");
+  }
   const speculative::SourcesResult res = speculative::run_sources(inputs(t, a), o, a.n, a.repeat);
   print_sources(res, stderr);
   if (a.json) print_json(res.to_json(), t, a);
@@ -300,7 +312,8 @@ void add_bench(CLI::App& root) {
   cmd->add_option("--sources", a->sources,
                   "Instead: each draft source alone and the union vs plain, per prompt \"kind\" "
                   "(comma separated): mtp (gated), mtp-nogate (every cycle), prompt, history "
-                  "(other prompts' outputs and --lookup-corpus, never the prompt's own runs), union")
+                  "(other prompts' outputs and --lookup-corpus, never the prompt's own runs), union "
+                  "(with the drafter if there is one; without mtp no drafter is needed)")
       ->delimiter(',')
       ->check(CLI::IsMember(speculative::bench_source_names()));
   cmd->add_option("--trees", a->trees,

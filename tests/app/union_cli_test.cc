@@ -76,6 +76,22 @@ TEST(UnionCli, BenchSourcesPerKind) {
   CliResult bad = run_cli("bench -m " + shell_quote(model) + " --drafter " + shell_quote(drafter) +
                           " --prompts " + shell_quote(prompts) + " --lookup prompt");
   EXPECT_EQ(bad.status, 2);
+  // Without a drafter: the lookups alone and their union run; mtp is refused.
+  const std::string no_drafter = "bench -m " + shell_quote(model) + " --prompts " +
+                                 shell_quote(prompts) + " -n 8 --repeat 1 --threads 1";
+  r = run_cli(no_drafter + " --sources prompt,history,union --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto l = nlohmann::json::parse(r.out);
+  EXPECT_EQ(l["drafter"], "none");
+  const auto& u = l["kinds"]["all"]["sources"]["union"];
+  EXPECT_EQ(u["flips"], 0);
+  EXPECT_FALSE(u["stats"]["sources"].contains("mtp")) << u["stats"]["sources"].dump();
+  bad = run_cli(no_drafter + " --sources mtp,union");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("--sources mtp"), std::string::npos) << bad.err;
+  bad = run_cli(no_drafter + " --sources union --draft-k 2");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("--draft-k needs a drafter"), std::string::npos) << bad.err;
 }
 
 }  // namespace
