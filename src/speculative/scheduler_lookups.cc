@@ -68,9 +68,10 @@ void SeqLookups::judge(LookupArms& arms, int chosen, int verified, int accepted,
   for (size_t i = 0; i < proposals_.size(); ++i) {
     const Proposal& p = proposals_[i];
     const int arm = arms.arm(p.source, p.cls);
-    arms.at(arm).step();
+    AcceptCounters& c = arms.at(arm);
+    c.step();
     if (int(i) == chosen) {  // verified: every node reached, the accepted path
-      arms.at(arm).add(verified, accepted);
+      c.add(verified, accepted);
       if (accepted == verified) judge_.add(arm, n_before, verified, p.tokens);  // the rest later
       continue;
     }

@@ -216,7 +216,7 @@ void TreeChooser::each_shape(const std::function<void(const std::vector<int>&)>&
 void TreeChooser::pick() {
   std::vector<int> best;
   double best_v = 0;
-  auto rec = [&] {
+  auto search = [&] {  // best / best_v become the best of every shape (and themselves)
     each_shape([&](const std::vector<int>& w) {
       const double v = expected_tokens(w) / cycle_seconds(w);
       if (v > best_v) best_v = v, best = w;
@@ -227,7 +227,7 @@ void TreeChooser::pick() {
   for (int round = 0; round <= max_nodes_; ++round) {
     best = {1};
     best_v = expected_tokens(best) / cycle_seconds(best);
-    rec();
+    search();
     int q = 1 + TreeOptions::nodes(best);
     if (!timer_) break;
     if (curve_.has_point(q)) {
@@ -236,7 +236,7 @@ void TreeChooser::pick() {
       const std::vector<int> winner = best;
       const double winner_v = best_v;
       optimistic_ = true;
-      rec();
+      search();
       optimistic_ = false;
       const int q_opt = 1 + TreeOptions::nodes(best);
       best = winner;
