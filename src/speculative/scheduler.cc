@@ -8,56 +8,17 @@
 #include "core/error.h"
 #include "drafter/mtp_runner.h"
 #include "speculative/mtp_chains.h"
-#include "speculative/target_session.h"
+#include "speculative/scheduler_seq.h"
 
 namespace mtp::speculative {
 
+using scheduler_detail::Clock;
+using scheduler_detail::kMaxLookupDraft;
+using scheduler_detail::mtp_depth0;
+using scheduler_detail::seconds;
+
 namespace {
-using Clock = std::chrono::steady_clock;
-double seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
 double now_s() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
-
-// A sequence's drafter probes (one draft) after this many steps without a
-// draft (see plan_and_forward).
-constexpr int kProbeEvery = 8;
-
-// The longest lookup draft a step verifies (--lookup-max-draft beyond it is
-// clipped): the KV cache's rows of one sequence per forward.
-constexpr int kMaxLookupDraft = 64;
-
-// MTP depth-0 counters of a sequence's stats (the budget's pooled prior).
-std::pair<long, long> mtp_depth0(const SpecStats& st) {
-  const auto it = st.sources.find(DraftSource::kind_name(DraftSource::Kind::Mtp));
-  if (it == st.sources.end() || it->second.drafted.empty()) return {0, 0};
-  return {it->second.drafted[0], it->second.accepted[0]};
-}
-
-// A sequence without a drafter: never asked to propose (its draft length is 0).
-class NoProposer : public Proposer {
- public:
-  void propose(std::span<const int32_t>, int, DraftTree& tree) override { tree.clear(); }
-  void commit(std::span<const int32_t>) override {}
-};
-
-// The drafts of one sequence, prepared by the scheduler's batched drafter
-// (MtpChains::draft, one call per module for every sequence) before the
-// sequence's cycle asks for them.
-class PreparedProposer : public Proposer {
- public:
-  void propose(std::span<const int32_t>, int max_k, DraftTree& tree) override {
-    MTP_CHECK(prepared_.max_depth() <= max_k, "prepared drafts of depth {} for a limit of {}",
-              prepared_.max_depth(), max_k);
-    std::swap(tree, prepared_);
-    prepared_.clear();
-  }
-  void commit(std::span<const int32_t>) override {}
-  DraftTree& prepared() { return prepared_; }
-
- private:
-  DraftTree prepared_;
-};
 
 // Median seconds of one forward of drafter module 0 over q rows with one
 // logits row (draft_budget.h: a deeper draft is one such call with few rows;
@@ -106,62 +67,6 @@ int slot_ctx(const model::ModelConfig& c, const SchedulerOptions& opt,
   return ctx;
 }
 }  // namespace
-
-struct Scheduler::Seq {
-  uint64_t id;
-  Request req;
-  TargetSession target;
-  TargetVerifier verifier;
-  Sampler sampler;
-  PreparedProposer prepared;  // with a drafter
-  Sampler draft_sampler;      // the drafter's choices (its own draw counter)
-  std::vector<double> module_s;  // [K] this sequence's share of module seconds
-  std::optional<SeqLookups> lookups;  // with lookup sources
-  int chosen = -1;  // this step: the lookup proposal verified instead of the drafter's chain
-  int mtp_idle = 0;  // steps since the drafter last drafted for it
-  NoProposer none;
-  std::vector<int32_t> committed;
-  // Text the sink streamed, by the index of the token it became final with
-  // (closing: held-back text flushed at the end).
-  std::vector<std::pair<size_t, std::string>> texts;
-  std::string tail;
-  bool closing = false;
-  TokenSink sink;
-  SpecStats stats;
-  AcceptCounters counters;  // the budget's (forgetting) acceptance counters
-  std::optional<SpecSequence> spec;  // from the first generated token on
-  int draft_k = 0;                   // longest MTP draft (0: no drafter)
-  int lookup_k = 0;                  // longest lookup draft (0: no lookups)
-  int spec_k = 0;                    // max of both (0: plain decoding)
-  int prefilled = 0;                 // prompt positions forwarded
-  // Committed length at the last propose: the drafter's modules still have to
-  // catch up on the tokens since (lazily, in the next propose).
-  int drafter_at = 0;
-  // The catch-up seconds the budget charged this step's first draft
-  // (first_draft_seconds, before the live ratio).
-  double charged_s = 0;
-  Clock::time_point admitted;
-  double queue_s = 0, prompt_s = 0;
-  // This step: rows [row0, row0 + nrows) of the forward.
-  size_t row0 = 0;
-  int nrows = 0;
-  const DraftTree* tree = nullptr;
-  std::vector<int32_t> choices;
-
-  Seq(uint64_t id_, Request r, const model::Model& m, model::KVCache& kv, int slot,
-      const io::Tokenizer* tok, ThreadPool* pool)
-      : id(id_), req(std::move(r)), target(m, kv, slot, pool),
-        verifier(target, req.gen.sampler, req.mode), sampler(req.gen.sampler),
-        draft_sampler(req.gen.sampler), committed(req.prompt),
-        sink(tok, stop_token_ids(m.config(), tok), req.gen.n_new, req.gen.stop,
-             [this](std::string_view t) {
-               if (closing) tail.append(t);
-               else texts.push_back({sink.tokens().size() - 1, std::string(t)});
-             },
-             req.prompt.back()) {}
-
-  bool prefilling() const { return prefilled < int(req.prompt.size()); }
-};
 
 Scheduler::Scheduler(const model::Model& m, const io::Tokenizer* tok,
                      const drafter::Drafter* drafter, const SchedulerOptions& opt, ThreadPool* pool)
@@ -420,79 +325,7 @@ void Scheduler::plan_and_forward() {
     rows += chunk[i];
     if (chunk[i] == left) first_tokens += 1;
   }
-  // Each speculating sequence's option: the drafter's chain, or its best
-  // lookup proposal where that is worth more (see scheduler.h).
-  // Depth-0 acceptance over every sequence so far: the drafter's prior for a
-  // sequence with little data of its own.
-  long pool_d = pool_drafted_, pool_a = pool_accepted_;
-  for (const Seq* q : dec) {
-    const auto [d0, a0] = mtp_depth0(q->stats);
-    pool_d += d0, pool_a += a0;
-  }
-  const double prior = (double(pool_a) + 2 * 0.6) / (double(pool_d) + 2);
-  // The decode rows' own rate (tokens per second), against which a sequence's
-  // options are valued (chain_net_value); the drafter's module calls are
-  // shared by the sequences that can draft with it.
-  const int n_dec = std::max<int>(1, int(dec.size()));
-  const double rate = double(n_dec) / std::max(cost_(n_dec), 1e-12);
-  const int n_mtp = std::max<int>(1, int(std::count_if(dec.begin(), dec.end(),
-                                                       [](const Seq* q) { return q->draft_k > 0; })));
-  std::vector<BudgetSeq> b(dec.size());
-  for (size_t i = 0; i < dec.size(); ++i) {
-    Seq& q = *dec[i];
-    q.chosen = -1;
-    if (q.spec_k == 0) continue;
-    if (q.draft_k > 0) {
-      b[i].p = q.counters.estimate(q.draft_k, prior);
-      // The amortised catch-up (first_draft_seconds); the module calls
-      // are shared by all sequences (allocate_drafts). Every drafter cost
-      // is scaled by the live ratio of measured to modelled drafter time.
-      double per_cycle = 1;
-      for (double pj : b[i].p) per_cycle += pj;
-      q.charged_s = first_draft_seconds(module_row_s_, q.draft_k,
-                                        int(q.committed.size()) - q.drafter_at, per_cycle);
-      b[i].first_s = draft_ratio_ * q.charged_s;
-    }
-    if (q.lookup_k == 0) continue;
-    BudgetSeq lk = q.lookups->propose(q.committed, q.spec->draft_limit(q.lookup_k), arms_, q.stats);
-    if (lk.p.empty()) continue;
-    const double v_lk = chain_net_value(cost_, rows, rate, lk.p, 0, 0);
-    const double v_mtp = b[i].p.empty() ? 0
-                         : chain_net_value(cost_, rows, rate, b[i].p,
-                                           b[i].first_s + draft_ratio_ * module_row_s_,
-                                           draft_ratio_ * module_s_ / n_mtp);
-    if (b[i].p.empty() || v_lk > v_mtp) {
-      b[i] = std::move(lk);
-      q.chosen = q.lookups->best();
-    }
-  }
-  // Draft lengths: from the cost curve, or each option's longest.
-  std::vector<int> k(dec.size(), 0);
-  if (opt_.adaptive) {
-    k = allocate_drafts(cost_, {draft_ratio_ * module_s_, draft_ratio_ * module_row_s_}, rows,
-                        int(dec.size()), opt_.max_rows, b);
-    // Exploration: while the pool has < 3 samples, a sequence's first decode
-    // step drafts one token, so an estimate can leave the prior at all; and a
-    // sequence the drafter has not drafted for kProbeEvery steps drafts one
-    // (a probe). Without probes a few unlucky drafts priced the drafter out
-    // for good: its counters forget toward the pooled prior, which only
-    // drafts feed (measured: on the widened 1 B target at --parallel 4 the
-    // drafter drafted in 2 % of the steps of whole runs, bimodally).
-    for (size_t i = 0; i < dec.size(); ++i) {
-      Seq& q = *dec[i];
-      if (q.draft_k == 0) continue;
-      const bool explore = pool_d < 3 && q.stats.cycles == 0;
-      if (k[i] == 0 && q.chosen < 0 && (explore || q.mtp_idle >= kProbeEvery)) k[i] = 1;
-      q.mtp_idle = k[i] > 0 && q.chosen < 0 ? 0 : q.mtp_idle + 1;
-    }
-  } else {
-    for (size_t i = 0; i < dec.size(); ++i) {
-      k[i] = dec[i]->chosen >= 0 ? int(b[i].p.size()) : dec[i]->draft_k;
-    }
-  }
-  for (size_t i = 0; i < dec.size(); ++i) {
-    if (k[i] == 0) dec[i]->chosen = -1;  // not worth its rows: judged, not verified
-  }
+  std::vector<int> k = plan_drafts(dec, rows);
   draft(dec, k);
   // Lay out the rows.
   rows_.clear();
@@ -582,78 +415,6 @@ void Scheduler::plan_and_forward() {
       // budget gives no drafts skips its module forwards meanwhile.
     }
     if (s.spec->done()) finish(s.target.seq());
-  }
-}
-
-void Scheduler::draft(std::span<Seq* const> dec, std::span<const int> k) {
-  // Every drafting sequence's chain in one call per module (mtp_chains.h).
-  std::vector<MtpChains::Job> jobs;
-  std::vector<Seq*> of;
-  for (size_t i = 0; i < dec.size(); ++i) {
-    Seq& s = *dec[i];
-    const int limit = k[i] > 0 ? s.spec->draft_limit(k[i]) : 0;
-    if (limit < 1) continue;
-    if (s.chosen >= 0) {  // its lookup proposal, cut to the budget's length
-      const SeqLookups::Proposal& p = s.lookups->proposals()[size_t(s.chosen)];
-      const size_t n = std::min(p.tokens.size(), size_t(limit));
-      const DraftSource::Kind kind = lookup_source_kind(p.source);
-      s.prepared.prepared().assign_chain(std::span(p.tokens).first(n), kind);
-      ++s.stats.sources[DraftSource::kind_name(kind)].chosen;
-      continue;
-    }
-    MtpChains::Job j;
-    j.slot = s.target.seq();
-    j.committed = s.committed;
-    j.target = &s.target;
-    j.pool = pool_;
-    j.modules = s.draft_k;
-    j.max_k = limit;
-    j.p_min = s.req.p_min;
-    j.sampler = &s.draft_sampler;
-    j.mode = s.req.mode;
-    j.tree = &s.prepared.prepared();
-    j.module_seconds = &s.module_s;
-    jobs.push_back(j);
-    of.push_back(&s);
-  }
-  if (jobs.empty()) return;
-  const auto t0 = Clock::now();
-  chains_->draft(jobs);
-  const double wall = seconds(t0, Clock::now());
-  draft_s_ += wall;
-  // The budget's model of these calls (allocate_drafts: one call per depth
-  // in use; per sequence its charged catch-up, its module-0 row and module
-  // j's j non-final rows, row_s each) against the measured time: the live
-  // ratio that scales every drafter cost of the next steps. It catches what
-  // the model leaves out or times wrong at start — the catch-up of a
-  // sequence that drafts intermittently (charged only one cycle's share),
-  // the machine's speed now, sampling and bookkeeping.
-  int depth = 0;
-  double modelled = 0, calls_s = 0;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    const Seq& s = *of[i];
-    const int d = jobs[i].tree->max_depth();
-    depth = std::max(depth, d);
-    modelled += s.charged_s + (1 + double(d) * (d - 1) / 2) * module_row_s_;
-    calls_s += jobs[i].seconds;
-  }
-  modelled += depth * module_s_;
-  if (modelled > 0 && wall > 0) {
-    draft_ratio_ = std::clamp((1 - kDraftRatioLive) * draft_ratio_ +
-                                  kDraftRatioLive * (wall / modelled),
-                              0.25, 16.0);
-  }
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    Seq& s = *of[i];
-    const double share = calls_s > 0 ? jobs[i].seconds / calls_s : 1.0 / double(jobs.size());
-    s.stats.time_draft_s += wall * share;
-    s.drafter_at = int(s.committed.size());
-    if (!jobs[i].tree->empty()) {  // chosen and drafted (as SpecStats counts the union's)
-      DepthCounts& c = s.stats.sources[DraftSource::kind_name(DraftSource::Kind::Mtp)];
-      ++c.chosen;
-      c.proposed += long(jobs[i].tree->size());
-      c.time_s += wall * share;
-    }
   }
 }
 

@@ -36,8 +36,8 @@
 // prompt lookup, the shared history store — for a chain (free: no forward).
 // Their live acceptance is kept per arm (source × matched suffix length),
 // pooled over all sequences and judged also when not verified and past the
-// depths verified, as later steps commit the text (scheduler_lookups.h). A proposal whose net value this step exceeds the
-// drafter chain's (chain_net_value: expected accepted tokens less the decode
+// depths verified, as later steps commit the text (scheduler_lookups.h). A
+// proposal whose net value this step exceeds the drafter chain's (chain_net_value: expected accepted tokens less the decode
 // rate times the cost of its rows and, for the drafter, of its module work)
 // replaces that chain; the budget then sizes it among all sequences as a
 // draft that costs its rows only (BudgetSeq::free). The MTP modules catch up on
@@ -186,6 +186,10 @@ class Scheduler {
   void start(std::unique_ptr<Seq>& slot, uint64_t id, Request r);
   void finish(int slot);
   void plan_and_forward();
+  // The draft length of each decoding sequence `dec` this step (0: none) and
+  // its option (Seq::chosen: a lookup proposal, or -1 the drafter's chain),
+  // with `rows` the forward's rows before drafts (scheduler_plan.cc).
+  std::vector<int> plan_drafts(std::span<Seq* const> dec, int rows);
   // Prepares the chains of the decoding sequences `dec` (k[i] drafts at most)
   // with one call per drafter module for all of them.
   void draft(std::span<Seq* const> dec, std::span<const int> k);
