@@ -1,7 +1,8 @@
 // Target fingerprint (docs/SEMANTICS.md, docs/INVARIANTS.md invariant 4): SHA-256 over the
 // canonical config plus, for every stored tensor sorted by name, its name,
-// stored dtype, shape and stored bytes. Independent of --weights (it hashes what
-// is on disk, not the repacked matrices). A llama2.c checkpoint is hashed as one
+// stored dtype, shape and stored bytes (what is on disk, not the repacked
+// matrices): --weights fp32|bf16|auto keep it; a target requantized at load
+// (--weights q8_0 ...) gets its own (target_fingerprint). A llama2.c checkpoint is hashed as one
 // pseudo-tensor "llama2c.payload" (U8, everything after the 28-byte header);
 // a GGUF file's tensors are hashed with their ggml type ("ggml:Q8_0") and
 // stored bytes, so a GGUF copy of a checkpoint (config source "gguf", F16 or

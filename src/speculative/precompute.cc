@@ -324,12 +324,16 @@ PrecomputeReport precompute(const model::Model& m, const io::Tokenizer& tok,
   }
   prog.finish();
 
-  // 5. Manifest (last: its presence means the folder is complete).
+  // 5. Manifest (last: its presence means the folder is complete). A target
+  // requantized at load (--weights q8_0 ...) is named: training loads the
+  // checkpoint as stored, and its error message says why the shards differ.
+  nlohmann::json target_json = {{"path", o.model_path}, {"architecture", model::arch_name(c.arch)}};
+  if (!m.loaded().requantized.empty()) target_json["requantized"] = m.loaded().requantized;
   nlohmann::json man = {
       {"format", drafter::kShardsFormat},
       {"version", drafter::kShardsVersion},
       {"target_fingerprint", fingerprint},
-      {"target", {{"path", o.model_path}, {"architecture", model::arch_name(c.arch)}}},
+      {"target", target_json},
       {"capture", "residual after the last decoder layer, before the final norm"},
       {"tokenizer", {{"path", o.tokenizer_path}, {"kind", tok.kind()}, {"bos", bos ? tok.bos_id() : -1}}},
       {"seq_len", o.seq_len},

@@ -25,6 +25,20 @@ ShardSet::ShardSet(const std::string& dir, const std::string& fingerprint, int d
   manifest_ = drafter::read_manifest(dir);
   const std::string fp = manifest_["target_fingerprint"].get<std::string>();
   if (fp != fingerprint) {
+    const std::string requantized =
+        manifest_.contains("target") && manifest_["target"].is_object()
+            ? manifest_["target"].value("requantized", std::string())
+            : std::string();
+    if (!requantized.empty()) {
+      // Training runs against the target's stored bytes (its embedding and
+      // head, dequantized to fp32 where they are blocks): a requantized copy
+      // held only in memory is not a target it can load.
+      fail<ConfigError>("shards in '{}' were computed for the target requantized to {} at load "
+                        "(`precompute --weights {}`), target {}; training loads the checkpoint as "
+                        "stored, {}. Run `mtpspec precompute` without --weights, or train against "
+                        "a file that stores the quantized weights (a GGUF file)",
+                        dir, requantized, requantized, fp, fingerprint);
+    }
     fail<ConfigError>("shards in '{}' were computed for target {}; this target is {}. "
                       "Run `mtpspec precompute` with this model", dir, fp, fingerprint);
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 
 #include "core/error.h"
@@ -67,12 +68,33 @@ void top2(const float* x, size_t n, int32_t& arg, double& margin) {
   arg = int32_t(a);
   margin = double(x[a]) - double(second);
 }
+
+// The target as the engine side of the gate reads it: a block-quantized head
+// (a GGUF or requantized target: Q8_0, Q4_K_M's Q6_K ...) held as its exact
+// dequantized values in fp32, which is what libtorch multiplies. The engine
+// runs such a head on activations quantized to int8 per block (quant_dot.h),
+// an error the tolerances above do not model (2e-2 on a small Q8_0 target
+// against a tolerance of 7e-4) and which is the quantized kernels' own
+// contract, tested there; the drafter's own block matrices are compared the
+// same way (Drafter::with_float_matrices). nullopt: the head is float already.
+std::optional<model::Model> with_float_head(const model::Model& target) {
+  const kernels::PackedMatrix& h = target.weights().lm_head;
+  if (!h.is_composite() && !kernels::weight_type_quantized(h.hold())) return std::nullopt;
+  model::LoadedModel lm = target.loaded();  // the matrices' storage is shared, not copied
+  std::vector<float> v(h.rows() * h.cols());  // [vocab, d]
+  for (size_t r = 0; r < h.rows(); ++r) h.row_f32(r, v.data() + r * h.cols());
+  lm.weights.lm_head = kernels::PackedMatrix::pack(v.data(), DType::F32, h.rows(), h.cols(),
+                                                   kernels::WeightType::F32);
+  return model::Model(std::move(lm));
+}
 }  // namespace
 
-ParityReport run_parity(const model::Model& target, const drafter::Drafter& engine,
+ParityReport run_parity(const model::Model& target_as_loaded, const drafter::Drafter& engine,
                         const std::map<std::string, std::vector<float>>& torch_tensors,
                         const ParityOptions& o, ThreadPool* pool) {
   torch::NoGradGuard ng;
+  const std::optional<model::Model> float_head = with_float_head(target_as_loaded);
+  const model::Model& target = float_head ? *float_head : target_as_loaded;
   if (o.threads > 0) set_threads(o.threads);
   const model::ModelConfig& c = target.config();
   const size_t d = size_t(c.d_model), V = size_t(c.vocab);

@@ -57,7 +57,9 @@ struct ParityReport {
 
 // `torch_tensors`: the drafter's tensors by name for the libtorch side (a
 // training checkpoint's weights); `engine`: the drafter file as the engine
-// loaded it. Does not throw on failure: check report.passed.
+// loaded it; `target` as loaded (a block-quantized head is compared as its
+// dequantized fp32 values: parity.cc with_float_head). Does not throw on
+// failure: check report.passed.
 ParityReport run_parity(const model::Model& target, const drafter::Drafter& engine,
                         const std::map<std::string, std::vector<float>>& torch_tensors,
                         const ParityOptions& o, ThreadPool* pool);

@@ -166,6 +166,35 @@ TEST(SamplingFlags, BadValuesExitTwoNamingTheValue) {
   EXPECT_GE(j["sampling"]["seed"].get<int64_t>(), 0);
 }
 
+// Shards precomputed on a target requantized at load (`precompute --weights
+// q8_0`): training loads the checkpoint as stored, another target, and the
+// refusal says why (the requantization) and what to do, exit 2.
+TEST(TrainCli, ShardsOfARequantizedTargetAreRefusedNamingTheRequantization) {
+#ifndef MTPSPEC_HAVE_TRAIN_BIN
+  GTEST_SKIP() << "built without libtorch: no mtpspec-train";
+#else
+  MTP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  MTP_REQUIRE_SHARED(tok, "models/stories260K/tok512.bin");
+  const std::string dir = temp_dir("train-requantized");
+  const std::string corpus = dir + "/c.txt", shards = dir + "/shards";
+  {
+    std::FILE* f = std::fopen(corpus.c_str(), "w");
+    for (int i = 0; i < 40; ++i) std::fputs("Lily went to the park. She saw a big dog.\n", f);
+    std::fclose(f);
+  }
+  CliResult pre = run_cli("precompute -m " + shell_quote(model) + " --tokenizer " +
+                          shell_quote(tok) + " --weights q8_0 --corpus " + shell_quote(corpus) +
+                          " -o " + shell_quote(shards) + " --seq-len 32 --threads 1");
+  ASSERT_EQ(pre.status, 0) << pre.err;
+  CliResult r = run_cli_binary(MTPSPEC_TRAIN_BIN_PATH,
+                               "train --shards " + shell_quote(shards) + " -m " + shell_quote(model) +
+                                   " -o " + shell_quote(dir + "/run") + " --k 1 --steps 1 --threads 1");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("requantized to q8_0"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("without --weights"), std::string::npos) << r.err;
+#endif
+}
+
 // mtpspec-train must not load libsentencepiece (its bundled protobuf crashes
 // next to libtorch's): by construction it links no tokenizer library.
 TEST(LinkGraph, TrainExecutableHasNoSentencePieceDependency) {
