@@ -50,6 +50,7 @@ class PreparedProposer : public Proposer {
     prepared_.clear();
   }
   void commit(std::span<const int32_t>) override {}
+  bool counts_sources() const override { return true; }  // scheduler_plan.cc counts them
   DraftTree& prepared() { return prepared_; }
 
  private:

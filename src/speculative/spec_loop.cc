@@ -131,7 +131,23 @@ const DraftTree& SpecSequence::draft(int max_k) {
   if (k_max > 0) proposer_.propose(committed_, k_max, tree_);
   MTP_CHECK(tree_.max_depth() <= std::max(0, k_max), "proposer drafted depth {} for a limit of {}",
             tree_.max_depth(), k_max);
-  stats_.time_draft_s += since(t0);
+  const double s = since(t0);
+  stats_.time_draft_s += s;
+  if (!proposer_.counts_sources() && !tree_.empty()) {
+    // Every node was proposed and is verified; each source in the tree was
+    // chosen this cycle; the drafting time goes to the root's source (a
+    // proposer without counts of its own has one source).
+    for (size_t i = 0; i < tree_.size(); ++i) {
+      DepthCounts& c = stats_.sources[tree_.source[i].name()];
+      ++c.proposed;
+      const bool first = std::none_of(tree_.source.begin(), tree_.source.begin() + long(i),
+                                      [&](const DraftSource& x) {
+                                        return x.kind == tree_.source[i].kind;
+                                      });
+      if (first) ++c.chosen;
+    }
+    stats_.sources[tree_.source[0].name()].time_s += s;
+  }
   return tree_;
 }
 
@@ -181,7 +197,13 @@ void SpecSequence::accept(std::span<const int32_t> choices) {
 void SpecSequence::commit_proposer() {
   const auto t0 = Clock::now();
   proposer_.commit(committed_);
-  stats_.time_draft_s += since(t0);
+  const double s = since(t0);
+  stats_.time_draft_s += s;
+  // The proposer's work on the accepted tokens (the MTP modules' catch-up):
+  // part of what its drafts cost.
+  if (!proposer_.counts_sources() && !tree_.empty()) {
+    stats_.sources[tree_.source[0].name()].time_s += s;
+  }
 }
 
 void speculative_loop(Verifier& verifier, Proposer& proposer, std::vector<int32_t>& committed,

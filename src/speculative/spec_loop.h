@@ -56,6 +56,12 @@ class Proposer {
   virtual void propose(std::span<const int32_t> committed, int max_k, DraftTree& tree) = 0;
   // The committed sequence after a cycle's verify.
   virtual void commit(std::span<const int32_t> committed) = 0;
+  // Whether the proposer fills SpecStats::sources' proposed / chosen /
+  // time_s itself: the union (it proposes from several sources, verifies
+  // one, and times each) and the scheduler's prepared drafts (made outside
+  // the cycle). Otherwise SpecSequence credits them to the sources of the
+  // trees it gets (SpecSequence::draft, commit_proposer).
+  virtual bool counts_sources() const { return false; }
 };
 
 // A proposer of chains: implement propose_chain; its drafts become a chain

@@ -72,6 +72,7 @@ class UnionProposer : public Proposer {
   // Records what the last verify accepted (and judges the lookups not verified
   // against the emitted tokens: gate.h); the MTP catch-up waits (see above).
   void commit(std::span<const int32_t> committed) override;
+  bool counts_sources() const override { return true; }
 
   const SourceGate& gate() const { return *gate_; }
   // The gate arm of lookup i's class c; the MTP arm is gate_arms - 1.

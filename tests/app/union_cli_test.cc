@@ -52,6 +52,36 @@ TEST(UnionCli, GenerateReportsEverySourceAndMatchesPlain) {
   EXPECT_NE(bad.err.find("--lookup history"), std::string::npos) << bad.err;
 }
 
+// The drafter alone without the gate (--no-gate) and as trees: its source
+// stats count what it proposed, the cycles it drafted in and its time, as the
+// union's do (they read 0 there before: only the union counted them).
+TEST(UnionCli, DrafterStatsWithoutTheUnion) {
+  MTP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  const std::string dir = temp_dir("union-cli-nogate");
+  const std::string drafter = dir + "/d.safetensors";
+  ASSERT_EQ(run_cli("init-drafter -m " + shell_quote(model) + " -o " + shell_quote(drafter) +
+                    " --k 2").status, 0);
+  const std::string base = "generate -m " + shell_quote(model) + " --drafter " +
+                           shell_quote(drafter) + " -p 'Lily went to the park.' -n 24 --json";
+  for (const char* mode : {" --no-gate", " --tree 2,1", ""}) {
+    SCOPED_TRACE(mode);
+    CliResult r = run_cli(base + mode);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto st = nlohmann::json::parse(r.out)["stats"];
+    ASSERT_TRUE(st["sources"].contains("mtp")) << st.dump();
+    const auto& m = st["sources"]["mtp"];
+    const long chosen = m["chosen"].get<long>(), verified = m["verified"].get<long>();
+    EXPECT_GT(chosen, 0);
+    EXPECT_LE(chosen, st["cycles"].get<long>());
+    EXPECT_GE(m["proposed"].get<long>(), verified);
+    EXPECT_GT(m["time_s"].get<double>(), 0.0);
+    if (std::string(mode) != "") {  // every cycle drafts, and every draft is verified
+      EXPECT_EQ(chosen, st["cycles"].get<long>());
+      EXPECT_EQ(m["proposed"].get<long>(), verified);
+    }
+  }
+}
+
 TEST(UnionCli, BenchSourcesPerKind) {
   MTP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
   const std::string dir = temp_dir("union-cli-bench");

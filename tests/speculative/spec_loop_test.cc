@@ -292,10 +292,11 @@ TEST(SpecLoop, ReplayDetectsABrokenAcceptRule) {
 
 namespace {
 // A tree drafter: at each depth `width` children under the node it extends —
-// the target's token placed first, last or not at all among wrong siblings
+// the target's token placed first, last, first and last (a duplicated right
+// sibling: the first is the one accepted) or not at all among wrong siblings
 // (one of which duplicates another) — and it extends the right child when
-// there is one, else its first child.
-enum class RightAt { First, Last, Absent };
+// there is one (its first copy), else its first child.
+enum class RightAt { First, Last, Twice, Absent };
 
 class TreeProposer : public Proposer {
  public:
@@ -312,8 +313,8 @@ class TreeProposer : public Proposer {
       if (kids.size() >= 2) kids[1] = kids[0];  // a duplicate sibling
       const bool absent = where_ == RightAt::Absent && depth >= absent_from_;
       if (!absent) {
-        if (where_ == RightAt::First) kids.insert(kids.begin(), right);
-        else kids.push_back(right);
+        if (where_ == RightAt::First || where_ == RightAt::Twice) kids.insert(kids.begin(), right);
+        if (where_ == RightAt::Last || where_ == RightAt::Twice) kids.push_back(right);
       }
       int next = -1;
       for (int32_t t : kids) {
@@ -342,7 +343,7 @@ TEST(SpecLoop, TreesReproduceTheSequentialStream) {
   const int vocab = 11;
   const std::vector<int32_t> prompt = {3, 1, 4};
   for (const auto& tc : targets(vocab)) {
-    for (RightAt where : {RightAt::First, RightAt::Last, RightAt::Absent}) {
+    for (RightAt where : {RightAt::First, RightAt::Last, RightAt::Twice, RightAt::Absent}) {
       for (int width : {1, 2, 3}) {
         for (int k = 1; k <= 4; ++k) {
           for (int n_new : {1, 5, 17, 40}) {
@@ -364,8 +365,9 @@ TEST(SpecLoop, TreesReproduceTheSequentialStream) {
             ASSERT_EQ(sink.tokens(), ref.tokens);
             ASSERT_EQ(sink.finish_reason(), ref.finish);
             std::vector<long> drafted(k, 0), accepted(k, 0);
-            long nodes = 0;
+            long nodes = 0, drafting_cycles = 0;
             for (const auto& c : got.trace) {
+              drafting_cycles += c.drafts.empty() ? 0 : 1;
               DraftTree t;
               for (size_t i = 0; i < c.drafts.size(); ++i) {
                 t.push(c.drafts[i], c.parents[i], {DraftSource::Kind::Scripted, 0});
@@ -376,9 +378,14 @@ TEST(SpecLoop, TreesReproduceTheSequentialStream) {
                 if (d < c.accepted) ++accepted[d];
               }
               // The accepted path is a root path whose tokens are the target's.
+              // With a duplicated right sibling, the first copy.
               int parent = -1;
               for (int32_t n : c.accepted_nodes) {
                 ASSERT_EQ(t.parent[size_t(n)], parent);
+                for (int32_t m = 0; m < n; ++m) {
+                  ASSERT_FALSE(t.parent[size_t(m)] == parent && t.token[size_t(m)] == t.token[size_t(n)])
+                      << "node " << n << " accepted over an equal earlier sibling " << m;
+                }
                 parent = n;
               }
             }
@@ -386,6 +393,14 @@ TEST(SpecLoop, TreesReproduceTheSequentialStream) {
             ASSERT_EQ(got.stats.accepted, accepted);
             ASSERT_EQ(got.stats.nodes, nodes);
             ASSERT_EQ(got.stats.sources.count("scripted") > 0, nodes > 0);
+            if (nodes > 0) {
+              // A proposer without counts of its own: every node it drafted was
+              // proposed and verified, and it was chosen in every drafting cycle.
+              const DepthCounts& src = got.stats.sources.at("scripted");
+              ASSERT_EQ(src.proposed, nodes);
+              ASSERT_EQ(src.verified(), nodes);
+              ASSERT_EQ(src.chosen, drafting_cycles);
+            }
           }
         }
       }
