@@ -126,7 +126,10 @@ void add_bench_decode(CLI::App& root) {
                   "target: fp32), fp32, fp16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (quantized "
                   "in memory; the limit counts quantized bytes)")
       ->check(CLI::IsMember(kWeightTypeNames));
-  cmd->add_option("--threads", a->threads, "Thread counts to measure (repeatable)");
+  cmd->add_option("--threads", a->threads,
+                  "Thread counts to measure: comma-separated and/or repeated (--threads 1,2 or "
+                  "--threads 1 --threads 2)")
+      ->delimiter(',');
   cmd->add_option("--pos", a->pos,
                   "Context position the forwards run at (default: 256, or half the model's "
                   "context when that is shorter)");
