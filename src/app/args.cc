@@ -77,7 +77,8 @@ void add_drafter_flags(CLI::App* cmd, DrafterArgs& a, unsigned which,
                                  "Draft trees instead of chains: W1,W2,... children per node at "
                                  "each depth (e.g. 3,2,1; at most 63 nodes), or 'auto' (the shape "
                                  "of most expected tokens per second, from the measured m(q) and "
-                                 "live acceptance by depth and rank). --draft-k caps the depth");
+                                 "live acceptance by depth and rank). --draft-k caps the depth")
+                     ->check(cli::NonEmpty);
     cmd->add_option("--tree-budget", a.tree_budget,
                     "Dynamic draft trees of at most N nodes (1..63): the most probable "
                     "continuations by cumulative draft probability (EAGLE-2 style)")

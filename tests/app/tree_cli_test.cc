@@ -40,6 +40,7 @@ TEST(TreeFlags, GenerateRefusesWhatItCannotVerify) {
   const std::string g = "generate -m " + model + " --drafter " + drafter + " -p Once -n 8 ";
   expect_refused(g + "--tree 2,2,2", "--tree 2,2,2 is 3 deep; the drafter has K = 2");
   expect_refused(g + "--tree 2,0", "widths are whole numbers");
+  expect_refused(g + "--tree ''", "--tree");  // ran a chain, exit 0, before
   expect_refused(g + "--tree 2 --tree-budget 4", "excludes");
   expect_refused(g + "--tree-budget 64", "between 1 and 63");
   expect_refused(g + "--tree 2,2 --temp 0.8 --spec-sampling rejection",
