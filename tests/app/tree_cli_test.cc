@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "cli_util.h"
 #include "test_util.h"
 
@@ -57,6 +59,31 @@ TEST(TreeFlags, GenerateRefusesWhatItCannotVerify) {
     return json.substr(a, e - a);
   };
   EXPECT_EQ(ids(ok.out), ids(plain.out));
+}
+
+// Trees at the end of the context: a static tree, a budget and auto, with a
+// --ctx that ends the generation a few tokens after the prompt (the trees
+// clipped to the positions left) — the same tokens and finish reason as plain.
+TEST(TreeFlags, TreesAtTheEndOfTheContextMatchPlain) {
+  MTP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  const std::string dir = temp_dir("tree-ctx");
+  const std::string drafter = dir + "/drafter.safetensors";
+  ASSERT_EQ(run_cli("init-drafter -m " + model + " -o " + drafter + " --k 3").status, 0);
+  for (int ctx : {4, 5, 6, 7, 9, 12}) {
+    const std::string base = "generate -m " + model + " -p 'Once upon' -n 20 --json --ctx " +
+                             std::to_string(ctx);
+    const CliResult plain = run_cli(base + " --no-spec");
+    ASSERT_EQ(plain.status, 0) << plain.err;
+    const auto jp = nlohmann::json::parse(plain.out);
+    for (const char* shape : {"--tree 3,2,2", "--tree-budget 12", "--tree auto"}) {
+      SCOPED_TRACE(std::string(shape) + " --ctx " + std::to_string(ctx));
+      const CliResult t = run_cli(base + " --drafter " + drafter + " " + shape);
+      ASSERT_EQ(t.status, 0) << t.err;
+      const auto jt = nlohmann::json::parse(t.out);
+      EXPECT_EQ(jt["token_ids"], jp["token_ids"]);
+      EXPECT_EQ(jt["finish_reason"], jp["finish_reason"]);
+    }
+  }
 }
 
 }  // namespace

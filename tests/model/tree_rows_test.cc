@@ -3,7 +3,7 @@
 // (logits and capture hidden) of decoding that node's path one token at a time
 // — so a row's output does not depend on its siblings or cousins — for every
 // family (Gemma's sliding window shorter than the sequences and than some
-// paths), fp32 and bf16, 1 and 2 threads, every SIMD target the host runs.
+// paths, and trees placed after the window's ring has wrapped), fp32 and bf16, 1 and 2 threads, every SIMD target the host runs.
 // After commit_tree of a random path, decoding on gives the sequential bits.
 #include <gtest/gtest.h>
 
@@ -67,10 +67,16 @@ void check_tree_rows(const model::Model& m, int threads, unsigned seed) {
   ThreadPool pool(threads);
   ThreadPool* p = threads > 1 ? &pool : nullptr;
   std::mt19937 rng(seed);
-  const int ctx = 80;
-  for (int trial = 0; trial < 6; ++trial) {
+  const int ctx = 80, q_max = 32;
+  // A sliding-window model keeps a ring of window + q_max slots (kv_cache.h):
+  // its last two trials start the tree past the ring's first lap, so the
+  // tree's keys sit beside slots that were overwritten.
+  const int ring = c.sliding_window > 0 ? c.sliding_window + q_max : 0;
+  const int trials = ring > 0 ? 8 : 6;
+  for (int trial = 0; trial < trials; ++trial) {
     SCOPED_TRACE(testing::Message() << "trial " << trial);
-    const int P = std::uniform_int_distribution<int>(1, 14)(rng);
+    const int P = trial < 6 ? std::uniform_int_distribution<int>(1, 14)(rng)
+                            : std::uniform_int_distribution<int>(ring + 1, ctx - 20)(rng);
     const auto prefix = random_tokens(rng, P, c.vocab);
     const int32_t root = random_tokens(rng, 1, c.vocab)[0];
     const Tree tree = random_tree(rng, c.vocab);
@@ -78,7 +84,7 @@ void check_tree_rows(const model::Model& m, int threads, unsigned seed) {
 
     // The tree call: sequence 0 = prefix, then root + tree; sequence 1 gets an
     // ordinary row in the same call (trees share calls with other sequences).
-    auto kv = m.make_cache(2, ctx, 32);
+    auto kv = m.make_cache(2, ctx, q_max);
     run_chunks(m, kv, 0, prefix, {5}, p);
     std::vector<model::Row> rows = {{1, 0, prefix[0]}, {0, P, root}};
     std::vector<int32_t> pos(n);
