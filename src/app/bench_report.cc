@@ -4,6 +4,7 @@
 
 #include <numeric>
 
+#include "app/spec_common.h"
 #include "core/mapped_file.h"
 
 namespace mtp::app {
@@ -171,6 +172,18 @@ void print_sources(const speculative::SourcesResult& r, std::FILE* out) {
       fmt::print(out, "| {} | {:.2f} | {:.1f} | {:.2f} | {} | {} |\n", run.source,
                  run.stats.tokens_per_cycle(), run.seconds > 0 ? run.tokens / run.seconds : 0,
                  k.speedup(i), run.flips, chosen);
+    }
+    // Each run's sources: what they proposed, what was verified and accepted
+    // (by draft position) and the time they took (drafting, lookups, catch-up).
+    fmt::print(out, "\n| run | source | chosen (probes) | proposed | verified | accepted | "
+                    "acceptance by position | time (ms) |\n");
+    fmt::print(out, "|---|---|---|---|---|---|---|---|\n");
+    for (const auto& run : k.runs) {
+      for (const auto& [name, c] : run.stats.sources) {
+        fmt::print(out, "| {} | {} | {} ({}) | {} | {} | {} | {} | {:.1f} |\n", run.source, name,
+                   c.chosen, c.probes, c.proposed, c.verified(), c.accepted_total(),
+                   acceptance_by_position(c), 1e3 * c.time_s);
+      }
     }
   }
 }

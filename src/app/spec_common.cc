@@ -96,6 +96,13 @@ void apply_lookup_args(const LookupArgs& a, const io::Tokenizer* tok,
   so.lookup = lookup_options(a);
 }
 
+std::string acceptance_by_position(const speculative::DepthCounts& c) {
+  std::string pos;
+  const auto ca = c.acceptance();
+  for (size_t k = 0; k < ca.size(); ++k) pos += fmt::format("{}{:.2f}", k ? " " : "", ca[k]);
+  return pos;
+}
+
 void print_spec_stats(const speculative::SpecStats& s) {
   std::string acc;
   auto a = s.acceptance();
@@ -121,9 +128,7 @@ void print_spec_stats(const speculative::SpecStats& s) {
                s.nodes_per_cycle(), hist, shapes);
   }
   for (const auto& [name, c] : s.sources) {
-    std::string pos;
-    auto ca = c.acceptance();
-    for (size_t k = 0; k < ca.size(); ++k) pos += fmt::format("{}{:.2f}", k ? " " : "", ca[k]);
+    const std::string pos = acceptance_by_position(c);
     fmt::print(stderr,
                "[  {}: chosen {} cycles ({} probes), proposed {}, verified {}, accepted {} | "
                "acceptance by position: {} | {:.3f} s drafting]\n",

@@ -47,5 +47,7 @@ void apply_lookup_args(const LookupArgs& a, const io::Tokenizer* tok,
 
 // Human-readable stats to stderr (and one line per draft source).
 void print_spec_stats(const speculative::SpecStats& s);
+// A source's acceptance at each draft position, "0.79 0.61 ..." (summaries, reports).
+std::string acceptance_by_position(const speculative::DepthCounts& c);
 
 }  // namespace mtp::app

@@ -103,6 +103,13 @@ TEST(UnionCli, BenchSourcesPerKind) {
     }
   }
   EXPECT_EQ(j["kinds"]["all"]["prompts"], 24);
+  // The readable report has each run's sources in detail, the union's three.
+  const std::string detail = "| run | source | chosen (probes) | proposed | verified | accepted | "
+                             "acceptance by position | time (ms) |";
+  EXPECT_NE(r.err.find(detail), std::string::npos) << r.err;
+  for (const char* s : {"| union | mtp |", "| union | prompt |", "| union | history |"}) {
+    EXPECT_NE(r.err.find(s), std::string::npos) << s << "\n" << r.err;
+  }
   CliResult bad = run_cli("bench -m " + shell_quote(model) + " --drafter " + shell_quote(drafter) +
                           " --prompts " + shell_quote(prompts) + " --lookup prompt");
   EXPECT_EQ(bad.status, 2);
