@@ -148,11 +148,41 @@ TEST(Speculative, EveryArchitectureMatchesPlain) {
     spec.vocab = 64;
     if (a == model::Arch::Gemma2 || a == model::Arch::Gemma3) spec.sliding_window = 7;
     std::string dir = test::random_hf_checkpoint("spec-arch", spec);
-    for (auto wt : {kernels::WeightType::F32, kernels::WeightType::BF16}) {
+    // Float and block-quantized targets (requantized at load; a K type's
+    // rows shorter than its 256-element super-block fall back as
+    // llama-quantize does): the verify rows are batch-invariant for each.
+    for (auto wt : {kernels::WeightType::F32, kernels::WeightType::BF16,
+                    kernels::WeightType::Q8_0, kernels::WeightType::Q4_K}) {
+      SCOPED_TRACE(kernels::weight_type_name(wt));
       Fixture f = load(dir, wt);
       drafter::Drafter d = make_drafter(f, 3, a == model::Arch::Gemma2 ? 6 : 0, 4);
       Checks ch;
       check_spec_equals_plain(f, d, 30, 3, 11, ch);  // 30 tokens > sliding window 7
+    }
+  }
+}
+
+// K-type targets whose rows are whole 256-element super-blocks (no fallback:
+// Q4_K, Q5_K and Q6_K kernels themselves), every family: output == plain.
+TEST(Speculative, KTypeTargetsMatchPlain) {
+  for (model::Arch a : {model::Arch::Llama, model::Arch::Qwen2, model::Arch::Qwen3,
+                        model::Arch::Gemma2, model::Arch::Gemma3}) {
+    test::RandomSpec spec = test::RandomSpec::for_arch(a);
+    spec.d_model = 256;
+    spec.ffn = 512;
+    spec.head_dim = 64;
+    spec.vocab = 64;
+    spec.n_layers = a == model::Arch::Gemma3 ? 2 : 1;
+    if (a == model::Arch::Gemma2 || a == model::Arch::Gemma3) spec.sliding_window = 7;
+    std::string dir = test::random_hf_checkpoint("spec-ktype", spec);
+    for (auto wt : {kernels::WeightType::Q4_K, kernels::WeightType::Q5_K,
+                    kernels::WeightType::Q6_K}) {
+      SCOPED_TRACE(std::string(model::arch_name(a)) + " " + kernels::weight_type_name(wt));
+      Fixture f = load(dir, wt);
+      ASSERT_EQ(f.model->weights().layers[0].w_down.hold(), wt);
+      drafter::Drafter d = make_drafter(f, 2, 0, 5);
+      Checks ch;
+      check_spec_equals_plain(f, d, 24, 2, 13, ch);
     }
   }
 }
