@@ -91,8 +91,10 @@ class TreeChooser {
   // at 1.54x plain against the chain's 1.96x (docs/PERFORMANCE.md, issue 16,
   // "Session 31"). So when the best shape verifying another row count than
   // the winner comes within kRetimeMargin of it, the timed point that prices
-  // it is timed again (at most kMaxTimings timings per point, kRetimeAfter
-  // choices apart) and keeps the lower timing (CostCurve::lower_point).
+  // it — the one whose own timing sets that price, q = 1 included: a slow
+  // m(1) flattens every point up to the next larger timing — is timed again
+  // (at most kMaxTimings timings per point, kRetimeAfter choices apart) and
+  // keeps the lower timing (CostCurve::lower_point).
   TreeChooser(CostCurve curve, double decode_s, int max_depth, int max_nodes, Timer timer = {});
 
   // The shape for the next cycle.

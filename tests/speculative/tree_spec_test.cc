@@ -365,6 +365,46 @@ TEST(TreeShape, ANoisyPointIsTimedAgainWhenAContenderRestsOnIt) {
   EXPECT_EQ(ch.points_retimed(), int(timed.size()));
 }
 
+// A slow first timing of ONE row (on the demo target at 2 threads: 2.70 ms
+// against 1.11 ms per plain token) raises every point timed below it — the
+// curve read 1.00 up to 15 rows, and auto verified 2,2,2 trees at 0.68x the
+// chain. The point that sets a contender's price is the one timed again, q = 1
+// included, and the chooser settles where the true curve does.
+TEST(TreeShape, ASlowTimingOfOneRowIsTimedAgain) {
+  auto f = [](int q) { return 1.0 + 0.15 * (q - 1); };  // rows cost: m(8) = 2.05
+  std::vector<int> timed;
+  TreeChooser ch(CostCurve({{1, 2.5}, {2, f(2)}, {3, f(3)}, {4, f(4)}}), 2.5, 4, 16, [&](int q) {
+    timed.push_back(q);
+    return f(q);
+  });
+  TreeChooser truth(CostCurve({{1, f(1)}, {2, f(2)}, {3, f(3)}, {4, f(4)}, {8, f(8)}, {16, f(16)}}),
+                    1.0, 4, 16);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<int> w;
+  for (int i = 0; i < 200; ++i) {
+    w = ch.widths();
+    const std::vector<int> wt = truth.widths();
+    // The first child right 80 % of the time, a second one 5 %.
+    for (auto [c, ws] : {std::pair{&ch, w}, std::pair{&truth, wt}}) {
+      std::vector<int> ranks;
+      for (size_t d = 0; d < ws.size(); ++d) {
+        const double x = u(rng);
+        if (x < 0.8) ranks.push_back(0);
+        else if (ws[d] > 1 && x < 0.85) ranks.push_back(1);
+        else break;
+      }
+      c->observe(ws, ranks);
+      c->observe_module(2, 0.01);
+      c->observe_module(8, 0.012);
+    }
+  }
+  EXPECT_EQ(TreeOptions::nodes(truth.widths()), int(truth.widths().size()))
+      << "the test's premise: the true curve picks a chain, got " << widths_text(truth.widths());
+  EXPECT_EQ(widths_text(w), widths_text(truth.widths())) << "m(1) still at 2.5 decodes";
+  EXPECT_GE(std::count(timed.begin(), timed.end(), 1), 1) << "m(1) was never timed again";
+}
+
 // A flat start (m(4) = m(3), as on the Zen 3 host: 1.00 1.00 1.11 1.11)
 // extends to a free max_nodes tree past the last timed point. The chooser
 // times at most twice the largest timed q below the one it needs, so it learns
