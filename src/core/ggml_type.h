@@ -71,10 +71,32 @@ inline GgmlTypeInfo ggml_type_info(uint32_t id) {
   return {nullptr, 0, 0};
 }
 
-// "Q4_K", or "type 17" for ids outside the table.
+// ggml's name of the types outside the table (IQ*, ternary): named in errors
+// only (their geometry is not needed to refuse them). nullptr: unknown id.
+inline const char* ggml_unsupported_type_name(uint32_t id) {
+  switch (id) {
+    case 16: return "IQ2_XXS";
+    case 17: return "IQ2_XS";
+    case 18: return "IQ3_XXS";
+    case 19: return "IQ1_S";
+    case 20: return "IQ4_NL";
+    case 21: return "IQ3_S";
+    case 22: return "IQ2_S";
+    case 23: return "IQ4_XS";
+    case 29: return "IQ1_M";
+    case 34: return "TQ1_0";
+    case 35: return "TQ2_0";
+    default: return nullptr;
+  }
+}
+
+// "Q4_K"; "IQ2_XS" for a type outside the table that ggml names; "type 99"
+// for an id ggml does not have (as far as this table knows).
 inline std::string ggml_type_name(uint32_t id) {
   const GgmlTypeInfo i = ggml_type_info(id);
-  return i.name ? std::string(i.name) : "type " + std::to_string(id);
+  if (i.name) return i.name;
+  if (const char* n = ggml_unsupported_type_name(id)) return n;
+  return "type " + std::to_string(id);
 }
 
 // Bytes of one row of `elems` elements; 0 when the id is unknown or elems is

@@ -336,8 +336,10 @@ void GgufFile::parse() {
     t.offset = c.read<uint64_t>(what + " (offset)");
     const GgmlTypeInfo info = ggml_type_info(t.type);
     if (!info.name) {
-      fail<FormatError>("GGUF file '{}': tensor {} has ggml type {}, which mtpspec does not support",
-                        path_, t.name, t.type);
+      const char* named = ggml_unsupported_type_name(t.type);  // IQ2_XS, TQ1_0 ...
+      fail<FormatError>("GGUF file '{}': tensor {} has ggml type {}{}, which mtpspec does not "
+                        "support", path_, t.name, t.type,
+                        named ? fmt::format(" ({})", named) : std::string());
     }
     if (t.row_elems() % info.block_elems != 0) {
       fail<FormatError>("GGUF file '{}': tensor {} has type {} (blocks of {} values) but rows of "

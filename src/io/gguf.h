@@ -19,8 +19,9 @@
 // count is refused, never reserved; at most 2^23 array elements in all, as
 // each is held unpacked), the version and byte order, duplicate
 // keys and tensor names, the alignment, n_dims ≤ 4, dims ≥ 0 and their product
-// against overflow, each tensor's type (unknown ids named: "tensor X has ggml
-// type 17, which mtpspec does not support") and its row length against the
+// against overflow, each tensor's type (others refused, named as ggml names
+// them: "tensor X has ggml type 17 (IQ2_XS), which mtpspec does not support")
+// and its row length against the
 // block size, each offset aligned and its bytes inside the file, and no two
 // tensors overlapping. A short file is an IoError, a malformed one a
 // FormatError; both name the file and the key or tensor.

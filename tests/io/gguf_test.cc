@@ -234,7 +234,7 @@ TEST(Gguf, BadTensorInfosNameTheTensor) {
   std::string unk = b;
   poke<uint32_t>(unk, info_of(unk, "a.f32") + 4 + 16, 17);
   expect_error<FormatError>([&] { GgufFile f(write("unk", unk)); },
-                            {"tensor a.f32 has ggml type 17, which mtpspec does not support"});
+                            {"tensor a.f32 has ggml type 17 (IQ2_XS), which mtpspec does not support"});
   std::string row = b;
   poke<int64_t>(row, info_of(row, "b.q8_0") + 4, 48);  // 48 is not a multiple of 32
   expect_error<FormatError>([&] { GgufFile f(write("row", row)); },

@@ -290,8 +290,12 @@ TEST(LoadGguf, UnsupportedTypesAreRefusedNamingTheTensor) {
   });
   expect_error<ConfigError>([&] { load_model(norm, {}); }, {"output_norm.weight", "Q8_0", "norm"});
   const std::string unk = edited("unk", [](auto&, auto& ts) { find(ts, "blk.0.ffn_gate.weight").type = 17; });
-  expect_error<FormatError>([&] { load_model(unk, {}); },
-                            {"tensor blk.0.ffn_gate.weight has ggml type 17, which mtpspec does not support"});
+  expect_error<FormatError>(
+      [&] { load_model(unk, {}); },
+      {"tensor blk.0.ffn_gate.weight has ggml type 17 (IQ2_XS), which mtpspec does not support"});
+  const std::string none = edited("none", [](auto&, auto& ts) { find(ts, "blk.0.ffn_gate.weight").type = 99; });
+  expect_error<FormatError>([&] { load_model(none, {}); },
+                            {"tensor blk.0.ffn_gate.weight has ggml type 99, which mtpspec does not support"});
 }
 
 // A GGUF whose matrices are stored as ggml blocks (quantized by mtpspec's own
