@@ -25,10 +25,12 @@ ShardSet::ShardSet(const std::string& dir, const std::string& fingerprint, int d
   manifest_ = drafter::read_manifest(dir);
   const std::string fp = manifest_["target_fingerprint"].get<std::string>();
   if (fp != fingerprint) {
-    const std::string requantized =
-        manifest_.contains("target") && manifest_["target"].is_object()
-            ? manifest_["target"].value("requantized", std::string())
-            : std::string();
+    std::string requantized;  // a value of another type is ignored: this only words the error
+    if (manifest_.contains("target") && manifest_["target"].is_object() &&
+        manifest_["target"].contains("requantized") &&
+        manifest_["target"]["requantized"].is_string()) {
+      requantized = manifest_["target"]["requantized"].get<std::string>();
+    }
     if (!requantized.empty()) {
       // Training runs against the target's stored bytes (its embedding and
       // head, dequantized to fp32 where they are blocks): a requantized copy
