@@ -475,14 +475,16 @@ void round_to_storage(std::map<std::string, std::vector<float>>& tensors,
   }
 }
 
+kernels::PackedMatrix float_matrix(const kernels::PackedMatrix& m) {
+  if (!m.is_composite() && !kernels::weight_type_quantized(m.hold())) return m;
+  std::vector<float> v(m.rows() * m.cols());  // [rows, cols]
+  for (size_t r = 0; r < m.rows(); ++r) m.row_f32(r, v.data() + r * m.cols());
+  return kernels::PackedMatrix::pack(v.data(), DType::F32, m.rows(), m.cols(), kernels::WeightType::F32);
+}
+
 Drafter Drafter::with_float_matrices() const {
   Drafter out = *this;
-  auto to_f32 = [](kernels::PackedMatrix& m) {
-    if (!m.is_composite() && !kernels::weight_type_quantized(m.hold())) return;
-    std::vector<float> v(m.rows() * m.cols());
-    for (size_t r = 0; r < m.rows(); ++r) m.row_f32(r, v.data() + r * m.cols());
-    m = kernels::PackedMatrix::pack(v.data(), DType::F32, m.rows(), m.cols(), kernels::WeightType::F32);
-  };
+  auto to_f32 = [](kernels::PackedMatrix& m) { m = float_matrix(m); };
   for (MtpModule& mod : out.modules_) {
     to_f32(mod.eh_proj);
     for (kernels::PackedMatrix* x : {&mod.block.wqkv, &mod.block.wo, &mod.block.w_gate_up, &mod.block.w_down})

@@ -156,6 +156,11 @@ class Drafter {
   std::string path_;
 };
 
+// m's exact values held as fp32 when it is block-quantized or composite (the
+// fp32 kernels then run it: what the parity gate compares with libtorch); m
+// itself, sharing its storage, when it is float already.
+kernels::PackedMatrix float_matrix(const kernels::PackedMatrix& m);
+
 // The rows `ids` of `head`, held in its precision. [ids.size(), head.cols()]
 kernels::PackedMatrix sub_head(const kernels::PackedMatrix& head, std::span<const int32_t> ids);
 

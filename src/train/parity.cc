@@ -81,10 +81,7 @@ std::optional<model::Model> with_float_head(const model::Model& target) {
   const kernels::PackedMatrix& h = target.weights().lm_head;
   if (!h.is_composite() && !kernels::weight_type_quantized(h.hold())) return std::nullopt;
   model::LoadedModel lm = target.loaded();  // the matrices' storage is shared, not copied
-  std::vector<float> v(h.rows() * h.cols());  // [vocab, d]
-  for (size_t r = 0; r < h.rows(); ++r) h.row_f32(r, v.data() + r * h.cols());
-  lm.weights.lm_head = kernels::PackedMatrix::pack(v.data(), DType::F32, h.rows(), h.cols(),
-                                                   kernels::WeightType::F32);
+  lm.weights.lm_head = drafter::float_matrix(h);  // [vocab, d]
   return model::Model(std::move(lm));
 }
 }  // namespace
