@@ -196,7 +196,12 @@ void print_trees(const speculative::TreesResult& r, std::FILE* out) {
     for (const auto& [q, s] : r.auto_curve) {
       m += fmt::format("{}{}: {:.2f}", m.empty() ? "" : ", ", q, s / r.auto_curve[0].second);
     }
-    fmt::print(out, "auto's m(q): {}\n\n", m);
+    fmt::print(out, "auto's m(q), timed: {}\n", m);
+    m.clear();
+    for (const auto& [q, s] : r.auto_curve_live) {
+      m += fmt::format("{}{}: {:.2f}", m.empty() ? "" : ", ", q, s / r.auto_curve[0].second);
+    }
+    fmt::print(out, "auto's m(q), in its cycles at the end: {}\n\n", m);
   }
   fmt::print(out, "| shape | tokens/cycle | nodes/cycle | tok/s | speedup | flips | cycles by accepted "
                   "length | shapes chosen |\n");

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <optional>
+#include <set>
 
 #include "core/error.h"
 #include "speculative/generate.h"
@@ -27,8 +28,9 @@ nlohmann::json TreesResult::to_json() const {
                        {"flips", r.flips},
                        {"stats", r.stats.to_json()}};
   }
-  return {{"draft_k", draft_k},       {"threads", threads}, {"plain_tok_s", plain_tok_s()},
-          {"auto_curve", auto_curve}, {"shapes", shapes}};
+  return {{"draft_k", draft_k},       {"threads", threads},
+          {"plain_tok_s", plain_tok_s()}, {"auto_curve", auto_curve},
+          {"auto_curve_live", auto_curve_live}, {"shapes", shapes}};
 }
 
 TreesResult run_trees(const BenchInputs& in, const std::vector<std::string>& names, int draft_k,
@@ -86,7 +88,14 @@ TreesResult run_trees(const BenchInputs& in, const std::vector<std::string>& nam
       fmt::print(stderr, "{}\n", line);
     }
   }
-  if (chooser) res.auto_curve = chooser->curve().points();
+  if (chooser) {
+    const CostCurve& c = chooser->curve();
+    res.auto_curve = c.points();
+    std::set<int> qs;
+    for (const auto& [q, s] : c.points()) qs.insert(q);
+    for (int q = 1; q <= 64; ++q) if (chooser->verified(q)) qs.insert(q);
+    for (int q : qs) res.auto_curve_live.push_back({q, chooser->verify_seconds(q)});
+  }
   return res;
 }
 

@@ -28,11 +28,14 @@ struct TreesResult {
   int draft_k = 0, threads = 1;
   double plain_tokens = 0, plain_seconds = 0;
   std::vector<TreeRun> runs;  // one per shape, in the order asked
-  std::vector<std::pair<int, double>> auto_curve;  // auto's m(q) points (q, seconds)
+  std::vector<std::pair<int, double>> auto_curve;  // auto's timed m(q) points (q, seconds)
+  // auto's m(q) as it priced verifies at the end, the cycles' own verify
+  // times folded in (TreeChooser::observe_verify): at every timed or verified q.
+  std::vector<std::pair<int, double>> auto_curve_live;
   double plain_tok_s() const;
   double tok_s(size_t i) const;
   double speedup(size_t i) const;  // runs[i] tok/s over plain tok/s
-  // {"draft_k", "threads", "plain_tok_s", "auto_curve": [[q, s]...],
+  // {"draft_k", "threads", "plain_tok_s", "auto_curve": [[q, s]...], "auto_curve_live": [[q, s]...],
   //  "shapes": {name: {"tok_s", "speedup", "tokens_per_cycle", "nodes_per_cycle",
   //  "flips", "stats"}}}
   nlohmann::json to_json() const;

@@ -121,6 +121,7 @@ class MtpProposer : public Proposer {
   std::vector<int> last_widths_;
   int last_n_ = -1;
   std::optional<std::chrono::steady_clock::time_point> cycle_started_;  // auto's cycle clock
+  std::chrono::steady_clock::time_point proposed_at_;  // the last tree's end (auto's verify clock)
   // A tree's module call (chains_.runner().forward), timed per module.
   void run_module(int k, const float* h_in, float* h_out, float* logits, const uint8_t* mask);
 };

@@ -57,6 +57,9 @@ void MtpProposer::add_children(const float* lg, int64_t pos, int parent, int k, 
 
 void MtpProposer::commit(std::span<const int32_t> committed) {
   if (chooser_ && last_n_ >= 0 && !last_tree_.empty()) {
+    chooser_->observe_verify(
+        int(last_tree_.size()) + 1,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - proposed_at_).count());
     // The accepted path, by DraftTree::accept's own rule, with the committed
     // tokens as the target's choices (-1 past the end); a node's rank = its
     // earlier siblings.
@@ -215,6 +218,7 @@ void MtpProposer::propose_tree(std::span<const int32_t> committed, int max_k, Dr
   last_tree_.token = tree.token;
   last_tree_.parent = tree.parent;
   last_widths_ = widths;
+  proposed_at_ = std::chrono::steady_clock::now();
 }
 
 }  // namespace mtp::speculative

@@ -101,6 +101,8 @@ TreeChooser::TreeChooser(CostCurve curve, double decode_s, int max_depth, int ma
   acc_.assign(size_t(max_depth_), std::vector<double>(kMaxWidth, 0.0));
   seen_ = acc_;
   timings_.assign(size_t(kMaxTreeNodes) + 2, 0);
+  live_s_.assign(timings_.size(), 0.0);
+  live_w_.assign(timings_.size(), 0.0);
   timed_at_.assign(timings_.size(), 0);
   for (const auto& [q, sec] : curve_.points()) note_timed(q);  // timed once, before any choice
 }
@@ -137,6 +139,13 @@ void TreeChooser::observe_cycle(const std::vector<int>& used, double seconds) {
   overhead_ += (excess - overhead_) / overhead_n_;
 }
 
+void TreeChooser::observe_verify(int q, double seconds) {
+  if (q < 1 || size_t(q) >= live_s_.size() || !(seconds > 0)) return;
+  for (size_t i = 0; i < live_s_.size(); ++i) live_s_[i] *= kDecay, live_w_[i] *= kDecay;
+  live_s_[size_t(q)] += seconds;
+  live_w_[size_t(q)] += 1;
+}
+
 double TreeChooser::model_seconds(const std::vector<int>& w) const {
   const double tokens = expected_tokens(w);
   double s = verify_seconds(1 + TreeOptions::nodes(w));
@@ -150,9 +159,38 @@ double TreeChooser::model_seconds(const std::vector<int>& w) const {
   return s;
 }
 
+bool TreeChooser::verified(int q) const {
+  return q >= 1 && size_t(q) < live_w_.size() && live_w_[size_t(q)] > kVerifiedWeight;
+}
+
 double TreeChooser::verify_seconds(int q) const {
-  if (optimistic_ && !curve_.points().empty()) q = std::min(q, curve_.points().back().first);
-  return curve_(q);
+  // The timed price, flat past the last timed point when optimistic_.
+  auto timed = [&](int r) {
+    if (optimistic_ && !curve_.points().empty()) r = std::min(r, curve_.points().back().first);
+    return curve_(r);
+  };
+  auto in_cycles = [&](int r) {  // the cycles' verifies of r rows, the timing as one more
+    return (live_s_[size_t(r)] + kVerifyPrior * timed(r)) / (live_w_[size_t(r)] + kVerifyPrior);
+  };
+  double v;
+  if (verified(q)) {
+    v = in_cycles(q);
+  } else {
+    // Never verified (or long ago): the timed price, lowered — never raised —
+    // by the ratio of the nearest verified q, so that a shape is tried
+    // rather than priced out by another shape's cycles.
+    v = timed(q);
+    int near = 0;
+    for (int r = 1; r < int(live_w_.size()); ++r) {
+      if (verified(r) && (near == 0 || std::abs(r - q) < std::abs(near - q))) near = r;
+    }
+    if (near > 0) v *= std::min(1.0, in_cycles(near) / timed(near));
+  }
+  // A verify of more rows never costs less than a verified one of fewer.
+  for (int r = 1; r < std::min(q, int(live_w_.size())); ++r) {
+    if (verified(r)) v = std::max(v, in_cycles(r));
+  }
+  return v;
 }
 
 void TreeChooser::choose() {

@@ -25,6 +25,19 @@
 //     depth >= 1 whose rows are that module's catch-up and the nodes above
 //     it (mtp_tree.cc), priced by a rolling linear fit seconds = a + b · rows
 //     of live module calls;
+//     The verify of q rows is priced as it runs inside a cycle once cycles
+//     have verified q rows (propose to commit: the forward and the accept; a
+//     decayed mean, weighed against the timed price as one more cycle), and
+//     from the timing until then — lowered, never raised, by the ratio of
+//     cycles to timing at the nearest verified q, and never below a
+//     verified price of fewer rows. Not CostCurve::observe's ratio, which
+//     one verified q extends to every q: the chooser would scale all shapes
+//     by the one it runs and never learn that another costs less. The
+//     isolated timings read low on a cache-resident target: on the demo
+//     target (37.7 MB) they were flat to 7 rows (1 thread) and 15 rows
+//     (2 threads), 5 rows cost 1.12x the timing inside a cycle, and auto
+//     verified 2,1,1 and 2,2 trees that gained no token over the chain
+//     1,1,1, at 0.84x its speed;
 //     + a per-cycle overhead: the rolling mean of (a live cycle's seconds,
 //     propose to propose) − (this model's seconds for its shape) — what the
 //     isolated costs miss (bookkeeping, sampling, verify inside a cycle
@@ -107,11 +120,20 @@ class TreeChooser {
   void observe_module(int rows, double seconds);
   // A whole cycle with shape `used` took `seconds` (propose to propose).
   void observe_cycle(const std::vector<int>& used, double seconds);
+  // A cycle's verify of q rows (1 + its tree's nodes) took `seconds`
+  // (propose to commit).
+  void observe_verify(int q, double seconds);
 
+  // fn(w) for every shape it chooses from: non-increasing widths, depth <=
+  // max_depth, nodes <= max_nodes.
+  void each_shape(const std::function<void(const std::vector<int>&)>& fn) const;
   double acceptance(int depth, int rank) const;  // â(depth, rank), depth >= 1
   double expected_tokens(const std::vector<int>& w) const;
   double cycle_seconds(const std::vector<int>& w) const;  // model + overhead
   double overhead_seconds() const { return overhead_; }
+  // A verify of q rows as priced now (timed, or as cycles verified it).
+  double verify_seconds(int q) const;
+  bool verified(int q) const;  // cycles have verified q rows (recently)
   int choices_made() const { return choices_; }
   int points_retimed() const { return retimed_; }
   const CostCurve& curve() const { return curve_; }
@@ -121,10 +143,7 @@ class TreeChooser {
   void pick();               // widths_ = the best shape (timing points it needs)
   bool retime_contender();   // true: a point was timed again (see the constructor)
   void note_timed(int q);
-  // fn(w) for every shape: non-increasing widths, depth <= max_depth_, nodes <= max_nodes_.
-  void each_shape(const std::function<void(const std::vector<int>&)>& fn) const;
   double model_seconds(const std::vector<int>& w) const;
-  double verify_seconds(int q) const;  // curve_(q), flat past the last point if optimistic_
   CostCurve curve_;
   bool optimistic_ = false;
   int max_depth_, max_nodes_;
@@ -133,6 +152,12 @@ class TreeChooser {
   static constexpr double kRetimeMargin = 0.25;
   static constexpr int kMaxTimings = 2, kRetimeAfter = 4;
   std::vector<int> timings_, timed_at_;  // [q]: timings of the point, choice of the last
+  // [q]: the cycles' verify seconds and their weight, both decayed by kDecay
+  // per verify observed (any q), so a price not seen for long returns toward
+  // the timed one and its shape is tried again.
+  std::vector<double> live_s_, live_w_;
+  static constexpr double kVerifyPrior = 1.0;     // the timed price's weight in a verified one
+  static constexpr double kVerifiedWeight = 0.05;  // below: as if never verified
   int retimed_ = 0;
   std::vector<std::vector<double>> acc_, seen_;  // [depth-1][rank]
   CallCostFit modules_{kDecay};  // module call seconds by rows
