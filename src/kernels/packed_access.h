@@ -1,5 +1,5 @@
-// Internal to kernels: construction of PackedMatrix storage (matmul.cc,
-// pack_quant.cc).
+// Internal to kernels: construction of PackedMatrix storage (pack_float.cc,
+// pack_quant.cc) and what the packers and matmul.cc share.
 #pragma once
 #include <algorithm>
 #include <cstdlib>
@@ -9,6 +9,7 @@
 
 #include "core/large_alloc.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_layout.h"
 
 namespace mtp::kernels {
 
@@ -26,6 +27,12 @@ struct PackedMatrixAccess {
 };
 
 namespace detail {
+// Superchunks (kSuper cols) of a row of `cols` values.
+inline size_t n_super_of(size_t cols) { return (cols + kSuper - 1) / kSuper; }
+// The kernel element type of a float hold.
+inline Elem elem_of(WeightType hold) {
+  return hold == WeightType::BF16 ? Elem::BF16 : hold == WeightType::F16 ? Elem::F16 : Elem::F32;
+}
 // PackedMatrix::pack for a quantized hold (pack_quant.cc).
 PackedMatrix pack_quantized(const void* src, DType st, size_t rows, size_t cols, WeightType hold);
 // matmul() for a quantized hold (matmul_grouped.cc: grouped_blocks.h's
