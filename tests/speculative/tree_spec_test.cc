@@ -30,6 +30,31 @@ namespace {
 
 using Fixture = test::Target;
 
+// A scripted cycle's accepted path for shape w: at each depth one uniform
+// draw x picks rank r when x < p[0] + ... + p[r] and the depth has a child of
+// that rank; otherwise the path ends there.
+std::vector<int> scripted_ranks(const std::vector<int>& w, std::mt19937& rng,
+                                std::initializer_list<double> p) {
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<int> ranks;
+  for (size_t d = 0; d < w.size(); ++d) {
+    const double x = u(rng);
+    double c = 0;
+    int r = 0, hit = -1;
+    for (double pr : p) {
+      c += pr;
+      if (x < c) {
+        if (r < w[d]) hit = r;
+        break;
+      }
+      ++r;
+    }
+    if (hit < 0) break;
+    ranks.push_back(hit);
+  }
+  return ranks;
+}
+
 std::vector<TreeOptions> shapes() {
   return {TreeOptions::parse("3,2,1"), TreeOptions::parse("2,2,2"), TreeOptions::parse("4"),
           TreeOptions::parse("1,3"), TreeOptions::with_budget(9), TreeOptions::with_budget(1),
@@ -254,15 +279,8 @@ TEST(TreeShape, ChooserWidensOnlyWhenItPays) {
   auto run = [](CostCurve curve, double rank0, double rank1) {
     TreeChooser ch(std::move(curve), 1.0, 3, 32);
     std::mt19937 rng(3);
-    std::uniform_real_distribution<double> u(0, 1);
     for (int i = 0; i < 400; ++i) {
-      std::vector<int> w = ch.widths(), ranks;
-      for (size_t d = 0; d < w.size(); ++d) {
-        const double x = u(rng);
-        if (x < rank0) ranks.push_back(0);
-        else if (w[d] > 1 && x < rank0 + rank1) ranks.push_back(1);
-        else break;
-      }
+      const std::vector<int> w = ch.widths(), ranks = scripted_ranks(w, rng, {rank0, rank1});
       ch.observe(w, ranks);
       ch.observe_module(2, 0.01);
       ch.observe_module(6, 0.01);
@@ -297,17 +315,10 @@ TEST(TreeShape, LazyCurveChoosesAsTheFullCurve) {
     });
     TreeChooser full{CostCurve(all), 1.0, 3, 32};
     std::mt19937 rng(5);
-    std::uniform_real_distribution<double> u(0, 1);
     for (int i = 0; i < 200; ++i) {
-      std::vector<int> w = lazy.widths(), ranks;
+      const std::vector<int> w = lazy.widths();
       EXPECT_EQ(w, full.widths()) << "slope " << slope << " cycle " << i;
-      for (size_t d = 0; d < w.size(); ++d) {
-        const double x = u(rng);
-        if (x < 0.45) ranks.push_back(0);
-        else if (w[d] > 1 && x < 0.75) ranks.push_back(1);
-        else if (w[d] > 2 && x < 0.85) ranks.push_back(2);
-        else break;
-      }
+      const std::vector<int> ranks = scripted_ranks(w, rng, {0.45, 0.30, 0.10});
       for (TreeChooser* c : {&lazy, &full}) {
         c->observe(w, ranks);
         c->observe_module(2, 0.02);
@@ -345,13 +356,11 @@ TEST(TreeShape, ANoisyPointIsTimedAgainWhenAContenderRestsOnIt) {
   });
   TreeChooser truth(CostCurve({{1, f(1)}, {2, f(2)}, {3, f(3)}, {4, f(4)}}), 1.0, 2, 2);
   std::mt19937 rng(9);
-  std::uniform_real_distribution<double> u(0, 1);
   std::vector<int> w;
   for (int i = 0; i < 200; ++i) {
     w = ch.widths();
     (void)truth.widths();
-    std::vector<int> ranks;
-    for (size_t d = 0; d < w.size() && u(rng) < 0.8; ++d) ranks.push_back(0);
+    const std::vector<int> ranks = scripted_ranks(w, rng, {0.8});
     for (TreeChooser* c : {&ch, &truth}) {
       c->observe(w, ranks);
       c->observe_module(2, 0.01);
@@ -380,20 +389,13 @@ TEST(TreeShape, ASlowTimingOfOneRowIsTimedAgain) {
   TreeChooser truth(CostCurve({{1, f(1)}, {2, f(2)}, {3, f(3)}, {4, f(4)}, {8, f(8)}, {16, f(16)}}),
                     1.0, 4, 16);
   std::mt19937 rng(5);
-  std::uniform_real_distribution<double> u(0, 1);
   std::vector<int> w;
   for (int i = 0; i < 200; ++i) {
     w = ch.widths();
     const std::vector<int> wt = truth.widths();
     // The first child right 80 % of the time, a second one 5 %.
     for (auto [c, ws] : {std::pair{&ch, w}, std::pair{&truth, wt}}) {
-      std::vector<int> ranks;
-      for (size_t d = 0; d < ws.size(); ++d) {
-        const double x = u(rng);
-        if (x < 0.8) ranks.push_back(0);
-        else if (ws[d] > 1 && x < 0.85) ranks.push_back(1);
-        else break;
-      }
+      const std::vector<int> ranks = scripted_ranks(ws, rng, {0.8, 0.05});
       c->observe(ws, ranks);
       c->observe_module(2, 0.01);
       c->observe_module(8, 0.012);
@@ -418,17 +420,10 @@ TEST(TreeShape, AFlatStartTimesTheNextDoublingNotTheLargestTree) {
     return f(q);
   });
   std::mt19937 rng(7);
-  std::uniform_real_distribution<double> u(0, 1);
   std::vector<int> w;
   for (int i = 0; i < 200; ++i) {
     w = ch.widths();
-    std::vector<int> ranks;
-    for (size_t d = 0; d < w.size(); ++d) {
-      const double x = u(rng);
-      if (x < 0.75) ranks.push_back(0);
-      else if (w[d] > 1 && x < 0.8) ranks.push_back(1);
-      else break;
-    }
+    const std::vector<int> ranks = scripted_ranks(w, rng, {0.75, 0.05});
     ch.observe(w, ranks);
     ch.observe_module(2, 0.01);
     ch.observe_module(8, 0.012);
@@ -451,12 +446,10 @@ TEST(TreeShape, ASteepLastSegmentDoesNotHideLongerChains) {
     return f(q);
   });
   std::mt19937 rng(3);
-  std::uniform_real_distribution<double> u(0, 1);
   std::vector<int> w;
   for (int i = 0; i < 200; ++i) {
     w = ch.widths();
-    std::vector<int> ranks;
-    for (size_t d = 0; d < w.size() && u(rng) < 0.9; ++d) ranks.push_back(0);
+    const std::vector<int> ranks = scripted_ranks(w, rng, {0.9});
     ch.observe(w, ranks);
     ch.observe_module(2, 0.01);
     ch.observe_module(8, 0.012);
@@ -489,19 +482,12 @@ TEST(TreeShape, ACycleVerifyTimePricesItsShape) {
   auto run = [&](bool feed_verify, double* late_rate) {
     TreeChooser ch(CostCurve({{1, 1.0}, {2, 1.0}, {4, 1.0}, {8, 1.0}, {16, 1.0}}), 1.0, 4, 16);
     std::mt19937 rng(5);
-    std::uniform_real_distribution<double> u(0, 1);
     std::vector<int> w;
     double late = 0;
     for (int i = 0; i < 400; ++i) {
       w = ch.widths();
       if (i >= 200) late += true_rate(w) / 200;
-      std::vector<int> ranks;
-      for (size_t d = 0; d < w.size(); ++d) {
-        const double x = u(rng);
-        if (x < p0) ranks.push_back(0);
-        else if (w[d] > 1 && x < p0 + p1) ranks.push_back(1);
-        else break;
-      }
+      const std::vector<int> ranks = scripted_ranks(w, rng, {p0, p1});
       ch.observe(w, ranks);
       ch.observe_module(2, 0.01);
       ch.observe_module(8, 0.012);
