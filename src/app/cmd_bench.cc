@@ -147,6 +147,15 @@ void run_bench(BenchArgs a) {
   if (!a.lookup.lookup.empty() || !a.lookup.corpus.empty()) {
     fail<InputError>("bench compares lookup sources with --sources mtp,prompt,history,union");
   }
+  for (const auto& [flag, out] : {std::pair{"--report", &a.report}, std::pair{"--plot", &a.plot}}) {
+    cli::refuse_output_over_inputs(flag, *out, false,
+                                   {{"--prompts", &a.prompts}, {"--corpus", &a.corpus},
+                                    {"-m", &a.model.model}, {"--tokenizer", &a.model.tokenizer},
+                                    {"--drafter", &a.spec.drafter}});
+  }
+  if (!a.report.empty() && a.report == a.plot) {
+    fail<InputError>("--report and --plot are both '{}': give them different files", a.report);
+  }
   // Every --temps value is checked before any model is loaded or run.
   for (float temp : a.temps) {
     SamplingArgs at = a.sampling;

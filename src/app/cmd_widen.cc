@@ -10,6 +10,7 @@
 #include "app/commands.h"
 #include "cli/checks.h"
 #include "core/error.h"
+#include "drafter/drafter.h"
 #include "drafter/widen_drafter.h"
 #include "model/fingerprint.h"
 #include "model/hf_config.h"
@@ -29,12 +30,18 @@ struct WidenArgs {
 };
 
 void run_widen(const WidenArgs& a) {
+  cli::refuse_output_over_inputs("-o", a.out, true,
+                                 {{"-m", &a.model}, {"--tokenizer", &a.tokenizer}, {"--drafter", &a.drafter}});
   const model::ModelConfig src_cfg = model::read_model_config(a.model);
   const model::WidenShape shape = model::parse_widen_shape(a.shape, src_cfg);
   model::WidenPlan plan = model::plan_widen(src_cfg, shape, a.allow_inexact);  // checks first
   model::LoadedModel src = model::load_model(a.model, {kernels::WeightType::F32});  // the stored values
   const DType dtype = a.dtype == "bf16" ? DType::BF16 : DType::F32;
   const std::string tok = a.tokenizer.empty() ? src.tokenizer : a.tokenizer;
+  cli::refuse_output_over_inputs("-o", a.out, true, {{"the tokenizer", &tok}});
+  const std::string src_fp = a.drafter.empty() ? "" : model::target_fingerprint(src);
+  // The drafter is checked (a drafter file, of this target) before anything is written.
+  if (!a.drafter.empty()) (void)drafter::Drafter::load(a.drafter, src_cfg, src_fp, kernels::WeightType::F32);
   const model::ModelConfig& b = plan.dst;
   fmt::print("widening {} ({}: d {}, {} layers, ffn {}, {}/{} heads of {}) to d {}, {} layers, "
              "ffn {}, {}/{} heads of {}, matrices {}\n",
@@ -52,7 +59,6 @@ void run_widen(const WidenArgs& a) {
     for (auto& r : plan.inexact) fmt::print("  - {}\n", r);
   }
   if (!a.drafter.empty()) {
-    const std::string src_fp = model::target_fingerprint(src);
     model::LoadedModel dst;  // the fingerprint needs only the folder and its config
     dst.path = a.out;
     dst.config = model::read_hf_config(a.out);

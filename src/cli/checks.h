@@ -16,8 +16,12 @@
 #include <cmath>
 #include <filesystem>
 #include <cstdlib>
+#include <initializer_list>
 #include <limits>
 #include <string>
+#include <utility>
+
+#include "core/error.h"
 
 namespace mtp::cli {
 
@@ -134,5 +138,34 @@ inline const CLI::Validator OutputDir = CLI::Validator(
       return "";
     },
     "DIR", "OUTPUT_DIR");
+
+// An output (a file, or a folder the command writes into) that is one of
+// the command's inputs, or — for a folder — the folder an input lies in, is
+// refused before any work: `widen -m M -o M` overwrote M's weights and config
+// before it failed, `bench --report P` with P the --prompts file replaced the
+// prompts with the report. Inputs are (flag, path) pairs, empty paths
+// skipped; a path that does not exist yet is no input of anything.
+// (Files mapped while an output is written are also refused at the writer:
+// core/mapped_file.h refuse_overwriting_inputs.)
+inline void refuse_output_over_inputs(
+    const char* out_flag, const std::string& out, bool out_is_folder,
+    std::initializer_list<std::pair<const char*, const std::string*>> inputs) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (out.empty() || !fs::exists(out, ec)) return;
+  for (const auto& [flag, path] : inputs) {
+    if (path->empty() || !fs::exists(*path, ec)) continue;
+    if (fs::equivalent(out, *path, ec)) {
+      fail<InputError>("{} '{}' is the {} input: write it elsewhere", out_flag, out, flag);
+    }
+    if (!out_is_folder) continue;
+    fs::path dir = fs::is_directory(*path, ec) ? fs::path(*path) : fs::path(*path).parent_path();
+    if (dir.empty()) dir = ".";
+    if (fs::equivalent(out, dir, ec)) {
+      fail<InputError>("{} '{}' holds the {} input '{}': write to another folder", out_flag, out,
+                       flag, *path);
+    }
+  }
+}
 
 }  // namespace mtp::cli

@@ -10,12 +10,21 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 
 namespace mtp {
+
+namespace {
+// (device, inode) of every file mapped now, one entry per MappedFile.
+std::mutex g_mapped_mu;
+std::multiset<std::pair<dev_t, ino_t>> g_mapped;
+}  // namespace
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY);
@@ -35,24 +44,50 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
     data_ = static_cast<const uint8_t*>(p);
   }
   ::close(fd);
+  id_ = {st.st_dev, st.st_ino};
+  registered_ = true;
+  std::lock_guard<std::mutex> lock(g_mapped_mu);
+  g_mapped.insert(id_);
 }
 
-MappedFile::~MappedFile() {
+void MappedFile::release() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  data_ = nullptr;
+  size_ = 0;
+  if (registered_) {
+    std::lock_guard<std::mutex> lock(g_mapped_mu);
+    if (auto it = g_mapped.find(id_); it != g_mapped.end()) g_mapped.erase(it);
+  }
+  registered_ = false;
 }
+
+MappedFile::~MappedFile() { release(); }
 
 MappedFile::MappedFile(MappedFile&& o) noexcept
     : path_(std::move(o.path_)), data_(std::exchange(o.data_, nullptr)),
-      size_(std::exchange(o.size_, 0)) {}
+      size_(std::exchange(o.size_, 0)), id_(o.id_),
+      registered_(std::exchange(o.registered_, false)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   if (this != &o) {
-    if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+    release();
     path_ = std::move(o.path_);
     data_ = std::exchange(o.data_, nullptr);
     size_ = std::exchange(o.size_, 0);
+    id_ = o.id_;
+    registered_ = std::exchange(o.registered_, false);
   }
   return *this;
+}
+
+void refuse_overwriting_inputs(const std::string& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) return;  // nothing there yet
+  std::lock_guard<std::mutex> lock(g_mapped_mu);
+  if (g_mapped.count({st.st_dev, st.st_ino}) > 0) {
+    fail<InputError>("refusing to write '{}': this command is reading it (the same file is one of "
+                     "its inputs); write the output to another path", path);
+  }
 }
 
 std::string read_file(const std::string& path) {
@@ -62,11 +97,30 @@ std::string read_file(const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) {
     fail<IoError>("cannot read '{}': it is a directory, not a file", path);
   }
+  // A device never ends (/dev/zero, /dev/urandom: the read grew by 200 MB/s
+  // until killed); a pipe (`-f <(cmd)`) is read, up to kMaxPipeBytes.
+  struct stat st{};
+  const bool known = ::stat(path.c_str(), &st) == 0;  // else the open below says why
+  const bool regular = known && S_ISREG(st.st_mode);
+  if (known && !regular && !S_ISFIFO(st.st_mode)) {
+    fail<IoError>("cannot read '{}': it is a device, not a file", path);
+  }
   std::ifstream f(path, std::ios::binary);
   if (!f) fail<IoError>("cannot open '{}': {}", path, std::strerror(errno));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  if (regular) {
+    std::ostringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  }
+  std::string out;
+  std::vector<char> buf(size_t(1) << 16);
+  while (f.read(buf.data(), std::streamsize(buf.size())) || f.gcount() > 0) {
+    out.append(buf.data(), size_t(f.gcount()));
+    if (out.size() > kMaxPipeBytes) {
+      fail<IoError>("cannot read '{}': a pipe that gave more than {} MiB", path, kMaxPipeBytes >> 20);
+    }
+  }
+  return out;
 }
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {
@@ -75,6 +129,7 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
   if (path.empty() || path.back() == '/' || fs::is_directory(path, ec)) {
     fail<IoError>("cannot write '{}': it is a directory", path);
   }
+  refuse_overwriting_inputs(path);
   const std::string tmp = path + ".tmp";
   // Any failure removes the temporary file: nothing partial is left behind
   // (and nothing blocks a rerun).

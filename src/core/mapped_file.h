@@ -4,6 +4,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
+
+#include <sys/types.h>
 
 namespace mtp {
 
@@ -22,14 +25,28 @@ class MappedFile {
   const std::string& path() const { return path_; }
 
  private:
+  void release();
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  std::pair<dev_t, ino_t> id_{};  // in the registry of mapped files while registered_
+  bool registered_ = false;
 };
 
-// Whole file as a string; throws IoError naming the path.
+// Whole file as a string; throws IoError naming the path. A device (e.g.
+// /dev/zero) is refused; a pipe is read to its end, at most kMaxPipeBytes.
+inline constexpr size_t kMaxPipeBytes = size_t(1) << 30;
 std::string read_file(const std::string& path);
 // Writes atomically: temp file in the same folder, then rename.
+// refuse_overwriting_inputs(path) first.
 void write_file_atomic(const std::string& path, const std::string& bytes);
+
+// Every file writer calls this before it writes `path`: an InputError when
+// `path` is a file this process has memory-mapped now (a MappedFile: the
+// weights of a target or drafter being read, a checkpoint), compared by
+// device and inode, so another spelling or a link is the same file.
+// `init-drafter -m M -o M/model.safetensors` replaced the target it was
+// reading with a drafter and said "wrote".
+void refuse_overwriting_inputs(const std::string& path);
 
 }  // namespace mtp

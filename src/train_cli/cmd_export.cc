@@ -3,12 +3,14 @@
 // execs it (app/train_forward.h).
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
 #include <memory>
 
 #include "cli/checks.h"
 #include "cli/train_commands.h"
 #include "train_cli/commands.h"
 #include "core/error.h"
+#include "train/checkpoint.h"
 #include "train/export.h"
 
 namespace mtp::train_cli {
@@ -41,6 +43,14 @@ void add_export(CLI::App& root) {
       ->check(cli::NonNegative);
   cmd->add_flag("--no-parity", *no_parity, "Skip the parity gate");
   cmd->callback([o, dtype, no_parity] {
+    // The run's own files are its input (export -o RUN/checkpoint.safetensors
+    // replaced the checkpoint, and the run could not be exported again).
+    const std::string ckpt = train::checkpoint_path(o->run_dir),
+                      run_json = (std::filesystem::path(o->run_dir) / "run.json").string(),
+                      metrics = (std::filesystem::path(o->run_dir) / "metrics.jsonl").string();
+    cli::refuse_output_over_inputs("-o", o->out, false,
+                                   {{"--run checkpoint", &ckpt}, {"--run run.json", &run_json},
+                                    {"--run metrics", &metrics}, {"-m", &o->model}});
     o->stored = drafter::DrafterStorage::parse(*dtype);
     o->parity = !*no_parity;
     train::export_drafter(*o);

@@ -2,7 +2,8 @@
 //  - numbers: every out-of-range value exits 2 with the range in words (no
 //    309-digit bounds, NaN and infinities refused), in both executables;
 //  - output paths: a directory where a file is wanted, a missing folder, a file
-//    where a folder is wanted are refused before any work and leave nothing;
+//    where a folder is wanted, an output that is an input are refused before
+//    any work and leave nothing;
 //    a file-size limit ends a write with a clear error and no partial file;
 //    a refused or killed precompute does not block the corrected rerun;
 //  - defaults in --help, the --threads oversubscription warning, and the
@@ -33,6 +34,13 @@ std::vector<std::string> entries(const std::string& dir) {
   for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
   std::sort(out.begin(), out.end());
   return out;
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
 }
 
 void expect_readable_refusal(const CliResult& r, const std::string& what) {
@@ -103,6 +111,56 @@ TEST(BadOutputPaths, RefusedBeforeAnyWorkLeavingNothing) {
 #endif
   EXPECT_EQ(entries(dir), before);
   EXPECT_TRUE(fs::is_empty(dir + "/existing"));
+}
+
+// An output that is one of the command's inputs is refused, and the input
+// is left as it was: each of these replaced or broke the user's file (a
+// target overwritten by a drafter, a model folder half-widened in place, the
+// prompts replaced by the report, the training checkpoint by the export).
+TEST(BadOutputPaths, AnInputIsNeverOverwritten) {
+  const std::string dir = temp_dir("output-over-input");
+  const std::string model = dir + "/model";
+  write_random_hf_checkpoint(model, RandomSpec{});
+  const std::string drafter = dir + "/d.safetensors", prompts = dir + "/p.jsonl";
+  ASSERT_EQ(run_cli("init-drafter -m " + model + " -o " + drafter).status, 0);
+  std::ofstream(prompts) << "{\"prompt\": \"hi\"}\n";
+  const std::vector<std::string> kept = {model + "/model.safetensors", model + "/config.json",
+                                         prompts, drafter};
+  std::vector<std::string> before;
+  for (const auto& f : kept) before.push_back(read_bytes(f));
+  struct Case {
+    std::string args, expect;
+  };
+  const std::vector<Case> cases = {
+      {"init-drafter -m " + model + " -o " + model + "/model.safetensors", "reading it"},
+      {"init-drafter -m " + model + " -o " + model + "/./model.safetensors", "reading it"},
+      {"widen -m " + model + " --shape tiny -o " + model, "is the -m input"},
+      {"widen -m " + model + " --shape tiny -o " + model + "/", "is the -m input"},
+      {"widen -m " + model + "/config.json --shape tiny -o " + model, "holds the -m input"},
+      {"widen -m " + model + " --drafter " + drafter + " --shape tiny -o " + dir,
+       "holds the --drafter input"},
+      {"bench -m " + model + " --drafter " + drafter + " --prompts " + prompts +
+           " -n 2 --repeat 1 --report " + prompts, "is the --prompts input"},
+      {"bench -m " + model + " --drafter " + drafter + " --prompts " + prompts +
+           " -n 2 --repeat 1 --plot " + drafter, "is the --drafter input"},
+  };
+  for (const auto& c : cases) {
+    CliResult r = run_cli(c.args);
+    EXPECT_EQ(r.status, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args << "\n" << r.err;
+  }
+#ifdef MTPSPEC_HAVE_TRAIN_BIN
+  const std::string run = dir + "/run";
+  fs::create_directories(run);
+  std::ofstream(run + "/checkpoint.safetensors") << "a checkpoint";
+  CliResult e = run_cli_binary(MTPSPEC_TRAIN_BIN_PATH,
+                               "export --run " + run + " -o " + run + "/checkpoint.safetensors");
+  EXPECT_EQ(e.status, 2) << e.err;
+  EXPECT_NE(e.err.find("is the --run checkpoint input"), std::string::npos) << e.err;
+  EXPECT_EQ(read_bytes(run + "/checkpoint.safetensors"), "a checkpoint");
+#endif
+  for (size_t i = 0; i < kept.size(); ++i) EXPECT_EQ(read_bytes(kept[i]), before[i]) << kept[i];
+  EXPECT_FALSE(fs::exists(model + "/tokenizer.model.tmp")) << "nothing written into the model";
 }
 
 TEST(BadOutputPaths, ReadOnlyFolderRefused) {
