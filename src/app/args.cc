@@ -132,7 +132,7 @@ void add_lookup_flags(CLI::App* cmd, LookupArgs& a) {
                   "Text (or .jsonl) the history source uses as its datastore");
   cmd->add_option("--history-mb", a.history_mb,
                   "Memory bound of the history datastore, MiB (oldest documents evicted first)")
-      ->check(cli::Positive)
+      ->check(cli::Range(1.0 / 1024, 1 << 20))  // 1 KiB .. 1 TiB: a byte count, never 0 or overflowing
       ->capture_default_str();
   cmd->add_flag("--no-gate", a.no_gate,
                 "Verify a source's proposal every cycle, even below break-even (default: the "

@@ -65,8 +65,9 @@ void run(BenchDecodeArgs a) {
   fmt::print("model: {} ({} layers, d {}), matrices held as {}, SIMD {}, huge pages {}, context position {}\n",
              m.loaded().path, c.n_layers, c.d_model, held, simd, huge_pages_description(), a.pos);
   fmt::print("bytes read per decoded token: {:.1f} MB\n", bytes / 1e6);
-  for (int t : a.threads) {
-    ThreadPool pool(resolve_threads(t));
+  for (int requested : a.threads) {
+    const int t = resolve_threads(requested);  // 0: the physical cores
+    ThreadPool pool(t);
     const double bw =
         kernels::stream_bandwidth(pool, std::max<size_t>(4 * kernels::llc_bytes(), 256u << 20), 7)
             .median;
@@ -128,11 +129,13 @@ void add_bench_decode(CLI::App& root) {
       ->check(CLI::IsMember(kWeightTypeNames));
   cmd->add_option("--threads", a->threads,
                   "Thread counts to measure: comma-separated and/or repeated (--threads 1,2 or "
-                  "--threads 1 --threads 2)")
-      ->delimiter(',');
+                  "--threads 1 --threads 2; 0 = physical cores)")
+      ->delimiter(',')
+      ->check(cli::NonNegative);
   cmd->add_option("--pos", a->pos,
                   "Context position the forwards run at (default: 256, or half the model's "
-                  "context when that is shorter)");
+                  "context when that is shorter)")
+      ->check(cli::NonNegative);
   cmd->add_option("--q-max", a->q_max, "Largest q for the verify multiplier")->check(cli::Range(1, 16));
   cmd->add_option("--reps", a->reps, "Timed repetitions per q (median reported)")->check(cli::Positive);
   cmd->add_option("--random-seed", a->seed, "Seed of the random target (--random)");

@@ -25,6 +25,9 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
+#include "app/args.h"
 #include "app/commands.h"
 #include "core/error.h"
 #include "core/large_alloc.h"
@@ -93,6 +96,13 @@ void run_bench(const BenchArgs& a) {
     auto p = split(s, 'x');
     if (p.size() != 2) fail<InputError>("bench-kernels: bad shape '{}' (want OUTxIN)", s);
     shapes.emplace_back(parse_size(p[0], "shape"), parse_size(p[1], "shape"));
+    // The fp32 source, its packed copy and the activations are held at once.
+    const double gb = 2.0 * double(shapes.back().first) * double(shapes.back().second) * 4 / 1e9;
+    const double ram = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE)) / 1e9;
+    if (ram > 0 && gb > 0.5 * ram) {
+      fail<InputError>("bench-kernels: shape '{}' needs about {:.0f} GB (an fp32 source and its "
+                       "packed copy); this machine has {:.0f} GB of memory", s, gb, ram);
+    }
   }
   std::vector<int> threads;
   for (const auto& s : a.threads) threads.push_back(int(parse_size(s, "thread count")));
@@ -222,6 +232,11 @@ void add_bench_kernels(CLI::App& root) {
   cmd->add_option("--dtype", a->dtypes, "Held weight types: fp32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k "
                   "(comma-separated; GB/s counts the held bytes)")
       ->delimiter(',')
+      ->check(CLI::IsMember([] {  // the held types: every --weights name but "auto"
+        std::vector<std::string> held;
+        for (const auto& n : kWeightTypeNames) if (n != "auto") held.push_back(n);
+        return held;
+      }()))
       ->capture_default_str();
   cmd->add_option("--shapes", a->shapes, "Weight shapes OUTxIN (comma-separated)")
       ->delimiter(',')

@@ -80,6 +80,20 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   return *this;
 }
 
+void check_free_space(const std::string& path, uint64_t bytes) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  const fs::space_info sp = fs::space(dir, ec);
+  if (ec) return;  // unknown: the write itself reports a full disk
+  // A file being replaced frees its bytes only after the rename.
+  if (bytes > sp.available) {
+    fail<IoError>("cannot write '{}': it needs {:.2f} GB and '{}' has {:.2f} GB free", path,
+                  double(bytes) / 1e9, dir.string(), double(sp.available) / 1e9);
+  }
+}
+
 void refuse_overwriting_inputs(const std::string& path) {
   struct stat st{};
   if (::stat(path.c_str(), &st) != 0) return;  // nothing there yet
@@ -130,6 +144,7 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
     fail<IoError>("cannot write '{}': it is a directory", path);
   }
   refuse_overwriting_inputs(path);
+  check_free_space(path, bytes.size());
   const std::string tmp = path + ".tmp";
   // Any failure removes the temporary file: nothing partial is left behind
   // (and nothing blocks a rerun).

@@ -48,5 +48,9 @@ void write_file_atomic(const std::string& path, const std::string& bytes);
 // `init-drafter -m M -o M/model.safetensors` replaced the target it was
 // reading with a drafter and said "wrote".
 void refuse_overwriting_inputs(const std::string& path);
+// Every file writer calls this with the bytes it will write: an IoError when
+// the folder of `path` has less free space, before a byte is written
+// (`widen --shape layers=100000` filled the disk before it failed).
+void check_free_space(const std::string& path, uint64_t bytes);
 
 }  // namespace mtp

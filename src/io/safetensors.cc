@@ -450,6 +450,9 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
   // Unique temp name in the same folder: rename() is then atomic, and two
   // writers of different files in one folder never collide.
   refuse_overwriting_inputs(path);
+  uint64_t total = 8 + h.size();
+  for (const TensorView* t : order) total += t->nbytes;
+  check_free_space(path, total);
   static std::atomic<uint64_t> counter{0};
   std::string tmp = fmt::format("{}.tmp-{}-{}", path, ::getpid(), counter.fetch_add(1));
   std::FILE* f = std::fopen(tmp.c_str(), "wb");

@@ -195,6 +195,14 @@ void Sampler::keep(const float* logits, size_t n) {
 int32_t Sampler::sample(const float* logits, size_t n, int64_t pos, const int32_t* ids,
                         NoiseStream stream) {
   auto id_of = [&](size_t c) { return ids ? ids[c] : int32_t(c); };
+  // A NaN logit never wins (kernels::argmax), but a row of nothing but NaN
+  // means the forward overflowed (weights of ~1e38 pass the load checks for
+  // NaN/Inf): it emitted token 0 at every step, with exit 0. The scan stops
+  // at the first number, almost always column 0.
+  if (std::all_of(logits, logits + n, [](float x) { return std::isnan(x); })) {
+    fail<InputError>("the model's logits at position {} are all NaN: its forward pass overflows "
+                     "fp32 — the checkpoint's weights are broken", pos);
+  }
   if (greedy()) return id_of(kernels::argmax(logits, n));
   keep(logits, n);
   if (opt_.sequential_noise_fault) pos = draws_++;

@@ -81,6 +81,8 @@ class Sampler {
 
   // The token at sequence position `pos` from a logits row of n columns whose
   // column i is token ids[i] (ids null: column i is token i; ids ascending).
+  // A NaN logit never wins; a row of nothing but NaN (the forward overflowed)
+  // is an InputError naming pos.
   int32_t sample(const float* logits, size_t n, int64_t pos, const int32_t* ids = nullptr,
                  NoiseStream stream = NoiseStream::Choice);
   // The kept distribution of a row (temperature > 0), for rejection sampling.

@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 
 #include <memory>
+#include <new>
 
 #include "cli/checks.h"
 #include "cli/train_commands.h"
@@ -29,8 +30,10 @@ void add_train(CLI::App& root) {
       ->required()
       ->check(cli::OutputDir);
   cmd->add_option("--k", o->K, "Number of MTP modules K")->check(cli::Range(1, 16));
-  auto* steps = cmd->add_option("--steps", o->steps, "Optimizer steps (default: --epochs 1)");
+  auto* steps = cmd->add_option("--steps", o->steps, "Optimizer steps (default: --epochs 1)")
+                    ->check(cli::Positive);
   cmd->add_option("--epochs", o->epochs, "Passes over the training split (when --steps is not given)")
+      ->check(cli::Positive)
       ->excludes(steps);
   cmd->add_option("--batch", o->batch, "Sequences per micro-batch (per rank)")
       ->check(cli::Positive);
@@ -68,10 +71,12 @@ void add_train(CLI::App& root) {
       ->check(cli::NonNegative);
   cmd->add_option("--eval-sequences", o->eval_sequences, "Held-out sequences per evaluation (0 = all)")
       ->check(cli::NonNegative);
-  cmd->add_option("--save-every", o->save_every, "Checkpoint period in steps (default: --eval-every)");
+  cmd->add_option("--save-every", o->save_every, "Checkpoint period in steps (default: --eval-every)")
+      ->check(cli::NonNegative);
   cmd->add_option("--seed", o->seed, "Seed of the initial weights and the data order");
   cmd->add_option("--window", o->window,
-                  "Module attention window (default: the shards' seq-len; 0 = unlimited)");
+                  "Module attention window (default: the shards' seq-len; 0 = unlimited)")
+      ->check(cli::NonNegative);
   cmd->add_option("--world-size", o->world_size, "Data-parallel processes (default $WORLD_SIZE or 1)")
       ->check(cli::NonNegative);
   cmd->add_option("--rank", o->rank, "This process's rank (default $RANK or 0)")
@@ -95,7 +100,13 @@ void add_train(CLI::App& root) {
       for (const auto& v : r->results()) line += " " + r->get_name() + " " + v;
     }
     o->command_line = line;
-    train::TrainReport r = train::run_training(*o);
+    train::TrainReport r;
+    try {
+      r = train::run_training(*o);
+    } catch (const std::bad_alloc&) {  // a batch that does not fit (--batch 100000: exit 4 before)
+      fail<InputError>("out of memory training micro-batches of --batch {} sequences: lower --batch "
+                       "(and raise --accum to keep the sequences per step)", o->batch);
+    }
     if (r.final_step > 0 && !r.last_eval.is_null() && r.last_eval.contains("raw")) {
       const auto& e = r.last_eval["raw"];
       fmt::print("held-out (raw weights): acc {} joint {} E[tokens/cycle] {:.3f}\n",

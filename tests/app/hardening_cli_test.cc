@@ -61,7 +61,12 @@ TEST(BadNumbers, RefusedWithTheRangeInWords) {
         "precompute -m x --corpus c -o o --batch -1",
         "precompute -m x --corpus c -o o --max-tokens -9",
         "init-drafter -m x -o /tmp/y.safetensors --k 99",
-        "generate -m x -p hi --top-p nan", "generate -m x -p hi --temp inf"}) {
+        "generate -m x -p hi --top-p nan", "generate -m x -p hi --temp inf",
+        // accepted before: negative thread counts and positions, a history
+        // bound whose byte count overflowed (undefined) or rounded to 0
+        "bench-decode --random tiny --threads -1", "bench-decode --random tiny --pos -1",
+        "generate -m x -p hi --lookup history --history-mb 1e20",
+        "generate -m x -p hi --lookup history --history-mb 1e-7"}) {
     expect_readable_refusal(run_cli(args), args);
   }
 #ifdef MTPSPEC_HAVE_TRAIN_BIN
@@ -69,7 +74,10 @@ TEST(BadNumbers, RefusedWithTheRangeInWords) {
   for (const char* flag : {"--lr nan", "--lr -1", "--clip -0.5", "--ema 2", "--ema inf",
                            "--weight-decay -1", "--min-lr-ratio 3", "--master-port 70000",
                            "--dist-timeout 0", "--stop-after -1", "--warmup -2",
-                           "--eval-sequences -4", "--batch 0"}) {
+                           "--eval-sequences -4", "--batch 0",
+                           // each ran the default before (one epoch, the shards' window)
+                           "--steps -1", "--epochs nan", "--epochs -1", "--window -5",
+                           "--save-every -3"}) {
     const std::string args = std::string("train --shards s -m m -o /tmp/run ") + flag;
     expect_readable_refusal(run_cli_binary(train, args), args);
   }

@@ -67,6 +67,16 @@ TEST(WriteFileAtomic, AFileMappedNowIsRefused) {
   EXPECT_EQ(read_file(path), "output");
 }
 
+// A write larger than the folder's free space is refused before a byte is
+// written (widen --shape layers=100000 filled the disk first).
+TEST(WriteFileAtomic, MoreBytesThanTheFolderHasFreeAreRefused) {
+  const std::string dir = test::temp_dir("atomic-write-space");
+  test::expect_error<IoError>([&] { check_free_space(dir + "/big.bin", uint64_t(1) << 62); },
+                              {"big.bin", "GB free"});
+  check_free_space(dir + "/small.bin", 1);
+  EXPECT_TRUE(fs::is_empty(dir));
+}
+
 // A device never ends (/dev/zero grew the read by 200 MB/s until killed): it
 // is refused; a pipe (`-f <(cmd)`) is read to its end.
 TEST(ReadFile, ADeviceIsRefusedAPipeIsRead) {

@@ -232,6 +232,21 @@ std::vector<int32_t> reference_kept(const std::vector<float>& row, const Sampler
 // −inf entries, every truncation, vocabularies 1..4096, ids remapped or not.
 // sample_dist skips ids that cannot win; it must pick what scoring every id
 // (log p + keyed Gumbel, the first of equal scores) picks.
+// A row of nothing but NaN (a forward that overflowed fp32) is an error
+// naming the position, not token 0 (argmax skips NaN: a model whose down_proj
+// held 3e38 generated token 0 eight times with exit 0), greedy and sampled
+// alike; one NaN among numbers never wins.
+TEST(Sampler, ARowOfNaNIsAnErrorNotAToken) {
+  for (float temp : {0.f, 0.8f}) {
+    std::vector<float> row = {0.5f, std::nanf(""), -1.0f, 0.25f};
+    Sampler s(sampling(temp, 0, 1.f, 0.f, 0));
+    EXPECT_NE(s.sample(row.data(), row.size(), 7), 1) << "temperature " << temp;
+    std::fill(row.begin(), row.end(), std::nanf(""));
+    test::expect_error<InputError>([&] { s.sample(row.data(), row.size(), 7); },
+                                   {"position 7", "all NaN", "overflows"});
+  }
+}
+
 TEST(Sampler, SampleDistEqualsScoringEveryId) {
   std::mt19937 rng(11);
   for (size_t n : {size_t(1), size_t(2), size_t(9), size_t(500), size_t(32000)}) {
