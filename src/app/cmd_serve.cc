@@ -162,6 +162,7 @@ void add_serve(CLI::App& root) {
   add_drafter_flags(cmd, a->spec, kAllDrafterFlags);
   add_lookup_flags(cmd, a->lookup);
   cmd->add_option("--host", a->host, "Address to listen on (0.0.0.0: every interface)")
+      ->check(cli::NonEmpty)  // "" listened on every interface, unasked
       ->capture_default_str();
   cmd->add_option("--port", a->port, "TCP port (0: any free port, printed)")
       ->check(cli::Range(0, 65535))

@@ -63,7 +63,7 @@ int64_t get_int(const json& o, const char* key, int64_t def, int64_t lo, int64_t
   if (!v->is_number_integer()) bad(key, "must be an integer");
   if (v->is_number_unsigned()) {
     const uint64_t u = v->get<uint64_t>();
-    if (u > uint64_t(hi)) bad(key, "is out of range: " + v->dump());
+    if (u > uint64_t(hi) || (lo > 0 && u < uint64_t(lo))) bad(key, "is out of range: " + v->dump());
     return int64_t(u);
   }
   const int64_t x = v->get<int64_t>();
@@ -164,9 +164,11 @@ ApiRequest parse_request(std::string_view body, Endpoint endpoint) {
     r.include_usage = iu && iu->get<bool>();
   }
   const int64_t kMaxTokens = int64_t(1) << 31;
-  r.max_tokens = get_int(j, "max_tokens", 0, 0, kMaxTokens);
+  // Absent: up to the context (0). Given: at least 1, as OpenAI and vLLM
+  // require (0 was read as absent and ran to the context).
+  r.max_tokens = get_int(j, "max_tokens", 0, 1, kMaxTokens);
   if (endpoint == Endpoint::Chat && field(j, "max_completion_tokens")) {
-    r.max_tokens = get_int(j, "max_completion_tokens", 0, 0, kMaxTokens);
+    r.max_tokens = get_int(j, "max_completion_tokens", 0, 1, kMaxTokens);
   }
   if (const json* s = field(j, "stop")) {
     if (s->is_string()) {

@@ -27,6 +27,8 @@ class BatchedEngine final : public Engine {
                 const speculative::SchedulerOptions& opt)
       : draft_k_(draft_k), info_(std::move(info)) {
     auto s = std::make_unique<speculative::Scheduler>(m, &tok, drafter, opt, pool);
+    info_.has_drafter = drafter != nullptr;  // /v1/models said false while it drafted
+    info_.draft_k = drafter ? draft_k : 0;
     info_.ctx = s->ctx();
     info_.parallel = s->parallel();
     bg_ = std::make_unique<speculative::BackgroundScheduler>(

@@ -68,6 +68,7 @@ TEST(Api, WrongTypesAndRangesName400AndTheParam) {
       {R"({"prompt": "a", "stream": "yes"})", "stream"},
       {R"({"prompt": "a", "max_tokens": -1})", "max_tokens"},
       {R"({"prompt": "a", "max_tokens": 2.5})", "max_tokens"},
+      {R"({"prompt": "a", "max_tokens": 0})", "max_tokens"},  // ran to the context before
       {R"({"prompt": "a", "temperature": "hot"})", "temperature"},
       {R"({"prompt": "a", "temperature": 2.5})", "temperature"},
       {R"({"prompt": "a", "top_p": 0})", "top_p"},
@@ -86,6 +87,9 @@ TEST(Api, WrongTypesAndRangesName400AndTheParam) {
     EXPECT_EQ(e.param, param) << body;
   }
   EXPECT_EQ(error_of(R"({"messages": []})", Endpoint::Chat).param, "messages");
+  EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0})",
+                     Endpoint::Chat).param,
+            "max_completion_tokens");
   EXPECT_EQ(error_of(R"({"messages": [{"role": "tool", "content": "x"}]})", Endpoint::Chat).param,
             "messages[0].role");
   EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",

@@ -190,6 +190,9 @@ TEST(ServeEngines, DraftPMinReachesTheDrafter) {
         ungated.spec.gate = false;
         engine = make_serial_engine(s->m, *s->tok, &pool, &d, 2, info, std::move(ungated));
       }
+      // What /v1/models reports (the batched engine said no drafter, K 0).
+      EXPECT_TRUE(engine->info().has_drafter) << (batched ? "batched" : "serial");
+      EXPECT_EQ(engine->info().draft_k, 2) << (batched ? "batched" : "serial");
       Request r;
       r.prompt = s->tok->encode("Lily went to the park", true);
       r.max_tokens = 40;
