@@ -152,6 +152,7 @@ void add_sampling_flags(CLI::App* cmd, SamplingArgs& a, bool with_mode) {
                   "Drop tokens below min-p x the largest probability, in [0, 1) (0 = off)")
       ->capture_default_str();
   cmd->add_option("--seed", a.seed, "Sampling seed, >= 0; -1 = a random seed (printed)")
+      ->check(cli::Seed(true))
       ->capture_default_str();
   if (!with_mode) return;
   cmd->add_option("--spec-sampling", a.spec_sampling,

@@ -48,7 +48,7 @@ void add_init_drafter(CLI::App& root) {
   cmd->add_option("-o,--output", a->out, "Drafter file to write (.safetensors)")->required()
       ->check(cli::OutputFile);
   cmd->add_option("--k", a->k, "Number of MTP modules K")->check(cli::Range(1, 16));
-  cmd->add_option("--seed", a->seed, "Random seed");
+  cmd->add_option("--seed", a->seed, "Random seed")->check(cli::kSeedRange);
   cmd->add_option("--window", a->window, "Module attention window (0 = unlimited)")
       ->check(cli::NonNegative);
   cmd->add_option("--dtype", a->dtype,

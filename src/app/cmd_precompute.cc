@@ -74,7 +74,7 @@ void add_precompute(CLI::App& root) {
                   "Self-distillation: sampling temperature (0 = greedy, the default decoding; "
                   "use the temperature the drafter will be used at)")
       ->capture_default_str();
-  cmd->add_option("--seed", a->o.seed, "Self-distillation: random seed");
+  cmd->add_option("--seed", a->o.seed, "Self-distillation: random seed")->check(cli::kSeedRange);
   cmd->add_flag("!--no-progress", a->o.progress, "Do not show a progress line");
   cmd->callback([a, cmd] {
     std::string line = "mtpspec precompute";

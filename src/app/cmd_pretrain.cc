@@ -277,7 +277,8 @@ void add_pretrain(CLI::App& root) {
       ->check(cli::NonNegative);
   cmd->add_option("--seed", a->o.seed,
                   "Seed of the tokenizer, the initial weights and the data "
-                  "order");
+                  "order")
+      ->check(cli::kSeedRange);
   cmd->add_option("--heldout", a->heldout,
                   "Fraction of documents held out for the evaluation "
                   "loss (by a hash of their text)")

@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <filesystem>
 #include <cstdlib>
@@ -71,6 +72,30 @@ inline CLI::Validator Range(double lo, double hi) {
 
 // value >= 0.
 inline const CLI::Validator NonNegative = Range(0, std::numeric_limits<double>::infinity());
+// Seeds, checked as whole numbers in words: an unsigned seed given -1 wrapped
+// to 2^64 - 1 and a sampling seed past 2^63 - 1 was clamped to it, so
+// different values gave the same run. sampling: int64 with -1 = random.
+inline CLI::Validator Seed(bool sampling) {
+  return CLI::Validator(
+      [sampling](std::string& s) -> std::string {
+        const std::string range = sampling ? "a whole number from 0 to 2^63 - 1, or -1 (random)"
+                                           : "a whole number from 0 to 2^64 - 1";
+        const bool neg = !s.empty() && s[0] == '-';
+        const std::string digits = neg ? s.substr(1) : s;
+        if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
+            (neg && (!sampling || digits != "1"))) {
+          return "must be " + range + "; got '" + s + "'";
+        }
+        errno = 0;
+        const unsigned long long v = std::strtoull(digits.c_str(), nullptr, 10);
+        if (errno == ERANGE || (sampling && v > 9223372036854775807ULL)) {
+          return "must be " + range + "; got a larger number";
+        }
+        return "";
+      },
+      "", "SEED");
+}
+inline const CLI::Validator kSeedRange = Seed(false);
 
 // value > 0 (for integer flags: at least 1).
 inline const CLI::Validator Positive = CLI::Validator(

@@ -73,7 +73,8 @@ void add_train(CLI::App& root) {
       ->check(cli::NonNegative);
   cmd->add_option("--save-every", o->save_every, "Checkpoint period in steps (default: --eval-every)")
       ->check(cli::NonNegative);
-  cmd->add_option("--seed", o->seed, "Seed of the initial weights and the data order");
+  cmd->add_option("--seed", o->seed, "Seed of the initial weights and the data order")
+      ->check(cli::kSeedRange);
   cmd->add_option("--window", o->window,
                   "Module attention window (default: the shards' seq-len; 0 = unlimited)")
       ->check(cli::NonNegative);
