@@ -65,12 +65,7 @@ void add_drafter_flags(CLI::App* cmd, DrafterArgs& a, unsigned which,
                     "Stop drafting at a module whose top probability is below this, in [0, 1] "
                     "(0 = never; with a draft vocabulary, the probability among its tokens)")
         ->capture_default_str()
-        ->check([](const std::string& s) -> std::string {
-          const double v = std::strtod(s.c_str(), nullptr);
-          return std::isfinite(v) && v >= 0 && v <= 1
-                     ? ""
-                     : "--draft-p-min must be a number in [0, 1], got '" + s + "'";
-        });
+        ->check(cli::Range(0, 1));  // named the flag twice, and read "0.5abc" as 0.5
   }
   if (which & kFlagTree) {
     auto* tree = cmd->add_option("--tree", a.tree,

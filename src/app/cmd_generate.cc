@@ -71,6 +71,11 @@ void run_generate_batch(GenerateArgs& a) {
   if (dr || so.has_lookups()) print_curve("", false);
   std::vector<uint64_t> ids;
   for (const io::PromptEntry& p : prompts) {
+    // A refused prompt is named: which one of the file.
+    auto named = [&](const InputError& e) {
+      fail<InputError>("--prompts '{}', prompt {} of {}: {}", a.prompts, ids.size() + 1,
+                       prompts.size(), e.what());
+    };
     speculative::Request r;
     r.prompt = s.tokenizer->encode(p.prompt, !a.no_special);
     r.gen.n_new = a.n;
@@ -80,7 +85,11 @@ void run_generate_batch(GenerateArgs& a) {
     if (dr) r.draft_k = resolve_draft_k(a.spec, dr->config().K, "the drafter's K", dr->config().K);
     r.p_min = a.spec.p_min;
     r.mode = spec_sampling_mode(a.sampling);
-    ids.push_back(sched.submit(std::move(r)));
+    try {
+      ids.push_back(sched.submit(std::move(r)));
+    } catch (const InputError& e) {
+      named(e);
+    }
   }
   long total = 0;
   double per_seq = 0;

@@ -272,7 +272,11 @@ Drafter Drafter::from_tensor_set(const io::TensorSet& ts, const std::string& pat
   dr.block_cfg_ = module_block_config(target, dr.cfg_);
   const auto shapes = drafter_tensor_shapes(target, dr.cfg_);
   const model::BlockTensors blocks = read_block_tensors(dr.meta_, shapes, path);
-  model::check_tensor_shapes(ts, shapes, "drafter " + path, &blocks);
+  // The shapes come from the target (a drafter of another target's width
+  // fails here: said "drafter X implies [320]" where the target implied it).
+  const std::string implied =
+      fmt::format("a drafter for this target (d_model {}, vocab {})", target.d_model, target.vocab);
+  model::check_tensor_shapes(ts, shapes, implied, &blocks);
   // Every tensor must be one the config describes: a module mtp.K.* beyond
   // the metadata's K (or any stray tensor) means config and file disagree.
   {

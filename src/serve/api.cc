@@ -186,7 +186,7 @@ ApiRequest parse_request(std::string_view body, Endpoint endpoint) {
   auto& s = r.sampling;
   s.temperature = float(get_number(j, "temperature", 1.0, 0.0, 2.0));
   s.top_p = float(get_number(j, "top_p", 1.0, 0.0, 1.0));
-  if (s.top_p <= 0.f) bad("top_p", "must be in (0, 1]");
+  if (s.top_p <= 0.f) bad("top_p", "must be in (0.0, 1.0], got " + j.at("top_p").dump());
   s.top_k = int(get_int(j, "top_k", 0, 0, std::numeric_limits<int>::max()));
   s.min_p = float(get_number(j, "min_p", 0.0, 0.0, 0.999999));
   if (field(j, "seed")) {

@@ -109,8 +109,9 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
                                  spec.max_draft());
   const int ctx = resolve_ctx(c, opt.ctx, int64_t(prompt_ids.size()) + opt.n_new + max_k + 1);
   if (int(prompt_ids.size()) >= ctx) {
-    fail<InputError>("the prompt is {} tokens; the context is {} (--ctx), which leaves no room "
-                     "to generate", prompt_ids.size(), ctx);
+    fail<InputError>("the prompt is {} tokens; the context is {} ({}), which leaves no room to "
+                     "generate", prompt_ids.size(), ctx,
+                     opt.ctx > 0 ? "--ctx" : "the model's maximum positions");
   }
   GenerateResult res;
   res.prompt_ids = prompt_ids;

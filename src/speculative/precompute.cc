@@ -170,6 +170,11 @@ PrecomputeReport precompute(const model::Model& m, const io::Tokenizer& tok,
   if (o.corpus.empty()) fail<InputError>("precompute needs at least one --corpus file");
   if (o.batch < 1) fail<InputError>("--batch must be >= 1");
   if (o.self_distill && o.prompt_tokens < 1) fail<InputError>("--prompt-tokens must be >= 1");
+  if (o.self_distill && o.prompt_tokens >= o.seq_len) {
+    fail<InputError>("--prompt-tokens {} leaves no room to generate in sequences of --seq-len {}",
+                     o.prompt_tokens, o.seq_len);
+  }
+  if (o.gen_tokens < 0) fail<InputError>("--gen-tokens must be >= 0 (0 = fill the sequence)");
   if (o.prompt_tokens_min < 0 || o.prompt_tokens_min > o.prompt_tokens) {
     fail<InputError>("--prompt-tokens-min {} must be in [0, --prompt-tokens {}]",
                      o.prompt_tokens_min, o.prompt_tokens);

@@ -119,8 +119,9 @@ size_t Scheduler::kv_bytes() const {
 uint64_t Scheduler::submit(Request r) {
   if (r.prompt.empty()) fail<InputError>("request: the prompt is empty");
   if (int(r.prompt.size()) >= ctx_) {
-    fail<InputError>("request: the prompt is {} tokens; the context is {} (--ctx), which leaves "
-                     "no room to generate", r.prompt.size(), ctx_);
+    fail<InputError>("request: the prompt is {} tokens; the context is {} ({}), which leaves "
+                     "no room to generate", r.prompt.size(), ctx_,
+                     opt_.ctx > 0 ? "--ctx" : "the model's maximum, or what --parallel sequences fit in memory");
   }
   for (int32_t t : r.prompt) {
     if (t < 0 || t >= m_.config().vocab) {

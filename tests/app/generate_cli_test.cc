@@ -75,10 +75,18 @@ TEST(GenerateCli, BadInputsGiveClearErrors) {
     EXPECT_EQ(t.status, 2) << "cut at " << cut;
     EXPECT_NE(t.err.find("truncated"), std::string::npos) << t.err;
   }
-  // Prompt longer than the context.
+  // Prompt longer than the context: the context named by where it comes from.
   CliResult l = run_cli("generate -m " + shell_quote(model) + " -p 'a b c d e f g h' --ctx 4 -n 1");
   EXPECT_EQ(l.status, 2);
-  EXPECT_NE(l.err.find("context"), std::string::npos) << l.err;
+  EXPECT_NE(l.err.find("the context is 4 (--ctx)"), std::string::npos) << l.err;
+  // ... and in a prompts file, which prompt (it said only "request: ...").
+  const std::string prompts = dir + "/p.jsonl";
+  std::ofstream(prompts) << "{\"prompt\": \"hi\"}\n{\"prompt\": \"a b c d e f g h\"}\n";
+  CliResult pl = run_cli("generate -m " + shell_quote(model) + " --prompts " + prompts +
+                         " --ctx 4 -n 1");
+  EXPECT_EQ(pl.status, 2);
+  EXPECT_NE(pl.err.find("prompt 2 of 2"), std::string::npos) << pl.err;
+  EXPECT_NE(pl.err.find(prompts), std::string::npos) << pl.err;
   // Invalid UTF-8.
   CliResult u = run_cli("generate -m " + shell_quote(model) + " -p \"$(printf '\\377\\376')\" -n 1");
   EXPECT_EQ(u.status, 2);

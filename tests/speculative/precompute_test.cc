@@ -201,6 +201,17 @@ TEST(Precompute, PromptLengthsVaryWithinTheAskedRange) {
   bad.prompt_tokens = 4;
   bad.prompt_tokens_min = 5;
   EXPECT_THROW(precompute(*s.model, *s.tok, "fp", bad, nullptr), InputError);
+  // Accepted before: a prompt that fills the sequence, a negative generation.
+  PrecomputeOptions full = options(corpus, tmp + "/d");
+  full.self_distill = true;
+  full.prompt_tokens = full.seq_len;
+  test::expect_error<InputError>([&] { precompute(*s.model, *s.tok, "fp", full, nullptr); },
+                                 {"--prompt-tokens", "no room"});
+  PrecomputeOptions neg = options(corpus, tmp + "/e");
+  neg.self_distill = true;
+  neg.gen_tokens = -1;
+  test::expect_error<InputError>([&] { precompute(*s.model, *s.tok, "fp", neg, nullptr); },
+                                 {"--gen-tokens"});
 }
 
 // heldout_prompts.jsonl: the prompts of exactly the held-out sequences, so live
