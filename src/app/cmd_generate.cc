@@ -71,11 +71,6 @@ void run_generate_batch(GenerateArgs& a) {
   if (dr || so.has_lookups()) print_curve("", false);
   std::vector<uint64_t> ids;
   for (const io::PromptEntry& p : prompts) {
-    // A refused prompt is named: which one of the file.
-    auto named = [&](const InputError& e) {
-      fail<InputError>("--prompts '{}', prompt {} of {}: {}", a.prompts, ids.size() + 1,
-                       prompts.size(), e.what());
-    };
     speculative::Request r;
     r.prompt = s.tokenizer->encode(p.prompt, !a.no_special);
     r.gen.n_new = a.n;
@@ -87,8 +82,9 @@ void run_generate_batch(GenerateArgs& a) {
     r.mode = spec_sampling_mode(a.sampling);
     try {
       ids.push_back(sched.submit(std::move(r)));
-    } catch (const InputError& e) {
-      named(e);
+    } catch (const InputError& e) {  // a refused prompt is named: which one of the file
+      fail<InputError>("--prompts '{}', prompt {} of {}: {}", a.prompts, ids.size() + 1,
+                       prompts.size(), e.what());
     }
   }
   long total = 0;

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "app/commands.h"
 #include "cli/checks.h"
@@ -30,8 +31,7 @@ struct WidenArgs {
 };
 
 void run_widen(const WidenArgs& a) {
-  cli::refuse_output_over_inputs("-o", a.out, true,
-                                 {{"-m", &a.model}, {"--tokenizer", &a.tokenizer}, {"--drafter", &a.drafter}});
+  cli::refuse_output_over_inputs("-o", a.out, true, {{"-m", &a.model}, {"--drafter", &a.drafter}});
   const model::ModelConfig src_cfg = model::read_model_config(a.model);
   const model::WidenShape shape = model::parse_widen_shape(a.shape, src_cfg);
   model::WidenPlan plan = model::plan_widen(src_cfg, shape, a.allow_inexact);  // checks first
@@ -39,9 +39,13 @@ void run_widen(const WidenArgs& a) {
   const DType dtype = a.dtype == "bf16" ? DType::BF16 : DType::F32;
   const std::string tok = a.tokenizer.empty() ? src.tokenizer : a.tokenizer;
   cli::refuse_output_over_inputs("-o", a.out, true, {{"the tokenizer", &tok}});
+  // The drafter is loaded (a drafter file, of this target: checked) before
+  // anything is written; F32 hold: every packed value is the stored one.
   const std::string src_fp = a.drafter.empty() ? "" : model::target_fingerprint(src);
-  // The drafter is checked (a drafter file, of this target) before anything is written.
-  if (!a.drafter.empty()) (void)drafter::Drafter::load(a.drafter, src_cfg, src_fp, kernels::WeightType::F32);
+  std::optional<drafter::Drafter> src_drafter;
+  if (!a.drafter.empty()) {
+    src_drafter.emplace(drafter::Drafter::load(a.drafter, src_cfg, src_fp, kernels::WeightType::F32));
+  }
   const model::ModelConfig& b = plan.dst;
   fmt::print("widening {} ({}: d {}, {} layers, ffn {}, {}/{} heads of {}) to d {}, {} layers, "
              "ffn {}, {}/{} heads of {}, matrices {}\n",
@@ -64,7 +68,7 @@ void run_widen(const WidenArgs& a) {
     dst.config = model::read_hf_config(a.out);
     const std::string dst_fp = model::target_fingerprint(dst);
     const std::string out = (fs::path(a.out) / "drafter.safetensors").string();
-    drafter::widen_drafter(a.drafter, src_fp, plan,
+    drafter::widen_drafter(*src_drafter, a.drafter, src_fp, plan,
                            drafter::DrafterStorage::parse(a.drafter_dtype.empty() ? a.dtype
                                                                                   : a.drafter_dtype),
                            dst_fp, out);

@@ -104,6 +104,11 @@ void refuse_overwriting_inputs(const std::string& path) {
   }
 }
 
+void check_before_write(const std::string& path, uint64_t bytes) {
+  refuse_overwriting_inputs(path);
+  check_free_space(path, bytes);
+}
+
 std::string read_file(const std::string& path) {
   // An ifstream opens a directory and reads nothing: it would be an empty
   // file (an empty prompt, an empty config) instead of an error.
@@ -143,8 +148,7 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
   if (path.empty() || path.back() == '/' || fs::is_directory(path, ec)) {
     fail<IoError>("cannot write '{}': it is a directory", path);
   }
-  refuse_overwriting_inputs(path);
-  check_free_space(path, bytes.size());
+  check_before_write(path, bytes.size());
   const std::string tmp = path + ".tmp";
   // Any failure removes the temporary file: nothing partial is left behind
   // (and nothing blocks a rerun).

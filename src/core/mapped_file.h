@@ -37,19 +37,21 @@ class MappedFile {
 // /dev/zero) is refused; a pipe is read to its end, at most kMaxPipeBytes.
 inline constexpr size_t kMaxPipeBytes = size_t(1) << 30;
 std::string read_file(const std::string& path);
-// Writes atomically: temp file in the same folder, then rename.
-// refuse_overwriting_inputs(path) first.
+// Writes atomically: temp file in the same folder, then rename;
+// check_before_write first.
 void write_file_atomic(const std::string& path, const std::string& bytes);
 
-// Every file writer calls this before it writes `path`: an InputError when
+// Every file writer calls this before it writes `bytes` to `path` (both
+// checks below): one rule for write_file_atomic and io::write_safetensors.
+void check_before_write(const std::string& path, uint64_t bytes);
+// An InputError when
 // `path` is a file this process has memory-mapped now (a MappedFile: the
 // weights of a target or drafter being read, a checkpoint), compared by
 // device and inode, so another spelling or a link is the same file.
 // `init-drafter -m M -o M/model.safetensors` replaced the target it was
 // reading with a drafter and said "wrote".
 void refuse_overwriting_inputs(const std::string& path);
-// Every file writer calls this with the bytes it will write: an IoError when
-// the folder of `path` has less free space, before a byte is written
+// An IoError when the folder of `path` has less free space than `bytes`, before a byte is written
 // (`widen --shape layers=100000` filled the disk before it failed).
 void check_free_space(const std::string& path, uint64_t bytes);
 

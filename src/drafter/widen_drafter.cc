@@ -18,7 +18,14 @@ void widen_drafter(const std::string& src_path, const std::string& src_fingerpri
                    const std::string& out_path) {
   // F32 hold: every packed value is the stored one (a BF16 file is held BF16,
   // whose values are exact in fp32 too).
-  const Drafter src = Drafter::load(src_path, plan.src, src_fingerprint, kernels::WeightType::F32);
+  widen_drafter(Drafter::load(src_path, plan.src, src_fingerprint, kernels::WeightType::F32),
+                src_path, src_fingerprint, plan, stored, dst_fingerprint, out_path);
+}
+
+void widen_drafter(const Drafter& src, const std::string& src_path,
+                   const std::string& src_fingerprint, const model::WidenPlan& plan,
+                   const DrafterStorage& stored, const std::string& dst_fingerprint,
+                   const std::string& out_path) {
   const size_t d = size_t(plan.src.d_model), d2 = size_t(plan.dst.d_model);
   std::map<std::string, std::vector<float>> out;
   std::vector<float> row(2 * d);

@@ -24,5 +24,11 @@ void widen_drafter(const std::string& src_path, const std::string& src_fingerpri
                    const model::WidenPlan& plan, const DrafterStorage& stored,
                    const std::string& dst_fingerprint,
                    const std::string& out_path);
+// The same for a drafter already loaded (held F32, of the source target; so
+// a caller can check it before it writes anything): `src_path` is recorded.
+void widen_drafter(const Drafter& src, const std::string& src_path,
+                   const std::string& src_fingerprint, const model::WidenPlan& plan,
+                   const DrafterStorage& stored, const std::string& dst_fingerprint,
+                   const std::string& out_path);
 
 }  // namespace mtp::drafter

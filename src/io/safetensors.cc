@@ -447,12 +447,11 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
   uint8_t len[8];
   for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(h.size()) >> (8 * i));
 
-  // Unique temp name in the same folder: rename() is then atomic, and two
-  // writers of different files in one folder never collide.
-  refuse_overwriting_inputs(path);
   uint64_t total = 8 + h.size();
   for (const TensorView* t : order) total += t->nbytes;
-  check_free_space(path, total);
+  check_before_write(path, total);
+  // Unique temp name in the same folder: rename() is then atomic, and two
+  // writers of different files in one folder never collide.
   static std::atomic<uint64_t> counter{0};
   std::string tmp = fmt::format("{}.tmp-{}-{}", path, ::getpid(), counter.fetch_add(1));
   std::FILE* f = std::fopen(tmp.c_str(), "wb");

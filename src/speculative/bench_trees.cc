@@ -93,7 +93,7 @@ TreesResult run_trees(const BenchInputs& in, const std::vector<std::string>& nam
     res.auto_curve = c.points();
     std::set<int> qs;
     for (const auto& [q, s] : c.points()) qs.insert(q);
-    for (int q = 1; q <= 64; ++q) if (chooser->verified(q)) qs.insert(q);
+    for (int q : chooser->verified_rows()) qs.insert(q);
     for (int q : qs) res.auto_curve_live.push_back({q, chooser->verify_seconds(q)});
   }
   return res;

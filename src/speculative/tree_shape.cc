@@ -163,6 +163,12 @@ bool TreeChooser::verified(int q) const {
   return q >= 1 && size_t(q) < live_w_.size() && live_w_[size_t(q)] > kVerifiedWeight;
 }
 
+std::vector<int> TreeChooser::verified_rows() const {
+  std::vector<int> qs;
+  for (int q = 1; q < int(live_w_.size()); ++q) if (verified(q)) qs.push_back(q);
+  return qs;
+}
+
 double TreeChooser::verify_seconds(int q) const {
   // The timed price, flat past the last timed point when optimistic_.
   auto timed = [&](int r) {

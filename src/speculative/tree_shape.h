@@ -133,7 +133,7 @@ class TreeChooser {
   double overhead_seconds() const { return overhead_; }
   // A verify of q rows as priced now (timed, or as cycles verified it).
   double verify_seconds(int q) const;
-  bool verified(int q) const;  // cycles have verified q rows (recently)
+  std::vector<int> verified_rows() const;  // the q cycles have verified (recently), ascending
   int choices_made() const { return choices_; }
   int points_retimed() const { return retimed_; }
   const CostCurve& curve() const { return curve_; }
@@ -143,6 +143,7 @@ class TreeChooser {
   void pick();               // widths_ = the best shape (timing points it needs)
   bool retime_contender();   // true: a point was timed again (see the constructor)
   void note_timed(int q);
+  bool verified(int q) const;  // cycles have verified q rows (recently)
   double model_seconds(const std::vector<int>& w) const;
   CostCurve curve_;
   bool optimistic_ = false;
