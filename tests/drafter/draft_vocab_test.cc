@@ -113,25 +113,25 @@ TEST(DraftVocab, ChooserCountsMaskedTrainingLabelsOnly) {
   EXPECT_THROW(choose_draft_vocab(dir, 4, 2), FormatError);  // token 5 outside a 4-token vocab
 }
 
-struct Target {
+struct VocabTarget {
   std::unique_ptr<model::Model> model;
   std::string fp;
 };
 
-Target target(kernels::WeightType wt = kernels::WeightType::F32) {
+VocabTarget vocab_target(kernels::WeightType wt = kernels::WeightType::F32) {
   test::RandomSpec spec = test::RandomSpec::for_arch(model::Arch::Llama);
   spec.vocab = 50;
   static const std::string dir = test::random_hf_checkpoint("dv-target", spec);
   model::LoadOptions o;
   o.weights = wt;
   model::LoadedModel lm = model::load_model(dir, o);
-  Target t;
+  VocabTarget t;
   t.fp = model::target_fingerprint(lm, /*use_cache=*/false);
   t.model = std::make_unique<model::Model>(std::move(lm));
   return t;
 }
 
-std::string write(const Target& t, DrafterConfig dc, DType stored) {
+std::string write(const VocabTarget& t, DrafterConfig dc, DType stored) {
   const std::string path = test::temp_dir("dv-drafter") + "/d.safetensors";
   write_drafter(path, t.model->config(), t.fp, dc,
                 random_drafter_tensors(t.model->config(), dc, 3), {}, stored);
@@ -139,7 +139,7 @@ std::string write(const Target& t, DrafterConfig dc, DType stored) {
 }
 
 TEST(DraftVocab, FileRoundTripsTheIdsAndTheRunnerDraftsAmongThem) {
-  Target t = target();
+  VocabTarget t = vocab_target();
   DrafterConfig dc;
   dc.K = 2;
   dc.draft_vocab = {2, 3, 10, 11, 40, 49};
@@ -176,7 +176,7 @@ TEST(DraftVocab, FileRoundTripsTheIdsAndTheRunnerDraftsAmongThem) {
 }
 
 TEST(DraftVocab, BadIdsAreRefusedWithTheOffendingValue) {
-  Target t = target();
+  VocabTarget t = vocab_target();
   DrafterConfig dc;
   dc.K = 1;
   dc.draft_vocab = {3, 2};
@@ -196,7 +196,7 @@ TEST(DraftVocab, BadIdsAreRefusedWithTheOffendingValue) {
 }
 
 TEST(DraftVocab, Bf16StoredModulesAreHeldInBf16) {
-  Target t = target(kernels::WeightType::F32);
+  VocabTarget t = vocab_target(kernels::WeightType::F32);
   DrafterConfig dc;
   dc.K = 2;
   Drafter a = Drafter::load(write(t, dc, DType::BF16), t.model->config(), t.fp,

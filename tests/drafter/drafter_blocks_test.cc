@@ -25,15 +25,15 @@ namespace {
 
 using test::expect_error;
 
-struct Target {
+struct BlocksTarget {
   model::LoadedModel lm;
   std::string fingerprint;
 };
 
 // d 64, ffn `hidden` (a multiple of 32 unless a test wants a fallback).
-Target target(const std::string& dir, int hidden) {
+BlocksTarget blocks_target(const std::string& dir, int hidden) {
   test::write_random_llama2c(dir + "/t.bin", 64, hidden, 1, 4, 4, 50, 64, 1);
-  Target t;
+  BlocksTarget t;
   t.lm = model::load_model(dir + "/t.bin", {});
   t.fingerprint = model::target_fingerprint(t.lm, /*use_cache=*/false);
   return t;
@@ -58,7 +58,7 @@ std::vector<const kernels::PackedMatrix*> matrices(const Drafter& d, int k) {
 
 TEST(DrafterBlocks, EachMatrixIsItsRowsQuantizedAndLoadsBitForBit) {
   const std::string dir = test::temp_dir("drafter-blocks");
-  const Target t = target(dir, 96);
+  const BlocksTarget t = blocks_target(dir, 96);
   DrafterConfig dc;
   dc.K = 2;
   const auto tensors = random_drafter_tensors(t.lm.config, dc, 5);
@@ -127,7 +127,7 @@ TEST(DrafterBlocks, EachMatrixIsItsRowsQuantizedAndLoadsBitForBit) {
 
 TEST(DrafterBlocks, AMatrixTheBlocksCannotHoldStaysBf16) {
   const std::string dir = test::temp_dir("drafter-blocks-fallback");
-  const Target t = target(dir, 48);  // down_proj cols 48: not a multiple of 32
+  const BlocksTarget t = blocks_target(dir, 48);  // down_proj cols 48: not a multiple of 32
   DrafterConfig dc;
   dc.K = 1;
   const auto tensors = random_drafter_tensors(t.lm.config, dc, 6);
@@ -142,7 +142,7 @@ TEST(DrafterBlocks, AMatrixTheBlocksCannotHoldStaysBf16) {
 }
 
 // Rewrites `src` to `dst` with the metadata key set and/or one tensor replaced.
-void rewrite(const std::string& src, const std::string& dst, const std::string& key,
+void rewrite_blocks(const std::string& src, const std::string& dst, const std::string& key,
              const std::string& value, const std::string& tensor = "",
              const std::vector<uint8_t>* bytes = nullptr, std::vector<int64_t> shape = {}) {
   io::TensorSet ts = io::TensorSet::open_file(src);
@@ -161,7 +161,7 @@ void rewrite(const std::string& src, const std::string& dst, const std::string& 
 
 TEST(DrafterBlocks, RecordsThatDisagreeWithTheTensorsAreRefusedNamingThem) {
   const std::string dir = test::temp_dir("drafter-blocks-bad");
-  const Target t = target(dir, 96);
+  const BlocksTarget t = blocks_target(dir, 96);
   DrafterConfig dc;
   dc.K = 1;
   const std::string good = dir + "/good.safetensors";
@@ -175,33 +175,33 @@ TEST(DrafterBlocks, RecordsThatDisagreeWithTheTensorsAreRefusedNamingThem) {
   {
     auto r = rec;
     r[wo]["type"] = "q9_0";
-    rewrite(good, dir + "/type.safetensors", "quantized", r.dump());
+    rewrite_blocks(good, dir + "/type.safetensors", "quantized", r.dump());
     expect_error<FormatError>(load(dir + "/type.safetensors"), {wo, "q9_0", "type.safetensors"});
   }
   {
     auto r = rec;
     r["mtp.0.enorm.weight"] = {{"type", "q8_0"}, {"shape", {64, 64}}};
-    rewrite(good, dir + "/norm.safetensors", "quantized", r.dump());
+    rewrite_blocks(good, dir + "/norm.safetensors", "quantized", r.dump());
     expect_error<FormatError>(load(dir + "/norm.safetensors"),
                               {"mtp.0.enorm.weight", "not a weight matrix"});
   }
   {
     auto r = rec;
     r[wo]["shape"] = {64, 40};
-    rewrite(good, dir + "/cols.safetensors", "quantized", r.dump());
+    rewrite_blocks(good, dir + "/cols.safetensors", "quantized", r.dump());
     expect_error<FormatError>(load(dir + "/cols.safetensors"), {wo, "multiple of its block"});
   }
   {
     auto r = rec;
     r[wo]["shape"] = {32, 64};
-    rewrite(good, dir + "/shape.safetensors", "quantized", r.dump());
+    rewrite_blocks(good, dir + "/shape.safetensors", "quantized", r.dump());
     expect_error<ShapeError>(load(dir + "/shape.safetensors"), {wo, "[32, 64]", "[64, 64]"});
   }
-  rewrite(good, dir + "/json.safetensors", "quantized", "[1, 2]");
+  rewrite_blocks(good, dir + "/json.safetensors", "quantized", "[1, 2]");
   expect_error<FormatError>(load(dir + "/json.safetensors"), {"quantized", "not a JSON object"});
   // Truncated rows of blocks.
   const std::vector<uint8_t> short_rows(64 * 30, 0);
-  rewrite(good, dir + "/bytes.safetensors", "", "", wo, &short_rows, {64, 30});
+  rewrite_blocks(good, dir + "/bytes.safetensors", "", "", wo, &short_rows, {64, 30});
   expect_error<ShapeError>(load(dir + "/bytes.safetensors"), {wo, "U8 [64, 68]", "[64, 30]"});
   // A NaN block scale (fp16 0x7E00) in row 3.
   io::TensorSet ts = io::TensorSet::open_file(good);
@@ -210,7 +210,7 @@ TEST(DrafterBlocks, RecordsThatDisagreeWithTheTensorsAreRefusedNamingThem) {
                            static_cast<const uint8_t*>(v.data) + v.nbytes);
   nan[3 * 68 + 0] = 0x00;
   nan[3 * 68 + 1] = 0x7E;
-  rewrite(good, dir + "/nan.safetensors", "", "", wo, &nan, v.shape);
+  rewrite_blocks(good, dir + "/nan.safetensors", "", "", wo, &nan, v.shape);
   expect_error<FormatError>(load(dir + "/nan.safetensors"), {"row 3", wo});
   // Unknown storage names.
   expect_error<InputError>([] { DrafterStorage::parse("q3_k"); }, {"q3_k", "q8_0"});

@@ -21,14 +21,14 @@ using nlohmann::json;
 namespace mtp::drafter {
 namespace {
 
-struct Target {
+struct MetaTarget {
   model::LoadedModel lm;
   std::string fingerprint;
 };
 
-Target target(const std::string& dir) {
+MetaTarget meta_target(const std::string& dir) {
   test::write_random_llama2c(dir + "/t.bin", 32, 64, 1, 4, 4, 50, 64, 1);
-  Target t;
+  MetaTarget t;
   t.lm = model::load_model(dir + "/t.bin", {});
   t.fingerprint = model::target_fingerprint(t.lm, /*use_cache=*/false);
   return t;
@@ -36,7 +36,7 @@ Target target(const std::string& dir) {
 
 // Rewrites `src` into `dst` with __metadata__ key `key` set to `value`
 // (tensors unchanged), or with `drop` tensors removed.
-void rewrite(const std::string& src, const std::string& dst, const std::string& key,
+void rewrite_meta(const std::string& src, const std::string& dst, const std::string& key,
              const std::string& value, const std::string& drop_prefix = "") {
   io::TensorSet ts = io::TensorSet::open_file(src);
   std::vector<io::TensorView> views;
@@ -53,7 +53,7 @@ using test::expect_error;
 
 TEST(DrafterMetadata, KMustMatchTheModulesPresent) {
   std::string dir = test::temp_dir("drafter-meta");
-  Target t = target(dir);
+  MetaTarget t = meta_target(dir);
   DrafterConfig dc;
   dc.K = 3;
   std::string good = dir + "/d3.safetensors";
@@ -68,7 +68,7 @@ TEST(DrafterMetadata, KMustMatchTheModulesPresent) {
     DrafterConfig less = dc;
     less.K = k;
     std::string p = dir + "/k.safetensors";
-    rewrite(good, p, "config", less.to_json().dump());
+    rewrite_meta(good, p, "config", less.to_json().dump());
     expect_error<FormatError>([&] { load(p); },
                               {p, "mtp." + std::to_string(k) + ".", "K = " + std::to_string(k)});
   }
@@ -76,7 +76,7 @@ TEST(DrafterMetadata, KMustMatchTheModulesPresent) {
   DrafterConfig more = dc;
   more.K = 4;
   std::string p = dir + "/k4.safetensors";
-  rewrite(good, p, "config", more.to_json().dump());
+  rewrite_meta(good, p, "config", more.to_json().dump());
   expect_error<FormatError>([&] { load(p); }, {"mtp.3.", "not found"});
   // A stray tensor beside the modules.
   io::TensorSet ts = io::TensorSet::open_file(good);
@@ -110,7 +110,7 @@ TEST(DrafterMetadata, ConfigValuesAreCheckedBeforeUse) {
 
 TEST(DrafterMetadata, DraftVocabLargerThanTheTargetIsRefused) {
   std::string dir = test::temp_dir("drafter-meta2");
-  Target t = target(dir);
+  MetaTarget t = meta_target(dir);
   DrafterConfig dc;
   std::string good = dir + "/d.safetensors";
   write_drafter(good, t.lm.config, t.fingerprint, dc, random_drafter_tensors(t.lm.config, dc, 7),
@@ -118,16 +118,16 @@ TEST(DrafterMetadata, DraftVocabLargerThanTheTargetIsRefused) {
   json cfg = dc.to_json();
   cfg["draft_vocab"] = 51;  // the target has 50 tokens
   std::string p = dir + "/dv.safetensors";
-  rewrite(good, p, "config", cfg.dump());
+  rewrite_meta(good, p, "config", cfg.dump());
   expect_error<FormatError>(
       [&] { Drafter::load(p, t.lm.config, t.fingerprint, kernels::WeightType::F32); },
       {p, "51", "50"});
   // Metadata that is JSON but not an object.
-  rewrite(good, p, "target", "[1,2]");
+  rewrite_meta(good, p, "target", "[1,2]");
   expect_error<FormatError>(
       [&] { Drafter::load(p, t.lm.config, t.fingerprint, kernels::WeightType::F32); },
       {p, "target", "not a JSON object"});
-  rewrite(good, p, "target", R"({"fingerprint": 5})");
+  rewrite_meta(good, p, "target", R"({"fingerprint": 5})");
   expect_error<ConfigError>(
       [&] { Drafter::load(p, t.lm.config, t.fingerprint, kernels::WeightType::F32); }, {p});
 }

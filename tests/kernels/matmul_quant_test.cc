@@ -31,7 +31,7 @@ constexpr WeightType kQuantTypes[] = {WeightType::Q8_0, WeightType::Q4_0, Weight
                                       WeightType::Q5_K, WeightType::Q6_K};
 
 using test::randn;
-uint32_t bits(float f) { return test::float_bits(f); }
+using test::float_bits;
 
 // Every SIMD target the host runs, plus "<target>-novnni" (the target's
 // kernels without their VNNI instantiations) where the CPU has its VNNI form.
@@ -94,7 +94,7 @@ TEST_P(QuantMatmul, EqualsReferenceBitForBit) {
     for (size_t o = 0; o < rows; ++o) {
       w.row_blocks(o, wrow.data());
       const float want = detail::quant_dot_ref(weight_ggml_type(type()), wrow.data(), act, r);
-      ASSERT_EQ(bits(y[r * rows + o]), bits(want)) << "row " << r << " out " << o;
+      ASSERT_EQ(float_bits(y[r * rows + o]), float_bits(want)) << "row " << r << " out " << o;
     }
 }
 
@@ -130,7 +130,7 @@ void expect_reference_bits(GgmlType t, const PackedMatrix& w, const std::vector<
   for (size_t r = 0; r < q; ++r)
     for (size_t o = 0; o < rows; ++o) {
       const float want = detail::quant_dot_ref(t, blocks.data() + o * rb, act, r);
-      ASSERT_EQ(bits(y[r * rows + o]), bits(want)) << "row " << r << " out " << o;
+      ASSERT_EQ(float_bits(y[r * rows + o]), float_bits(want)) << "row " << r << " out " << o;
     }
 }
 
@@ -190,7 +190,7 @@ TEST(QuantAct, CodesAreNearestEvenOfTheScaledValues) {
       for (size_t b = 0; b < c / ab; ++b) {
         float amax = 0;
         for (size_t i = 0; i < ab; ++i) amax = std::max(amax, std::fabs(x[r * c + b * ab + i]));
-        ASSERT_EQ(bits(act.drow(r)[b]), bits(amax / 127.f));
+        ASSERT_EQ(float_bits(act.drow(r)[b]), float_bits(amax / 127.f));
         for (size_t i = 0; i < ab; ++i) {
           const float v = std::nearbyint(x[r * c + b * ab + i] * (127.f / amax));
           ASSERT_EQ(act.qrow(r)[b * ab + i], static_cast<int8_t>(std::clamp(v, -127.f, 127.f)))
@@ -224,7 +224,7 @@ TEST_P(QuantMatmul, ActivationQuantizationEqualsReference) {
   ASSERT_EQ(got.xcorr, want.xcorr);
   ASSERT_EQ(got.bsum, want.bsum);
   ASSERT_EQ(got.d.size(), want.d.size());
-  for (size_t i = 0; i < got.d.size(); ++i) ASSERT_EQ(bits(got.d[i]), bits(want.d[i])) << i;
+  for (size_t i = 0; i < got.d.size(); ++i) ASSERT_EQ(float_bits(got.d[i]), float_bits(want.d[i])) << i;
   ASSERT_EQ(got.bsum32, want.bsum32);
 }
 
@@ -244,7 +244,7 @@ TEST_P(QuantMatmul, BatchInvariant) {
         matmul(w, x.data() + r0 * c, c, q, y.data(), rows + 3, pool);
         for (size_t r = 0; r < q; ++r)
           for (size_t o = 0; o < rows; ++o)
-            ASSERT_EQ(bits(y[r * (rows + 3) + o]), bits(one[(r0 + r) * rows + o]))
+            ASSERT_EQ(float_bits(y[r * (rows + 3) + o]), float_bits(one[(r0 + r) * rows + o]))
                 << "q " << q << " r0 " << r0 << " row " << r << " out " << o
                 << (pool ? " 2 threads" : " 1 thread");
       }
@@ -310,7 +310,7 @@ TEST(QuantPack, PackBlocksKeepsBitsAndRowF32Dequantizes) {
       ASSERT_EQ(std::memcmp(got_p.data(), blocks.data() + r * rb, rb), 0) << "row " << r;
       m.row_f32(r, got.data());
       dequantize_row(t, blocks.data() + r * rb, c, want.data());
-      for (size_t i = 0; i < c; ++i) ASSERT_EQ(bits(got[i]), bits(want[i]));
+      for (size_t i = 0; i < c; ++i) ASSERT_EQ(float_bits(got[i]), float_bits(want[i]));
     }
   }
   std::vector<float> f(64 * 4, 1.f);

@@ -24,14 +24,14 @@ namespace mtp::kernels {
 namespace {
 
 using test::randn;
-uint32_t bits(float f) { return test::float_bits(f); }
+using test::float_bits;
 
 // Rows of y ([q, y_stride]) must equal `want` ([q, rows]) bit for bit.
 void expect_bitwise(const float* y, size_t y_stride, const float* want, size_t q, size_t rows,
                     const char* what) {
   for (size_t r = 0; r < q; ++r)
     for (size_t o = 0; o < rows; ++o)
-      ASSERT_EQ(bits(y[r * y_stride + o]), bits(want[r * rows + o]))
+      ASSERT_EQ(float_bits(y[r * y_stride + o]), float_bits(want[r * rows + o]))
           << what << ": row " << r << " out " << o << " got " << y[r * y_stride + o]
           << " want " << want[r * rows + o];
 }
@@ -88,7 +88,7 @@ TEST(Pack, RoundTripsHeldValues) {
         for (size_t r = 0; r < rows; ++r) {
           m.row_f32(r, row.data());
           for (size_t i = 0; i < cols; ++i)
-            ASSERT_EQ(bits(row[i]), bits(want_fn(r * cols + i))) << what << " " << r << "," << i;
+            ASSERT_EQ(float_bits(row[i]), float_bits(want_fn(r * cols + i))) << what << " " << r << "," << i;
         }
       };
       using WT = WeightType;
@@ -125,7 +125,7 @@ TEST(Matmul, SingleRowPrefetchChangesNoBits) {
     EXPECT_TRUE(detail::prefetch_single_row());
     matmul(m, x.data(), 1, y1.data(), nullptr);
     detail::set_prefetch_single_row(prev);
-    for (size_t o = 0; o < rows; ++o) ASSERT_EQ(bits(y0[o]), bits(y1[o])) << "row " << o;
+    for (size_t o = 0; o < rows; ++o) ASSERT_EQ(float_bits(y0[o]), float_bits(y1[o])) << "row " << o;
   }
 }
 
@@ -358,7 +358,7 @@ bool available(const char* name) {
 long first_difference(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size()) return 0;
   for (size_t i = 0; i < a.size(); ++i)
-    if (bits(a[i]) != bits(b[i])) return long(i);
+    if (float_bits(a[i]) != float_bits(b[i])) return long(i);
   return -1;
 }
 

@@ -21,7 +21,7 @@ namespace mtp::kernels {
 namespace {
 
 using test::randn;
-uint32_t bits(float f) { return test::float_bits(f); }
+using test::float_bits;
 
 // |got - want| <= rel·|want| + abs, elementwise.
 void expect_close(const float* got, const std::vector<double>& want, double rel, double abs,
@@ -65,7 +65,7 @@ TEST_P(Ops, RmsNormMatchesDouble) {
     expect_close(out.data(), want, 1e-5, 1e-7, "simd");
     expect_close(outr.data(), want, 1e-5, 1e-7, "ref");
     rmsnorm(x.data(), w.data(), n, 1e-5f, x.data());  // out may alias x
-    for (size_t i = 0; i < n; ++i) ASSERT_EQ(bits(x[i]), bits(out[i]));
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(float_bits(x[i]), float_bits(out[i]));
   }
 }
 
@@ -168,7 +168,7 @@ TEST_P(Ops, ElementwiseBitsIndependentOfPositionInCall) {
     fn(g.data(), u.data(), q * n, all.data());
     for (size_t r = 0; r < q; ++r) {
       fn(g.data() + r * n, u.data() + r * n, n, one.data());
-      for (size_t i = 0; i < n; ++i) ASSERT_EQ(bits(all[r * n + i]), bits(one[i])) << r << "," << i;
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(float_bits(all[r * n + i]), float_bits(one[i])) << r << "," << i;
     }
   }
   auto all = g;
@@ -176,7 +176,7 @@ TEST_P(Ops, ElementwiseBitsIndependentOfPositionInCall) {
   for (size_t r = 0; r < q; ++r) {
     std::vector<float> one(g.begin() + r * n, g.begin() + (r + 1) * n);
     softcap(one.data(), n, 5.f);
-    for (size_t i = 0; i < n; ++i) ASSERT_EQ(bits(all[r * n + i]), bits(one[i]));
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(float_bits(all[r * n + i]), float_bits(one[i]));
   }
 }
 
@@ -230,7 +230,7 @@ TEST_P(Ops, AttendMatchesDoubleAndRingBuffer) {
         std::vector<float> ring(hd);
         attend(q.data(), rk.data(), rv.data(), stride, n_slots, lo, hi, hd, scale, cap,
                scores.data(), ring.data());
-        for (size_t i = 0; i < hd; ++i) ASSERT_EQ(bits(ring[i]), bits(out[i])) << "ring " << i;
+        for (size_t i = 0; i < hd; ++i) ASSERT_EQ(float_bits(ring[i]), float_bits(out[i])) << "ring " << i;
       }
     }
   }
@@ -268,7 +268,7 @@ TEST_P(Ops, AttendSlotsEqualsAttendOverTheSameKeysInOrder) {
         }
         attend_slots(q.data(), sk.data(), sv.data(), stride, slots.data(), n, hd, scale, cap,
                      scores.data(), got.data());
-        for (size_t i = 0; i < hd; ++i) ASSERT_EQ(bits(got[i]), bits(want[i])) << "dim " << i;
+        for (size_t i = 0; i < hd; ++i) ASSERT_EQ(float_bits(got[i]), float_bits(want[i])) << "dim " << i;
       }
     }
   }
@@ -300,7 +300,7 @@ TEST_P(Ops, AttendFollowsItsFixedOrder) {
         for (size_t i = 0; i < hd; ++i) {
           float acc = 0.f;
           for (size_t j = 0; j < n; ++j) acc = madd(p[j], row(v, j)[i], acc);
-          ASSERT_EQ(bits(out[i]), bits(acc)) << "out " << i;
+          ASSERT_EQ(float_bits(out[i]), float_bits(acc)) << "out " << i;
         }
         if (hd >= lanes) continue;  // wide heads: lane sums, target-dependent
         std::vector<float> s(n);
@@ -311,7 +311,7 @@ TEST_P(Ops, AttendFollowsItsFixedOrder) {
         }
         if (cap > 0.f) softcap(s.data(), n, cap);
         softmax(s.data(), n);
-        for (size_t j = 0; j < n; ++j) ASSERT_EQ(bits(p[j]), bits(s[j])) << "p " << j;
+        for (size_t j = 0; j < n; ++j) ASSERT_EQ(float_bits(p[j]), float_bits(s[j])) << "p " << j;
       }
     }
   }
@@ -355,7 +355,7 @@ TEST_P(Ops, AttendRowsBitwiseIndependentOfBatch) {
         }
         for (size_t i = 0; i < decode.size(); ++i) {
           ASSERT_FALSE(std::isnan(decode[i])) << i;
-          ASSERT_EQ(bits(decode[i]), bits(verify[i])) << i;
+          ASSERT_EQ(float_bits(decode[i]), float_bits(verify[i])) << i;
         }
       }
     }
@@ -408,9 +408,9 @@ TEST_P(Ops, AttendGroupEqualsAttendPerQuery) {
           std::vector<float> ws(qs[i].hi - qs[i].lo + 1), wo(hd);
           attend(qs[i].q, k.data(), v.data(), stride, n_slots, qs[i].lo, qs[i].hi, hd, scale,
                  cap, ws.data(), wo.data());
-          for (size_t d = 0; d < hd; ++d) ASSERT_EQ(bits(outs[i][d]), bits(wo[d])) << "out " << d;
+          for (size_t d = 0; d < hd; ++d) ASSERT_EQ(float_bits(outs[i][d]), float_bits(wo[d])) << "out " << d;
           for (size_t j = 0; j < ws.size(); ++j)
-            ASSERT_EQ(bits(qs[i].scores[j]), bits(ws[j])) << "p " << j;
+            ASSERT_EQ(float_bits(qs[i].scores[j]), float_bits(ws[j])) << "p " << j;
         }
       }
     }

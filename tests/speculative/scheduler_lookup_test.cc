@@ -53,14 +53,14 @@ std::vector<Request> requests(int n, uint64_t seed) {
   return rs;
 }
 
-struct Observed {
+struct LookupObserved {
   std::map<uint64_t, std::shared_ptr<const SequenceResult>> results;
   std::map<uint64_t, std::vector<int32_t>> tokens;
   long lookup_tokens = 0;  // Token events drafted by a lookup
 };
 
-Observed run(Scheduler& s, const std::vector<Request>& rs, std::vector<uint64_t>& ids) {
-  Observed out;
+LookupObserved run(Scheduler& s, const std::vector<Request>& rs, std::vector<uint64_t>& ids) {
+  LookupObserved out;
   for (const Request& r : rs) ids.push_back(s.submit(r));
   auto collect = [&] {
     for (const Event& e : s.take_events()) {
@@ -106,7 +106,7 @@ TEST(SchedulerLookups, OutputEqualsPlainGenerateAndLookupsAreAccepted) {
         Scheduler s(*t.model, nullptr, with_drafter ? &d : nullptr, so, nullptr);
         const std::vector<Request> rs = requests(6, 3 + uint64_t(parallel));
         std::vector<uint64_t> ids;
-        Observed r = run(s, rs, ids);
+        LookupObserved r = run(s, rs, ids);
         long accepted = 0;
         size_t with_output = 0;
         for (size_t i = 0; i < rs.size(); ++i) {

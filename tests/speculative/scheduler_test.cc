@@ -81,14 +81,14 @@ void check_slots(const Scheduler& s) {
   }
 }
 
-struct Observed {
+struct SchedObserved {
   std::map<uint64_t, std::vector<int32_t>> tokens;  // from the Token events
   std::map<uint64_t, std::shared_ptr<const SequenceResult>> results;
   long accepted = 0;  // drafts accepted over all sequences (the counters)
   std::map<uint64_t, long> drafted;  // Token events with drafted = true
 };
 
-void collect(Scheduler& s, Observed& run) {
+void collect(Scheduler& s, SchedObserved& run) {
   for (const Event& e : s.take_events()) {
     if (e.kind == Event::Kind::Token) {
       auto& v = run.tokens[e.id];
@@ -117,9 +117,9 @@ void collect(Scheduler& s, Observed& run) {
 }
 
 // Submits `first` requests, then the rest one per step (admitted mid-way).
-Observed run_all(Scheduler& s, const std::vector<Request>& rs, size_t first,
+SchedObserved run_all(Scheduler& s, const std::vector<Request>& rs, size_t first,
             std::vector<uint64_t>& ids) {
-  Observed run;
+  SchedObserved run;
   size_t next = 0;
   for (; next < std::min(first, rs.size()); ++next) ids.push_back(s.submit(rs[next]));
   while (s.step() || next < rs.size()) {
@@ -135,7 +135,7 @@ void expect_identity(const Target& t, const drafter::Drafter* d, SchedulerOption
                      const std::vector<Request>& rs, bool expect_accepts) {
   Scheduler s(*t.model, nullptr, d, so, nullptr);
   std::vector<uint64_t> ids;
-  Observed run = run_all(s, rs, 3, ids);
+  SchedObserved run = run_all(s, rs, 3, ids);
   ASSERT_EQ(ids.size(), rs.size());
   for (size_t i = 0; i < rs.size(); ++i) {
     SCOPED_TRACE("request " + std::to_string(i));
@@ -187,7 +187,7 @@ TEST(Scheduler, IdentityCheckSeesAChangedSequence) {
   std::vector<Request> changed = rs;
   changed[1].gen.sampler = coupled(1.f, 999);
   std::vector<uint64_t> ids;
-  Observed run = run_all(s, changed, 4, ids);
+  SchedObserved run = run_all(s, changed, 4, ids);
   EXPECT_NE(run.results[ids[1]]->token_ids, alone(t, rs[1], s.ctx(), nullptr).token_ids);
 }
 
@@ -208,7 +208,7 @@ TEST(Scheduler, ContextLimitEndsWithContext) {
       r.gen.n_new = 100;
     }
     std::vector<uint64_t> ids;
-    Observed run = run_all(s, rs, 2, ids);
+    SchedObserved run = run_all(s, rs, 2, ids);
     for (size_t i = 0; i < rs.size(); ++i) {
       const SequenceResult& r = *run.results[ids[i]];
       EXPECT_EQ(r.finish_reason, "context");
@@ -235,7 +235,7 @@ TEST(Scheduler, CancelFreesTheSlotAndOthersAreUnaffected) {
   }
   std::vector<uint64_t> ids;
   for (const Request& r : rs) ids.push_back(s.submit(r));
-  Observed run;
+  SchedObserved run;
   for (int i = 0; i < 4; ++i) s.step();
   collect(s, run);
   // ids[0] runs in a slot, ids[3] is still waiting.
@@ -361,7 +361,7 @@ TEST(Scheduler, APricedOutDrafterIsProbed) {
   std::vector<Request> rs = mixed_requests(2, 12, true, 31);
   for (Request& r : rs) r.gen.n_new = 120, r.speculate = true, r.draft_k = 2;
   std::vector<uint64_t> ids;
-  Observed run = run_all(s, rs, 2, ids);
+  SchedObserved run = run_all(s, rs, 2, ids);
   for (size_t i = 0; i < rs.size(); ++i) {
     const SequenceResult& r = *run.results[ids[i]];
     EXPECT_EQ(r.token_ids, alone(t, rs[i], s.ctx(), nullptr).token_ids);

@@ -20,9 +20,9 @@
 namespace mtp::train {
 namespace {
 
-constexpr int kVocab = 262144;
+constexpr int kArgmaxVocab = 262144;
 constexpr int32_t kPlanted = 236764;  // the index the earlier system's converter wrapped to 40156
-constexpr int kLen = 24;
+constexpr int kArgmaxLen = 24;
 
 TEST(Argmax, PlantedIndexAbove65535SurvivesTrainingParityAndExport) {
   test::RandomSpec spec;
@@ -32,7 +32,7 @@ TEST(Argmax, PlantedIndexAbove65535SurvivesTrainingParityAndExport) {
   spec.n_kv_heads = 1;
   spec.head_dim = 16;
   spec.ffn = 64;
-  spec.vocab = kVocab;
+  spec.vocab = kArgmaxVocab;
   spec.seed = 4;
   spec.edit = [](const std::string& name, std::vector<int64_t>& shape, std::vector<float>& v) {
     if (name == "lm_head.weight") {  // row kPlanted: 4x the norm of the others
@@ -42,21 +42,21 @@ TEST(Argmax, PlantedIndexAbove65535SurvivesTrainingParityAndExport) {
   };
   const std::string model = test::random_hf_checkpoint("argmax_model", spec);
   test::Target t = test::load_target(model);
-  ASSERT_EQ(t.model->config().vocab, kVocab);
+  ASSERT_EQ(t.model->config().vocab, kArgmaxVocab);
 
   // Even positions: random small ids; odd positions: kPlanted. Row t of module
   // 0 predicts tok[t+2], which is kPlanted for odd t.
   std::mt19937 rng(8);
   auto make = [&] {
     std::vector<int32_t> s;
-    for (int i = 0; i < kLen; ++i) s.push_back(i % 2 ? kPlanted : int32_t(3 + rng() % 1000));
+    for (int i = 0; i < kArgmaxLen; ++i) s.push_back(i % 2 ? kPlanted : int32_t(3 + rng() % 1000));
     return s;
   };
   std::vector<std::vector<int32_t>> train, held;
   for (int i = 0; i < 16; ++i) train.push_back(make());
   for (int i = 0; i < 4; ++i) held.push_back(make());
   const std::string shards = test::temp_dir("argmax_shards");
-  test::write_shards(shards, t, train, held, kLen);
+  test::write_shards(shards, t, train, held, kArgmaxLen);
 
   const std::string run = test::temp_dir("argmax_run");
   TrainOptions o = test::quick_options(shards, model, run);

@@ -39,10 +39,10 @@
 namespace mtp::train {
 namespace {
 
-constexpr int kVocab = 48, kLen = 32;
+constexpr int kIdxVocab = 48, kIdxLen = 32;
 
 const test::RuleCorpus& corpus() {
-  static const test::RuleCorpus c = test::rule_corpus("indexing", kVocab, kLen, 192, 16, 21, 5);
+  static const test::RuleCorpus c = test::rule_corpus("indexing", kIdxVocab, kIdxLen, 192, 16, 21, 5);
   return c;
 }
 

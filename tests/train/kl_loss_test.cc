@@ -22,7 +22,7 @@
 namespace mtp::train {
 namespace {
 
-constexpr int kVocab = 40, kLen = 32;
+constexpr int kKlVocab = 40, kKlLen = 32;
 
 struct Scores {
   double target_agreement = 0;  // module 0's guess at row t == the target's argmax at t+1
@@ -31,7 +31,7 @@ struct Scores {
 
 Scores train_and_score(const std::string& loss) {
   // The labels follow a rule the random target does not know (train_fixture.h).
-  static const test::RuleCorpus setup = test::rule_corpus("kl", kVocab, kLen, 160, 12, 33, 9);
+  static const test::RuleCorpus setup = test::rule_corpus("kl", kKlVocab, kKlLen, 160, 12, 33, 9);
   const std::string run = test::temp_dir("kl_run_" + loss);
   TrainOptions o = test::module0_options(setup, run, 150);
   o.loss = loss;
@@ -46,7 +46,7 @@ Scores train_and_score(const std::string& loss) {
     test::RowOutputs out = test::run_chunks(*t.model, kv, 0, seq, {8}, nullptr);
     for (size_t i = 0; i + 2 < seq.size(); ++i) {
       const int32_t target_choice =
-          int32_t(kernels::argmax(out.logits.data() + (i + 1) * kVocab, kVocab));
+          int32_t(kernels::argmax(out.logits.data() + (i + 1) * kKlVocab, kKlVocab));
       ++n;
       agree += pred[i] == target_choice;
       right += pred[i] == seq[i + 2];

@@ -29,29 +29,29 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kVocab = 300;
+constexpr int kPreVocab = 300;
 
 // A learnable synthetic language whose next token depends on the previous two
 // (so the model must attend by relative position, through RoPE): from two random
 // tokens, t_{i+1} = (7·t_i + 5·t_{i-1}) mod 297 + 3, with an occasional random
 // token. BOS 1, EOS 2.
-int32_t next_token(int32_t a, int32_t b) { return (7 * a + 5 * b) % (kVocab - 3) + 3; }
+int32_t next_token(int32_t a, int32_t b) { return (7 * a + 5 * b) % (kPreVocab - 3) + 3; }
 
 std::string synthetic_model_dir(const std::string& tag) {
   const std::string dir = test::temp_dir(tag);
   std::mt19937 rng(7);
   io::PretrainData d;
   for (int doc = 0; doc < 60; ++doc) {
-    std::vector<int32_t> ids = {int32_t(3 + rng() % (kVocab - 3)),
-                                int32_t(3 + rng() % (kVocab - 3))};
+    std::vector<int32_t> ids = {int32_t(3 + rng() % (kPreVocab - 3)),
+                                int32_t(3 + rng() % (kPreVocab - 3))};
     const int len = 8 + int(rng() % 30);
     while (int(ids.size()) < len) {
-      ids.push_back(rng() % 10 == 0 ? int32_t(3 + rng() % (kVocab - 3))
+      ids.push_back(rng() % 10 == 0 ? int32_t(3 + rng() % (kPreVocab - 3))
                                     : next_token(ids[ids.size() - 1], ids[ids.size() - 2]));
     }
     (doc % 6 == 5 ? d.heldout : d.train).add_document(ids, 1, 2);
   }
-  d.info = {{"vocab", kVocab}, {"bos_id", 1}, {"eos_id", 2}, {"identity_hash", "synthetic"}};
+  d.info = {{"vocab", kPreVocab}, {"bos_id", 1}, {"eos_id", 2}, {"identity_hash", "synthetic"}};
   io::write_pretrain_data(io::pretrain_tokens_path(dir), d);
   return dir;
 }
@@ -180,7 +180,7 @@ TEST(Pretrain, EngineLogitsMatchLibtorch) {
   PretrainReport r = run_pretrain(o);
   ASSERT_TRUE(r.model_written);
   EXPECT_EQ(r.final_step, 80);
-  EXPECT_LT(r.train_loss, std::log(double(kVocab)) - 1.0) << "training did not learn";
+  EXPECT_LT(r.train_loss, std::log(double(kPreVocab)) - 1.0) << "training did not learn";
   ASSERT_GE(r.eval_loss, 0);
 
   model::LoadedModel lm = model::load_model(dir, {});
