@@ -173,6 +173,10 @@ void run_bench(BenchArgs a) {
     corpus_note = "no --corpus given";
   } else {
     corpus = corpus_tail(a.corpus, t.session, long(a.n) * long(t.prompts.size()));
+    // Else the teacher-forced accuracy would be printed as 0 of 0 positions.
+    if (corpus.empty()) {
+      fail<InputError>("--corpus '{}': no document of at least 4 tokens to measure on", a.corpus);
+    }
   }
   std::vector<speculative::SpecSampling> modes;
   for (const std::string& m : a.modes) {

@@ -62,19 +62,28 @@ void add_precompute(CLI::App& root) {
       ->check(cli::Range(0, 1));
   cmd->add_option("--batch", a->o.batch, "Sequences per forward call")
       ->check(cli::Positive);
-  cmd->add_flag("--self-distill", a->o.self_distill,
-                "Let the target continue prompts taken from the corpus and train on its own text");
-  cmd->add_option("--prompt-tokens", a->o.prompt_tokens, "Self-distillation: prompt length");
+  CLI::Option* sd = cmd->add_flag(
+      "--self-distill", a->o.self_distill,
+      "Let the target continue prompts taken from the corpus and train on its own text");
+  // The self-distillation settings need --self-distill: without it they would
+  // be accepted and do nothing (a corpus run, not what was asked for).
+  cmd->add_option("--prompt-tokens", a->o.prompt_tokens, "Self-distillation: prompt length")
+      ->needs(sd);
   cmd->add_option("--prompt-tokens-min", a->o.prompt_tokens_min,
                   "Self-distillation: vary the prompt length per document between this and "
-                  "--prompt-tokens (0 = fixed), so the drafter also sees short prompts");
+                  "--prompt-tokens (0 = fixed), so the drafter also sees short prompts")
+      ->needs(sd);
   cmd->add_option("--gen-tokens", a->o.gen_tokens,
-                  "Self-distillation: tokens to generate per prompt (0 = fill the sequence)");
+                  "Self-distillation: tokens to generate per prompt (0 = fill the sequence)")
+      ->needs(sd);
   cmd->add_option("--temp", a->o.temp,
                   "Self-distillation: sampling temperature (0 = greedy, the default decoding; "
                   "use the temperature the drafter will be used at)")
-      ->capture_default_str();
-  cmd->add_option("--seed", a->o.seed, "Self-distillation: random seed")->check(cli::kSeedRange);
+      ->capture_default_str()
+      ->needs(sd);
+  cmd->add_option("--seed", a->o.seed, "Self-distillation: random seed")
+      ->check(cli::kSeedRange)
+      ->needs(sd);
   cmd->add_flag("!--no-progress", a->o.progress, "Do not show a progress line");
   cmd->callback([a, cmd] {
     std::string line = "mtpspec precompute";

@@ -17,6 +17,7 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "core/error.h"
 
@@ -42,11 +43,42 @@ inline void show_defaults(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands({})) show_defaults(*sub);
 }
 
+// A comma-separated value with an empty item ("--temps 0,,1", "--threads 1,")
+// is refused: CLI11 drops empty items, so the typo would silently run a
+// different list than the one written. Checked on the raw arguments (the
+// parsed results no longer show it), for the options given a delimiter, in
+// the subcommand the argument belongs to.
+inline void refuse_empty_list_items(CLI::App& app, int argc, char** argv) {
+  CLI::App* at = &app;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0) {
+      for (CLI::App* sub : at->get_subcommands({})) {
+        if (sub->check_name(arg)) at = sub;
+      }
+      continue;
+    }
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
+    const CLI::Option* o = nullptr;
+    for (const CLI::Option* cand : at->get_options()) {
+      if (cand->check_name(name)) o = cand;
+    }
+    if (!o || o->get_delimiter() == '\0') continue;
+    const char* value = eq != std::string::npos ? argv[i] + eq + 1 : i + 1 < argc ? argv[i + 1] : "";
+    const std::string v = value, d(1, o->get_delimiter());
+    if (v.find(d + d) != std::string::npos || (!v.empty() && (v.front() == d[0] || v.back() == d[0]))) {
+      throw mtp::InputError(fmt::format("{} '{}': an empty item in the '{}'-separated list", name, v, d));
+    }
+  }
+}
+
 inline int run_cli(CLI::App& app, int argc, char** argv) {
   // A file-size limit (RLIMIT_FSIZE) must end a write with EFBIG — a clear
   // error naming the file, and no partial file — not kill the process.
   std::signal(SIGXFSZ, SIG_IGN);
   try {
+    refuse_empty_list_items(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help / --version are "errors" with code 0 in CLI11; it prints them.

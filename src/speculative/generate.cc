@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/memory_headroom.h"
 #include "speculative/draft_budget.h"
 #include "speculative/forward_timing.h"
 #include "speculative/mtp_proposer.h"
@@ -31,18 +32,6 @@ std::vector<int32_t> stop_token_ids(const model::ModelConfig& c, const io::Token
   return ids;
 }
 
-double available_memory_bytes() {
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
-  if (!f) return 0;
-  char line[256];
-  double kb = 0;
-  while (std::fgets(line, sizeof line, f)) {
-    if (std::sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
-  }
-  std::fclose(f);
-  return kb * 1024.0;
-}
-
 int resolve_ctx(const model::ModelConfig& c, int requested, int64_t needed) {
   if (requested < 0) fail<InputError>("--ctx must be positive, got {}", requested);
   if (requested > c.max_position) {
@@ -52,12 +41,12 @@ int resolve_ctx(const model::ModelConfig& c, int requested, int64_t needed) {
   // Bytes per position: K and V of every layer, and the captured hidden row.
   const double per_pos =
       (double(c.n_layers) * c.n_kv_heads * c.head_dim * 2 + c.d_model) * sizeof(float);
-  const double avail = available_memory_bytes();
+  const MemoryHeadroom room = memory_headroom();
+  const double avail = room.bytes;
   if (requested > 0) {
     if (avail > 0 && per_pos * requested > avail) {
-      fail<InputError>("--ctx {} needs {:.2f} GiB for the KV cache; {:.2f} GiB of memory is "
-                       "available", requested, per_pos * requested / (1ull << 30),
-                       avail / (1ull << 30));
+      fail<InputError>("--ctx {} needs {:.2f} GiB for the KV cache; {} is available", requested,
+                       per_pos * requested / (1ull << 30), room.describe());
     }
     return requested;
   }

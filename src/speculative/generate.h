@@ -93,8 +93,6 @@ std::vector<int32_t> stop_token_ids(const model::ModelConfig& c, const io::Token
 // what memory holds), else `needed` (0: unknown) capped by the model's maximum
 // and a memory budget. The KV cache is allocated for this many positions.
 int resolve_ctx(const model::ModelConfig& c, int requested, int64_t needed = 0);
-// MemAvailable from /proc/meminfo in bytes; 0 when unknown.
-double available_memory_bytes();
 
 // --tree auto's chooser for a drafter of draft length draft_k: times the
 // target's m(q) at q = 1..4 now and larger q (up to 1 + t.max_nodes) when

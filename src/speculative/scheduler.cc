@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "core/error.h"
+#include "core/memory_headroom.h"
 #include "drafter/mtp_runner.h"
 #include "speculative/mtp_chains.h"
 #include "speculative/scheduler_seq.h"
@@ -58,11 +59,11 @@ int slot_ctx(const model::ModelConfig& c, const SchedulerOptions& opt,
     per_pos += double(d->config().K) *
                (double(b.n_layers) * b.n_kv_heads * b.head_dim * 2 + c.d_model) * sizeof(float);
   }
-  const double need = per_pos * ctx * std::max(1, opt.parallel), avail = available_memory_bytes();
-  if (avail > 0 && need > avail) {
-    fail<InputError>("--parallel {} x --ctx {} needs {:.2f} GiB for the KV caches; {:.2f} GiB of "
-                     "memory is available", opt.parallel, ctx, need / (1ull << 30),
-                     avail / (1ull << 30));
+  const double need = per_pos * ctx * std::max(1, opt.parallel);
+  const MemoryHeadroom room = memory_headroom();
+  if (room.bytes > 0 && need > room.bytes) {
+    fail<InputError>("--parallel {} x --ctx {} needs {:.2f} GiB for the KV caches; {} is available",
+                     opt.parallel, ctx, need / (1ull << 30), room.describe());
   }
   return ctx;
 }

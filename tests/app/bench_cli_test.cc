@@ -3,6 +3,8 @@
 // on a random target (no tokenizer) and its --cycle-cost table.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
@@ -41,6 +43,13 @@ TEST(BenchCli, JsonSchemaIsStable) {
               j["spec_tok_s"].get<double>() / j["baseline_tok_s"].get<double>(), 1e-9);
   EXPECT_EQ(j["acceptance_tf_corpus_note"], "no --corpus given");
   EXPECT_GT(j["end_to_end_speedup"].get<double>(), 0.0);
+  // A --corpus with nothing to measure on is refused, not reported as 0 of 0.
+  std::ofstream(dir + "/empty.txt") << "\n\nhi\n";
+  CliResult e = run_cli("bench -m " + shell_quote(model) + " --drafter " + shell_quote(drafter) +
+                        " --prompts " + shell_quote(prompts) + " -n 4 --max-prompts 1 --threads 1 " +
+                        "--corpus " + shell_quote(dir + "/empty.txt"));
+  EXPECT_EQ(e.status, 2) << e.err;
+  EXPECT_NE(e.err.find("no document of at least 4 tokens"), std::string::npos) << e.err;
   // --cycle-cost with a drafter file: one row per K up to the drafter's K = 2.
   CliResult c = run_cli("bench -m " + shell_quote(model) + " --drafter " + shell_quote(drafter) +
                         " --prompts " + shell_quote(prompts) +

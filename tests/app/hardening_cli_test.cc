@@ -19,8 +19,11 @@
 #include <string>
 #include <vector>
 
+#include <fmt/core.h>
+
 #include "checkpoint_util.h"
 #include "cli_util.h"
+#include "gguf_util.h"
 #include "test_util.h"
 
 namespace mtp::test {
@@ -241,6 +244,29 @@ TEST(CausesNamed, ADirectoryWhereAFileIsReadIsRefused) {
   }
 }
 
+// The self-distillation settings of precompute without --self-distill would
+// run a plain corpus precompute and ignore them: refused, naming both flags.
+TEST(CausesNamed, SelfDistillSettingsNeedSelfDistill) {
+  for (const char* flag : {"--gen-tokens 8", "--prompt-tokens 4", "--prompt-tokens-min 2",
+                           "--temp 0.7", "--seed 3"}) {
+    CliResult r = run_cli(std::string("precompute -m x --corpus c -o /tmp/never ") + flag);
+    EXPECT_EQ(r.status, 2) << flag << "\n" << r.err;
+    EXPECT_NE(r.err.find("--self-distill"), std::string::npos) << flag << "\n" << r.err;
+  }
+}
+
+// An empty item in a comma-separated list is a typo CLI11 would drop (the run
+// would use a shorter list than the one written): refused, naming the flag.
+TEST(CausesNamed, AnEmptyListItemIsRefused) {
+  for (const char* args : {"bench --random tiny --temps 0,,1", "bench-kernels --threads 1,",
+                           "bench-kernels --shapes=,64x64", "generate -m x -p hi --lookup prompt,,history",
+                           "bench-decode --random tiny --threads ,1"}) {
+    CliResult r = run_cli(args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find("an empty item"), std::string::npos) << args << "\n" << r.err;
+  }
+}
+
 TEST(SelfDistillProgress, CountsTheTokensActuallyMade) {
   MTP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
   const std::string dir = temp_dir("distill-progress");
@@ -278,6 +304,44 @@ TEST(HelpDefaults, EveryValueFlagShowsItsDefault) {
 #ifdef MTPSPEC_HAVE_TRAIN_BIN
   check(MTPSPEC_TRAIN_BIN_PATH, {"train", "export", "parity"});
 #endif
+}
+
+// KV caches beyond the address-space limit (ulimit -v) are refused before any
+// allocation, naming the limit — not a std::bad_alloc half-way (exit 4), as
+// when only MemAvailable was consulted. The same run with room for it works.
+TEST(MemoryLimits, KvCachesBeyondUlimitAreRefusedNamingIt) {
+  std::ifstream meminfo("/proc/meminfo");
+  double avail_kb = 0;
+  for (std::string key; meminfo >> key;) {
+    if (key == "MemAvailable:") {
+      meminfo >> avail_kb;
+      break;
+    }
+  }
+  constexpr long kLimitKb = 2L << 20;  // 2 GiB of address space
+  if (avail_kb < 2.0 * kLimitKb) GTEST_SKIP() << "needs MemAvailable above 4 GiB (the limit must bind)";
+  RandomSpec spec;
+  spec.n_layers = 8;
+  spec.max_position = 2048;
+  const std::string dir = temp_dir("ulimit-kv");
+  const std::string model = dir + "/model.gguf";
+  convert_hf_to_gguf(random_hf_checkpoint("ulimit-kv-hf", spec), model, GgufConvert{});
+  std::ofstream(dir + "/p.jsonl") << "{\"prompt\": \"abc\"}\n{\"prompt\": \"de\"}\n";
+  // Per position (8 layers x 2 KV heads x 16 x K, V + the 64-wide hidden row)
+  // x 4 bytes = 2.25 KiB: 1024 slots of 2048 positions need 4.5 GiB.
+  const auto run = [&](int parallel) {
+    const std::string cmd = fmt::format(
+        "ulimit -v {} && exec {} generate -m {} --prompts {} -n 4 --threads 1 --ctx 2048 "
+        "--parallel {}", kLimitKb, MTPSPEC_BIN, shell_quote(model), shell_quote(dir + "/p.jsonl"),
+        parallel);
+    return run_cli_binary("/usr/bin/env", "bash -c " + shell_quote(cmd));
+  };
+  const CliResult big = run(1024);
+  EXPECT_EQ(big.status, 2) << big.err;
+  EXPECT_NE(big.err.find("--parallel 1024"), std::string::npos) << big.err;
+  EXPECT_NE(big.err.find("(ulimit -v)"), std::string::npos) << big.err;
+  const CliResult small = run(2);
+  EXPECT_EQ(small.status, 0) << small.err;
 }
 
 TEST(Threads, FarAboveTheCpuCountWarns) {
