@@ -234,15 +234,15 @@ bool GgufFile::has_magic(const std::string& path) {
   return f.read(m, 4) && std::memcmp(m, kMagic, 4) == 0;
 }
 
-GgufFile::GgufFile(const std::string& path) : path_(path) {
+GgufFile::GgufFile(const std::string& path, GgufRead what) : path_(path) {
   auto map = std::make_shared<MappedFile>(path);  // IoError when missing
   base_ = map->data();
   size_ = map->size();
   owner_ = map;
-  parse();
+  parse(what);
 }
 
-void GgufFile::parse() {
+void GgufFile::parse(GgufRead what) {
   Cursor c(base_, size_, path_);
   c.need(4, "the magic");
   if (std::memcmp(base_, kMagic, 4) != 0) {
@@ -304,6 +304,7 @@ void GgufFile::parse() {
     alignment_ = kDefaultAlignment;
   }
 
+  if (what == GgufRead::MetadataOnly) return;
   if (n_tensors > c.left() / 24) {
     fail<IoError>("GGUF file '{}' is truncated or corrupt: it claims {} tensors, but only {} bytes "
                   "follow the metadata", path_, n_tensors, c.left());

@@ -92,10 +92,16 @@ struct GgufTensor {
   std::vector<int64_t> shape() const;  // row-major: dims reversed
 };
 
+// What GgufFile reads: everything (a model), or the header and metadata only
+// (a tokenizer: its vocabulary is metadata, so a file whose tensors mtpspec
+// cannot read — IQ2_XS, TQ1_0 ... — still gives its tokenizer; tensors() is
+// then empty).
+enum class GgufRead { Everything, MetadataOnly };
+
 class GgufFile {
  public:
   // Throws IoError (missing, unreadable, truncated) or FormatError.
-  explicit GgufFile(const std::string& path);
+  explicit GgufFile(const std::string& path, GgufRead what = GgufRead::Everything);
   // True when the file begins with the GGUF magic (false when unreadable).
   static bool has_magic(const std::string& path);
 
@@ -128,7 +134,7 @@ class GgufFile {
   std::shared_ptr<void> keep_alive() const { return owner_; }
 
  private:
-  void parse();
+  void parse(GgufRead what);
   std::string path_;
   std::shared_ptr<void> owner_;
   const uint8_t* base_ = nullptr;

@@ -196,7 +196,7 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& f) {
 }
 
 std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& path) {
-  return load_gguf_tokenizer(GgufFile(path));
+  return load_gguf_tokenizer(GgufFile(path, GgufRead::MetadataOnly));
 }
 
 }  // namespace mtp::io

@@ -91,6 +91,26 @@ TEST(GgufTokenizer, Gpt2FromEncoderJsonMatchesReferenceVectors) {
   EXPECT_EQ(tok->encode("a<|endoftext|>").back(), eot);  // control text is one token
 }
 
+// A GGUF whose tensors mtpspec cannot read (here one IQ2_XS tensor) still
+// gives its tokenizer — the vocabulary is metadata — while loading it as a
+// model is refused naming the tensor and the type.
+TEST(GgufTokenizer, ReadFromAFileWithTensorsOfAnUnsupportedType) {
+  const std::vector<std::string> tokens = {"a", "b", "c", "\xC4\xA0", "ab", "abc"};
+  const GgufMetadata kv = bpe_metadata(tokens, std::vector<int32_t>(tokens.size(), 1),
+                                       {"a b", "ab c"}, "gpt-2");
+  const std::string dir = temp_dir("gguf-tok-iq");
+  io::write_gguf(dir + "/plain.gguf", kv, {});
+  // ggml type 17 (IQ2_XS) is unknown to the writer: its bytes are written as given.
+  io::write_gguf(dir + "/iq.gguf", kv, {{"blk.0.attn_q.weight", {256, 2}, 17, std::string(148, '\1')}});
+  const auto plain = io::load_tokenizer(dir + "/plain.gguf");
+  const auto iq = io::load_tokenizer(dir + "/iq.gguf");
+  EXPECT_EQ(iq->vocab_size(), int(tokens.size()));
+  EXPECT_EQ(iq->encode("abc ab"), plain->encode("abc ab"));
+  EXPECT_EQ(iq->encode("abc ab"), (std::vector<int32_t>{5, 3, 4}));
+  expect_error<FormatError>([&] { io::GgufFile f(dir + "/iq.gguf"); },
+                            {"blk.0.attn_q.weight", "IQ2_XS", "does not support"});
+}
+
 TEST(GgufTokenizer, Llama3FromTokenizerJsonMatchesReferenceVectors) {
   MTP_REQUIRE_SHARED(path, "tokenizers/llama3.tokenizer.json");
   const auto j = nlohmann::json::parse(read_file(path));
