@@ -12,15 +12,18 @@
 //  - RLIMIT_AS (ulimit -v) minus the address space already mapped (VmSize):
 //    mapped model files count there too.
 // Each is read at the call (limits change while a server runs); an unreadable
-// or unlimited source is left out. All unknown: bytes = 0, limit = "".
+// or unlimited source is left out. All unknown: limit = "" (bytes = 0 with a
+// limit named means none left).
 #pragma once
 #include <string>
 
 namespace mtp {
 
 struct MemoryHeadroom {
-  double bytes = 0;   // 0: unknown
+  double bytes = 0;
   std::string limit;  // which limit gave `bytes`: "MemAvailable", "cgroup memory.max", "ulimit -v"
+
+  bool known() const { return !limit.empty(); }
 
   // "3.20 GiB (ulimit -v)", for error messages.
   std::string describe() const;

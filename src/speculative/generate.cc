@@ -44,7 +44,7 @@ int resolve_ctx(const model::ModelConfig& c, int requested, int64_t needed) {
   const MemoryHeadroom room = memory_headroom();
   const double avail = room.bytes;
   if (requested > 0) {
-    if (avail > 0 && per_pos * requested > avail) {
+    if (room.known() && per_pos * requested > avail) {
       fail<InputError>("--ctx {} needs {:.2f} GiB for the KV cache; {} is available", requested,
                        per_pos * requested / (1ull << 30), room.describe());
     }
@@ -53,7 +53,7 @@ int resolve_ctx(const model::ModelConfig& c, int requested, int64_t needed) {
   // Default: what this generation can use (prompt + new tokens + drafts), at
   // most the model's maximum and a memory budget — never the model's maximum
   // up front (max_position_embeddings may be 1 M or 2^31 - 1).
-  const double budget = avail > 0 ? std::min(kKvBudgetBytes, avail / 2) : kKvBudgetBytes;
+  const double budget = room.known() ? std::min(kKvBudgetBytes, avail / 2) : kKvBudgetBytes;
   int64_t ctx = std::min<int64_t>(c.max_position, int64_t(std::max(256.0, budget / per_pos)));
   if (needed > 0) ctx = std::min(ctx, needed);
   return int(ctx);

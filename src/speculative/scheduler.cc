@@ -61,7 +61,7 @@ int slot_ctx(const model::ModelConfig& c, const SchedulerOptions& opt,
   }
   const double need = per_pos * ctx * std::max(1, opt.parallel);
   const MemoryHeadroom room = memory_headroom();
-  if (room.bytes > 0 && need > room.bytes) {
+  if (room.known() && need > room.bytes) {
     fail<InputError>("--parallel {} x --ctx {} needs {:.2f} GiB for the KV caches; {} is available",
                      opt.parallel, ctx, need / (1ull << 30), room.describe());
   }
