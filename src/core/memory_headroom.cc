@@ -74,14 +74,27 @@ double least_up_to_root(const std::string& root, const std::string& own,
   }
 }
 
-// cgroup v1: memory.limit_in_bytes is ~2^63 when unlimited.
-double cgroup_v1_headroom(const std::string& dir) {
-  const double limit = cgroup_number(dir + "/memory.limit_in_bytes");
-  const double usage = cgroup_number(dir + "/memory.usage_in_bytes");
-  if (limit < 0 || limit >= 1e18 || usage < 0) return -1;
-  const double inactive_file = std::max(0.0, keyed_value(dir + "/memory.stat", "total_inactive_file "));
+// The files a cgroup version keeps its limit, use and page-cache count in.
+struct CgroupFiles {
+  const char* limit;
+  const char* usage;
+  const char* inactive_file_key;  // of memory.stat
+};
+// v1's unlimited memory.limit_in_bytes is ~2^63; v2 writes "max".
+constexpr double kUnlimitedV1 = 1e18;
+constexpr CgroupFiles kV1{"/memory.limit_in_bytes", "/memory.usage_in_bytes", "total_inactive_file "};
+constexpr CgroupFiles kV2{"/memory.max", "/memory.current", "inactive_file "};
+
+// limit − use + inactive page cache (dropped before the cgroup's OOM killer
+// runs) of the folder `dir`; negative without a limit or when unreadable.
+double headroom_in(const std::string& dir, const CgroupFiles& f) {
+  const double limit = cgroup_number(dir + f.limit), usage = cgroup_number(dir + f.usage);
+  if (limit < 0 || limit >= kUnlimitedV1 || usage < 0) return -1;
+  const double inactive_file = std::max(0.0, keyed_value(dir + "/memory.stat", f.inactive_file_key));
   return std::max(0.0, limit - usage + inactive_file);
 }
+
+double cgroup_v1_headroom(const std::string& dir) { return headroom_in(dir, kV1); }
 
 double cgroup_headroom() {
   if (std::filesystem::exists("/sys/fs/cgroup/cgroup.controllers")) {  // v2 (unified)
@@ -94,14 +107,7 @@ double cgroup_headroom() {
 
 }  // namespace
 
-double cgroup_v2_headroom(const std::string& dir) {
-  const double max = cgroup_number(dir + "/memory.max");
-  const double current = cgroup_number(dir + "/memory.current");
-  if (max < 0 || current < 0) return -1;
-  // Inactive page cache is dropped before the cgroup's OOM killer runs.
-  const double inactive_file = std::max(0.0, keyed_value(dir + "/memory.stat", "inactive_file "));
-  return std::max(0.0, max - current + inactive_file);
-}
+double cgroup_v2_headroom(const std::string& dir) { return headroom_in(dir, kV2); }
 
 std::string MemoryHeadroom::describe() const {
   return fmt::format("{:.2f} GiB ({})", bytes / (kKiB * kKiB * kKiB), limit);
