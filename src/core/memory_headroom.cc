@@ -59,21 +59,6 @@ std::string own_cgroup(const std::string& controller) {
   return "";
 }
 
-// The least non-negative headroom(dir) over the process's cgroup folder under
-// `root` and its ancestors (a limit set on a parent slice binds its
-// children): root + "/a/b", root + "/a", root. Negative: no limit found.
-double least_up_to_root(const std::string& root, const std::string& own,
-                        double (*headroom)(const std::string&)) {
-  double best = -1;
-  std::string dir = root + (own == "/" ? "" : own);
-  while (true) {
-    const double h = headroom(dir);
-    if (h >= 0 && (best < 0 || h < best)) best = h;
-    if (dir.size() <= root.size()) return best;
-    dir.resize(dir.rfind('/'));
-  }
-}
-
 // The files a cgroup version keeps its limit, use and page-cache count in.
 struct CgroupFiles {
   const char* limit;
@@ -94,15 +79,27 @@ double headroom_in(const std::string& dir, const CgroupFiles& f) {
   return std::max(0.0, limit - usage + inactive_file);
 }
 
-double cgroup_v1_headroom(const std::string& dir) { return headroom_in(dir, kV1); }
+// The least non-negative headroom_in over the process's cgroup folder under
+// `root` and its ancestors (a limit set on a parent slice binds its
+// children): root + "/a/b", root + "/a", root. Negative: no limit found.
+double least_up_to_root(const std::string& root, const std::string& own, const CgroupFiles& f) {
+  double best = -1;
+  std::string dir = root + (own == "/" ? "" : own);
+  while (true) {
+    const double h = headroom_in(dir, f);
+    if (h >= 0 && (best < 0 || h < best)) best = h;
+    if (dir.size() <= root.size()) return best;
+    dir.resize(dir.rfind('/'));
+  }
+}
 
 double cgroup_headroom() {
   if (std::filesystem::exists("/sys/fs/cgroup/cgroup.controllers")) {  // v2 (unified)
     const std::string own = own_cgroup("");
-    return own.empty() ? -1 : least_up_to_root("/sys/fs/cgroup", own, cgroup_v2_headroom);
+    return own.empty() ? -1 : least_up_to_root("/sys/fs/cgroup", own, kV2);
   }
   const std::string own = own_cgroup("memory");  // v1
-  return own.empty() ? -1 : least_up_to_root("/sys/fs/cgroup/memory", own, cgroup_v1_headroom);
+  return own.empty() ? -1 : least_up_to_root("/sys/fs/cgroup/memory", own, kV1);
 }
 
 }  // namespace
