@@ -29,7 +29,7 @@ launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
 asan_flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-layers=(core kernels io model drafter speculative)
+layers=(core kernels io model drafter speculative measure)
 # Slowest first, so that two at a time finish together (scripts/sanitize.sh ci).
 ci_order=(speculative model io kernels drafter core)
 # Left out of the CI job only (the full run keeps them): property tests that

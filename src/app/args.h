@@ -11,8 +11,8 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "drafter/drafter.h"  // TargetMismatch
-#include "speculative/sampler.h"
-#include "speculative/tree_shape.h"
+#include "speculative/cycle/sampler.h"
+#include "speculative/policy/tree_shape.h"
 
 namespace CLI {
 class App;

@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "speculative/bench.h"
-#include "speculative/bench_sources.h"
-#include "speculative/bench_trees.h"
+#include "measure/bench.h"
+#include "measure/bench_sources.h"
+#include "measure/bench_trees.h"
 
 namespace mtp::app {
 

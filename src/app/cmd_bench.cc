@@ -29,8 +29,8 @@
 #include "core/error.h"
 #include "io/corpus.h"
 #include "io/prompts.h"
-#include "speculative/bench.h"
-#include "speculative/bench_sources.h"
+#include "measure/bench.h"
+#include "measure/bench_sources.h"
 
 namespace mtp::app {
 

@@ -22,7 +22,7 @@
 #include "kernels/matmul.h"
 #include "model/loader.h"
 #include "model/random_model.h"
-#include "speculative/forward_timing.h"
+#include "speculative/policy/forward_timing.h"
 
 namespace mtp::app {
 

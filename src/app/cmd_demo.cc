@@ -32,8 +32,8 @@
 #include "core/progress.h"
 #include "io/safetensors.h"
 #include "model/loader.h"
-#include "speculative/bench.h"
-#include "speculative/drift.h"
+#include "measure/bench.h"
+#include "measure/drift.h"
 
 namespace mtp::app {
 

@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "io/prompts.h"
 #include "kernels/matmul_blas.h"
-#include "speculative/drift.h"
+#include "measure/drift.h"
 
 namespace mtp::app {
 

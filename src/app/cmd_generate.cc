@@ -15,8 +15,8 @@
 #include "core/mapped_file.h"
 #include "app/spec_common.h"
 #include "io/prompts.h"
-#include "speculative/generate.h"
-#include "speculative/scheduler.h"
+#include "speculative/scheduler/generate.h"
+#include "speculative/scheduler/scheduler.h"
 
 namespace mtp::app {
 

@@ -9,7 +9,7 @@
 #include "app/common.h"
 #include "core/error.h"
 #include "model/fingerprint.h"
-#include "speculative/precompute.h"
+#include "measure/precompute.h"
 
 namespace mtp::app {
 

@@ -28,8 +28,8 @@
 #include "core/thread_pool.h"
 #include "io/corpus.h"
 #include "io/pretrain_data.h"
-#include "io/sentencepiece_trainer.h"
-#include "io/tokenizer.h"
+#include "tokenizer/sentencepiece_trainer.h"
+#include "tokenizer/tokenizer.h"
 #include "model/fingerprint.h"
 #include "model/pretrain_options.h"
 

@@ -27,7 +27,7 @@
 #include "serve/chat_template.h"
 #include "serve/engine.h"
 #include "serve/server.h"
-#include "speculative/generate.h"
+#include "speculative/scheduler/generate.h"
 
 namespace fs = std::filesystem;
 

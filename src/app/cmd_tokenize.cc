@@ -9,7 +9,7 @@
 #include "app/commands.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace mtp::app {
 

@@ -6,7 +6,7 @@
 
 #include "app/args.h"
 #include "core/thread_pool.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "model/forward.h"
 
 namespace mtp::app {

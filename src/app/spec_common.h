@@ -7,10 +7,10 @@
 
 #include "app/common.h"
 #include "drafter/drafter.h"
-#include "speculative/generate.h"
-#include "speculative/history.h"
-#include "speculative/scheduler.h"
-#include "speculative/spec_loop.h"
+#include "speculative/scheduler/generate.h"
+#include "speculative/sources/history.h"
+#include "speculative/scheduler/scheduler.h"
+#include "speculative/cycle/spec_loop.h"
 
 namespace mtp::app {
 

@@ -13,10 +13,10 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "drafter/drafter.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "model/forward.h"
 #include "model/loader.h"
-#include "speculative/scheduler.h"
+#include "speculative/scheduler/scheduler.h"
 
 struct mtpspec_model {
   std::unique_ptr<mtp::model::Model> model;

@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "serve/chat_template.h"
-#include "speculative/sampler.h"
+#include "speculative/cycle/sampler.h"
 
 namespace mtp::serve {
 

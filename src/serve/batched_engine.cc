@@ -15,7 +15,7 @@
 
 #include "core/error.h"
 #include "serve/engine.h"
-#include "speculative/scheduler.h"
+#include "speculative/scheduler/scheduler.h"
 
 namespace mtp::serve {
 namespace {

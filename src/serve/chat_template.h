@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace mtp::serve {
 

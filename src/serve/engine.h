@@ -19,12 +19,12 @@
 #include <string>
 #include <vector>
 
-#include "speculative/draft_tree.h"
-#include "speculative/generate.h"
-#include "speculative/history.h"
-#include "speculative/scheduler.h"
-#include "speculative/sampler.h"
-#include "speculative/spec_loop.h"
+#include "speculative/cycle/draft_tree.h"
+#include "speculative/scheduler/generate.h"
+#include "speculative/sources/history.h"
+#include "speculative/scheduler/scheduler.h"
+#include "speculative/cycle/sampler.h"
+#include "speculative/cycle/spec_loop.h"
 
 namespace mtp::serve {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "speculative/spec_loop.h"
+#include "speculative/cycle/spec_loop.h"
 
 namespace mtp::serve {
 

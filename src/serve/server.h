@@ -27,7 +27,7 @@
 #include <memory>
 #include <string>
 
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "serve/chat_template.h"
 #include "serve/engine.h"
 #include "serve/metrics.h"

@@ -5,7 +5,7 @@
 // encode + decode) and, for inputs up to 1 MiB, the whole model load.
 #include "fuzz_util.h"
 #include "io/gguf.h"
-#include "io/tokenizer_gguf.h"
+#include "tokenizer/tokenizer_gguf.h"
 #include "model/loader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

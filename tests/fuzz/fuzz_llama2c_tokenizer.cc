@@ -1,6 +1,6 @@
 // llama2.c tokenizer.bin, then encode and decode.
 #include "fuzz_util.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string p = mtp::fuzz::write_input("tokenizer.bin", data, size);

@@ -1,7 +1,7 @@
 // SentencePiece .model (the native protobuf reader; kinds it does not
 // implement fall back to libsentencepiece), then encode and decode.
 #include "fuzz_util.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string p = mtp::fuzz::write_input("x.model", data, size);

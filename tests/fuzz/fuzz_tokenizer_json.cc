@@ -1,7 +1,7 @@
 // tokenizer.json (HF BPE: vocab, merges, added tokens, normalizers,
 // pre-tokenizers, decoders, post-processors), then encode and decode.
 #include "fuzz_util.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string p = mtp::fuzz::write_input("tokenizer.json", data, size);

@@ -12,8 +12,8 @@
 #include "core/error.h"
 #include "io/prompts.h"
 #include "io/safetensors.h"
-#include "io/tokenizer.h"
-#include "io/tokenizer_hf.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_hf.h"
 #include "test_util.h"
 
 using nlohmann::json;

@@ -7,9 +7,9 @@
 #include <map>
 
 #include "core/error.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "io/tokenizer_fixture.h"
-#include "io/tokenizer_llama2c.h"
+#include "tokenizer/tokenizer_llama2c.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace mtp::test {
 

@@ -12,9 +12,9 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "io/gguf.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "io/tokenizer_fixture.h"
-#include "io/tokenizer_gguf.h"
+#include "tokenizer/tokenizer_gguf.h"
 #include "test_util.h"
 
 namespace mtp::test {

@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "io/tokenizer_fixture.h"
-#include "io/tokenizer_hf.h"
-#include "io/tokenizer_sentencepiece.h"
+#include "tokenizer/tokenizer_hf.h"
+#include "tokenizer/tokenizer_sentencepiece.h"
 #include "test_util.h"
 
 namespace mtp::io {

@@ -4,7 +4,7 @@
 //   BPE and GPT-2;
 // - libsentencepiece vs our heap BPE on the same Llama 2 vocabulary;
 // - encode -> decode round trips on English and Japanese corpora.
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include <gtest/gtest.h>
 #include <unicode/bytestream.h>
@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "io/tokenizer_fixture.h"
-#include "io/tokenizer_sentencepiece.h"
+#include "tokenizer/tokenizer_sentencepiece.h"
 #include "test_util.h"
 
 namespace mtp::io {

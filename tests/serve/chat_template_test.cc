@@ -14,7 +14,7 @@
 #include "cli_util.h"
 #include "core/error.h"
 #include "io/gguf.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "serve/chat_template.h"
 #include "test_util.h"
 

@@ -14,12 +14,12 @@
 #include <thread>
 
 #include "drafter/drafter.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "model/fingerprint.h"
 #include "model/loader.h"
-#include "speculative/history.h"
+#include "speculative/sources/history.h"
 #include "serve/serve_util.h"
-#include "speculative/generate.h"
+#include "speculative/scheduler/generate.h"
 #include "test_util.h"
 
 namespace mtp::serve {

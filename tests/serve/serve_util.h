@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "serve/engine.h"
 
 namespace mtp::test {

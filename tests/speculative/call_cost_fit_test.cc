@@ -4,7 +4,7 @@
 // (and lost on), one priced too dear is only chosen later.
 #include <gtest/gtest.h>
 
-#include "speculative/call_cost_fit.h"
+#include "speculative/policy/call_cost_fit.h"
 
 namespace mtp::speculative {
 namespace {

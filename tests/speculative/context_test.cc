@@ -9,7 +9,7 @@
 #include "checkpoint_util.h"
 #include "core/error.h"
 #include "model/loader.h"
-#include "speculative/generate.h"
+#include "speculative/scheduler/generate.h"
 #include "test_util.h"
 
 namespace mtp::speculative {

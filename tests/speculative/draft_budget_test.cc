@@ -7,7 +7,7 @@
 
 #include "checkpoint_util.h"
 #include "spec_fixture.h"
-#include "speculative/draft_budget.h"
+#include "speculative/policy/draft_budget.h"
 
 namespace mtp::speculative {
 namespace {

@@ -10,8 +10,8 @@
 #include "checkpoint_util.h"
 #include "model_util.h"
 #include "spec_fixture.h"
-#include "speculative/forward_timing.h"
-#include "speculative/target_session.h"
+#include "speculative/policy/forward_timing.h"
+#include "speculative/cycle/target_session.h"
 #include "test_util.h"
 
 namespace mtp::speculative {

@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "speculative/gate.h"
+#include "speculative/policy/gate.h"
 
 namespace mtp::speculative {
 namespace {

@@ -8,7 +8,7 @@
 #include <optional>
 #include <random>
 
-#include "speculative/union_proposer.h"
+#include "speculative/policy/union_proposer.h"
 
 namespace mtp::speculative {
 namespace {

@@ -9,8 +9,8 @@
 #include <random>
 
 #include "core/error.h"
-#include "speculative/history.h"
-#include "speculative/lookup.h"
+#include "speculative/sources/history.h"
+#include "speculative/sources/lookup.h"
 
 namespace mtp::speculative {
 namespace {

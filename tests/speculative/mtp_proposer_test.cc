@@ -13,9 +13,9 @@
 #include "checkpoint_util.h"
 #include "model_util.h"
 #include "spec_fixture.h"
-#include "speculative/draft_tree.h"
-#include "speculative/mtp_proposer.h"
-#include "speculative/target_session.h"
+#include "speculative/cycle/draft_tree.h"
+#include "speculative/sources/mtp_proposer.h"
+#include "speculative/cycle/target_session.h"
 #include "test_util.h"
 
 namespace mtp::speculative {

@@ -22,10 +22,10 @@
 #include "model/loader.h"
 #include "model_util.h"
 #include "spec_fixture.h"
-#include "speculative/generate.h"
-#include "speculative/mtp_proposer.h"
-#include "speculative/sampler.h"
-#include "speculative/target_session.h"
+#include "speculative/scheduler/generate.h"
+#include "speculative/sources/mtp_proposer.h"
+#include "speculative/cycle/sampler.h"
+#include "speculative/cycle/target_session.h"
 #include "test_util.h"
 
 namespace mtp::speculative {

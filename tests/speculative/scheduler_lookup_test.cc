@@ -15,9 +15,9 @@
 #include "core/error.h"
 #include "model_util.h"
 #include "spec_fixture.h"
-#include "speculative/generate.h"
-#include "speculative/scheduler.h"
-#include "speculative/scheduler_lookups.h"
+#include "speculative/scheduler/generate.h"
+#include "speculative/scheduler/scheduler.h"
+#include "speculative/policy/scheduler_lookups.h"
 #include "test_util.h"
 
 namespace mtp::speculative {

@@ -12,11 +12,11 @@
 
 #include "checkpoint_util.h"
 #include "core/error.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "model_util.h"
 #include "spec_fixture.h"
-#include "speculative/generate.h"
-#include "speculative/scheduler.h"
+#include "speculative/scheduler/generate.h"
+#include "speculative/scheduler/scheduler.h"
 #include "test_util.h"
 
 namespace mtp::speculative {

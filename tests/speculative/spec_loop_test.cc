@@ -7,7 +7,7 @@
 #include <random>
 
 #include "core/error.h"
-#include "speculative/spec_loop.h"
+#include "speculative/cycle/spec_loop.h"
 
 namespace mtp::speculative {
 namespace {

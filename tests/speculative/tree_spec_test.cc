@@ -19,9 +19,9 @@
 #include "drafter/drafter.h"
 #include "drafter/teacher_forced.h"
 #include "model_util.h"
-#include "speculative/generate.h"
-#include "speculative/mtp_proposer.h"
-#include "speculative/tree_shape.h"
+#include "speculative/scheduler/generate.h"
+#include "speculative/sources/mtp_proposer.h"
+#include "speculative/policy/tree_shape.h"
 #include "spec_fixture.h"
 #include "test_util.h"
 

@@ -1,0 +1,71 @@
+// precompute: corpus → shards of (tokens, target capture hidden, loss mask).
+//
+// The capture comes from Model::forward — the SAME function the speculative
+// engine calls (invariant 2) — with rows of several sequences per call and the
+// logits skipped. Rounded to the hidden dtype when stored (docs/SEMANTICS.md).
+//
+// Plain mode: every document is tokenized; long documents are cut into
+// sequences of seq_len tokens, each starting with BOS when the tokenizer uses
+// one. Self-distillation: the first prompt_tokens of each document prompt the
+// target, which continues them (sampled at temp, batched across sequences);
+// the prompt is masked out of the loss, so the drafter learns the target's own
+// distribution — the one it meets live.
+//
+// Held-out split by document (a hash of its text). Resumable: shards are
+// written whole (temp + rename) in a deterministic plan; a restarted run with
+// the same arguments skips every complete shard, and a run with different
+// arguments into the same folder is refused.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "tokenizer/tokenizer.h"
+#include "model/forward.h"
+
+namespace mtp::speculative {
+
+// The default sequence length, clamped to a shorter model context.
+inline constexpr int kDefaultSeqLen = 512;
+
+struct PrecomputeOptions {
+  std::vector<std::string> corpus;
+  std::string out_dir;
+  int seq_len = 0;                // 0 = min(kDefaultSeqLen, the model's context)
+  long max_tokens = 0;            // 0 = the whole corpus; self-distill: prompt + generation
+                                  // budget (generation may end earlier at a stop token)
+  long shard_tokens = 1L << 20;   // capacity of a shard in positions (S · seq_len)
+  DType hidden_dtype = DType::BF16;
+  double heldout = 0.02;          // fraction of documents held out
+  int batch = 8;                  // sequences per forward call
+  bool self_distill = false;
+  int prompt_tokens = 16;
+  // > 0: each prompt takes between prompt_tokens_min and prompt_tokens tokens
+  // (a deterministic function of the document), so the drafter also learns the
+  // first positions after short prompts. 0 = always prompt_tokens.
+  int prompt_tokens_min = 0;
+  int gen_tokens = 0;             // 0 = fill the sequence
+  // Self-distillation temperature. Default 0 (greedy), matching the default
+  // decoding: a drafter used greedily learns greedy continuations best (live
+  // acc0 0.86 vs 0.58 for T = 1 data on stories260K, docs/PERFORMANCE.md).
+  // Choose the temperature the drafter will be used at when it samples.
+  float temp = 0.0f;
+  uint64_t seed = 0;
+  // Recorded in the manifest.
+  std::string model_path, tokenizer_path, command_line;
+  bool progress = true;
+};
+
+struct PrecomputeReport {
+  long sequences = 0, tokens = 0;  // written by this run
+  int shards = 0, shards_skipped = 0;
+  double seconds = 0;
+  double tokens_per_s() const { return seconds > 0 ? tokens / seconds : 0; }
+};
+
+PrecomputeReport precompute(const model::Model& m, const io::Tokenizer& tok,
+                            const std::string& target_fingerprint, const PrecomputeOptions& o,
+                            ThreadPool* pool);
+
+}  // namespace mtp::speculative
