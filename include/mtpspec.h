@@ -108,6 +108,7 @@ typedef struct mtpspec_event {
   size_t piece_len;       /* bytes of piece (it is also NUL-terminated) */
   mtpspec_origin origin;  /* TOKEN */
   int32_t module;         /* TOKEN with origin MTP: the module k that drafted it */
+  const char* source;     /* TOKEN: "target", or the draft source's name ("mtp", "prompt", ...) */
   const char* finish_reason;  /* FINISH: "eos", "length", "stop", "context" or "cancelled" */
   int32_t n_prompt;       /* FINISH: prompt tokens */
   int32_t n_generated;    /* FINISH: generated tokens */
@@ -130,7 +131,22 @@ typedef struct mtpspec_engine_params {
                                  bounded to this many MiB (oldest evicted); 0: none */
   int32_t lookup_ngram_max;   /* longest suffix matched, 1..64 (0: 4) */
   int32_t lookup_max_draft;   /* longest lookup draft, 1..256 (0: 8) */
+  /* The draft sources by name, comma separated ("mtp,prompt", a source
+   * registered with mtpspec_register_draft_source); NULL: the drafter (if
+   * loaded) and the lookups the fields above turn on. */
+  const char* draft_sources;
+  /* Draft trees from the drafter: "W1,W2,..." (widths per depth) or "auto";
+   * NULL: chains. */
+  const char* tree;
 } mtpspec_engine_params;
+
+/* A draft source of your own: proposes up to max_len tokens continuing the
+ * sequence committed[0..n_committed) of slot `slot` into out; returns how
+ * many (0: none). Called on the engine's thread, for every speculating
+ * sequence every step (it must be cheap: no model runs); what it proposes
+ * never changes the output (the target verifies every token). */
+typedef int32_t (*mtpspec_propose_fn)(void* user_data, uint64_t slot, const int32_t* committed,
+                                      size_t n_committed, int32_t max_len, int32_t* out);
 
 typedef struct mtpspec_request {
   const char* prompt;          /* UTF-8 text, or NULL to use prompt_ids */
@@ -155,6 +171,12 @@ MTPSPEC_API mtpspec_engine_params mtpspec_engine_default_params(void);
 MTPSPEC_API mtpspec_request mtpspec_request_default(void);
 
 MTPSPEC_API const char* mtpspec_version(void);
+/* Registers a draft source under `name` (letters, digits, '-', '_'; at most
+ * 32) for engines created afterwards (name it in draft_sources). max_len: its
+ * longest proposal, 1..64. Names are process-wide and cannot be reused. */
+MTPSPEC_API mtpspec_status mtpspec_register_draft_source(const char* name,
+                                                         mtpspec_propose_fn propose,
+                                                         void* user_data, int32_t max_len);
 MTPSPEC_API const char* mtpspec_status_name(mtpspec_status s);
 /* This thread's last error message ("" if none). Valid until its next failing call. */
 MTPSPEC_API const char* mtpspec_last_error(void);

@@ -1,6 +1,8 @@
 #include "cli/checks.h"
 #include "app/args.h"
 
+#include "speculative/sources/draft_source.h"
+
 #include <CLI/CLI.hpp>
 
 #include <fmt/core.h>
@@ -110,6 +112,18 @@ bool LookupArgs::has(const std::string& s) const {
 }
 
 void add_lookup_flags(CLI::App* cmd, LookupArgs& a) {
+  std::string names;
+  for (const auto& [name, help] : speculative::draft_sources()) {
+    names += fmt::format("\n  {}: {}", name, help);
+  }
+  cmd->add_option("--draft-source", a.sources,
+                  "Draft sources by name, comma separated (default: mtp when a drafter is "
+                  "given; --lookup adds its sources). Registered:" + names)
+      ->delimiter(',')
+      ->check([](const std::string& v) {
+        return speculative::draft_source_name(v) ? std::string()
+                                                 : fmt::format("no draft source is named '{}'", v);
+      });
   cmd->add_option("--lookup", a.lookup,
                   "Lookup draft sources beside (or without) the drafter, comma separated: prompt "
                   "(continuations of earlier occurrences in the prompt and output), history "
@@ -130,8 +144,9 @@ void add_lookup_flags(CLI::App* cmd, LookupArgs& a) {
       ->check(cli::Range(1.0 / 1024, 1 << 20))  // 1 KiB .. 1 TiB: a byte count, never 0 or overflowing
       ->capture_default_str();
   cmd->add_flag("--no-gate", a.no_gate,
-                "Verify a source's proposal every cycle, even below break-even (default: the "
-                "live-gain gate skips it and re-probes it periodically)");
+                "Verify the best proposal at full length every cycle, even below break-even "
+                "(default: the budget sizes drafts by measured gain per second, skips those "
+                "that do not pay and re-probes them periodically)");
 }
 
 void add_sampling_flags(CLI::App* cmd, SamplingArgs& a, bool with_mode) {

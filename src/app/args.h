@@ -59,7 +59,7 @@ enum DrafterFlag : unsigned {
   kFlagDraftPMin = 4u,
   kFlagNoSpec = 8u,
   kAllDrafterFlags = 15u,
-  kFlagTree = 16u,  // --tree, --tree-budget (not in kAll: the scheduler verifies chains)
+  kFlagTree = 16u,  // --tree, --tree-budget (commands that run the engine: not bench's sweeps)
 };
 
 // Adds the flags in `which`. drafter_help / draft_k_help replace the default
@@ -79,19 +79,20 @@ int resolve_draft_k(const DrafterArgs& a, int k_max, const std::string& k_max_wh
 // InputError naming the flag and value.
 speculative::TreeOptions resolve_tree(const DrafterArgs& a, int drafter_k);
 
-// Lookup sources and the union (speculative/union_proposer.h): --lookup,
-// --lookup-ngram-max, --lookup-max-draft, --lookup-corpus, --history-mb,
-// --no-gate.
+// Draft sources (speculative/sources/draft_source.h) and the budget:
+// --draft-source, --lookup, --lookup-ngram-max, --lookup-max-draft,
+// --lookup-corpus, --history-mb, --no-gate.
 struct LookupArgs {
-  std::vector<std::string> lookup;  // subset of {prompt, history}
+  std::vector<std::string> sources;  // --draft-source: registered names
+  std::vector<std::string> lookup;   // subset of {prompt, history}
   int ngram_max = 4;
   int max_draft = 8;
   std::string corpus;      // --lookup-corpus (text or .jsonl): the history's datastore
   double history_mb = 64;  // --history-mb
   bool no_gate = false;    // --no-gate
   bool has(const std::string& s) const;
-  // A flag only the union uses was given (--lookup, --lookup-corpus, --no-gate):
-  // refused where there is no union (generate --prompts, serve without --serial).
+  // A flag that only matters when speculating was given (--lookup,
+  // --lookup-corpus, --no-gate): refused beside --no-spec.
   bool any() const { return !lookup.empty() || !corpus.empty() || no_gate; }
 };
 void add_lookup_flags(CLI::App* cmd, LookupArgs& a);

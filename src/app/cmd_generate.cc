@@ -17,6 +17,7 @@
 #include "io/prompts.h"
 #include "speculative/scheduler/generate.h"
 #include "speculative/scheduler/scheduler.h"
+#include "speculative/scheduler/trace.h"
 
 namespace mtp::app {
 
@@ -32,30 +33,33 @@ struct GenerateArgs {
   bool json = false, no_special = false;
   DrafterArgs spec;
   LookupArgs lookup;
-  std::string prompts;  // --prompts FILE.jsonl: every prompt through the scheduler
+  std::string prompts;  // --prompts FILE.jsonl: every prompt through the engine
   int parallel = 4;
+  std::string trace;    // --trace FILE
 };
+
+// --trace FILE into the engine's options.
+void add_trace(const std::string& path, speculative::SchedulerOptions& so) {
+  if (path.empty()) return;
+  so.trace = speculative::trace_to(std::make_shared<speculative::TraceFile>(path));
+}
 
 // --prompts: every prompt of the set through the scheduler, --parallel at a
 // time; one JSON line (--json) or one text block per prompt as it finishes.
 void run_generate_batch(GenerateArgs& a) {
-  if (!a.spec.tree.empty() || a.spec.tree_budget > 0) {
-    fail<InputError>("--tree / --tree-budget are not available with --prompts (the scheduler "
-                     "verifies chains)");
-  }
+  check_speculation_flags(a.spec, a.sampling);
   const std::vector<io::PromptEntry> prompts = io::read_prompts(a.prompts);
   speculative::SamplerOptions sampler = sampler_options(a.sampling);
   Session s = open_session(a.model);
   std::unique_ptr<drafter::Drafter> dr;
   if (!a.spec.no_spec) dr = open_drafter(a.model, a.spec, *s.model);
-  speculative::SchedulerOptions so;
-  so.parallel = a.parallel;
-  so.ctx = a.ctx;
-  if (!a.spec.no_spec) {
-    apply_lookup_args(a.lookup, s.tokenizer.get(), so, "one prompt at a time (-p or -f)");
-  }
+  speculative::SchedulerOptions so =
+      engine_options(a.spec, a.lookup, dr.get(), s.tokenizer.get(), a.parallel, a.ctx);
+  add_trace(a.trace, so);
   if (!a.json) fmt::print(stderr, "measuring the forward cost curve...\n");
-  speculative::Scheduler sched(*s.model, s.tokenizer.get(), dr.get(), so, s.pool.get());
+  std::unique_ptr<speculative::Scheduler> engine = make_engine(
+      s, dr.get(), so, fmt::format("--parallel {} --ctx {}", a.parallel, a.ctx));
+  speculative::Scheduler& sched = *engine;
   fmt::print(stderr, "[scheduler: {} slots x {} positions, KV memory {:.1f} MiB{}]\n",
              sched.parallel(), sched.ctx(), double(sched.kv_bytes()) / (1 << 20),
              dr ? " (target + drafter)" : "");
@@ -68,18 +72,15 @@ void run_generate_batch(GenerateArgs& a) {
     }
     fmt::print(stderr, "[forward cost m(q){}, ms: {}]\n", what, curve);
   };
-  if (dr || so.has_lookups()) print_curve("", false);
+  if (sched.speculates() && so.adaptive) print_curve("", false);
   std::vector<uint64_t> ids;
   for (const io::PromptEntry& p : prompts) {
     speculative::Request r;
     r.prompt = s.tokenizer->encode(p.prompt, !a.no_special);
-    r.gen.n_new = a.n;
-    r.gen.sampler = sampler;
-    r.gen.stop = a.stop;
-    r.speculate = dr != nullptr || so.has_lookups();
-    if (dr) r.draft_k = resolve_draft_k(a.spec, dr->config().K, "the drafter's K", dr->config().K);
-    r.p_min = a.spec.p_min;
-    r.mode = spec_sampling_mode(a.sampling);
+    r.n_new = a.n;
+    r.sampler = sampler;
+    r.stop = a.stop;
+    apply_request_flags(a.spec, a.sampling, dr.get(), r);
     try {
       ids.push_back(sched.submit(std::move(r)));
     } catch (const InputError& e) {  // a refused prompt is named: which one of the file
@@ -121,7 +122,7 @@ void run_generate_batch(GenerateArgs& a) {
     if (e.kind == speculative::Event::Kind::Finish) print(*e.result);
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (dr) print_curve(" followed live", true);
+  if (sched.speculates() && so.adaptive) print_curve(" followed live", true);
   fmt::print(stderr,
              "[{} prompts, --parallel {} | {} tokens in {:.2f} s: {:.1f} tok/s total, {:.1f} tok/s "
              "per sequence | {} forwards, {:.1f} rows each, {:.2f} s | drafter {:.2f} s]\n",
@@ -133,6 +134,7 @@ void run_generate_batch(GenerateArgs& a) {
 
 void run_generate(GenerateArgs a) {
   refuse_lookups_without_spec(a.spec, a.lookup);
+  check_speculation_flags(a.spec, a.sampling);
   if (!a.prompts.empty()) return run_generate_batch(a);
   std::string prompt = a.prompt;
   if (!a.prompt_file.empty()) prompt = read_file(a.prompt_file);
@@ -143,21 +145,28 @@ void run_generate(GenerateArgs a) {
   std::unique_ptr<drafter::Drafter> dr;
   if (!a.spec.no_spec) dr = open_drafter(a.model, a.spec, *s.model);
   std::vector<int32_t> ids = s.tokenizer->encode(prompt, !a.no_special);
-  speculative::SpecOptions so;
-  so.drafter = dr.get();
-  if (dr) so.draft_k = resolve_draft_k(a.spec, dr->config().K, "the drafter's K", dr->config().K);
-  if (dr) so.tree = resolve_tree(a.spec, dr->config().K);
-  if (!dr && (!a.spec.tree.empty() || a.spec.tree_budget > 0)) {
-    fail<InputError>("--tree / --tree-budget need a drafter (--drafter, or drafter.safetensors "
-                     "beside the model){}", a.spec.no_spec ? "; --no-spec turned it off" : "");
+  // The engine with one slot: what this generation needs (prompt + -n +
+  // the longest draft), or --ctx.
+  speculative::SchedulerOptions so =
+      engine_options(a.spec, a.lookup, dr.get(), s.tokenizer.get(), 1, 0);
+  add_trace(a.trace, so);
+  const int longest = std::max({dr ? dr->config().K : 0, so.sources.empty() ? 0 : a.lookup.max_draft, 1});
+  so.ctx = speculative::resolve_ctx(s.model->config(), a.ctx,
+                                    int64_t(ids.size()) + a.n + longest + 1);
+  if (int(ids.size()) >= so.ctx) {
+    fail<InputError>("the prompt is {} tokens; the context is {} ({}), which leaves no room to "
+                     "generate", ids.size(), so.ctx,
+                     a.ctx > 0 ? "--ctx" : "the model's maximum positions");
   }
-  so.p_min = a.spec.p_min;
-  so.mode = spec_sampling_mode(a.sampling);
-  std::unique_ptr<speculative::HistoryStore> history;
-  if (!a.spec.no_spec) {
-    history = open_history(a.lookup, s.tokenizer.get());
-    apply_lookup_args(a.lookup, history.get(), so);
-  }
+  std::unique_ptr<speculative::Scheduler> made =
+      make_engine(s, dr.get(), so, fmt::format("--ctx {}", so.ctx));
+  speculative::Scheduler& engine = *made;
+  speculative::Request req;
+  apply_request_flags(a.spec, a.sampling, dr.get(), req);
+  speculative::SpecOptions spec;
+  spec.draft_k = req.draft_k;
+  spec.p_min = req.p_min;
+  spec.mode = req.mode;
   o.n_new = a.n;
   o.stop = a.stop;
   o.ctx = a.ctx;
@@ -166,9 +175,7 @@ void run_generate(GenerateArgs a) {
     std::fwrite(t.data(), 1, t.size(), stdout);
     std::fflush(stdout);
   };
-  speculative::GenerateResult r =
-      speculative::generate(*s.model, s.tokenizer.get(), ids, o, s.pool.get(), print, so);
-  if (!r.notice.empty()) fmt::print(stderr, "notice: {}\n", r.notice);
+  speculative::GenerateResult r = speculative::generate(engine, ids, o, print, spec);
   const auto& t = r.timings;
   if (a.json) {
     nlohmann::json j;
@@ -216,16 +223,19 @@ void add_generate(CLI::App& root) {
   add_drafter_flags(cmd, a->spec, kAllDrafterFlags | kFlagTree);
   add_lookup_flags(cmd, a->lookup);
   cmd->add_option("--prompts", a->prompts,
-                  "Generate for every prompt of a JSON Lines set ({\"prompt\": ...} per line) "
-                  "through the continuous-batching scheduler; with --json one line per prompt "
-                  "(id = its line's index among the prompts); drafts with the MTP drafter "
-                  "and --lookup sources, sized from the forward cost curve (no --tree or "
-                  "--no-gate)")
+                  "Generate for every prompt of a JSON Lines set ({\"prompt\": ...} per line), "
+                  "--parallel at a time, each exactly as alone; with --json one line per prompt "
+                  "(id = its line's index among the prompts)")
       ->excludes(p);
   cmd->add_option("--parallel", a->parallel,
                   "With --prompts: sequences decoded at once (slots of the KV cache; --ctx "
                   "positions each, default min(model maximum, 2048))")
       ->check(cli::Range(1, 1024));
+  cmd->add_option("--trace", a->trace,
+                  "Write one JSON line per verify cycle per sequence to FILE: what each draft "
+                  "source proposed, the tree verified, the target's choices, the accepted count "
+                  "(docs/SEMANTICS.md, Trace)")
+      ->check(cli::OutputFile);
   cmd->callback([a] { run_generate(*a); });
 }
 

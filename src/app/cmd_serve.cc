@@ -28,6 +28,7 @@
 #include "serve/engine.h"
 #include "serve/server.h"
 #include "speculative/scheduler/generate.h"
+#include "speculative/scheduler/trace.h"
 
 namespace fs = std::filesystem;
 
@@ -44,6 +45,7 @@ struct ServeArgs {
   int parallel = 4;
   bool serial = false;
   int ctx = 0;
+  std::string trace;
   std::string api_key, chat_format;
   size_t max_body = 1 << 20;
   int timeout = 30;
@@ -58,6 +60,9 @@ std::string model_id(const std::string& path) {
 
 void run_serve(ServeArgs a) {
   refuse_lookups_without_spec(a.spec, a.lookup);
+  if (!a.spec.tree.empty() || a.spec.tree_budget > 0) {
+    check_speculation_flags(a.spec, SamplingArgs{});
+  }
   // Block the stop signals in every thread (the pools start below inherit the
   // mask); one thread takes them with sigwait.
   sigset_t sigs;
@@ -70,8 +75,6 @@ void run_serve(ServeArgs a) {
   Session s = open_session(a.model);
   std::unique_ptr<drafter::Drafter> dr;
   if (!a.spec.no_spec) dr = open_drafter(a.model, a.spec, *s.model);
-  int draft_k = 0;
-  if (dr) draft_k = resolve_draft_k(a.spec, dr->config().K, "the drafter's K", dr->config().K);
 
   const fs::path tdir = a.model.tokenizer.empty()
                             ? (fs::is_directory(a.model.model) ? fs::path(a.model.model)
@@ -94,33 +97,23 @@ void run_serve(ServeArgs a) {
 
   serve::EngineInfo info;
   info.model_id = model_id(a.model.model);
-  info.ctx = speculative::resolve_ctx(s.model->config(), a.ctx);
-  info.parallel = a.parallel;
   info.draft_p_min = a.spec.p_min;
-  std::unique_ptr<serve::Engine> engine;
-  if (a.serial) {
-    serve::SerialOptions serial;
-    if (!a.spec.no_spec) {
-      serial.history = open_history(a.lookup, s.tokenizer.get());
-      apply_lookup_args(a.lookup, serial.history.get(), serial.spec);
-    }
-    engine = serve::make_serial_engine(*s.model, *s.tokenizer, s.pool.get(), dr.get(), draft_k,
-                                       info, std::move(serial));
-  } else {
-    speculative::SchedulerOptions sched;
-    sched.parallel = a.parallel;
-    sched.ctx = a.ctx;  // 0: the scheduler caps it so every slot fits in memory
-    if (!a.spec.no_spec) apply_lookup_args(a.lookup, s.tokenizer.get(), sched, "--serial");
-    engine = serve::make_batched_engine(*s.model, *s.tokenizer, s.pool.get(), dr.get(), draft_k,
-                                        info, sched);
+  // 0 ctx: the engine caps it so every slot fits in memory.
+  speculative::SchedulerOptions sched = engine_options(
+      a.spec, a.lookup, dr.get(), s.tokenizer.get(), a.serial ? 1 : a.parallel, a.ctx);
+  if (!a.trace.empty()) {
+    sched.trace = speculative::trace_to(std::make_shared<speculative::TraceFile>(a.trace));
   }
+  std::unique_ptr<serve::Engine> engine =
+      serve::make_engine(*s.model, *s.tokenizer, s.pool.get(), dr.get(), info, sched);
   serve::Server server(*engine, *s.tokenizer, so);
   const int port = server.bind();
-  std::string lookups;
-  for (const std::string& l : a.lookup.lookup) lookups += (lookups.empty() ? ", lookup " : ",") + l;
-  fmt::print(stderr, "mtpspec serve: {} (ctx {}, chat format {}, drafter {}{}) listening on "
-             "http://{}:{}\n", info.model_id, engine->info().ctx, serve::chat_format_name(so.chat.format),
-             dr ? dr->path() : "none", a.spec.no_spec ? "" : lookups, a.host, port);
+  std::string sources;
+  for (const std::string& n : engine->info().sources) sources += (sources.empty() ? "" : ",") + n;
+  fmt::print(stderr, "mtpspec serve: {} (ctx {}, {} slots, chat format {}, drafter {}, draft "
+             "sources {}) listening on http://{}:{}\n", info.model_id, engine->info().ctx,
+             engine->info().parallel, serve::chat_format_name(so.chat.format),
+             dr ? dr->path() : "none", sources.empty() ? "none" : sources, a.host, port);
   std::fflush(stderr);
 
   std::mutex mu;
@@ -159,7 +152,7 @@ void add_serve(CLI::App& root) {
       "serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, a live "
                "page at /)");
   add_model_flags(cmd, a->model);
-  add_drafter_flags(cmd, a->spec, kAllDrafterFlags);
+  add_drafter_flags(cmd, a->spec, kAllDrafterFlags | kFlagTree);
   add_lookup_flags(cmd, a->lookup);
   cmd->add_option("--host", a->host, "Address to listen on (0.0.0.0: every interface)")
       ->check(cli::NonEmpty)  // "" listened on every interface, unasked
@@ -172,9 +165,12 @@ void add_serve(CLI::App& root) {
                   "--ctx positions (more wait in a queue)")
       ->check(cli::Range(1, 256))
       ->capture_default_str();
-  cmd->add_flag("--serial", a->serial,
-                "Run requests one at a time through generate() instead of the scheduler "
-                "(same tokens; for comparison, and for --no-gate)");
+  cmd->add_flag("--serial", a->serial, "Run requests one at a time (--parallel 1)")
+      ->excludes(cmd->get_option("--parallel"));
+  cmd->add_option("--trace", a->trace,
+                  "Write one JSON line per verify cycle per request to FILE (docs/SEMANTICS.md, "
+                  "Trace)")
+      ->check(cli::OutputFile);
   cmd->add_option("--ctx", a->ctx,
                   "Context per request, prompt + completion (default: the model's maximum, "
                   "capped by memory)")

@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
@@ -45,55 +46,87 @@ std::vector<std::vector<int32_t>> lookup_corpus(const LookupArgs& a, const io::T
   return out;
 }
 
-std::unique_ptr<speculative::HistoryStore> open_history(const LookupArgs& a,
-                                                        const io::Tokenizer* tok) {
-  if (!a.has("history")) {
-    if (!a.corpus.empty()) {
-      fail<InputError>("--lookup-corpus is the history's datastore: add --lookup history");
-    }
-    return nullptr;
-  }
-  auto h = std::make_unique<speculative::HistoryStore>(a.ngram_max,
-                                                       size_t(a.history_mb * double(1 << 20)));
-  for (const auto& d : lookup_corpus(a, tok)) h->add(d);
-  return h;
-}
-
-namespace {
-// --lookup-ngram-max and --lookup-max-draft, validated (InputError naming the flag).
-speculative::LookupOptions lookup_options(const LookupArgs& a) {
-  speculative::LookupOptions o;
-  o.ngram_max = a.ngram_max;
-  o.max_draft = a.max_draft;
-  o.validate();
-  return o;
-}
-}  // namespace
-
-void apply_lookup_args(const LookupArgs& a, const speculative::HistoryStore* history,
-                       speculative::SpecOptions& so) {
-  so.lookup_prompt = a.has("prompt");
-  so.history = history;
-  so.lookup = lookup_options(a);
-  so.gate = !a.no_gate;
-}
-
 void refuse_lookups_without_spec(const DrafterArgs& d, const LookupArgs& a) {
-  if (d.no_spec && a.any()) {
-    fail<InputError>("--no-spec turns every draft source off; --lookup, --lookup-corpus and "
-                     "--no-gate would be ignored");
+  if (d.no_spec && (a.any() || !a.sources.empty())) {
+    fail<InputError>("--no-spec turns every draft source off; --draft-source, --lookup, "
+                     "--lookup-corpus and --no-gate would be ignored");
   }
 }
 
-void apply_lookup_args(const LookupArgs& a, const io::Tokenizer* tok,
-                       speculative::SchedulerOptions& so, const char* no_gate_needs) {
-  if (a.no_gate) {
-    fail<InputError>("--no-gate needs {} (the batching scheduler sizes every draft from its "
-                     "cost curve)", no_gate_needs);
+speculative::SchedulerOptions engine_options(const DrafterArgs& d, const LookupArgs& a,
+                                             const drafter::Drafter* drafter,
+                                             const io::Tokenizer* tok, int parallel, int ctx) {
+  refuse_lookups_without_spec(d, a);
+  speculative::SchedulerOptions so;
+  so.parallel = parallel;
+  so.ctx = ctx;
+  if (d.no_spec) return so;
+  if (!a.corpus.empty() && !a.has("history")) {
+    fail<InputError>("--lookup-corpus is the history's datastore: add --lookup history");
   }
-  so.history = open_history(a, tok);
-  so.lookup_prompt = a.has("prompt");
-  so.lookup = lookup_options(a);
+  // The sources: --draft-source as given, else the drafter (if any); then
+  // the lookups not named yet.
+  so.sources = a.sources;
+  if (so.sources.empty() && drafter) so.sources.push_back(speculative::kMtpSource);
+  for (const std::string& l : a.lookup) {
+    if (std::find(so.sources.begin(), so.sources.end(), l) == so.sources.end()) so.sources.push_back(l);
+  }
+  auto named = [&](const char* n) {
+    return std::find(so.sources.begin(), so.sources.end(), n) != so.sources.end();
+  };
+  if (named(speculative::kMtpSource) && !drafter) {
+    fail<InputError>("--draft-source mtp needs a drafter (--drafter, or drafter.safetensors "
+                     "beside the model)");
+  }
+  so.lookup.ngram_max = a.ngram_max;
+  so.lookup.max_draft = a.max_draft;
+  if (named(speculative::kHistorySource)) {
+    so.history = std::make_shared<speculative::HistoryStore>(
+        a.ngram_max, size_t(a.history_mb * double(1 << 20)));
+    for (const auto& doc : lookup_corpus(a, tok)) so.history->add(doc);
+  }
+  so.adaptive = !a.no_gate;
+  const int k = drafter ? drafter->config().K : 0;
+  if (!d.tree.empty() || d.tree_budget > 0) {
+    if (!drafter) {
+      fail<InputError>("--tree / --tree-budget need a drafter (--drafter, or "
+                       "drafter.safetensors beside the model)");
+    }
+    so.tree = resolve_tree(d, k);
+  }
+  if (drafter) so.draft_k = resolve_draft_k(d, k, "the drafter's K", k);
+  return so;
+}
+
+void check_speculation_flags(const DrafterArgs& d, const SamplingArgs& s) {
+  const bool tree = !d.tree.empty() || d.tree_budget > 0;
+  if (tree && d.no_spec) {
+    fail<InputError>("--tree / --tree-budget need a drafter; --no-spec turned it off");
+  }
+  if (tree && s.spec_sampling == "rejection" && s.temp > 0) {
+    fail<InputError>("--tree needs --spec-sampling coupled (or --temp 0): rejection sampling "
+                     "verifies chains only");
+  }
+}
+
+std::unique_ptr<speculative::Scheduler> make_engine(const Session& s, const drafter::Drafter* dr,
+                                                    const speculative::SchedulerOptions& so,
+                                                    const std::string& flags) {
+  try {
+    return std::make_unique<speculative::Scheduler>(*s.model, s.tokenizer.get(), dr, so,
+                                                    s.pool.get());
+  } catch (const InputError& e) {
+    fail<InputError>("{}: {}", flags, e.what());
+  }
+}
+
+void apply_request_flags(const DrafterArgs& d, const SamplingArgs& s,
+                         const drafter::Drafter* drafter, speculative::Request& r) {
+  if (drafter) {
+    r.draft_k = resolve_draft_k(d, drafter->config().K, "the drafter's K", drafter->config().K);
+  }
+  r.p_min = d.p_min;
+  r.mode = spec_sampling_mode(s);
 }
 
 std::string acceptance_by_position(const speculative::DepthCounts& c) {

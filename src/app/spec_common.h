@@ -29,21 +29,31 @@ std::unique_ptr<drafter::Drafter> random_drafter(const model::Model& m, int K, u
 // --lookup-corpus's documents as token ids (empty without the flag; a
 // corpus needs a tokenizer: InputError naming the flag otherwise).
 std::vector<std::vector<int32_t>> lookup_corpus(const LookupArgs& a, const io::Tokenizer* tok);
-// The history datastore of --lookup history (null without it): the corpus.
-std::unique_ptr<speculative::HistoryStore> open_history(const LookupArgs& a,
-                                                        const io::Tokenizer* tok);
-// The lookup flags into SpecOptions (history: the store, may be null).
-void apply_lookup_args(const LookupArgs& a, const speculative::HistoryStore* history,
-                       speculative::SpecOptions& so);
-// --no-spec turns every draft source off: a lookup flag beside it would be
+// --no-spec turns every draft source off: a source flag beside it would be
 // ignored, so it is refused (InputError naming both).
 void refuse_lookups_without_spec(const DrafterArgs& d, const LookupArgs& a);
-// The same for the batching scheduler (generate --prompts, serve): the
-// history store (opened from the flags) and the lookups; --no-gate is
-// refused naming what it needs (the scheduler always sizes drafts from its
-// cost curve). Without --lookup nothing changes.
-void apply_lookup_args(const LookupArgs& a, const io::Tokenizer* tok,
-                       speculative::SchedulerOptions& so, const char* no_gate_needs);
+// THE mapping of the speculation flags to the engine's options, for every
+// command that runs the engine (generate, generate --prompts, serve): the
+// sources (--draft-source, else the drafter if any; plus --lookup), their
+// settings and the history store (--lookup-corpus, --history-mb), the
+// budget (--no-gate), trees (--tree, --tree-budget), the drafter's draft
+// length (--draft-k); parallel and ctx as given. --no-spec: none of it.
+speculative::SchedulerOptions engine_options(const DrafterArgs& d, const LookupArgs& a,
+                                             const drafter::Drafter* drafter,
+                                             const io::Tokenizer* tok, int parallel, int ctx);
+// Flag combinations no engine could honour, refused before any work
+// (InputError naming the flags): --tree/--tree-budget beside --no-spec, or
+// with rejection sampling at --temp > 0 (trees verify greedy or coupled).
+void check_speculation_flags(const DrafterArgs& d, const SamplingArgs& s);
+// The engine for these options; its refusals (memory, sources) name the
+// flags that set them (`flags`, e.g. "--parallel 4 --ctx 2048").
+std::unique_ptr<speculative::Scheduler> make_engine(const Session& s, const drafter::Drafter* dr,
+                                                    const speculative::SchedulerOptions& so,
+                                                    const std::string& flags);
+// A request's speculation settings from the same flags (the draft length,
+// --draft-p-min, --spec-sampling).
+void apply_request_flags(const DrafterArgs& d, const SamplingArgs& s,
+                         const drafter::Drafter* drafter, speculative::Request& r);
 
 // Human-readable stats to stderr (and one line per draft source).
 void print_spec_stats(const speculative::SpecStats& s);

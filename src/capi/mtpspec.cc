@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "drafter/drafter.h"
+#include "speculative/sources/draft_source.h"
 #include "tokenizer/tokenizer.h"
 #include "model/forward.h"
 #include "model/loader.h"
@@ -80,9 +81,10 @@ void deliver(const mtpspec_engine& e, const mtp::speculative::Event& ev) {
     c.token = ev.token;
     c.index = ev.index;
     c.origin = !ev.drafted ? MTPSPEC_ORIGIN_TARGET
-               : ev.source.kind == mtp::speculative::DraftSource::Kind::Mtp ? MTPSPEC_ORIGIN_MTP
-                                                                             : MTPSPEC_ORIGIN_OTHER;
+               : ev.source.is(mtp::speculative::kMtpSource) ? MTPSPEC_ORIGIN_MTP
+                                                            : MTPSPEC_ORIGIN_OTHER;
     c.module = ev.drafted ? ev.source.module : 0;
+    c.source = ev.drafted ? ev.source.name() : "target";
     c.finish_reason = "";
   } else {
     c.kind = MTPSPEC_EVENT_FINISH;
@@ -110,24 +112,25 @@ mtp::speculative::Request to_request(const mtpspec_model& m, const mtpspec_reque
     if (!r.prompt_ids && r.n_prompt_ids > 0) mtp::fail<mtp::InputError>("prompt_ids is NULL");
     q.prompt.assign(r.prompt_ids, r.prompt_ids + r.n_prompt_ids);
   }
-  q.gen.n_new = r.n_new;
-  q.gen.sampler.temperature = r.temperature;
-  q.gen.sampler.top_k = r.top_k;
-  q.gen.sampler.top_p = r.top_p == 0.f ? 1.f : r.top_p;
-  q.gen.sampler.min_p = r.min_p;
-  q.gen.sampler.seed = r.seed;
+  q.n_new = r.n_new;
+  q.sampler.temperature = r.temperature;
+  q.sampler.top_k = r.top_k;
+  q.sampler.top_p = r.top_p == 0.f ? 1.f : r.top_p;
+  q.sampler.min_p = r.min_p;
+  q.sampler.seed = r.seed;
   if (r.n_stop > 0 && !r.stop) mtp::fail<mtp::InputError>("stop is NULL with n_stop {}", r.n_stop);
   for (size_t i = 0; i < r.n_stop; ++i) {
     if (!r.stop[i]) mtp::fail<mtp::InputError>("stop string {} is NULL", i);
-    q.gen.stop.emplace_back(r.stop[i]);
+    q.stop.emplace_back(r.stop[i]);
   }
   q.speculate = r.speculate != 0;
   q.draft_k = r.draft_k;
   return q;
 }
 
-// mtpspec_engine_params' lookup fields → so (InputError naming the field).
-void apply_lookups(const mtpspec_engine_params& p, mtp::speculative::SchedulerOptions& so) {
+// mtpspec_engine_params' source fields → so (InputError naming the field).
+void apply_sources(const mtpspec_model& m, const mtpspec_engine_params& p,
+                   mtp::speculative::SchedulerOptions& so) {
   using mtp::InputError;
   auto field = [](const char* name, int32_t v, int32_t dflt, int32_t hi) {
     if (v == 0) return dflt;
@@ -140,7 +143,29 @@ void apply_lookups(const mtpspec_engine_params& p, mtp::speculative::SchedulerOp
   const mtp::speculative::LookupOptions d;
   so.lookup.ngram_max = field("lookup_ngram_max", p.lookup_ngram_max, d.ngram_max, 64);
   so.lookup.max_draft = field("lookup_max_draft", p.lookup_max_draft, d.max_draft, 256);
-  so.lookup_prompt = p.lookup_prompt != 0;
+  // The sources: draft_sources as given, else the drafter (if loaded) and
+  // the lookups the fields name.
+  if (p.draft_sources) {
+    std::string name;
+    for (const char* c = p.draft_sources;; ++c) {
+      if (*c == ',' || *c == 0) {
+        if (name.empty()) {
+          mtp::fail<InputError>("mtpspec_engine_params.draft_sources '{}' has an empty name",
+                                p.draft_sources);
+        }
+        so.sources.push_back(name);
+        name.clear();
+        if (*c == 0) break;
+      } else {
+        name += *c;
+      }
+    }
+  } else {
+    if (m.drafter) so.sources.push_back(mtp::speculative::kMtpSource);
+    if (p.lookup_prompt) so.sources.push_back(mtp::speculative::kPromptSource);
+    if (p.history_mb > 0) so.sources.push_back(mtp::speculative::kHistorySource);
+  }
+  if (p.tree) so.tree = mtp::speculative::TreeOptions::parse(p.tree);
   // 0 (none) or a positive bound up to 1 TiB (the store grows only with what
   // it learns; the bound caps it). The comparisons also refuse NaN.
   if (!(p.history_mb >= 0 && p.history_mb <= double(1 << 20))) {
@@ -153,9 +178,58 @@ void apply_lookups(const mtpspec_engine_params& p, mtp::speculative::SchedulerOp
   }
 }
 
+// A draft source whose proposals come from C callbacks (free: no forward).
+class CallbackSource final : public mtp::speculative::DraftSource {
+ public:
+  CallbackSource(const char* name, mtpspec_propose_fn fn, void* user, int32_t max_len)
+      : name_(name), fn_(fn), user_(user), max_len_(max_len) {}
+  const char* name() const override { return name_; }
+  int max_len() const override { return max_len_; }
+  void propose(std::span<mtp::speculative::ProposeJob> jobs) override {
+    for (mtp::speculative::ProposeJob& j : jobs) {
+      out_.assign(size_t(j.max_len), 0);
+      const int32_t n = fn_(user_, uint64_t(j.slot), j.committed.data(), j.committed.size(),
+                            j.max_len, out_.data());
+      out_.resize(size_t(std::clamp(n, 0, j.max_len)));
+      j.out->assign_chain(out_, name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  mtpspec_propose_fn fn_;
+  void* user_;
+  int32_t max_len_;
+  std::vector<int32_t> out_;
+};
+
 }  // namespace
 
 extern "C" {
+
+mtpspec_status mtpspec_register_draft_source(const char* name, mtpspec_propose_fn propose,
+                                             void* user_data, int32_t max_len) {
+  return guarded([&] {
+    if (!name || !propose) {
+      return set_error(MTPSPEC_ERR_INPUT, "mtpspec_register_draft_source: NULL argument");
+    }
+    if (max_len < 1 || max_len > 64) {
+      return set_error(MTPSPEC_ERR_INPUT,
+                       "mtpspec_register_draft_source: max_len must be 1..64, got " +
+                           std::to_string(max_len));
+    }
+    const std::string n = name;
+    mtp::speculative::register_draft_source(
+        n,
+        [n, propose, user_data, max_len](const mtp::speculative::SourceContext&)
+            -> std::unique_ptr<mtp::speculative::DraftSource> {
+          return std::make_unique<CallbackSource>(mtp::speculative::draft_source_name(n), propose,
+                                                  user_data, max_len);
+        },
+        "registered through the C API");
+    return MTPSPEC_OK;
+  });
+}
 
 mtpspec_model_params mtpspec_model_default_params(void) { return {}; }
 
@@ -239,7 +313,7 @@ mtpspec_status mtpspec_engine_create(mtpspec_model* m, const mtpspec_engine_para
       mtp::speculative::SchedulerOptions so;
       so.parallel = p->parallel;
       so.ctx = p->ctx;
-      apply_lookups(*p, so);
+      apply_sources(*m, *p, so);
       auto s = std::make_unique<mtp::speculative::Scheduler>(
           *m->model, m->tokenizer.get(), m->drafter.get(), so, m->pool.get());
       e->kv_bytes = s->kv_bytes();

@@ -26,6 +26,7 @@ class MtpRunner {
   model::KVCache& kv(int k) { return kv_[k]; }
   const model::KVCache& kv(int k) const { return kv_[k]; }
   const Drafter& drafter() const { return d_; }
+  const model::Model& target() const { return target_; }
 
   // h_in, h_out: [q, d]. logits: [q, logits_width()] for rows whose mask is 1
   // (mask null = every row; logits null = none). h_out may be null.

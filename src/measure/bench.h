@@ -6,6 +6,7 @@
 // only opens the target, calls these and prints (app/bench_report.h).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,6 +68,12 @@ struct InterleavedRuns {
 // flips are expected). Progress: one stderr line per repeat and prompt.
 InterleavedRuns run_interleaved(const BenchInputs& in, const std::vector<int>& Ks, int n,
                                 int repeat);
+
+// A one-slot engine for runs of n new tokens after any of in.prompts (its
+// context fits the longest), speculating as `spec` says (no sources: plain).
+// The benches keep one per configuration across prompts and repeats, as a
+// process serving many requests keeps its engine.
+std::unique_ptr<Scheduler> bench_engine(const BenchInputs& in, int n, const SpecOptions& spec);
 
 // The tokens a generation's tok/s counts: generated − 1 (docs/SEMANTICS.md).
 double generated_steps(const GenerateResult& r);

@@ -1,6 +1,7 @@
 #include "measure/bench_sources.h"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <memory>
@@ -20,10 +21,40 @@ double KindRuns::speedup(size_t i) const {
   return p > 0 ? rate(runs[i].tokens, runs[i].seconds) / p : 0;
 }
 
-const std::vector<std::string>& bench_source_names() {
-  static const std::vector<std::string> names = {"mtp", "mtp-nogate", "prompt", "history", "union"};
+std::vector<std::string> bench_source_names() {
+  // The configurations of their own, then every registered source alone.
+  std::vector<std::string> names = {"mtp-nogate", "union"};
+  for (const auto& [name, help] : draft_sources()) names.push_back(name);
   return names;
 }
+
+namespace {
+// The engine configuration a --sources name stands for.
+SpecOptions source_config(const std::string& s, const BenchInputs& in, const SourceBenchOptions& o) {
+  SpecOptions so;
+  so.mode = in.mode;
+  so.lookup = o.lookup;
+  so.gate = o.gate && s != "mtp-nogate";
+  if (s == "mtp-nogate") {
+    so.sources = {kMtpSource};
+  } else if (s == "union") {
+    if (in.drafter) so.sources.push_back(kMtpSource);
+    so.sources.push_back(kPromptSource);
+    so.sources.push_back(kHistorySource);
+  } else {
+    so.sources = {s};
+  }
+  if (std::find(so.sources.begin(), so.sources.end(), kMtpSource) != so.sources.end()) {
+    so.drafter = in.drafter;
+    so.draft_k = o.draft_k;
+  }
+  return so;
+}
+
+bool uses(const SpecOptions& so, const char* source) {
+  return std::find(so.sources.begin(), so.sources.end(), source) != so.sources.end();
+}
+}  // namespace
 
 nlohmann::json SourcesResult::to_json() const {
   nlohmann::json k = nlohmann::json::object();
@@ -41,22 +72,22 @@ nlohmann::json SourcesResult::to_json() const {
 }
 
 SourcesResult run_sources(const BenchInputs& in, const SourceBenchOptions& o, int n, int repeat) {
-  const auto& names = bench_source_names();
+  const std::vector<std::string> names = bench_source_names();
   bool needs_history = false, needs_drafter = false;
   for (const std::string& s : o.sources) {
     if (std::find(names.begin(), names.end(), s) == names.end()) {
-      fail<InputError>("--sources: unknown source '{}' (known: mtp, mtp-nogate, prompt, history, "
-                       "union)", s);
+      fail<InputError>("unknown source configuration '{}' (known: {})", s,
+                       fmt::format("{}", fmt::join(names, ", ")));
     }
-    needs_history |= s == "history" || s == "union";
-    needs_drafter |= s == "mtp" || s == "mtp-nogate";
+    needs_history |= s == kHistorySource || s == "union";
+    needs_drafter |= s == kMtpSource || s == "mtp-nogate";
   }
-  if (needs_drafter && !in.drafter) fail<InputError>("--sources mtp needs a drafter");
+  if (needs_drafter && !in.drafter) fail<InputError>("the source mtp needs a drafter");
   if (o.kinds.size() != in.prompts.size()) {
     fail<InputError>("{} prompt kinds for {} prompts", o.kinds.size(), in.prompts.size());
   }
   o.lookup.validate();
-  if (!(o.history_mb > 0)) fail<InputError>("--history-mb must be > 0, got {}", o.history_mb);
+  if (!(o.history_mb > 0)) fail<InputError>("the history's size must be > 0 MiB, got {}", o.history_mb);
   const size_t P = in.prompts.size();
   GenerateOptions go;
   go.n_new = n;
@@ -87,7 +118,9 @@ SourcesResult run_sources(const BenchInputs& in, const SourceBenchOptions& o, in
   for (const auto& p : in.prompts) mean_len += double(p.size()) / double(P);
   const int pos = std::clamp(int(mean_len) + n / 2, 1, in.model->config().max_position - loop_k - 2);
   res.verify_s = forward_times(*in.model, pos, loop_k + 1, 3, in.pool);
-  const CostModel cost = CostModel::from_times(res.verify_s);
+  std::vector<std::pair<int, double>> points;
+  for (size_t q = 0; q < res.verify_s.size(); ++q) points.push_back({int(q) + 1, res.verify_s[q]});
+  const CostCurve cost(points);
 
   // History: leave-one-out datastores from an untimed plain pass.
   std::vector<std::unique_ptr<HistoryStore>> stores(P);
@@ -108,15 +141,26 @@ SourcesResult run_sources(const BenchInputs& in, const SourceBenchOptions& o, in
     }
   }
 
-  // One gate per source across all prompts and repeats (gate.h GateMemory),
-  // as a process serving many requests keeps it.
-  std::vector<GateMemory> gates(o.sources.size());
+  // One engine per configuration across all prompts and repeats, as a
+  // process serving many requests keeps it; its history store is prompt p's
+  // leave-one-out store for p's runs.
+  const std::unique_ptr<Scheduler> plain_engine = bench_engine(in, n, {});
+  std::vector<SpecOptions> specs;
+  std::vector<std::unique_ptr<Scheduler>> engines;
+  const size_t budget = size_t(o.history_mb * double(1 << 20));
+  for (const std::string& s : o.sources) {
+    SpecOptions so = source_config(s, in, o);
+    so.cost = cost;
+    if (uses(so, kHistorySource)) so.history = std::make_shared<HistoryStore>(o.lookup.ngram_max, budget);
+    engines.push_back(bench_engine(in, n, so));
+    specs.push_back(std::move(so));
+  }
   const uint64_t seed = in.sampling.seed;
   for (int r = 0; r < repeat; ++r) {
     go.sampler.seed = seed + uint64_t(r);
     for (size_t p = 0; p < P; ++p) {
       const auto& ids = in.prompts[p];
-      GenerateResult plain = generate(*in.model, in.tokenizer, ids, go, in.pool);
+      GenerateResult plain = generate(*plain_engine, ids, go);
       std::string line = fmt::format("[bench] repeat {}/{}, prompt {}/{} ({}): plain {:.1f} tok/s",
                                      r + 1, repeat, p + 1, P, res.kinds[kind_of[p]].kind,
                                      rate(generated_steps(plain), plain.timings.gen_s));
@@ -125,19 +169,8 @@ SourcesResult run_sources(const BenchInputs& in, const SourceBenchOptions& o, in
       }
       for (size_t i = 0; i < o.sources.size(); ++i) {
         const std::string& s = o.sources[i];
-        SpecOptions so;
-        so.mode = in.mode;
-        so.cost = cost;
-        so.lookup = o.lookup;
-        so.gate = o.gate && s != "mtp-nogate";
-        so.gate_memory = &gates[i];
-        if (s == "mtp" || s == "mtp-nogate" || (s == "union" && in.drafter)) {
-          so.drafter = in.drafter;
-          so.draft_k = o.draft_k;
-        }
-        so.lookup_prompt = s == "prompt" || s == "union";
-        if (s == "history" || s == "union") so.history = stores[p].get();
-        GenerateResult sp = generate(*in.model, in.tokenizer, ids, go, in.pool, nullptr, so);
+        if (specs[i].history) *specs[i].history = *stores[p];
+        GenerateResult sp = generate(*engines[i], ids, go, nullptr, specs[i]);
         for (KindRuns* k : {&res.kinds[kind_of[p]], &res.kinds.back()}) {
           SourceRun& run = k->runs[i];
           run.flips += sp.token_ids != plain.token_ids;

@@ -3,16 +3,17 @@
 // "kind"), interleaved per prompt like run_interleaved (bench.h) so machine
 // drift hits all alike.
 //
-// Sources: "mtp" (the drafter, gated), "mtp-nogate" (the drafter every cycle:
-// what speculation did before the union), "prompt" (prompt lookup), "history"
-// (the datastore), "union" (every source available: drafter if any, prompt,
-// history; gated). Gating follows `gate` (--no-gate: off for all).
+// Configurations: every registered draft source alone by its name ("mtp":
+// the drafter under the budget, "prompt", "history", a user's), "mtp-nogate"
+// (the drafter at full length every cycle), "union" (every source available:
+// drafter if any, prompt, history). The budget follows `gate` (--no-gate: off
+// for all).
 // History: the datastore of prompt p holds the corpus (if any) and the plain
 // outputs (prompt + continuation, repeat 1's seed) of the OTHER prompts only,
 // never p's own earlier runs or repeats (they would inflate acceptance); those
 // outputs come from an untimed plain pass before the timed runs.
-// The verify cost curve (gate.h CostModel) is timed once at the start
-// (forward_times at the mean prompt length + n/2) and shared by every run.
+// The verify cost curve m(q) is timed once at the start (forward_times at the
+// mean prompt length + n/2) and shared by every engine.
 #pragma once
 #include <string>
 #include <vector>
@@ -20,7 +21,6 @@
 #include <nlohmann/json.hpp>
 
 #include "measure/bench.h"
-#include "speculative/policy/gate.h"
 #include "speculative/sources/lookup.h"
 
 namespace mtp::speculative {
@@ -61,7 +61,7 @@ struct SourcesResult {
 };
 
 // Every source name known to run_sources (InputError for another).
-const std::vector<std::string>& bench_source_names();
+std::vector<std::string> bench_source_names();
 
 SourcesResult run_sources(const BenchInputs& in, const SourceBenchOptions& o, int n, int repeat);
 

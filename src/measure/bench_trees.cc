@@ -35,14 +35,14 @@ nlohmann::json TreesResult::to_json() const {
 
 TreesResult run_trees(const BenchInputs& in, const std::vector<std::string>& names, int draft_k,
                       int n, int repeat) {
-  if (!in.drafter) fail<InputError>("--trees needs a drafter");
-  if (names.empty()) fail<InputError>("--trees needs at least one shape");
+  if (!in.drafter) fail<InputError>("draft trees need a drafter");
+  if (names.empty()) fail<InputError>("no tree shape to run");
   std::vector<TreeOptions> shapes;
   for (const std::string& s : names) {
     shapes.push_back(TreeOptions::from_name(s));
     if (shapes.back().kind == TreeOptions::Kind::Static &&
         int(shapes.back().widths.size()) > in.drafter->config().K) {
-      fail<InputError>("--trees {}: {} deep; the drafter has K = {} modules", s,
+      fail<InputError>("tree shape {}: {} deep; the drafter has K = {} modules", s,
                        shapes.back().widths.size(), in.drafter->config().K);
     }
   }
@@ -50,13 +50,19 @@ TreesResult run_trees(const BenchInputs& in, const std::vector<std::string>& nam
   res.draft_k = draft_k;
   res.threads = in.pool ? int(in.pool->size()) : 1;
   for (const std::string& s : names) res.runs.push_back({s});
-  // One chooser for every auto run: its m(q) points are timed once (q = 1..4
-  // here, larger ones when a choice first needs them) and reported at the end.
-  std::optional<TreeChooser> chooser;
+  // One engine per shape, kept across prompts and repeats (auto's chooser
+  // keeps learning, as in a long-running process): the shape every cycle.
+  const std::unique_ptr<Scheduler> plain_engine = bench_engine(in, n, {});
+  std::vector<SpecOptions> specs;
+  std::vector<std::unique_ptr<Scheduler>> engines;
   for (const TreeOptions& t : shapes) {
-    if (t.kind == TreeOptions::Kind::Auto && !chooser) {
-      chooser.emplace(make_tree_chooser(*in.model, t, draft_k, in.pool));
-    }
+    SpecOptions so;
+    so.drafter = in.drafter;
+    so.draft_k = draft_k;
+    so.mode = in.mode;
+    so.tree = t;
+    engines.push_back(bench_engine(in, n, so));
+    specs.push_back(so);
   }
   GenerateOptions go;
   go.n_new = n;
@@ -67,18 +73,12 @@ TreesResult run_trees(const BenchInputs& in, const std::vector<std::string>& nam
     go.sampler.seed = seed + uint64_t(r);
     for (size_t p = 0; p < P; ++p) {
       const auto& ids = in.prompts[p];
-      GenerateResult plain = generate(*in.model, in.tokenizer, ids, go, in.pool);
+      GenerateResult plain = generate(*plain_engine, ids, go);
       res.plain_tokens += generated_steps(plain), res.plain_seconds += plain.timings.gen_s;
       std::string line = fmt::format("[bench] repeat {}/{}, prompt {}/{}: plain {:.1f} tok/s",
                                      r + 1, repeat, p + 1, P, rate(generated_steps(plain), plain.timings.gen_s));
       for (size_t i = 0; i < shapes.size(); ++i) {
-        SpecOptions so;
-        so.drafter = in.drafter;
-        so.draft_k = draft_k;
-        so.mode = in.mode;
-        so.tree = shapes[i];
-        so.tree_chooser = chooser ? &*chooser : nullptr;
-        GenerateResult sp = generate(*in.model, in.tokenizer, ids, go, in.pool, nullptr, so);
+        GenerateResult sp = generate(*engines[i], ids, go, nullptr, specs[i]);
         TreeRun& run = res.runs[i];
         run.flips += sp.token_ids != plain.token_ids;
         run.tokens += generated_steps(sp), run.seconds += sp.timings.gen_s;
@@ -87,6 +87,10 @@ TreesResult run_trees(const BenchInputs& in, const std::vector<std::string>& nam
       }
       fmt::print(stderr, "{}\n", line);
     }
+  }
+  const TreeChooser* chooser = nullptr;
+  for (const auto& e : engines) {
+    if (e->tree_chooser()) chooser = e->tree_chooser();
   }
   if (chooser) {
     const CostCurve& c = chooser->curve();

@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "kernels/ops.h"
-#include "speculative/sources/mtp_proposer.h"
+#include "speculative/sources/mtp_source.h"
 #include "speculative/cycle/target_session.h"
 
 namespace mtp::speculative {
@@ -18,7 +18,7 @@ namespace {
 class OracleProposer : public ChainProposer {
  public:
   OracleProposer(const std::vector<int32_t>& stream, int vocab, int miss_every)
-      : ChainProposer(DraftSource::Kind::Oracle), stream_(stream), vocab_(vocab),
+      : ChainProposer(kOracleSource), stream_(stream), vocab_(vocab),
         miss_every_(miss_every) {}
   void propose_chain(std::span<const int32_t> committed, int max_k,
                      std::vector<int32_t>& drafts) override {
@@ -91,11 +91,13 @@ DriftResult drift_one(const model::Model& m, const std::vector<int32_t>& prompt,
         }
       });
       OracleProposer oracle(stream, int(V), o.miss_every);
-      std::unique_ptr<MtpProposer> mtp;
+      std::unique_ptr<MtpSource> mtp;
+      std::unique_ptr<SourceProposer> drafts;
       Proposer* proposer = &oracle;
       if (o.drafter) {
-        mtp = std::make_unique<MtpProposer>(*o.drafter, s, 0.f, o.draft_k, o.sampling, o.mode);
-        proposer = mtp.get();
+        mtp = std::make_unique<MtpSource>(m, *o.drafter, 1, ctx, o.draft_k);
+        drafts = std::make_unique<SourceProposer>(*mtp, s, o.sampling, o.mode);
+        proposer = drafts.get();
       }
       speculative_loop(verifier, *proposer, committed, sink, o.draft_k, ctx, res.stats);
     }

@@ -42,6 +42,10 @@ class Model {
   const LoadedModel& loaded() const { return m_; }
 
   // A KV cache sized for this model.
+  // Whether a forward can verify draft trees (tree rows, kv_cache.h): every
+  // layer attends over a KV cache whose tree slots hold the branches. A
+  // layer with recurrent state could not keep a state per branch.
+  bool verifies_trees() const { return true; }
   KVCache make_cache(int n_seq, int ctx, int q_max = 64, int tree_slots = -1) const {
     return KVCache(m_.config, n_seq, ctx, q_max, tree_slots);
   }

@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "speculative/cycle/draft_tree.h"
-#include "speculative/scheduler/generate.h"
 #include "speculative/sources/history.h"
 #include "speculative/scheduler/scheduler.h"
 #include "speculative/cycle/sampler.h"
@@ -34,14 +33,14 @@ struct Request {
   speculative::SpecSampling mode = speculative::SpecSampling::Coupled;
   int max_tokens = 0;                       // 0 = until the context is full
   std::vector<std::string> stop;            // stop strings (token_sink.h semantics)
-  bool use_drafter = true;                  // speculate when the engine has a drafter
+  bool speculate = true;                    // use the engine's draft sources (if any)
 };
 
 // Who produced a token: the target itself, or an accepted draft of `source`.
 struct Origin {
   bool drafted = false;
-  speculative::DraftSource source;
-  // "target", "mtp<k>" (MTP module k), or the source's kind ("prompt", ...).
+  speculative::DraftOrigin source;
+  // "target", "mtp<k>" (MTP module k), or the source's name ("prompt", ...).
   std::string name() const;
 };
 
@@ -71,6 +70,7 @@ struct EngineInfo {
   int parallel = 1;       // sequences admitted at once
   bool has_drafter = false;
   int draft_k = 0;
+  std::vector<std::string> sources;  // the engine's draft sources
   float draft_p_min = 0.f;  // --draft-p-min: every request's drafts stop below it
 };
 
@@ -97,40 +97,12 @@ class Engine {
 // "context" -> "length").
 std::string openai_finish_reason(const std::string& sink_reason);
 
-// The serial engine's draft sources beside the drafter (`serve --serial
-// --lookup prompt,history`, speculative/union_proposer.h).
-struct SerialOptions {
-  // The history datastore (--lookup history; null: off), owned by the engine:
-  // it starts with the --lookup-corpus documents, and every finished request
-  // adds its prompt and completion (earlier outputs of this process).
-  std::unique_ptr<speculative::HistoryStore> history;
-  // Every speculating request's lookup_prompt, lookup and gate (as
-  // app/spec_common.h apply_lookup_args sets them; gated by default, as
-  // `mtpspec generate` is); the engine adds the drafter, history and the rest.
-  speculative::SpecOptions spec = [] {
-    speculative::SpecOptions o;
-    o.gate = true;
-    return o;
-  }();
-};
-
-// One worker thread runs the queued requests one at a time through
-// speculative::generate(), the drafter and lookups gated by live gain as
-// `mtpspec generate` gates them (gate.h; the gate's state carried from
-// request to request). A request with use_drafter false does not speculate.
-// The model, tokenizer, pool and drafter (may be null) must outlive the engine.
-std::unique_ptr<Engine> make_serial_engine(const model::Model& m, const io::Tokenizer& tok,
-                                           ThreadPool* pool, const drafter::Drafter* drafter,
-                                           int draft_k, EngineInfo info,
-                                           SerialOptions opt = {});
-
-// The continuous-batching engine (batched_engine.cc): requests share every
-// target forward through speculative::Scheduler (--parallel slots of
-// info.ctx positions; info.ctx and info.parallel are set from the
-// scheduler), each still getting exactly generate()'s tokens.
-std::unique_ptr<Engine> make_batched_engine(const model::Model& m, const io::Tokenizer& tok,
-                                            ThreadPool* pool, const drafter::Drafter* drafter,
-                                            int draft_k, EngineInfo info,
-                                            const speculative::SchedulerOptions& opt);
+// The engine (scheduler_engine.cc): requests share every target forward
+// through speculative::Scheduler (opt.parallel slots; info.ctx and
+// info.parallel are set from it), each getting exactly generate()'s tokens.
+// The model, tokenizer, pool and drafter (may be null) must outlive it.
+std::unique_ptr<Engine> make_engine(const model::Model& m, const io::Tokenizer& tok,
+                                    ThreadPool* pool, const drafter::Drafter* drafter,
+                                    EngineInfo info, const speculative::SchedulerOptions& opt);
 
 }  // namespace mtp::serve

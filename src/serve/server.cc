@@ -120,7 +120,7 @@ Prepared Server::prepare(const std::string& body, Endpoint endpoint) {
   r.mode = p.api.mode;
   r.max_tokens = int(std::min<int64_t>(p.api.max_tokens, info.ctx));  // clipped to the context
   r.stop = p.api.stop;
-  r.use_drafter = p.api.drafter.value_or(true);
+  r.speculate = p.api.drafter.value_or(true);
   return p;
 }
 

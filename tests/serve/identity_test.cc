@@ -249,10 +249,11 @@ TEST(ServeCli, LoopbackByDefaultAndStartupErrors) {
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--chat-format"), std::string::npos) << r.err;
   EXPECT_EQ(test::run_cli("serve -m " + test::shell_quote(path) + " --chat-format jinja").status, 2);
-  // --no-gate needs the serial engine (the scheduler always budgets): refused, not ignored.
-  test::CliResult u = test::run_cli("serve -m " + test::shell_quote(path) + " --port 0 --no-gate");
+  // --serial is --parallel 1: both given is refused, not one ignored.
+  test::CliResult u =
+      test::run_cli("serve -m " + test::shell_quote(path) + " --port 0 --serial --parallel 3");
   EXPECT_EQ(u.status, 2);
-  EXPECT_NE(u.err.find("--no-gate needs --serial"), std::string::npos) << u.err;
+  EXPECT_NE(u.err.find("--serial"), std::string::npos) << u.err;
   test::CliResult ns =
       test::run_cli("serve -m " + test::shell_quote(path) + " --port 0 --no-spec --lookup prompt");
   EXPECT_EQ(ns.status, 2);

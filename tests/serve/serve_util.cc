@@ -86,13 +86,12 @@ std::unique_ptr<serve::Engine> make_engine(bool batched, const model::Model& m,
                                            const std::string& model_id, int ctx, int parallel) {
   serve::EngineInfo info;
   info.model_id = model_id;
-  info.ctx = ctx;
-  if (!batched) return serve::make_serial_engine(m, tok, pool, drafter, draft_k, info);
   speculative::SchedulerOptions sched;
-  sched.parallel = parallel;
+  sched.parallel = batched ? parallel : 1;
   sched.ctx = ctx;
-  sched.adaptive = false;
-  return serve::make_batched_engine(m, tok, pool, drafter, draft_k, info, sched);
+  sched.draft_k = draft_k;
+  sched.adaptive = !batched;  // one slot: the budget on, as `mtpspec serve --serial` runs
+  return serve::make_engine(m, tok, pool, drafter, info, sched);
 }
 
 }  // namespace mtp::test

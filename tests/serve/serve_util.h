@@ -46,8 +46,9 @@ std::string poll_until(const std::function<std::string()>& get,
                        const std::function<bool(const std::string&)>& pred,
                        std::chrono::milliseconds timeout);
 
-// The serial engine, or the continuous-batching one (`parallel` slots, fixed
-// draft length: not adaptive), over `m` with context `ctx`.
+// The engine with `parallel` slots and fixed draft lengths (batched: the
+// budget off, every request drafts its longest), or with one slot and the
+// budget on (as `mtpspec serve --serial` runs it).
 std::unique_ptr<serve::Engine> make_engine(bool batched, const model::Model& m,
                                            const io::Tokenizer& tok, ThreadPool* pool,
                                            const drafter::Drafter* drafter, int draft_k,

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "speculative/sources/draft_source.h"
 #include "speculative/sources/history.h"
 #include "speculative/sources/lookup.h"
 
@@ -98,9 +99,21 @@ TEST(HistoryStore, EqualsBruteForce) {
       ASSERT_EQ(got, history_reference(h.docs(), nmax, ctx, max_k, &want_n)) << "trial " << trial;
       ASSERT_EQ(n, want_n) << "the first draft's context length, trial " << trial;
       ASSERT_EQ(n == 0, got.empty());
-      HistorySource src(h, max_k);
-      src.propose(ctx, max_k, got);
-      ASSERT_EQ(src.last_class(), std::max(0, n - 1));
+      // The draft source "history" over the same store: its tokens, and its
+      // evidence class the first draft's matched length n - 1.
+      SourceContext sc;
+      sc.history = std::make_shared<HistoryStore>(h);
+      sc.lookup.ngram_max = nmax;
+      sc.lookup.max_draft = max_k;
+      std::unique_ptr<DraftSource> src = make_draft_source(kHistorySource, sc);
+      DraftTree tree;
+      ProposeJob job;
+      job.committed = ctx;
+      job.max_len = max_k;
+      job.out = &tree;
+      src->propose({&job, 1});
+      ASSERT_EQ(tree.token, got);
+      ASSERT_EQ(job.evidence, std::max(0, n - 1));
       nonempty += !got.empty();
       deep_match += n >= 2;
     }

@@ -23,7 +23,7 @@
 #include "model_util.h"
 #include "spec_fixture.h"
 #include "speculative/scheduler/generate.h"
-#include "speculative/sources/mtp_proposer.h"
+#include "speculative/sources/mtp_source.h"
 #include "speculative/cycle/sampler.h"
 #include "speculative/cycle/target_session.h"
 #include "test_util.h"
@@ -359,7 +359,7 @@ enum class Mode { Plain, Coupled, Rejection, RejectionFixedDrafts };
 // sampling treats them as point masses.
 class FixedProposer : public ChainProposer {
  public:
-  FixedProposer() : ChainProposer(DraftSource::Kind::Scripted) {}
+  FixedProposer() : ChainProposer(kScriptedSource) {}
   void propose_chain(std::span<const int32_t>, int max_k, std::vector<int32_t>& d) override {
     d.clear();
     for (int k = 0; k < max_k; ++k) d.push_back(int32_t(3 + k));
@@ -386,8 +386,8 @@ std::vector<double> empirical(const model::Model& m, const drafter::Drafter& d,
       std::vector<float> logits(size_t(m.config().vocab));
       target.prefill(prompt, logits.data());
       const SpecSampling sm = mode == Mode::Coupled ? SpecSampling::Coupled : SpecSampling::Rejection;
-      MtpProposer mtp(d, target, 0.f, K, so, sm);
-      mtp.prefill(prompt);
+      MtpSource source(m, d, 1, target.ctx(), K);
+      SourceProposer mtp(source, target, so, sm);
       FixedProposer fixed;
       Proposer& proposer = mode == Mode::RejectionFixedDrafts ? static_cast<Proposer&>(fixed) : mtp;
       TokenSink sink(nullptr, {}, kTokens, {}, nullptr, prompt.back());

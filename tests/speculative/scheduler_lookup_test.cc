@@ -1,4 +1,4 @@
-// The scheduler's lookup sources (scheduler.h "Lookups"): prompt lookup per
+// The engine's lookup sources (scheduler.h, sources/lookup_sources.cc): prompt lookup per
 // sequence and a shared history store, beside the MTP drafter or alone. Each
 // sequence's tokens still equal plain generate()'s (greedy and coupled T > 0,
 // several sequences per forward, with and without the cost budget); lookups
@@ -17,7 +17,8 @@
 #include "spec_fixture.h"
 #include "speculative/scheduler/generate.h"
 #include "speculative/scheduler/scheduler.h"
-#include "speculative/policy/scheduler_lookups.h"
+#include "speculative/policy/source_arms.h"
+#include "speculative/sources/lookup.h"
 #include "test_util.h"
 
 namespace mtp::speculative {
@@ -43,10 +44,10 @@ std::vector<Request> requests(int n, uint64_t seed) {
     // A prompt that repeats itself: something for the prompt lookup to find.
     std::vector<int32_t> part = test::random_tokens(rng, 2 + int(rng() % 6), 12);
     for (int rep = 0; rep < 3; ++rep) r.prompt.insert(r.prompt.end(), part.begin(), part.end());
-    r.gen.n_new = 20 + int(rng() % 40);
+    r.n_new = 20 + int(rng() % 40);
     if (i % 2) {
-      r.gen.sampler.temperature = 0.7f;
-      r.gen.sampler.seed = 50 + uint64_t(i);
+      r.sampler.temperature = 0.7f;
+      r.sampler.seed = 50 + uint64_t(i);
     }
     rs.push_back(r);
   }
@@ -69,9 +70,8 @@ LookupObserved run(Scheduler& s, const std::vector<Request>& rs, std::vector<uin
         continue;
       }
       out.tokens[e.id].push_back(e.token);
-      if (e.drafted && e.source.kind != DraftSource::Kind::Mtp) {
-        EXPECT_TRUE(e.source.kind == DraftSource::Kind::PromptLookup ||
-                    e.source.kind == DraftSource::Kind::History);
+      if (e.drafted && !e.source.is(kMtpSource)) {
+        EXPECT_TRUE(e.source.is(kPromptSource) || e.source.is(kHistorySource));
         ++out.lookup_tokens;
       }
     }
@@ -82,7 +82,7 @@ LookupObserved run(Scheduler& s, const std::vector<Request>& rs, std::vector<uin
 }
 
 GenerateResult plain(const Target& t, const Request& r, int ctx) {
-  GenerateOptions go = r.gen;
+  GenerateOptions go = test::options_of(r);
   go.ctx = ctx;
   return generate(*t.model, nullptr, r.prompt, go, nullptr, nullptr, SpecOptions{});
 }
@@ -100,7 +100,9 @@ TEST(SchedulerLookups, OutputEqualsPlainGenerateAndLookupsAreAccepted) {
         so.ctx = 128;
         so.prefill_chunk = 5;
         so.adaptive = adaptive;
-        so.lookup_prompt = true;
+        if (with_drafter) so.sources.push_back(kMtpSource);
+        so.sources.push_back(kPromptSource);
+        so.sources.push_back(kHistorySource);
         so.history = std::make_shared<HistoryStore>(4, size_t(1) << 20);
         so.lookup.max_draft = 6;
         Scheduler s(*t.model, nullptr, with_drafter ? &d : nullptr, so, nullptr);
@@ -146,6 +148,7 @@ TEST(SchedulerLookups, HistoryLearnsFinishedSequencesOnly) {
   so.parallel = 2;
   so.ctx = 96;
   so.adaptive = false;
+  so.sources = {kHistorySource};
   so.history = std::make_shared<HistoryStore>(4, size_t(1) << 20);
   Scheduler s(*t.model, nullptr, nullptr, so, nullptr);
   std::vector<Request> rs = requests(2, 9);
@@ -173,7 +176,7 @@ TEST(SchedulerLookups, HistoryLearnsFinishedSequencesOnly) {
 TEST(SchedulerLookups, BadLookupOptionsAreRefused) {
   Target t = looping_target(13);
   SchedulerOptions so;
-  so.lookup_prompt = true;
+  so.sources = {kPromptSource};
   so.lookup.max_draft = 0;
   EXPECT_THROW(Scheduler(*t.model, nullptr, nullptr, so, nullptr), InputError);
 }
@@ -189,14 +192,18 @@ TEST(SchedulerLookups, AnArmLearnsTheDepthsPastTheOnesVerified) {
   for (int i = 0; i < 200; ++i) text.push_back(int32_t(3 + i % 11));
   LookupOptions o;
   o.max_draft = 8;
-  SeqLookups seq(true, o, nullptr);
-  LookupArms arms(o.ngram_max, o.max_draft);
-  SpecStats stats;
+  PromptLookup lookup(o);
+  SeqProposals seq;
+  SourceArms arms({o.ngram_max}, o.max_draft);
   std::vector<int32_t> committed(text.begin(), text.begin() + 30);
   int cls = -1;
   for (int step = 0; step < 20; ++step) {
     const size_t before = committed.size();
-    seq.propose(committed, 8, arms, stats);
+    SeqProposals::Proposal prop;
+    lookup.propose(committed, 8, prop.tokens);
+    prop.cls = lookup.last_class();
+    seq.proposals().assign(1, prop);
+    seq.choose(arms, 8);
     ASSERT_EQ(seq.best(), 0);
     const auto& p = seq.proposals()[0];
     ASSERT_EQ(p.tokens.size(), 8u);
@@ -205,7 +212,7 @@ TEST(SchedulerLookups, AnArmLearnsTheDepthsPastTheOnesVerified) {
     committed.insert(committed.end(), text.begin() + long(before), text.begin() + long(before) + 3);
     seq.judge(arms, 0, 2, 2, committed, before);
   }
-  const std::vector<double> est = arms.at(0, cls).estimate(8, LookupArms::kPrior);
+  const std::vector<double> est = arms.at(arms.arm(0, cls)).estimate(8, SourceArms::kPrior);
   EXPECT_GT(est[5], 0.5) << "depth 6 not learned past the verified depths";
   EXPECT_GT(est[7], 0.5);
 }

@@ -48,8 +48,8 @@ std::vector<Request> mixed_requests(int n, int vocab, bool with_drafter, uint64_
   for (int i = 0; i < n; ++i) {
     Request r;
     r.prompt = test::random_tokens(rng, 1 + int(rng() % 30), vocab);
-    r.gen.n_new = i == 3 ? 0 : 5 + int(rng() % 36);
-    if (i % 3 != 0) r.gen.sampler = coupled(0.6f + 0.2f * float(i % 4), 100 + uint64_t(i));
+    r.n_new = i == 3 ? 0 : 5 + int(rng() % 36);
+    if (i % 3 != 0) r.sampler = coupled(0.6f + 0.2f * float(i % 4), 100 + uint64_t(i));
     r.speculate = with_drafter && i % 4 != 1;
     r.draft_k = with_drafter ? 1 + i % 3 : 0;
     rs.push_back(r);
@@ -58,7 +58,7 @@ std::vector<Request> mixed_requests(int n, int vocab, bool with_drafter, uint64_
 }
 
 GenerateResult alone(const Target& t, const Request& r, int ctx, const drafter::Drafter* d) {
-  GenerateOptions go = r.gen;
+  GenerateOptions go = test::options_of(r);
   go.ctx = ctx;
   SpecOptions sp;
   if (d && r.speculate) {
@@ -96,7 +96,7 @@ void collect(Scheduler& s, SchedObserved& run) {
       v.push_back(e.token);
       if (e.drafted) {
         ++run.drafted[e.id];
-        EXPECT_EQ(e.source.kind, DraftSource::Kind::Mtp);
+        EXPECT_TRUE(e.source.is(kMtpSource));
         EXPECT_GE(e.source.module, 0);
       }
     } else {
@@ -185,7 +185,7 @@ TEST(Scheduler, IdentityCheckSeesAChangedSequence) {
   std::vector<Request> rs = mixed_requests(4, 12, false, 21);
   Scheduler s(*t.model, nullptr, nullptr, so, nullptr);
   std::vector<Request> changed = rs;
-  changed[1].gen.sampler = coupled(1.f, 999);
+  changed[1].sampler = coupled(1.f, 999);
   std::vector<uint64_t> ids;
   SchedObserved run = run_all(s, changed, 4, ids);
   EXPECT_NE(run.results[ids[1]]->token_ids, alone(t, rs[1], s.ctx(), nullptr).token_ids);
@@ -205,7 +205,7 @@ TEST(Scheduler, ContextLimitEndsWithContext) {
     std::vector<Request> rs(2);
     for (Request& r : rs) {
       r.prompt = test::random_tokens(rng, 10, 12);
-      r.gen.n_new = 100;
+      r.n_new = 100;
     }
     std::vector<uint64_t> ids;
     SchedObserved run = run_all(s, rs, 2, ids);
@@ -230,8 +230,8 @@ TEST(Scheduler, CancelFreesTheSlotAndOthersAreUnaffected) {
   std::vector<Request> rs(4);
   for (Request& r : rs) {
     r.prompt = test::random_tokens(rng, 5, 12);
-    r.gen.n_new = 60;
-    r.gen.sampler = coupled(0.8f, 3);
+    r.n_new = 60;
+    r.sampler = coupled(0.8f, 3);
   }
   std::vector<uint64_t> ids;
   for (const Request& r : rs) ids.push_back(s.submit(r));
@@ -293,7 +293,7 @@ TEST(Scheduler, BadRequestsAreRefused) {
   huge.parallel = 1 << 20;
   huge.ctx = 512;
   test::expect_error<InputError>([&] { Scheduler(*t.model, nullptr, &d, huge, nullptr); },
-                                 {"--parallel", "GiB"});
+                                 {"1048576 sequences", "GiB"});
 }
 
 // Background thread: per-token callbacks in order, Finish last, outputs
@@ -328,7 +328,7 @@ TEST(Scheduler, BackgroundThreadDeliversEveryTokenInOrder) {
   bgp = &bg;
   {
     std::lock_guard lk(mu);
-    rs[5].gen.n_new = 40;
+    rs[5].n_new = 40;
     for (const Request& r : rs) ids.push_back(bg.submit(r));
     to_cancel = ids[5];
   }
@@ -359,7 +359,7 @@ TEST(Scheduler, APricedOutDrafterIsProbed) {
   so.cost_reps = 0;
   Scheduler s(*t.model, nullptr, &d, so, nullptr);
   std::vector<Request> rs = mixed_requests(2, 12, true, 31);
-  for (Request& r : rs) r.gen.n_new = 120, r.speculate = true, r.draft_k = 2;
+  for (Request& r : rs) r.n_new = 120, r.speculate = true, r.draft_k = 2;
   std::vector<uint64_t> ids;
   SchedObserved run = run_all(s, rs, 2, ids);
   for (size_t i = 0; i < rs.size(); ++i) {
@@ -383,9 +383,9 @@ TEST(Scheduler, Stories260KTextAndStopsEqualGenerate) {
   for (int i = 0; i < 8; ++i) {
     Request r;
     r.prompt = tok->encode(prompts[i % 4], true);
-    r.gen.n_new = 30 + 10 * (i % 3);
-    if (i % 2) r.gen.sampler = coupled(0.8f, uint64_t(i));
-    if (i == 2) r.gen.stop = {"."};
+    r.n_new = 30 + 10 * (i % 3);
+    if (i % 2) r.sampler = coupled(0.8f, uint64_t(i));
+    if (i == 2) r.stop = {"."};
     r.speculate = i % 3 != 0;
     rs.push_back(r);
   }
@@ -410,7 +410,7 @@ TEST(Scheduler, Stories260KTextAndStopsEqualGenerate) {
   }
   for (size_t i = 0; i < rs.size(); ++i) {
     SCOPED_TRACE("request " + std::to_string(i));
-    GenerateOptions go = rs[i].gen;
+    GenerateOptions go = test::options_of(rs[i]);
     go.ctx = so.ctx;
     SpecOptions sp;
     if (rs[i].speculate) sp.drafter = &d;

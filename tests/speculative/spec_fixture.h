@@ -7,6 +7,7 @@
 
 #include "drafter/drafter.h"
 #include "model/forward.h"
+#include "speculative/scheduler/generate.h"
 
 namespace mtp::test {
 
@@ -23,5 +24,14 @@ Target load_target(const std::string& path, kernels::WeightType wt = kernels::We
 drafter::Drafter random_drafter(const Target& t, int K, uint64_t seed, int window = 0,
                                 std::vector<int32_t> draft_vocab = {},
                                 DType stored = DType::F32);
+
+// A request's settings as generate()'s options (n_new, sampling, stop strings).
+inline speculative::GenerateOptions options_of(const speculative::Request& r) {
+  speculative::GenerateOptions go;
+  go.n_new = r.n_new;
+  go.sampler = r.sampler;
+  go.stop = r.stop;
+  return go;
+}
 
 }  // namespace mtp::test

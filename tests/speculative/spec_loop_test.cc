@@ -59,7 +59,7 @@ class ScriptedVerifier : public Verifier {
 class ScriptedProposer : public ChainProposer {
  public:
   using Fn = std::function<void(std::span<const int32_t>, int, std::vector<int32_t>&)>;
-  explicit ScriptedProposer(Fn g) : ChainProposer(DraftSource::Kind::Scripted), g_(std::move(g)) {}
+  explicit ScriptedProposer(Fn g) : ChainProposer(kScriptedSource), g_(std::move(g)) {}
   void propose_chain(std::span<const int32_t> committed, int max_k,
                      std::vector<int32_t>& drafts) override {
     EXPECT_EQ(committed.size(), last_commit_size == 0 ? committed.size() : last_commit_size);
@@ -318,7 +318,7 @@ class TreeProposer : public Proposer {
       }
       int next = -1;
       for (int32_t t : kids) {
-        const int n = tree.push(t, parent, {DraftSource::Kind::Scripted, 0});
+        const int n = tree.push(t, parent, {kScriptedSource, 0});
         if (t == right && next < 0) next = n;
       }
       if (next < 0) break;  // the right token is not in the tree: nothing deeper can be accepted
@@ -370,7 +370,7 @@ TEST(SpecLoop, TreesReproduceTheSequentialStream) {
               drafting_cycles += c.drafts.empty() ? 0 : 1;
               DraftTree t;
               for (size_t i = 0; i < c.drafts.size(); ++i) {
-                t.push(c.drafts[i], c.parents[i], {DraftSource::Kind::Scripted, 0});
+                t.push(c.drafts[i], c.parents[i], {kScriptedSource, 0});
               }
               nodes += long(t.size());
               for (int d = 0; d < t.max_depth(); ++d) {
@@ -410,7 +410,7 @@ TEST(SpecLoop, TreesReproduceTheSequentialStream) {
 
 TEST(DraftTree, AcceptFollowsTheChosenChildAndNamesTheNextToken) {
   DraftTree t;
-  const DraftSource s{DraftSource::Kind::Scripted, 0};
+  const DraftOrigin s{kScriptedSource, 0};
   t.push(5, -1, s);  // 0
   t.push(6, -1, s);  // 1
   t.push(7, 1, s);   // 2
@@ -454,7 +454,7 @@ TEST(SpecLoop, TokenEventsCarryOriginsAndCanCancel) {
     std::vector<int32_t> ids;
     int drafted = 0, closes = 0;
     TokenSink sink(nullptr, {kEos}, 40, {}, nullptr, seq.back());
-    sink.set_token_callback([&](int32_t t, const DraftSource* src, std::string_view) {
+    sink.set_token_callback([&](int32_t t, const DraftOrigin* src, std::string_view) {
       if (t < 0) {
         ++closes;
         return true;
@@ -462,7 +462,7 @@ TEST(SpecLoop, TokenEventsCarryOriginsAndCanCancel) {
       ids.push_back(t);
       if (src) {
         ++drafted;
-        EXPECT_EQ(src->kind, DraftSource::Kind::Scripted);
+        EXPECT_TRUE(src->is(kScriptedSource));
       }
       return cancel_at == 0 || int(ids.size()) < cancel_at;
     });

@@ -198,8 +198,8 @@ long check_union_equals_plain(const Fixture& f, const drafter::Drafter* d, int n
   const auto& c = f.model->config();
   long lazy = 0;
   // A datastore from unrelated random text and one plain output per prompt set.
-  HistoryStore store(3, size_t(1) << 20);
-  for (int i = 0; i < 4; ++i) store.add(test::random_tokens(rng, 40, c.vocab));
+  auto store = std::make_shared<HistoryStore>(3, size_t(1) << 20);
+  for (int i = 0; i < 4; ++i) store->add(test::random_tokens(rng, 40, c.vocab));
   struct Config {
     const char* name;
     bool prompt, history, mtp, gate;
@@ -226,11 +226,12 @@ long check_union_equals_plain(const Fixture& f, const drafter::Drafter* d, int n
                                         << " " << cf.name);
         SpecOptions so;
         so.drafter = cf.mtp ? d : nullptr;
-        so.lookup_prompt = cf.prompt;
-        so.history = cf.history ? &store : nullptr;
+        if (cf.mtp) so.sources.push_back(kMtpSource);
+        if (cf.prompt) so.sources.push_back(kPromptSource);
+        if (cf.history) so.sources.push_back(kHistorySource);
+        so.history = cf.history ? store : nullptr;
         so.lookup.max_draft = 5;
         so.gate = cf.gate;
-        so.gate_options.probe_every = 3;  // probe often: exercise the lazy catch-up
         so.record_trace = true;
         GenerateResult spec = generate(*f.model, nullptr, prompt, o, nullptr, nullptr, so);
         EXPECT_EQ(spec.token_ids, plain.token_ids);
@@ -241,7 +242,7 @@ long check_union_equals_plain(const Fixture& f, const drafter::Drafter* d, int n
         drafter::TeacherForced tf = drafter::teacher_forced(*f.model, *d, seq, nullptr);
         bool prev_mtp = true;
         for (const CycleTrace& cyc : spec.trace) {
-          const bool is_mtp = !cyc.source.empty() && cyc.source[0].kind == DraftSource::Kind::Mtp;
+          const bool is_mtp = !cyc.source.empty() && cyc.source[0].is(kMtpSource);
           if (is_mtp && !prev_mtp) ++lazy;
           prev_mtp = is_mtp;
           if (!is_mtp) continue;
@@ -253,7 +254,7 @@ long check_union_equals_plain(const Fixture& f, const drafter::Drafter* d, int n
           }
         }
       }
-      store.add(plain.token_ids);  // later prompts see earlier outputs
+      store->add(plain.token_ids);  // later prompts see earlier outputs
      }
     }
   }

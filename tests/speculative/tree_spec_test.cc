@@ -1,4 +1,4 @@
-// Draft trees end to end (tree_shape.h, mtp_tree.cc, tree verify):
+// Draft trees end to end (tree_shape.h, mtp_source.cc, tree verify):
 // - speculative output with static, budgeted and auto trees == plain output,
 //   token for token, greedy and coupled sampling, on random models of several
 //   families (a sliding window shorter than the generation) and stories260K;
@@ -20,7 +20,7 @@
 #include "drafter/teacher_forced.h"
 #include "model_util.h"
 #include "speculative/scheduler/generate.h"
-#include "speculative/sources/mtp_proposer.h"
+#include "speculative/sources/mtp_source.h"
 #include "speculative/policy/tree_shape.h"
 #include "spec_fixture.h"
 #include "test_util.h"
@@ -199,7 +199,7 @@ TEST(Trees, Stories260KMatchesPlain) {
 // A sampled (T > 0) tree in rejection mode is refused with a clear message;
 // at T = 0 rejection mode is greedy and trees run.
 // A module the trees have not reached for longer than one call holds catches
-// up on its own call before its tree rows (mtp_tree.cc): after 80 cycles of
+// up on its own call before its tree rows (mtp_source.cc): after 80 cycles of
 // depth-1 trees, a depth-3 tree equals that of a proposer that drafted depth-3
 // trees all along (its modules caught up inside their drafting calls).
 TEST(Trees, AModuleLeftBehindCatchesUpBeforeItsTreeRows) {
@@ -214,21 +214,27 @@ TEST(Trees, AModuleLeftBehindCatchesUpBeforeItsTreeRows) {
   std::vector<float> lg(size_t(c.vocab));
   ta.prefill({seq.data(), size_t(P)}, lg.data());
   tb.prefill({seq.data(), size_t(P)}, lg.data());
-  MtpProposer a(d, ta, 0.f), b(d, tb, 0.f);
-  a.set_tree(TreeOptions::parse("1"));
-  b.set_tree(TreeOptions::parse("1,1,1"));
-  a.prefill({seq.data(), size_t(P)});
-  b.prefill({seq.data(), size_t(P)});
+  MtpSource a(*f.model, d, 1, 128), b(*f.model, d, 1, 128);
+  Sampler sampler{SamplerOptions{}};
+  const TreeOptions shallow = TreeOptions::parse("1"), deep = TreeOptions::parse("1,1,1");
+  auto propose = [&](MtpSource& src, const TargetSession& t, std::span<const int32_t> committed,
+                     const TreeOptions& shape, DraftTree& out) {
+    ProposeJob j;
+    j.committed = committed;
+    j.target = &t;
+    j.max_len = 3;
+    j.tree = &shape;
+    j.sampler = &sampler;
+    j.out = &out;
+    src.propose({&j, 1});
+  };
   DraftTree tree_a, tree_b;
   for (int N = P + 1; N <= last; ++N) {  // N committed, N - 1 forwarded
     const std::span<const int32_t> committed(seq.data(), size_t(N));
-    if (N == last) a.set_tree(TreeOptions::parse("1,1,1"));
-    a.propose(committed, 3, tree_a);
-    b.propose(committed, 3, tree_b);
+    propose(a, ta, committed, N == last ? deep : shallow, tree_a);
+    propose(b, tb, committed, deep, tree_b);
     if (N == last) break;
     for (TargetSession* t : {&ta, &tb}) t->forward({seq.data() + N - 1, 1}, lg.data());
-    a.commit({seq.data(), size_t(N + 1)});
-    b.commit({seq.data(), size_t(N + 1)});
   }
   ASSERT_EQ(tree_b.size(), 3u);
   EXPECT_EQ(tree_a.token, tree_b.token);
@@ -247,14 +253,14 @@ TEST(Trees, RejectionSamplingRefusesTrees) {
   so.tree = TreeOptions::parse("2,2");
   so.mode = SpecSampling::Rejection;
   test::expect_error<InputError>([&] { generate(*f.model, nullptr, {1, 5}, o, nullptr, nullptr, so); },
-                                 {"--tree needs --spec-sampling coupled"});
+                                 {"draft trees need coupled sampling"});
   o.sampler.temperature = 0.f;
   GenerateResult plain = generate(*f.model, nullptr, {1, 5}, o, nullptr);
   EXPECT_EQ(generate(*f.model, nullptr, {1, 5}, o, nullptr, nullptr, so).token_ids, plain.token_ids);
   so.tree = TreeOptions::parse("2,2,2");  // deeper than K = 2
   so.mode = SpecSampling::Coupled;
   test::expect_error<InputError>([&] { generate(*f.model, nullptr, {1, 5}, o, nullptr, nullptr, so); },
-                                 {"--tree 2,2,2 is 3 deep", "K = 2"});
+                                 {"2,2,2 is 3 deep", "at most 2"});
 }
 
 TEST(TreeShape, ParsesAndRefuses) {

@@ -6,17 +6,6 @@
 
 namespace mtp::speculative {
 
-const char* DraftSource::kind_name(Kind k) {
-  switch (k) {
-    case Kind::Mtp: return "mtp";
-    case Kind::PromptLookup: return "prompt";
-    case Kind::History: return "history";
-    case Kind::Oracle: return "oracle";
-    case Kind::Scripted: return "scripted";
-  }
-  return "?";
-}
-
 void DraftTree::clear() {
   token.clear();
   parent.clear();
@@ -24,7 +13,7 @@ void DraftTree::clear() {
   dist.clear();
 }
 
-int DraftTree::push(int32_t tok, int p, DraftSource src) {
+int DraftTree::push(int32_t tok, int p, DraftOrigin src) {
   MTP_CHECK(p >= -1 && p < int(size()), "draft tree parent {} of node {} does not exist", p,
             size());
   token.push_back(tok);
@@ -33,11 +22,9 @@ int DraftTree::push(int32_t tok, int p, DraftSource src) {
   return int(size()) - 1;
 }
 
-void DraftTree::assign_chain(std::span<const int32_t> tokens, DraftSource::Kind kind) {
+void DraftTree::assign_chain(std::span<const int32_t> tokens, const char* source) {
   clear();
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    push(tokens[i], int(i) - 1, {kind, kind == DraftSource::Kind::Mtp ? int(i) : 0});
-  }
+  for (size_t i = 0; i < tokens.size(); ++i) push(tokens[i], int(i) - 1, {source, int(i)});
 }
 
 bool DraftTree::is_chain() const {

@@ -18,27 +18,38 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "speculative/cycle/sampler.h"
 
 namespace mtp::speculative {
 
+// Names of the built-in draft sources (sources/draft_source.h registers
+// them) and of the harnesses that propose without a source object (the drift
+// harness's oracle, the tests' scripted drafts): the keys of
+// SpecStats::sources and of --json.
+inline constexpr const char* kMtpSource = "mtp";
+inline constexpr const char* kPromptSource = "prompt";
+inline constexpr const char* kHistorySource = "history";
+inline constexpr const char* kOracleSource = "oracle";
+inline constexpr const char* kScriptedSource = "scripted";
+
 // Who proposed a drafted token: the per-source counters (SpecStats::sources),
-// the union's gates and the server's colouring read it.
-struct DraftSource {
-  enum class Kind : uint8_t { Mtp, PromptLookup, History, Oracle, Scripted };
-  Kind kind = Kind::Mtp;
-  int module = 0;  // MTP module k (0 for the other kinds)
-  // "mtp", "prompt", "history", "oracle", "scripted" (JSON keys).
-  static const char* kind_name(Kind k);
-  const char* name() const { return kind_name(kind); }
+// the policy's arms and the server's colouring read it. `source` is a
+// registered source's name (the registry keeps every name for the life of the
+// process) or one of the names above: static storage, never freed.
+struct DraftOrigin {
+  const char* source = kMtpSource;
+  int module = 0;  // the depth that proposed it: MTP module k (a chain's node k)
+  const char* name() const { return source; }
+  bool is(std::string_view n) const { return n == source; }
 };
 
 struct DraftTree {
   std::vector<int32_t> token;
   std::vector<int32_t> parent;  // -1 = the root
-  std::vector<DraftSource> source;
+  std::vector<DraftOrigin> source;
   // Rejection sampling only: the distribution q each node was sampled from
   // (empty otherwise), for the min(1, p/q) test.
   std::vector<TokenDist> dist;
@@ -47,9 +58,9 @@ struct DraftTree {
   bool empty() const { return token.empty(); }
   void clear();
   // Appends a node under `parent` (-1 = root, else an existing node): its index.
-  int push(int32_t tok, int parent, DraftSource src);
-  // A chain of `tokens`; node i gets source {kind, module = i} for MTP.
-  void assign_chain(std::span<const int32_t> tokens, DraftSource::Kind kind);
+  int push(int32_t tok, int parent, DraftOrigin src);
+  // A chain of `tokens` from `source`; node i gets {source, module = i}.
+  void assign_chain(std::span<const int32_t> tokens, const char* source);
   bool is_chain() const;  // parent[i] == i - 1 for every node
   int depth(size_t i) const;
   int max_depth() const;

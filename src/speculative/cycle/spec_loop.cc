@@ -5,6 +5,8 @@
 #include <numeric>
 #include <nlohmann/json.hpp>
 
+#include <fmt/core.h>
+
 #include "core/error.h"
 
 namespace mtp::speculative {
@@ -23,7 +25,7 @@ std::vector<double> ratios(const std::vector<long>& num, const std::vector<long>
 void ChainProposer::propose(std::span<const int32_t> committed, int max_k, DraftTree& tree) {
   drafts_.clear();
   propose_chain(committed, max_k, drafts_);
-  tree.assign_chain(drafts_, kind_);
+  tree.assign_chain(drafts_, source_);
 }
 
 void DepthCounts::resize(size_t n) {
@@ -101,6 +103,17 @@ nlohmann::json SpecStats::to_json() const {
           {"time_module_s", time_module_s}};
 }
 
+nlohmann::json CycleTrace::to_json() const {
+  nlohmann::json src = nlohmann::json::array(), props = nlohmann::json::array();
+  for (const DraftOrigin& o : source) src.push_back(fmt::format("{}{}", o.source, o.is(kMtpSource) ? std::to_string(o.module) : ""));
+  for (const Proposal& p : proposals) {
+    props.push_back({{"source", p.source}, {"evidence", p.evidence}, {"tokens", p.tokens}});
+  }
+  return {{"seq", id},          {"committed", n_committed}, {"proposals", props},
+          {"tree", {{"tokens", drafts}, {"parents", parents}, {"sources", src}, {"scores", scores}}},
+          {"choices", choices}, {"accepted", accepted},     {"accepted_nodes", accepted_nodes}};
+}
+
 SpecSequence::SpecSequence(Proposer& proposer, std::vector<int32_t>& committed, TokenSink& sink,
                            int max_k, int ctx, SpecStats& stats, std::vector<CycleTrace>* trace)
     : proposer_(proposer), committed_(committed), sink_(sink), max_k_(max_k), ctx_(ctx),
@@ -141,8 +154,8 @@ const DraftTree& SpecSequence::draft(int max_k) {
       DepthCounts& c = stats_.sources[tree_.source[i].name()];
       ++c.proposed;
       const bool first = std::none_of(tree_.source.begin(), tree_.source.begin() + long(i),
-                                      [&](const DraftSource& x) {
-                                        return x.kind == tree_.source[i].kind;
+                                      [&](const DraftOrigin& x) {
+                                        return x.is(tree_.source[i].source);
                                       });
       if (first) ++c.chosen;
     }
@@ -179,7 +192,14 @@ void SpecSequence::accept(std::span<const int32_t> choices) {
     }
   }
   if (trace_) {
-    trace_->push_back({int(committed_.size()), tree_.token, tree_.parent, acc_.nodes, a, tree_.source});
+    CycleTrace& t = trace_->emplace_back();
+    t.n_committed = int(committed_.size());
+    t.drafts = tree_.token;
+    t.parents = tree_.parent;
+    t.source = tree_.source;
+    t.choices.assign(choices.begin(), choices.end());
+    t.accepted_nodes = acc_.nodes;
+    t.accepted = a;
   }
   // Emit the accepted path, then the target's own token; stop at the first
   // token that ends generation.

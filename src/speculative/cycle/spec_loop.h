@@ -65,16 +65,16 @@ class Proposer {
 };
 
 // A proposer of chains: implement propose_chain; its drafts become a chain
-// tree attributed to `kind` (MTP: node i to module i).
+// tree attributed to `source` (node i to {source, i}).
 class ChainProposer : public Proposer {
  public:
-  explicit ChainProposer(DraftSource::Kind kind) : kind_(kind) {}
+  explicit ChainProposer(const char* source) : source_(source) {}
   virtual void propose_chain(std::span<const int32_t> committed, int max_k,
                              std::vector<int32_t>& drafts) = 0;
   void propose(std::span<const int32_t> committed, int max_k, DraftTree& tree) final;
 
  private:
-  DraftSource::Kind kind_;
+  const char* source_;
   std::vector<int32_t> drafts_;
 };
 
@@ -101,7 +101,7 @@ struct SpecStats {
   long nodes = 0;              // draft nodes verified (a chain: its length)
   double time_draft_s = 0, time_verify_s = 0, time_other_s = 0;
   std::vector<double> time_module_s;  // [k]: drafter module k's forwards (when known)
-  // Per source (DraftSource::name()): its nodes verified / accepted by depth.
+  // Per source (DraftOrigin::name()): its nodes verified / accepted by depth.
   std::map<std::string, DepthCounts> sources;
   // [a]: cycles whose accepted path had a nodes.
   std::vector<long> accepted_length_hist;
@@ -118,14 +118,29 @@ struct SpecStats {
   nlohmann::json to_json() const;
 };
 
-// One cycle's record, for the live ≡ teacher-forced check and debugging.
+// One cycle's record: the live ≡ teacher-forced check, the tests, and
+// `--trace FILE` (one JSON line per cycle per sequence, to_json(); the
+// engine fills what the cycle does not know). docs/SEMANTICS.md, "Trace".
 struct CycleTrace {
+  uint64_t id = 0;                // the sequence (request id; 0 outside the engine)
   int n_committed = 0;            // N at the start of the cycle
-  std::vector<int32_t> drafts;    // the tree's tokens (a chain: d_0 .. d_{k-1})
+  std::vector<int32_t> drafts;    // the verified tree's tokens (a chain: d_0 .. d_{k-1})
   std::vector<int32_t> parents;   // the tree's parents
+  std::vector<DraftOrigin> source;  // the tree's sources
+  std::vector<float> scores;      // per node: its source's score (a model source: the
+                                  // largest logit of the row that drafted it); may be empty
+  std::vector<int32_t> choices;   // the target's: after the root, then after each node
   std::vector<int32_t> accepted_nodes;
   int accepted = 0;               // a = accepted_nodes.size()
-  std::vector<DraftSource> source;  // the tree's sources
+  // Every proposal of the cycle, verified or not (the free sources propose
+  // every cycle): its source, evidence class and tokens.
+  struct Proposal {
+    const char* source = "";
+    int evidence = 0;
+    std::vector<int32_t> tokens;
+  };
+  std::vector<Proposal> proposals;
+  nlohmann::json to_json() const;
 };
 
 // One sequence's speculative generation, a cycle at a time. Stats and trace

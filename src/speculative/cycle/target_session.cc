@@ -77,6 +77,12 @@ void TargetSession::forward_tree(int32_t root, std::span<const int32_t> tree_tok
   std::copy_n(tree_hidden_.data(), d, hidden_row(base));
 }
 
+void TargetSession::hold_tree(const float* hidden_rows, size_t rows) {
+  const size_t d = size_t(m_.config().d_model);
+  tree_hidden_.assign(hidden_rows, hidden_rows + rows * d);
+  std::copy_n(tree_hidden_.data(), d, hidden_row(forwarded() - 1));
+}
+
 void TargetSession::commit_tree(std::span<const int32_t> path) {
   const int base = forwarded();
   kv_->commit_tree(seq_, path);
@@ -95,9 +101,7 @@ void TargetVerifier::verify(std::span<const int32_t> committed, const DraftTree&
             committed.size() - 1);
   const size_t V = s_.model().config().vocab;
   logits_.resize((tree.size() + 1) * V);
-  tree_held_ = !tree.is_chain();
-  tree_base_ = int(committed.size());
-  if (tree_held_) {
+  if (!tree.is_chain()) {
     s_.forward_tree(committed.back(), tree.token, tree.parent, logits_.data());
   } else {
     tokens_.assign(1, committed.back());
@@ -113,7 +117,9 @@ void TargetVerifier::choose_all(std::span<const int32_t> committed, const DraftT
   const size_t V = s_.model().config().vocab;
   const int64_t n = int64_t(committed.size());
   choices.resize(tree.size() + 1);
-  if (!tree.is_chain()) {
+  tree_held_ = !tree.is_chain();  // commit() keeps the accepted path
+  tree_base_ = int(committed.size());
+  if (tree_held_) {
     if (mode_ == SpecSampling::Rejection && !sampler_.greedy()) {
       fail<InputError>("draft trees are verified at temperature 0 or with coupled sampling; "
                        "rejection sampling verifies chains only");

@@ -47,6 +47,11 @@ class TargetSession {
   // forwarded positions — K/V and capture hidden moved into place, bit copies —
   // and drops the other nodes.
   void commit_tree(std::span<const int32_t> path);
+  // For the owner of a shared cache that forwarded a tree itself ([root,
+  // nodes...] as forward_tree lays them out, in a call with other sequences'
+  // rows): the capture hidden of those rows ([1 + nodes, d]); the root becomes
+  // a forwarded position and the nodes are held until commit_tree.
+  void hold_tree(const float* hidden_rows, size_t rows);
   // Rolls back to n forwarded positions.
   void truncate(int n) { kv_->truncate(seq_, n); }
   // Capture hidden of position pos (< forwarded()), [d].

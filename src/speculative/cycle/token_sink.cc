@@ -65,7 +65,7 @@ void TokenSink::emit(const std::string& s) {
   if (!s.empty() && on_text_) on_text_(s);
 }
 
-bool TokenSink::push(int32_t token, const DraftSource* drafted) {
+bool TokenSink::push(int32_t token, const DraftOrigin* drafted) {
   if (done()) return false;
   if (std::binary_search(stop_ids_.begin(), stop_ids_.end(), token)) {
     finish_reason_ = "eos";

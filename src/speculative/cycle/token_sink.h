@@ -27,7 +27,7 @@ using TextCallback = std::function<void(std::string_view)>;
 // while held back); once more at close() with id -1 and the held-back rest.
 // Returning false cancels generation (finish "cancelled").
 using TokenCallback =
-    std::function<bool(int32_t token, const DraftSource* drafted, std::string_view text)>;
+    std::function<bool(int32_t token, const DraftOrigin* drafted, std::string_view text)>;
 
 // Holds back streamed text until no stop string can start in it.
 class StopStringFilter {
@@ -56,7 +56,7 @@ class TokenSink {
   // was a stop token, or it completed n_new / a stop string, or finish() was
   // called); tokens offered after the end are ignored.
   // drafted: the source when the token is an accepted draft (for on_token).
-  bool push(int32_t token, const DraftSource* drafted = nullptr);
+  bool push(int32_t token, const DraftOrigin* drafted = nullptr);
   void set_token_callback(TokenCallback f) { on_token_ = std::move(f); }
   // Ends generation for a reason the sink cannot see (e.g. "context").
   void finish(const char* reason);

@@ -1,6 +1,7 @@
 #include "speculative/policy/tree_shape.h"
 
 #include <algorithm>
+#include <memory>
 #include <chrono>
 #include <cstdlib>
 
@@ -335,5 +336,18 @@ void TreeChooser::observe(const std::vector<int>& used, const std::vector<int>& 
 }
 
 void TreeChooser::observe_module(int rows, double seconds) { modules_.observe(rows, seconds); }
+
+TreeChooser make_tree_chooser(const model::Model& m, const TreeOptions& t, int draft_k,
+                              ThreadPool* pool) {
+  // The target's m(q) at q = 1..4 up front (a 16-row prefill and ~5
+  // decodes); larger verifies are timed when a choice first needs them
+  // (TreeChooser's timer), so a target where chains win never times the
+  // 16..33-row forwards (~20 decodes of start-up on a memory-bound target).
+  auto timer = std::make_shared<ForwardTimer>(m, 1 + t.max_nodes, pool);
+  CostCurve curve = forward_cost_curve(*timer, 4, 0, 1.0 + draft_k);
+  const double decode_s = curve(1);
+  return TreeChooser(std::move(curve), decode_s, draft_k, t.max_nodes,
+                     [timer](int q) { return timer->seconds(q); });
+}
 
 }  // namespace mtp::speculative

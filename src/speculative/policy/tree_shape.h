@@ -170,4 +170,10 @@ class TreeChooser {
   int since_ = 0, choices_ = 0;
 };
 
+// --tree auto's chooser for a drafter of draft length draft_k: times the
+// target's m(q) at q = 1..4 now and larger q (up to 1 + t.max_nodes) when a
+// choice first needs them (TreeChooser's timer).
+TreeChooser make_tree_chooser(const model::Model& m, const TreeOptions& t, int draft_k,
+                              ThreadPool* pool);
+
 }  // namespace mtp::speculative

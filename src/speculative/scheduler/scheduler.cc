@@ -5,51 +5,28 @@
 #include <cstring>
 #include <functional>
 
+#include <fmt/ranges.h>
+
 #include "core/error.h"
 #include "core/memory_headroom.h"
-#include "drafter/mtp_runner.h"
-#include "speculative/sources/mtp_chains.h"
+#include "speculative/policy/forward_timing.h"
+#include "speculative/sources/mtp_source.h"
 #include "speculative/scheduler/scheduler_seq.h"
 
 namespace mtp::speculative {
 
 using scheduler_detail::Clock;
-using scheduler_detail::kMaxLookupDraft;
-using scheduler_detail::mtp_depth0;
+using scheduler_detail::depth0;
+using scheduler_detail::kMaxFreeDraft;
 using scheduler_detail::seconds;
 
 namespace {
 double now_s() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
 
-// Median seconds of one forward of drafter module 0 over q rows with one
-// logits row (draft_budget.h: a deeper draft is one such call with few rows;
-// a catch-up one with many).
-double module_seconds(const model::Model& m, const drafter::Drafter& d, int q, ThreadPool* pool) {
-  drafter::MtpRunner runner(m, d, 1, q + 1, std::max(q, 1));
-  const size_t D = size_t(m.config().d_model);
-  std::vector<float> h_in(size_t(q) * D, 0.1f), h_out(size_t(q) * D);
-  std::vector<float> logits(size_t(q) * runner.logits_width());
-  std::vector<uint8_t> mask(size_t(q), 0);
-  mask.back() = 1;
-  std::vector<model::Row> rows;
-  for (int i = 0; i < q; ++i) rows.push_back({0, i, int32_t((3 + i) % m.config().vocab)});
-  std::vector<double> t;
-  for (int r = 0; r < 7; ++r) {
-    const auto t0 = Clock::now();
-    runner.forward(0, rows, h_in.data(), h_out.data(), logits.data(), mask.data(), pool);
-    t.push_back(seconds(t0, Clock::now()));
-    runner.kv(0).truncate(0, 0);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-}  // namespace
-
-namespace {
-// Positions per slot: --ctx (0: min(model maximum, 2048)), refused when all
-// slots' target K/V and capture hidden — and, with a drafter, its modules'
-// K/V and outputs (allocated for every slot at start) — would not fit in
-// available memory.
+// Positions per slot: the requested context (0: min(model maximum, 2048)),
+// refused when all slots' target K/V and capture hidden — and, with a
+// drafter, its modules' K/V and outputs (allocated for every slot at start)
+// — would not fit in available memory.
 int slot_ctx(const model::ModelConfig& c, const SchedulerOptions& opt,
              const drafter::Drafter* d) {
   const int ctx = resolve_ctx(c, opt.ctx > 0 ? opt.ctx : std::min(c.max_position, 2048));
@@ -62,46 +39,122 @@ int slot_ctx(const model::ModelConfig& c, const SchedulerOptions& opt,
   const double need = per_pos * ctx * std::max(1, opt.parallel);
   const MemoryHeadroom room = memory_headroom();
   if (room.known() && need > room.bytes) {
-    fail<InputError>("--parallel {} x --ctx {} needs {:.2f} GiB for the KV caches; {} is available",
-                     opt.parallel, ctx, need / (1ull << 30), room.describe());
+    fail<InputError>("{} sequences x {} positions need {:.2f} GiB for the KV caches; {} is "
+                     "available", opt.parallel, ctx, need / (1ull << 30), room.describe());
   }
   return ctx;
+}
+
+// The sources to make: as given, or the drafter alone.
+std::vector<std::string> source_names(const SchedulerOptions& opt, const drafter::Drafter* d) {
+  if (!opt.sources.empty()) return opt.sources;
+  if (d) return {kMtpSource};
+  return {};
+}
+
+// Rows of one sequence in one forward: a prefill chunk, or a verify of the
+// longest draft (a chain's length, a tree's nodes) and its root.
+int rows_per_seq(const SchedulerOptions& opt, int longest, int tree_nodes) {
+  return std::max({opt.prefill_chunk, longest + 1, tree_nodes + 1});
+}
+
+// A tree shape's nodes at most (auto and budget: max_nodes or the budget).
+int tree_nodes(const TreeOptions& t) {
+  switch (t.kind) {
+    case TreeOptions::Kind::Chain: return 0;
+    case TreeOptions::Kind::Static: return TreeOptions::nodes(t.widths);
+    case TreeOptions::Kind::Budget: return t.budget;
+    case TreeOptions::Kind::Auto: return t.max_nodes;
+  }
+  return 0;
 }
 }  // namespace
 
 Scheduler::Scheduler(const model::Model& m, const io::Tokenizer* tok,
                      const drafter::Drafter* drafter, const SchedulerOptions& opt, ThreadPool* pool)
-    : m_(m), tok_(tok), drafter_(drafter), opt_(opt), pool_(pool),
-      ctx_(slot_ctx(m.config(), opt, drafter)),
-      kv_(m.config(), std::max(1, opt.parallel), ctx_,
-          std::max({opt.prefill_chunk, (drafter ? drafter->config().K : 0) + 1,
-                    opt.has_lookups() ? std::min(opt.lookup.max_draft, kMaxLookupDraft) + 1 : 0}),
-          /*tree_slots=*/0) {  // the scheduler verifies chains
-  if (opt.parallel < 1) fail<InputError>("--parallel must be >= 1, got {}", opt.parallel);
-  if (opt.prefill_chunk < 1 || opt.prefill_chunk > 64) {
-    fail<InputError>("the prefill chunk must be in 1..64, got {}", opt.prefill_chunk);
-  }
-  if (opt_.max_rows <= 0) opt_.max_rows = std::max(64, opt.parallel * 16);
-  slots_.resize(size_t(opt.parallel));
-  if (drafter_) chains_.emplace(m, *drafter_, opt.parallel, ctx_);
-  if (opt_.has_lookups()) {
-    opt_.lookup.validate();
-    const int classes = std::max(opt_.lookup.ngram_max, opt_.history ? opt_.history->ngram_max() : 0);
-    arms_ = LookupArms(classes, std::min(opt_.lookup.max_draft, kMaxLookupDraft));
-  }
-  if (drafter_ && opt_.adaptive) {
-    // Up to the rows the decode and verify rows of every slot can take (and a
-    // little prefill): a big model's 64-row forward is dear to time.
-    const int q_curve = std::min({opt_.max_rows, 64, opt.parallel * (drafter->config().K + 1) + 8});
-    cost_ = forward_cost_curve(m, q_curve, opt_.cost_reps, pool);
-    module_s_ = module_seconds(m, *drafter_, 2, pool);
-    module_row_s_ = std::max(0.0, (module_seconds(m, *drafter_, 34, pool) - module_s_) / 32);
-  } else if (opt_.has_lookups() && opt_.adaptive) {
-    const int q_curve = std::min({opt_.max_rows, 64, opt.parallel * 9 + 8});
+    : m_(m), tok_(tok), opt_(opt), pool_(pool), ctx_(slot_ctx(m.config(), opt, drafter)),
+      kv_(init(drafter)) {
+  const int nodes = tree_nodes(opt_.tree);
+  slots_.resize(size_t(opt_.parallel));
+  if (opt_.cost) {
+    cost_ = *opt_.cost;
+  } else if (speculates() && opt_.adaptive) {
+    // Up to the rows the verify rows of every slot can take (and a little
+    // prefill): a big model's 64-row forward is dear to time.
+    const int per_seq = std::max(priced_ ? priced_len() + 1 : 0, free_.empty() ? 0 : 9);
+    const int q_curve = std::min({opt_.max_rows, 64, opt_.parallel * std::max(per_seq, nodes + 1) + 8});
     cost_ = forward_cost_curve(m, q_curve, opt_.cost_reps, pool);
   } else {
     cost_ = CostCurve({{1, 1.0}});
   }
+  if (priced_ && opt_.adaptive) priced_cost_ = priced_->measure_cost(pool);
+  if (opt_.tree.kind == TreeOptions::Kind::Auto) {
+    chooser_.emplace(make_tree_chooser(m, opt_.tree, priced_len(), pool));
+    priced_->on_call = [this](int, int rows, double s) { chooser_->observe_module(rows, s); };
+  }
+}
+
+model::KVCache Scheduler::init(const drafter::Drafter* drafter) {
+  if (opt_.parallel < 1) fail<InputError>("the number of slots must be >= 1, got {}", opt_.parallel);
+  if (opt_.prefill_chunk < 1 || opt_.prefill_chunk > 64) {
+    fail<InputError>("the prefill chunk must be in 1..64, got {}", opt_.prefill_chunk);
+  }
+  if (opt_.max_rows <= 0) opt_.max_rows = std::max(64, opt_.parallel * 16);
+  make_sources(drafter);
+  return m_.make_cache(opt_.parallel, ctx_,
+                       rows_per_seq(opt_, max_len_, tree_nodes(opt_.tree)),
+                       opt_.tree.is_tree() ? -1 : 0);
+}
+
+void Scheduler::make_sources(const drafter::Drafter* drafter) {
+  SourceContext c;
+  c.draft_k = opt_.draft_k;
+  c.target = &m_;
+  c.drafter = drafter;
+  c.slots = opt_.parallel;
+  c.ctx = ctx_;
+  c.lookup = opt_.lookup;
+  c.history = opt_.history;
+  std::vector<int> classes;
+  for (const std::string& name : source_names(opt_, drafter)) {
+    for (const auto& s : sources_) {
+      if (name == s->name()) fail<InputError>("the draft source '{}' is named twice", name);
+    }
+    std::unique_ptr<DraftSource> s = make_draft_source(name, c);
+    if (s->capture() != Capture::Tokens && s->capture() != Capture::PreNormHidden) {
+      fail<InputError>("the draft source '{}' reads the target's {}, which this engine does not "
+                       "capture", name, capture_name(s->capture()));
+    }
+    if (s->pricing() == Pricing::Priced) {
+      if (priced_) {
+        fail<InputError>("draft sources '{}' and '{}' both run models; at most one may",
+                         priced_->name(), name);
+      }
+      priced_ = s.get();
+    } else {
+      free_.push_back(s.get());
+      classes.push_back(s->classes());
+    }
+    max_len_ = std::max(max_len_, std::min(s->max_len(), s->pricing() == Pricing::Free
+                                                             ? kMaxFreeDraft
+                                                             : s->max_len()));
+    sources_.push_back(std::move(s));
+  }
+  if (opt_.tree.is_tree()) {
+    if (!priced_ || !priced_->trees()) {
+      fail<InputError>("draft trees ({}) need a draft source that proposes trees (mtp); the "
+                       "sources are: {}", opt_.tree.describe(), source_names(opt_, drafter).empty()
+                           ? std::string("none") : fmt::format("{}", fmt::join(source_names(opt_, drafter), ", ")));
+    }
+    if (!m_.verifies_trees()) {
+      fail<InputError>("this target cannot verify draft trees (a layer keeps recurrent state)");
+    }
+    if (opt_.tree.kind == TreeOptions::Kind::Static && opt_.tree.depth() > priced_->max_len()) {
+      fail<InputError>("the draft tree {} is {} deep; the drafter drafts at most {} (one module "
+                       "per depth)", opt_.tree.describe(), opt_.tree.depth(), priced_->max_len());
+    }
+  }
+  arms_ = SourceArms(classes, std::min(max_len_, kMaxFreeDraft));
 }
 
 Scheduler::~Scheduler() = default;
@@ -109,9 +162,9 @@ Scheduler::~Scheduler() = default;
 size_t Scheduler::kv_bytes() const {
   const size_t D = size_t(m_.config().d_model);
   size_t per_slot = size_t(ctx_) * D * sizeof(float);  // capture hidden
-  if (drafter_) {
-    const int K = drafter_->config().K;
-    model::KVCache one(drafter_->block_config(), 1, ctx_, 64);
+  if (const auto* mtp = dynamic_cast<const MtpSource*>(priced_)) {
+    const int K = mtp->drafter().config().K;
+    model::KVCache one(mtp->drafter().block_config(), 1, ctx_, 64);
     per_slot += size_t(K) * (one.bytes() + size_t(ctx_) * D * sizeof(float));
   }
   return kv_.bytes() + size_t(opt_.parallel) * per_slot;
@@ -120,9 +173,10 @@ size_t Scheduler::kv_bytes() const {
 uint64_t Scheduler::submit(Request r) {
   if (r.prompt.empty()) fail<InputError>("request: the prompt is empty");
   if (int(r.prompt.size()) >= ctx_) {
-    fail<InputError>("request: the prompt is {} tokens; the context is {} ({}), which leaves "
-                     "no room to generate", r.prompt.size(), ctx_,
-                     opt_.ctx > 0 ? "--ctx" : "the model's maximum, or what --parallel sequences fit in memory");
+    fail<InputError>("request: the prompt is {} tokens; the context is {} positions ({}), which "
+                     "leaves no room to generate", r.prompt.size(), ctx_,
+                     opt_.ctx > 0 ? "as requested"
+                                  : "the model's maximum, or what the sequences fit in memory");
   }
   for (int32_t t : r.prompt) {
     if (t < 0 || t >= m_.config().vocab) {
@@ -130,17 +184,19 @@ uint64_t Scheduler::submit(Request r) {
                        m_.config().vocab);
     }
   }
-  if (r.gen.n_new < 0) fail<InputError>("request: n_new must be >= 0, got {}", r.gen.n_new);
-  r.gen.sampler.validate();
-  if (drafter_ && r.speculate) {
-    const int K = drafter_->config().K;
-    if (r.draft_k == 0) r.draft_k = K;
-    if (r.draft_k < 1 || r.draft_k > K) {
-      fail<InputError>("request: draft length {} is outside 1..{} (the drafter's K)", r.draft_k, K);
-    }
+  if (r.n_new < 0) fail<InputError>("request: n_new must be >= 0, got {}", r.n_new);
+  r.sampler.validate();
+  if (!speculates()) r.speculate = false;
+  if (r.speculate && priced_) {
+    r.draft_k = resolve_draft_k(r.draft_k, priced_->max_len(),
+                                "the longest draft of the priced source");
   } else {
     r.draft_k = 0;
-    if (!opt_.has_lookups()) r.speculate = false;
+  }
+  if (r.speculate && opt_.tree.is_tree() && r.mode == SpecSampling::Rejection &&
+      !r.sampler.greedy()) {
+    fail<InputError>("request: draft trees need coupled sampling or temperature 0: rejection "
+                     "sampling verifies chains only");
   }
   const uint64_t id = next_id_++;
   submitted_at_[id] = now_s();
@@ -187,14 +243,14 @@ void Scheduler::start(std::unique_ptr<Seq>& slot, uint64_t id, Request r) {
   q.queue_s = now_s() - submitted_at_[id];
   submitted_at_.erase(id);
   if (q.req.speculate) {
-    q.draft_k = q.req.draft_k;  // 0 without a drafter
-    if (opt_.has_lookups()) q.lookup_k = std::min(opt_.lookup.max_draft, kMaxLookupDraft);
-    if (opt_.has_lookups()) q.lookups.emplace(opt_.lookup_prompt, opt_.lookup, opt_.history);
-    q.spec_k = std::max(q.draft_k, q.lookup_k);
+    q.draft_k = q.req.draft_k;  // 0 without a priced source
+    for (const DraftSource* f : free_) q.free_k = std::max(q.free_k, std::min(f->max_len(), kMaxFreeDraft));
+    q.spec_k = std::max(q.draft_k, q.free_k);
     q.stats.drafted.assign(size_t(q.spec_k), 0);
     q.stats.accepted.assign(size_t(q.spec_k), 0);
+    q.stats.tree = opt_.tree.describe();
     q.counters = AcceptCounters(q.draft_k);
-    if (drafter_) q.module_s.assign(size_t(drafter_->config().K), 0.0);
+    if (priced_) q.depth_s.assign(size_t(priced_->max_len()), 0.0);
   }
   if (q.sink.done()) finish(s);  // n_new = 0: nothing to generate
 }
@@ -237,16 +293,20 @@ void Scheduler::finish(int slot) {
   r->timings.gen_s = s.sink.generation_seconds();
   r->queue_s = s.queue_s;
   if (s.req.speculate) {
-    const auto [d0, a0] = mtp_depth0(s.stats);
-    pool_drafted_ += d0;
-    pool_accepted_ += a0;
+    if (priced_) {
+      const auto [d0, a0] = depth0(s.stats, priced_->name());
+      pool_drafted_ += d0;
+      pool_accepted_ += a0;
+    }
     r->stats = s.stats;
-    r->stats->time_module_s = s.module_s;
+    r->stats->time_module_s = s.depth_s;
+    if (chooser_) r->stats->tree_shapes = s.stats.tree_shapes;
   }
-  // Earlier outputs of this process (not a cancelled one: the client did not
-  // want it).
-  if (opt_.history && r->finish_reason != "cancelled") {
-    opt_.history->add_request(r->prompt_ids, r->token_ids);
+  if (s.req.record_trace) r->trace = std::move(s.trace);
+  // Sources may learn from the output (not a cancelled one: the client did
+  // not want it).
+  if (r->finish_reason != "cancelled" && !r->token_ids.empty()) {
+    for (const auto& src : sources_) src->finished(r->prompt_ids, r->token_ids);
   }
   Event e;
   e.kind = Event::Kind::Finish;
@@ -257,7 +317,7 @@ void Scheduler::finish(int slot) {
   events_.push_back(std::move(e));
   slots_[size_t(slot)].reset();
   kv_.truncate(slot, 0);  // the slot's K/V is free for the next sequence
-  if (chains_) chains_->release(slot);
+  for (const auto& src : sources_) src->release(slot);
 }
 
 bool Scheduler::cancel(uint64_t id) {
@@ -304,119 +364,6 @@ bool Scheduler::step() {
 
 void Scheduler::run() {
   while (step()) {
-  }
-}
-
-void Scheduler::plan_and_forward() {
-  const size_t V = size_t(m_.config().vocab), D = size_t(m_.config().d_model);
-  // Decoding sequences (one root row each) and prefilling ones.
-  std::vector<Seq*> dec, pre;
-  for (auto& p : slots_) {
-    if (!p) continue;
-    (p->prefilling() ? pre : dec).push_back(p.get());
-  }
-  int rows = int(dec.size());
-  // Prefill chunks take what the decode roots leave of the row budget (at
-  // least one row in all, so a step always makes progress).
-  std::vector<int> chunk(pre.size(), 0);
-  double first_tokens = 0;
-  for (size_t i = 0; i < pre.size(); ++i) {
-    const int left = int(pre[i]->req.prompt.size()) - pre[i]->prefilled;
-    const int room = std::max(opt_.max_rows - rows, rows == 0 ? 1 : 0);
-    chunk[i] = std::min({left, opt_.prefill_chunk, room});
-    rows += chunk[i];
-    if (chunk[i] == left) first_tokens += 1;
-  }
-  std::vector<int> k = plan_drafts(dec, rows);
-  draft(dec, k);
-  // Lay out the rows.
-  rows_.clear();
-  mask_.clear();
-  for (size_t i = 0; i < dec.size(); ++i) {
-    Seq& s = *dec[i];
-    s.tree = &s.spec->draft(k[i]);  // the prepared drafts
-    MTP_CHECK(s.target.forwarded() == int(s.committed.size()) - 1,
-              "sequence {}: the target has forwarded {} positions, expected {}", s.id,
-              s.target.forwarded(), s.committed.size() - 1);
-    s.row0 = rows_.size();
-    s.nrows = int(s.tree->size()) + 1;
-    const int32_t pos = s.target.forwarded();
-    rows_.push_back({s.target.seq(), pos, s.committed.back()});
-    for (size_t j = 0; j < s.tree->size(); ++j) {
-      rows_.push_back({s.target.seq(), pos + int32_t(j) + 1, s.tree->token[j]});
-    }
-    mask_.resize(rows_.size(), 1);
-  }
-  for (size_t i = 0; i < pre.size(); ++i) {
-    Seq& s = *pre[i];
-    s.row0 = rows_.size();
-    s.nrows = chunk[i];
-    for (int j = 0; j < chunk[i]; ++j) {
-      rows_.push_back({s.target.seq(), s.prefilled + j, s.req.prompt[size_t(s.prefilled + j)]});
-    }
-    mask_.resize(rows_.size(), 0);
-    if (chunk[i] > 0 && s.prefilled + chunk[i] == int(s.req.prompt.size())) mask_.back() = 1;
-  }
-  // ONE forward for every sequence's rows.
-  logits_.resize(rows_.size() * V);
-  hidden_.resize(rows_.size() * D);
-  const auto t0 = Clock::now();
-  m_.forward(rows_, kv_, {logits_.data(), mask_.data(), hidden_.data()}, pool_);
-  const double fwd_s = seconds(t0, Clock::now());
-  ++forwards_;
-  forward_rows_ += long(rows_.size());
-  forward_s_ += fwd_s;
-  if (drafter_ && opt_.adaptive) cost_.observe(int(rows_.size()), fwd_s);
-  for (auto& p : slots_) {
-    if (!p) continue;
-    for (int j = 0; j < p->nrows; ++j) {
-      const size_t r = p->row0 + size_t(j);
-      std::memcpy(p->target.hidden_row(rows_[r].pos), hidden_.data() + r * D, D * sizeof(float));
-    }
-  }
-  // Prefill: the last prompt row's logits give the first token (as generate()).
-  for (Seq* sp : pre) {
-    Seq& s = *sp;
-    const size_t last = s.row0 + size_t(s.nrows) - 1;
-    s.prefilled += s.nrows;
-    s.nrows = 0;
-    if (s.prefilling()) continue;
-    // The drafter catches up with the prompt lazily, in its first propose():
-    // a sequence the budget never gives a draft costs no module forward.
-    s.prompt_s = seconds(s.admitted, Clock::now());
-    const size_t before = s.sink.tokens().size();
-    const int32_t t = s.sampler.sample(logits_.data() + last * V, V, int64_t(s.committed.size()));
-    if (s.sink.push(t)) {
-      s.committed.push_back(t);
-      s.spec.emplace(s.req.speculate ? static_cast<Proposer&>(s.prepared) : s.none, s.committed,
-                     s.sink, std::max(1, s.spec_k), ctx_, s.stats, nullptr);
-    }
-    emit_new_tokens(s, before, nullptr, nullptr);
-    if (s.sink.done() || s.spec->done()) finish(s.target.seq());
-  }
-  // Verify: accept, emit, roll back the rejected rows' K/V.
-  for (Seq* sp : dec) {
-    Seq& s = *sp;
-    s.verifier.choose_all(s.committed, *s.tree, logits_.data() + s.row0 * V, s.choices);
-    s.nrows = 0;
-    if (s.spec_k > 0) s.stats.time_verify_s += fwd_s;
-    const size_t before = s.sink.tokens().size(), n_before = s.committed.size();
-    s.spec->accept(s.choices);
-    s.counters.step();  // the drafter's counters learn from its own chains only
-    if (!s.tree->empty() && s.tree->source[0].kind == DraftSource::Kind::Mtp) {
-      s.counters.add(s.tree->max_depth(), int(s.spec->accepted_nodes().size()));
-    }
-    if (s.lookups) {
-      s.lookups->judge(arms_, s.chosen, int(s.tree->size()),
-                       int(s.spec->accepted_nodes().size()), s.committed, n_before);
-    }
-    emit_new_tokens(s, before, s.tree, &s.spec->accepted_nodes());
-    if (!s.sink.done()) {
-      s.verifier.commit(s.committed, s.spec->accepted_nodes());
-      // The drafter catches up lazily, in its next propose(): a sequence the
-      // budget gives no drafts skips its module forwards meanwhile.
-    }
-    if (s.spec->done()) finish(s.target.seq());
   }
 }
 

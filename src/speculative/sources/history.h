@@ -76,23 +76,4 @@ std::vector<int32_t> history_reference(const std::deque<std::vector<int32_t>>& d
                                        int ngram_max, std::span<const int32_t> context, int max_k,
                                        int* first_n = nullptr);
 
-// A HistoryStore as a union source (the store is read, never written, while
-// generating; the caller adds finished outputs).
-class HistorySource : public ChainSource {
- public:
-  HistorySource(const HistoryStore& store, int max_draft) : store_(store), max_draft_(max_draft) {}
-  DraftSource::Kind kind() const override { return DraftSource::Kind::History; }
-  void propose(std::span<const int32_t> committed, int max_k, std::vector<int32_t>& out) override {
-    last_class_ = std::max(0, store_.propose(committed, std::min(max_k, max_draft_), out) - 1);
-  }
-  // The first draft's matched context length n - 1 (see ChainSource).
-  int classes() const override { return store_.ngram_max(); }
-  int last_class() const override { return last_class_; }
-
- private:
-  const HistoryStore& store_;
-  int max_draft_;
-  int last_class_ = 0;
-};
-
 }  // namespace mtp::speculative

@@ -1,5 +1,5 @@
-// Draft sources that look the continuation up instead of computing it, and the
-// interface every chain source of the union (union_proposer.h) implements.
+// Draft sources that look the continuation up instead of computing it (the
+// draft sources "prompt" and "history" wrap them: lookup_sources.cc).
 //
 // PromptLookup (prompt-lookup decoding): the longest suffix of the committed
 // tokens, n = ngram_max .. 1 tokens, longest first, that occurred earlier in
@@ -23,26 +23,6 @@
 
 namespace mtp::speculative {
 
-// A source of chain proposals for the union. Proposing must not change what
-// the target outputs (the verifier decides every token); it may keep state.
-class ChainSource {
- public:
-  virtual ~ChainSource() = default;
-  virtual DraftSource::Kind kind() const = 0;
-  // Up to max_k tokens continuing `committed` into `out` (cleared first; empty
-  // = no proposal). Within one generation `committed` only grows by appending.
-  virtual void propose(std::span<const int32_t> committed, int max_k,
-                       std::vector<int32_t>& out) = 0;
-  // Evidence classes: the last proposal's class, 0..classes()-1. The union's
-  // gate keeps live acceptance per (source, class), so a source whose
-  // proposals differ in quality by something it knows when proposing is
-  // judged per proposal, not by its average. The lookups: the matched suffix
-  // length n - 1 (a 4-token match continues right far more often than a
-  // 1-token one).
-  virtual int classes() const { return 1; }
-  virtual int last_class() const { return 0; }
-};
-
 struct LookupOptions {
   int ngram_max = 4;  // --lookup-ngram-max: longest suffix tried (>= 1)
   int max_draft = 8;  // --lookup-max-draft: longest proposal (>= 1)
@@ -52,15 +32,16 @@ struct LookupOptions {
 // Hash of tokens[0..n) (FNV-1a over the 32-bit ids, then a 64-bit mix).
 uint64_t ngram_hash(const int32_t* tokens, int n);
 
-class PromptLookup : public ChainSource {
+class PromptLookup {
  public:
   explicit PromptLookup(const LookupOptions& o = {});
-  DraftSource::Kind kind() const override { return DraftSource::Kind::PromptLookup; }
   // Brings the tables up to `committed` (only the new tokens; a sequence
-  // shorter than the one seen restarts from scratch), then looks up.
-  void propose(std::span<const int32_t> committed, int max_k, std::vector<int32_t>& out) override;
-  int classes() const override { return o_.ngram_max; }
-  int last_class() const override { return last_class_; }
+  // shorter than the one seen restarts from scratch), then looks up: up to
+  // max_k tokens into `out` (cleared first; empty = no proposal).
+  void propose(std::span<const int32_t> committed, int max_k, std::vector<int32_t>& out);
+  // Evidence classes: the last proposal's matched suffix length n - 1.
+  int classes() const { return o_.ngram_max; }
+  int last_class() const { return last_class_; }
   // The tables' update alone (propose calls it).
   void sync(std::span<const int32_t> committed);
   size_t seen() const { return tokens_.size(); }
@@ -80,8 +61,7 @@ class PromptLookup : public ChainSource {
 // reaches it, up to its first wrong draft or its end. Callers judge the
 // drafts past the ones they verified this way too — otherwise a position an
 // estimate stopped verifying kept the estimate of its last bad patch for
-// good (the union's gate, union_proposer.h; the scheduler's arms,
-// scheduler_lookups.h). Each pending proposal ends within len - from
+// good (the policy's arms, policy/source_arms.h). Each pending proposal ends within len - from
 // committed tokens, so at most max_draft + 1 cycles' proposals wait.
 class ProposalJudge {
  public:

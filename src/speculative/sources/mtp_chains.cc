@@ -177,7 +177,7 @@ void MtpChains::draft(std::span<Job> jobs) {
     // Module k drafts the token at sequence position N + k.
     const int32_t t = choose_draft(runner_, *j.sampler, j.mode, lg, N + k, *j.tree, max_logit);
     drafts_[i].push_back(t);
-    j.tree->push(t, k - 1, {DraftSource::Kind::Mtp, k});
+    j.tree->push(t, k - 1, {kMtpSource, k});
     if (j.history) j.history->push_back({N, k, t, max_logit});
   };
   for (size_t i = 0; i < jobs.size(); ++i) {

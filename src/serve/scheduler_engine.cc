@@ -1,6 +1,6 @@
-// serve::Engine over the continuous-batching scheduler (speculative/scheduler.h):
+// serve::Engine over the speculative engine (speculative/scheduler/scheduler.h):
 // every admitted request's rows share each target forward, and each request
-// still gets exactly the tokens generate() gives it alone (the scheduler's
+// still gets exactly the tokens generate() gives it alone (the engine's
 // identity under load; greedy and coupled sampling).
 //
 // Threads: submit/cancel/shutdown come from HTTP threads; the scheduler's
@@ -13,40 +13,57 @@
 #include <map>
 #include <mutex>
 
+#include <fmt/core.h>
+
 #include "core/error.h"
 #include "serve/engine.h"
+#include "speculative/scheduler/params.h"
 #include "speculative/scheduler/scheduler.h"
 
 namespace mtp::serve {
+
+std::string Origin::name() const {
+  if (!drafted) return "target";
+  if (source.is(speculative::kMtpSource)) return fmt::format("mtp{}", source.module);
+  return source.name();
+}
+
+std::string openai_finish_reason(const std::string& r) {
+  if (r == "eos" || r == "stop") return "stop";
+  if (r == "length" || r == "context") return "length";
+  return r;  // "cancelled", "error"
+}
+
 namespace {
 
-class BatchedEngine final : public Engine {
+class SchedulerEngine final : public Engine {
  public:
-  BatchedEngine(const model::Model& m, const io::Tokenizer& tok, ThreadPool* pool,
-                const drafter::Drafter* drafter, int draft_k, EngineInfo info,
-                const speculative::SchedulerOptions& opt)
-      : draft_k_(draft_k), info_(std::move(info)) {
+  SchedulerEngine(const model::Model& m, const io::Tokenizer& tok, ThreadPool* pool,
+                  const drafter::Drafter* drafter, EngineInfo info,
+                  const speculative::SchedulerOptions& opt)
+      : info_(std::move(info)) {
     auto s = std::make_unique<speculative::Scheduler>(m, &tok, drafter, opt, pool);
-    info_.has_drafter = drafter != nullptr;  // /v1/models said false while it drafted
-    info_.draft_k = drafter ? draft_k : 0;
+    info_.has_drafter = s->priced_len() > 0;
+    info_.draft_k = s->priced_len() > 0 ? (opt.draft_k > 0 ? opt.draft_k : s->priced_len()) : 0;
     info_.ctx = s->ctx();
     info_.parallel = s->parallel();
+    info_.sources.clear();
+    for (const auto& src : s->sources()) info_.sources.push_back(src->name());
     bg_ = std::make_unique<speculative::BackgroundScheduler>(
         std::move(s), [this](const speculative::Event& e) { on_event(e); });
   }
-  ~BatchedEngine() override { shutdown(true); }
+  ~SchedulerEngine() override { shutdown(true); }
 
   const EngineInfo& info() const override { return info_; }
 
   Handle submit(Request r, EventFn fn) override {
     speculative::Request q;
-    const int room = info_.ctx - int(r.prompt.size());
+    q.n_new = speculative::resolve_n_new(r.max_tokens, int(r.prompt.size()), info_.ctx);
     q.prompt = std::move(r.prompt);
-    q.gen.sampler = r.sampling;
-    q.gen.stop = std::move(r.stop);
-    q.gen.n_new = r.max_tokens > 0 ? std::min(r.max_tokens, room) : room;
-    q.speculate = r.use_drafter;  // the scheduler's drafter and lookups, if it has any
-    q.draft_k = draft_k_;
+    q.sampler = r.sampling;
+    q.stop = std::move(r.stop);
+    q.speculate = r.speculate;  // the engine's sources, if it has any
+    q.draft_k = info_.draft_k;
     q.p_min = info_.draft_p_min;
     q.mode = r.mode;
     const int prompt_tokens = int(q.prompt.size());
@@ -145,7 +162,6 @@ class BatchedEngine final : public Engine {
     l.done = true;
   }
 
-  int draft_k_;
   EngineInfo info_;
   std::unique_ptr<speculative::BackgroundScheduler> bg_;
   mutable std::mutex mu_;
@@ -156,11 +172,10 @@ class BatchedEngine final : public Engine {
 
 }  // namespace
 
-std::unique_ptr<Engine> make_batched_engine(const model::Model& m, const io::Tokenizer& tok,
-                                            ThreadPool* pool, const drafter::Drafter* drafter,
-                                            int draft_k, EngineInfo info,
-                                            const speculative::SchedulerOptions& opt) {
-  return std::make_unique<BatchedEngine>(m, tok, pool, drafter, draft_k, std::move(info), opt);
+std::unique_ptr<Engine> make_engine(const model::Model& m, const io::Tokenizer& tok,
+                                    ThreadPool* pool, const drafter::Drafter* drafter,
+                                    EngineInfo info, const speculative::SchedulerOptions& opt) {
+  return std::make_unique<SchedulerEngine>(m, tok, pool, drafter, std::move(info), opt);
 }
 
 }  // namespace mtp::serve
