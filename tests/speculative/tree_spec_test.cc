@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -239,6 +240,73 @@ TEST(Trees, AModuleLeftBehindCatchesUpBeforeItsTreeRows) {
   ASSERT_EQ(tree_b.size(), 3u);
   EXPECT_EQ(tree_a.token, tree_b.token);
   EXPECT_EQ(tree_a.parent, tree_b.parent);
+}
+
+// Trees under batching: four sequences sharing every forward (tree rows of
+// several sequences in one call, each its own tree slots), with a static
+// shape, auto (one chooser for the engine), and with the lookups beside the
+// drafter (a chain of a lookup verified in place of the drafter's tree where
+// it is worth more) — each sequence's tokens are its solo generate()'s,
+// greedy and coupled T 0.8, and trees were verified.
+TEST(Trees, SeveralSequencesPerForwardMatchTheirSoloRuns) {
+  test::RandomSpec spec = test::RandomSpec::for_arch(model::Arch::Llama);
+  spec.vocab = 12;  // random drafts and lookups are right often enough
+  spec.eos_ids = {2};
+  const Fixture f = test::load_target(test::random_hf_checkpoint("tree-batch", spec));
+  const drafter::Drafter d = test::random_drafter(f, 3, 17);
+  std::mt19937 rng(5);
+  struct Config {
+    const char* tree;
+    bool lookups;
+  };
+  for (const Config cf : {Config{"2,1", false}, Config{"auto", false}, Config{"2,1", true}}) {
+    for (float temp : {0.f, 0.8f}) {
+      SCOPED_TRACE(testing::Message() << "tree " << cf.tree << (cf.lookups ? " + lookups" : "")
+                                      << " T " << temp);
+      SchedulerOptions so;
+      so.parallel = 4;
+      so.ctx = 160;
+      so.tree = TreeOptions::parse(cf.tree);
+      so.sources = {kMtpSource};
+      if (cf.lookups) so.sources.insert(so.sources.end(), {kPromptSource, kHistorySource});
+      Scheduler engine(*f.model, nullptr, &d, so, nullptr);
+      std::vector<Request> rs;
+      for (int i = 0; i < 6; ++i) {
+        Request r;
+        std::vector<int32_t> part = test::random_tokens(rng, 2 + i % 5, spec.vocab);
+        for (int rep = 0; rep < 2; ++rep) r.prompt.insert(r.prompt.end(), part.begin(), part.end());
+        r.n_new = 24 + 7 * i;
+        r.sampler.temperature = temp;
+        r.sampler.seed = 40 + uint64_t(i);
+        rs.push_back(r);
+      }
+      std::map<uint64_t, size_t> which;
+      for (size_t i = 0; i < rs.size(); ++i) which[engine.submit(rs[i])] = i;
+      long tree_cycles = 0;
+      size_t finished = 0;
+      auto take = [&] {
+        for (const Event& e : engine.take_events()) {
+          if (e.kind != Event::Kind::Finish) continue;
+          const size_t i = which[e.id];
+          SpecOptions solo;
+          solo.drafter = &d;
+          solo.tree = so.tree;
+          GenerateOptions go = test::options_of(rs[i]);
+          go.ctx = so.ctx;
+          const GenerateResult ref = generate(*f.model, nullptr, rs[i].prompt, go, nullptr,
+                                              nullptr, solo);
+          EXPECT_EQ(e.result->token_ids, ref.token_ids) << "sequence " << i;
+          EXPECT_EQ(e.result->finish_reason, ref.finish_reason) << "sequence " << i;
+          if (e.result->stats) tree_cycles += e.result->stats->nodes > e.result->stats->cycles;
+          ++finished;
+        }
+      };
+      while (engine.step()) take();
+      take();
+      EXPECT_EQ(finished, rs.size());
+      EXPECT_GT(tree_cycles, 0) << "no sequence verified a tree";
+    }
+  }
 }
 
 TEST(Trees, RejectionSamplingRefusesTrees) {

@@ -157,6 +157,7 @@ CostCurve forward_cost_curve(ForwardTimer& timer, int q_max, int reps, double st
 void AcceptCounters::step() {
   for (double& x : drafted_) x *= kForget;
   for (double& x : accepted_) x *= kForget;
+  if (decay_prior_) prior_weight_ *= kForget;
 }
 
 void AcceptCounters::add(int reached, int accepted, int from) {
@@ -167,8 +168,9 @@ void AcceptCounters::add(int reached, int accepted, int from) {
 }
 
 std::vector<double> estimate_accept(std::span<const double> drafted,
-                                    std::span<const double> accepted, int k_max, double prior) {
-  constexpr double kWeight = 2.0;
+                                    std::span<const double> accepted, int k_max, double prior,
+                                    double weight) {
+  const double kWeight = weight;
   std::vector<double> p(size_t(std::max(0, k_max)));
   double pj = prior, prev = 1.0;
   for (size_t j = 0; j < p.size(); ++j) {

@@ -103,10 +103,10 @@ CostCurve forward_cost_curve(ForwardTimer& timer, int q_max, int reps, double st
 
 // P_j for j = 0 .. k_max-1 from a sequence's counters (SpecStats::drafted /
 // accepted: cycles whose tree / accepted path reached depth j + 1), smoothed
-// toward prior^(j+1) with weight 2, non-increasing in j.
+// toward prior^(j+1) with weight `weight`, non-increasing in j.
 std::vector<double> estimate_accept(std::span<const double> drafted,
                                     std::span<const double> accepted, int k_max,
-                                    double prior = 0.6);
+                                    double prior = 0.6, double weight = 2.0);
 
 // A sequence's depth counters for the budget, forgetting: every step of the
 // sequence (drafting or not) multiplies the counts by kForget. Acceptance
@@ -114,22 +114,33 @@ std::vector<double> estimate_accept(std::span<const double> drafted,
 // priced out for good — its estimate, no longer fed, returns toward the prior
 // (after 10 steps the old counts weigh 0.35), it drafts again and measures
 // anew. (SpecStats keeps the plain totals for reporting.)
+//
+// decay_prior: the prior's weight (2) forgets like the counts — for an
+// estimate fed every step (a free source's arm, judged whether verified or
+// not: policy/source_arms.h), whose counts saturate at ~1 / (1 − kForget)
+// observations: with a fixed prior weight a source never right kept an
+// estimate of prior / 6 (0.08) for good, and where a verify row costs less
+// than that (5 % of a decode, say) it was verified every step. A priced
+// source's counters keep the fixed weight: fed only when it drafts, they must
+// return toward the prior while it does not.
 class AcceptCounters {
  public:
   static constexpr double kForget = 0.9;
-  explicit AcceptCounters(int k_max = 0)
-      : drafted_(size_t(std::max(0, k_max)), 0.0), accepted_(drafted_) {}
+  explicit AcceptCounters(int k_max = 0, bool decay_prior = false)
+      : drafted_(size_t(std::max(0, k_max)), 0.0), accepted_(drafted_), decay_prior_(decay_prior) {}
   void step();
   // One verified cycle: its tree reached depth `reached`, its accepted path
   // `accepted` drafts. from > 0: only depths from + 1 on (the rest of a
   // judgement whose shallower depths were counted already).
   void add(int reached, int accepted, int from = 0);
   std::vector<double> estimate(int k_max, double prior) const {
-    return estimate_accept(drafted_, accepted_, k_max, prior);
+    return estimate_accept(drafted_, accepted_, k_max, prior, prior_weight_);
   }
 
  private:
   std::vector<double> drafted_, accepted_;
+  bool decay_prior_ = false;
+  double prior_weight_ = 2.0;
 };
 
 // Drafter seconds charged to a sequence's first draft of a step beyond the

@@ -10,7 +10,7 @@ SourceArms::SourceArms(const std::vector<int>& classes, int max_k) : classes_(cl
     first_.push_back(n);
     n += std::max(1, c);
   }
-  arms_.assign(size_t(n), AcceptCounters(max_k));
+  arms_.assign(size_t(n), AcceptCounters(max_k, /*decay_prior=*/true));
 }
 
 int SourceArms::arm(int source, int cls) const {

@@ -100,8 +100,10 @@ struct SchedulerOptions {
   // Draft trees from the priced source (policy/tree_shape.h; Chain = chains).
   TreeOptions tree;
   // m(q), seconds of a q-row forward (absent: timed at start when anything
-  // speculates and `adaptive`).
+  // speculates and `adaptive`), followed live (CostCurve::observe) unless
+  // learn_costs is false (tests: a fixed policy whatever the machine does).
   std::optional<CostCurve> cost;
+  bool learn_costs = true;
   TraceFn trace;  // null: no trace, no cost
 };
 

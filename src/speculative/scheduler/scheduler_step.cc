@@ -91,7 +91,7 @@ void Scheduler::forward_rows(std::span<Seq* const> dec, std::span<Seq* const> pr
   ++forwards_;
   forward_rows_ += long(rows_.size());
   forward_s_ += fwd_s;
-  if (speculates() && opt_.adaptive) cost_.observe(int(rows_.size()), fwd_s);
+  if (speculates() && opt_.adaptive && opt_.learn_costs) cost_.observe(int(rows_.size()), fwd_s);
   // Capture hidden: by position; a tree's rows held until its commit.
   for (auto& p : slots_) {
     if (!p || p->nrows == 0) continue;
