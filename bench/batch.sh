@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Continuous batching throughput (docs/PERFORMANCE.md "Continuous batching"):
+# Continuous batching throughput (docs/PERFORMANCE.md "Serving and batching"):
 # total and per-sequence tok/s of `mtpspec generate --prompts --parallel N`
 # at N = 1, 2, 4, 8, without and with the drafter, and plain `generate` per
 # prompt (the 1-sequence reference). Every run's outputs are checked equal to

@@ -4,8 +4,9 @@
 # building mtpspec and mtpspec-train. Everything goes to $OUT (default
 # bench/out/memory-bound, ignored by git); finished stages are reused.
 #
-# 1. the trained stories260K drafter: docs/PERFORMANCE.md's recipe (2.3 M
-#    greedy self-distilled tokens, 3,300 steps) with K = 4 instead of 2 so
+# 1. the trained stories260K drafter: the recipe of docs/lab/
+#    performance-history.md "Drafter training on stories260K" (2.3 M greedy
+#    self-distilled tokens, 3,300 steps) with K = 4 instead of 2 so
 #    bench can run K = 1..4, and prompts of 4..24 Gutenberg tokens instead of
 #    8, so the drafter also learns the first positions after prompts of other
 #    lengths (shorter runs: TOKENS=, STEPS=; ~15 min on 2 cores);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Load on loopback for `mtpspec serve` (docs/PERFORMANCE.md, "HTTP server"):
+# Load on loopback for `mtpspec serve` (docs/PERFORMANCE.md, "Serving and batching"):
 # wrk, bounded in time, posts the same non-streamed greedy completion from C
 # connections (1, 2, 4, 8) to a server with and without the drafter; prints
 # requests/s, tokens/s, p50/p99 latency and errors, and `mtpspec generate`'s

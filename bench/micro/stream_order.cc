@@ -1,7 +1,7 @@
 // A design experiment, not part of the build: does a one-row bf16 product
 // (decode, q = 1) stream at the DRAM rate when rows are long, and would a
-// chunk-major packing fix it? (docs/PERFORMANCE.md, issue 14 section,
-// "Session 21: one-row bf16 products stream slower as rows grow".)
+// chunk-major packing fix it? (docs/lab/performance-history.md, "Session 21:
+// one-row bf16 products stream slower as rows grow".)
 //
 // The matrix: 32 MiB of bf16 in blocks of 4 rows × cols, each block a run of
 // superchunks of 4 rows × 32 cols (256 B), as src/kernels/matmul.cc packs

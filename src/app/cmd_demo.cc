@@ -123,9 +123,10 @@ class Demo {
     const std::string prompts = prompts_file();
     const std::string threads = std::to_string(a_.threads);
     // Greedy self-distillation (--temp 0): the drafter learns exactly what greedy
-    // decoding will ask of it (docs/PERFORMANCE.md: live acceptance 0.86 vs 0.77
-    // for sampled data on stories260K). Prompts of 2..16 corpus tokens, so the
-    // first positions after a short prompt are trained too; sequences of at most
+    // decoding will ask of it (live acceptance 0.86 vs 0.77 for sampled data on
+    // stories260K: docs/lab/performance-history.md "Drafter training on
+    // stories260K"). Prompts of 2..16 corpus tokens, so the first positions
+    // after a short prompt are trained too; sequences of at most
     // kDistillSeq tokens (most continuations end at EOS well before).
     const long seq = std::min(kDistillSeq, long(model::read_model_config(model_dir).max_position));
     stage("precompute",
@@ -147,7 +148,8 @@ class Demo {
       if (fs::exists(fs::path(run_dir) / "checkpoint.safetensors")) tr.push_back("--resume");
       stage("train", tr);
       // Stored (and so held) in bf16, drafting among the most frequent tokens:
-      // the drafter's cost per draft (docs/PERFORMANCE.md "Drafter cost").
+      // the drafter's cost per draft (a K = 2 cycle 2.70 -> 1.63 decodes: docs/lab/
+      // performance-history.md "The demo target (tiny preset").
       stage("export", {"--run", run_dir, "--ema", "-o", drafter_path, "--dtype", "bf16",
                        "--draft-vocab", std::to_string(a_.draft_vocab)});
     } else {

@@ -72,9 +72,10 @@ inline CLI::Validator Range(double lo, double hi) {
 
 // value >= 0.
 inline const CLI::Validator NonNegative = Range(0, std::numeric_limits<double>::infinity());
-// Seeds, checked as whole numbers in words: an unsigned seed given -1 wrapped
-// to 2^64 - 1 and a sampling seed past 2^63 - 1 was clamped to it, so
-// different values gave the same run. sampling: int64 with -1 = random.
+// Seeds, checked as whole numbers in words: the plain conversion wraps an
+// unsigned seed given -1 to 2^64 - 1 and clamps a sampling seed past 2^63 - 1
+// to it, so different values would give the same run. sampling: int64 with
+// -1 = random.
 inline CLI::Validator Seed(bool sampling) {
   return CLI::Validator(
       [sampling](std::string& s) -> std::string {

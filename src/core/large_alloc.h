@@ -5,8 +5,9 @@
 // target). On 4 KiB pages that is one TLB miss per 4 KiB and the hardware
 // prefetchers stop at every page boundary; most distributions ship THP in
 // "madvise" mode, so memory is only backed by 2 MiB pages when asked. Measured
-// on a 2-core EPYC (docs/PERFORMANCE.md "Huge pages"): a bf16 4096x4096
-// product at q = 1 streams 22.6 GB/s on huge pages against 15.2 on 4 KiB ones.
+// on a 2-core EPYC (docs/lab/performance-history.md "Huge pages and prefetch
+// into L2"): a bf16 4096x4096 product at q = 1 streams 22.6 GB/s on huge
+// pages against 15.2 on 4 KiB ones.
 //
 // Contract: alloc_large(n) returns n bytes, 64-byte aligned, zeroed, or throws
 // std::bad_alloc. Buffers of at least kHugePageBytes are 2 MiB aligned and

@@ -48,11 +48,11 @@ void check_before_write(const std::string& path, uint64_t bytes);
 // `path` is a file this process has memory-mapped now (a MappedFile: the
 // weights of a target or drafter being read, a checkpoint), compared by
 // device and inode, so another spelling or a link is the same file.
-// `init-drafter -m M -o M/model.safetensors` replaced the target it was
-// reading with a drafter and said "wrote".
+// (Without it `init-drafter -m M -o M/model.safetensors` would replace the
+// target it reads with a drafter and report success.)
 void refuse_overwriting_inputs(const std::string& path);
 // An IoError when the folder of `path` has less free space than `bytes`, before a byte is written
-// (`widen --shape layers=100000` filled the disk before it failed).
+// (so `widen --shape layers=100000` fails before it fills the disk).
 void check_free_space(const std::string& path, uint64_t bytes);
 
 }  // namespace mtp

@@ -10,7 +10,8 @@
 // bound). The speculative drafting (speculative/mtp_chains.cc, mtp_tree.cc), teacher forcing
 // (drafter/teacher_forced.cc), the parity gate (train/parity.cc) and the
 // training step (train/step.cc) all index through these functions, so an
-// off-by-one (the earlier system's first bug) cannot exist in one of them only.
+// off-by-one (the reference story's first bug, shared/seed) cannot exist in
+// one of them only.
 #pragma once
 #include <algorithm>
 #include <cstdint>

@@ -19,8 +19,9 @@ namespace mtp::kernels {
 // The loop of every SIMD target the CPU executes runs (whatever
 // MTPSPEC_SIMD pins) and the fastest one's median and best are reported:
 // the limit is the machine's, not one loop's (on a Zen 4 core the AVX2 loop
-// streams 31 GB/s where the AVX-512 one reaches 27-30, docs/PERFORMANCE.md
-// "Session 23"), so every target is measured against the same limit.
+// streams 31 GB/s where the AVX-512 one reaches 27-30: docs/lab/
+// performance-history.md "one bandwidth probe for every SIMD target"), so
+// every target is measured against the same limit.
 struct Bandwidth {
   double median = 0, best = 0;
 };

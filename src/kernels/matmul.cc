@@ -13,8 +13,8 @@
 //   memory-bound decode wants): for each chunk every block of the panel, so a
 //   chunk of x (C·32 cols) stays in L1 across the panel while its blocks'
 //   accumulators wait in memory between chunks. Measured with
-//   bench/micro/stream_order.cc (docs/PERFORMANCE.md, issue 14, "Session 21:
-//   one-row bf16 products stream slower as rows grow"): a one-row bf16
+//   bench/micro/stream_order.cc (docs/lab/performance-history.md "one-row
+//   bf16 products stream slower as rows grow"): a one-row bf16
 //   product over 4096-8192 cols streams 19-23 GB/s block after block and
 //   28-31 GB/s chunk-major; up to 2048 cols block after block is as fast.
 //   fp32 and fp16: the 32 elements are cols 32s+0..31 in order (fp16 widens
@@ -192,19 +192,19 @@ void block_tiles(const detail::MatmulArgs& a, size_t b, size_t t0, size_t t1, bo
 // whose x rows (all q) fit kChunkXBytes (a power of two measured faster than
 // the exact fit: q = 3, 5..7 at 4096 cols ran ~15 % slower with odd chunks);
 // for more rows, and on AVX2 (several passes per tile), the layout's chunk.
-// Measured on Zen 4, 1 thread, from DRAM, ms (docs/PERFORMANCE.md, issue 14,
-// "Session 22"): AVX2 bf16 4096x4096 q = 8 3.75 -> 3.34, q = 16 8.28 ->
-// 6.65; AVX3 q = 16 6.36 -> 5.29, 11264x2048 q = 16 9.07 -> 7.29; but AVX3
-// fp32 4096x4096 q = 5 3.72 -> 4.96 with the larger chunk (x and a
-// block-chunk of fp32 weights past L1).
+// Measured on Zen 4, 1 thread, from DRAM, ms (docs/lab/performance-history.md
+// "long bf16 rows packed chunk-major"): AVX2 bf16 4096x4096 q = 8 3.75 ->
+// 3.34, q = 16 8.28 -> 6.65; AVX3 q = 16 6.36 -> 5.29, 11264x2048 q = 16
+// 9.07 -> 7.29; but AVX3 fp32 4096x4096 q = 5 3.72 -> 4.96 with the larger
+// chunk (x and a block-chunk of fp32 weights past L1).
 // Block-after-block layout (rows of <= 2048 cols; only AVX3 reads it
 // chunk-major): the group reads its blocks' chunks as g1 - g0 separate
 // streams, so every split costs. Whole rows where all q rows of x fit
 // whole_row_x_bytes() (5/8 of L1D); else the rule above in equal chunks: a
 // remainder chunk (1280 cols = 32 + 8 superchunks, 1152 = 32 + 4) left the
 // weight stream behind. Measured on a Zen 5 VM (48 KiB L1D), bf16 4096xC
-// from DRAM, 1 thread, time vs q = 1 (docs/PERFORMANCE.md "Session 31: verify
-// rows of 896-2048 cols"): C = 1280 q = 3 1.7-1.9 -> 1.1-1.2, q = 4 1.7-2.1
+// from DRAM, 1 thread, time vs q = 1 (docs/lab/performance-history.md "verify
+// rows of 896–2048 cols"): C = 1280 q = 3 1.7-1.9 -> 1.1-1.2, q = 4 1.7-2.1
 // -> 1.1-1.3; C = 1152 q = 3, 4 2.2-2.5 -> 1.1-1.3; C = 1536 q = 4 1.6-1.8
 // -> 1.2-1.3; C = 1280 q = 5..6 1.5-1.8 -> 1.4-1.5. Whole rows of more x
 // (32 KiB and up: 2048 cols at q = 4, 1536 at q = 6) ran slower than chunks
@@ -272,8 +272,8 @@ void group_chunks(const detail::MatmulArgs& a, size_t g0, size_t g1, size_t n_ti
 // panel: the panel's chunk (16 blocks × 8 KiB bf16, contiguous) stays in L2
 // across the tiles and the tile's x chunk (4 rows × 4 KiB) in L1 across the
 // blocks; each (block, tile) keeps its accumulators in its own state between
-// chunks. The first tile prefetches each block's next chunk. Measured
-// (docs/PERFORMANCE.md, issue 14, "Session 22").
+// chunks. The first tile prefetches each block's next chunk. Measured:
+// docs/lab/performance-history.md "long bf16 rows packed chunk-major".
 constexpr size_t kPrefillTiles = 16;  // 64 rows: 256 KiB of state per panel
 template <Elem kE>
 void panel_tiles(const detail::MatmulArgs& a, size_t g0, size_t g1, size_t t0, size_t t1) {

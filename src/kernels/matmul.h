@@ -120,11 +120,13 @@ size_t set_parallel_min_work(size_t bytes_times_q);
 // previous one. For tests: no bits change either way.
 size_t set_pad_pair_min_bytes(size_t bytes);
 // Whether a q = 1 product prefetches its weight stream in software (q >= 2
-// always does), for every weight type. By CPU vendor: measured
-// (docs/PERFORMANCE.md), Zen 4's hardware prefetcher keeps a q = 1 stream at
+// always does), for every weight type. By CPU vendor: measured (docs/lab/
+// performance-history.md "Huge pages and prefetch into L2", "an Intel host —
+// AVX-VNNI on AVX2"), Zen 4's hardware prefetcher keeps a q = 1 stream at
 // DRAM speed and software prefetches there only slow it (Zen 5: quantized
-// K types too), while on the Intel (Sapphire/Emerald Rapids) host a q = 1
-// bf16 product without them ran slower than q = 2 with them.
+// K types too, "one multiply for a tile's scales"), while on the Intel
+// (Sapphire/Emerald Rapids) host a q = 1 bf16 product without them ran
+// slower than q = 2 with them.
 // set_prefetch_single_row(1 / 0 / -1 = by vendor) returns the previous mode;
 // prefetching changes no bits.
 bool prefetch_single_row();

@@ -22,9 +22,9 @@
 // −8·Σ xq (Σ (q − 8)·xq exactly). Q5_0 adds each code's fifth bit from the
 // block's qh line (a shift and a mask per quad, shared by the tile's rows),
 // lanes started at −16·Σ xq; Q4_1 and Q5_1 start at 0 and add the min term
-// float(Σ xq)·(m_w·dx) per block, once for 16 outputs. (Held as GGUF rows,
-// session 23, these three ran at 35-55 % of the one-core limit with m(4) ≈
-// 2; docs/PERFORMANCE.md.)
+// float(Σ xq)·(m_w·dx) per block, once for 16 outputs. (Held as GGUF rows
+// these three ran at 35-55 % of the one-core limit with m(4) ≈ 2: docs/lab/
+// performance-history.md "Q5_0, Q4_1, Q5_1 held grouped".)
 //
 // Q4_K: per sub-block j of 32, the same vpdpbusd of the unpacked nibbles give
 // 16 outputs' exact Σ q·xq, multiplied by the 16 rows' scales sc_j (vpmulld;
@@ -242,7 +242,7 @@ HWY_INLINE void tile_y(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
   // broadcasts of an activation quad read at + hz, so g++ 12 cannot take
   // them for the first half's — it otherwise keeps a block's 8 quads × kQ
   // rows of broadcasts live across both halves and spills them to the stack
-  // (session 23, AVX2 without VNNI: in cache, 4 rows of 4096 cols, Q5_0
+  // (measured on Zen 4, AVX2 without VNNI: in cache, 4 rows of 4096 cols, Q5_0
   // 0.080 -> 0.065 ms, Q4_0 0.078 -> 0.060; the ~1 B target's Q4_0 m(4)
   // 3.35 -> 2.50). One row keeps the shared broadcasts: re-reading them
   // there made the Q8_0 decode 22 % slower (38.7 -> 47 ms).
@@ -269,7 +269,7 @@ HWY_INLINE void tile_y(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
             // per block below. Codes 0..31: a pair <= 7874, so 4 quads' sum
             // (<= 31496) per int16 sum, two of them (against an int32 add
             // per quad, in cache, AVX2, q = 4: Q5_0 0.070 -> 0.065 ms, Q5_1
-            // 0.074 -> 0.069; session 23).
+            // 0.074 -> 0.069).
             __m256i& s16 = kFifth<K> && k >= 4 ? p2[j] : p[j];
             s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w, xb));
           } else {
@@ -468,7 +468,9 @@ void set_quant_vnni(bool allowed) { g_vnni_allowed.store(allowed, std::memory_or
 
 namespace {
 // Whether, how far ahead and into which level the kernels prefetch codes
-// (measured on Zen 4, docs/PERFORMANCE.md Sessions 18, 19 and 21).
+// (measured on Zen 4, docs/lab/performance-history.md "Q8_0 and Q4_0 held by
+// groups of 16 rows", "the K types held by groups of 16 rows", "Q8_0 with
+// VNNI at q = 2 without software prefetch").
 // Whether: at q >= 3 always; at q <= 2 where the loop is slow next to its
 // stream — Q4_0 and the K types (fewer bytes per multiply than Q8_0) and the
 // kernels without VNNI (~1 B target: Q4_0 decode 28.7-29.4 -> 27.6-28.4 ms
@@ -484,7 +486,7 @@ namespace {
 // KiB into L2), q >= 2 32 KiB into L2 (q = 2 1.7 -> 1.17 decodes). Q5_K and
 // Q6_K: 32 KiB into L2 at every q (at q = 1 equal to 2 KiB into L1 with VNNI;
 // without, Q5_K 49.5 -> 37.8-39.4 ms, Q6_K 57.8 -> 54.3). Q5_0, Q4_1, Q5_1
-// as Q4_0 (session 23, bench-kernels 4096² and 11264x2048, AVX-512 VNNI:
+// as Q4_0 (bench-kernels 4096² and 11264x2048, AVX-512 VNNI:
 // at q = 1 32 KiB into L2 was slower, 0.38-0.44 -> 0.42-0.52 ms), except
 // Q5_0 at q = 2 with VNNI: 0.59-0.78 -> 0.46-0.60 ms into L2 (Q5_1 and Q4_1
 // there and every type without VNNI: equal within noise).

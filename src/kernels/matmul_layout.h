@@ -20,8 +20,8 @@ constexpr size_t kGroupBytes = 256 << 10;  // weight bytes revisited per q-tile 
 // up by itself, and on huge pages software prefetches only slow it (a
 // 16384x1024 bf16 product: 1.33-1.49 ms without, 1.71-1.86 ms with 8 KiB
 // ahead). Distances of 16-64 KiB measured alike for q = 2..4 on huge pages,
-// 2-8 KiB worse; 32 KiB is in the middle (docs/PERFORMANCE.md "Huge pages
-// and prefetch into L2").
+// 2-8 KiB worse; 32 KiB is in the middle (docs/lab/performance-history.md
+// "Huge pages and prefetch into L2").
 constexpr size_t kPrefetchBytes = 32 << 10;
 constexpr size_t kMaxStreamTiles = 4;      // q <= 16: the decode / verify orders
 // Decode/verify products whose q activation rows exceed kL1XBytes (x no longer
@@ -34,9 +34,10 @@ constexpr size_t kMaxStreamTiles = 4;      // q <= 16: the decode / verify order
 // groups of 8..32 blocks measured alike, 16 in the middle. On AVX2 (several
 // passes per tile, already chunked within a block) it made q = 2..3 slower
 // (compute-bound there), so those targets keep the block-major order.
-// docs/PERFORMANCE.md "Session 12". 12 KiB rather than 24 since session 26:
-// 2048 cols at q = 2..3 went block-major with 24, where the (unpadded) 3-row
-// tile streamed at 1.53x q = 1 (11264x2048 bf16; chunk-major 1.04-1.15x).
+// docs/lab/performance-history.md "a Zen 5 host — x chunks kept in L1 across
+// blocks". 12 KiB rather than 24: with 24, 2048 cols at q = 2..3 go
+// block-major, where the (unpadded) 3-row tile streamed at 1.53x q = 1
+// (11264x2048 bf16; chunk-major 1.04-1.15x).
 constexpr size_t kL1XBytes = 12 << 10;
 constexpr size_t kGroupBlocks = 16;  // also the packed layout's panel (see top)
 // The packed layout's column chunk (superchunks) for rows of more than
@@ -75,8 +76,8 @@ inline float* group_state() {
 // first win at ~128 KiB of weights (bf16 256x256 even, 256x512 9.2 vs 12.0 µs),
 // in cache already at ~36 KiB. On a 24-layer 896-wide Q4_K_M model the 2-thread
 // decode went from 8.2 ms (threshold 1 MiB: the attention projections ran on
-// one thread) to 7.2-7.6 ms at 128 or 32 KiB. (Before the workers polled, a
-// wake-up cost 20-50 µs and the threshold was 1 MiB.)
+// one thread) to 7.2-7.6 ms at 128 or 32 KiB. (With a sleeping worker a
+// hand-off would cost a wake-up, 20-50 µs, and pay only from ~1 MiB.)
 constexpr size_t kParallelMinWork = size_t(1) << 17;
 // A 2-row product of a larger matrix (packed bytes) runs as a padded 3-row
 // tile where that is one pass (see kOnePassTiles): the L2 size of the Zen 4

@@ -46,14 +46,15 @@ constexpr PassShape pass_shape(size_t kq) {
 // On AVX2 a tile of 3 rows runs as tiles of 2 and 1, a tile of 4 as two of 2:
 // the 2-row tile (16 accumulators, 8 weight rows widened per pass, x as FMA
 // memory operands) is the one that runs nearest the FMA peak. Measured on
-// Zen 4 (session 20, docs/PERFORMANCE.md "Session 20"), against the earlier
-// 3-row tile (kR = 4, one vector per pass: 12 chains) and 4 = 3 + 1: in L2
+// Zen 4 (docs/lab/performance-history.md "AVX2 tiles of 3 and 4 rows as 2 + 1
+// and 2 + 2"), against a 3-row tile (kR = 4, one vector per pass: 12 chains)
+// and 4 = 3 + 1: in L2
 // (bench-kernels --in-cache 96x4096, bf16) q = 3 0.034 -> 0.030 ms, q = 4
 // 0.043 -> 0.038 (q = 2 0.019); from DRAM bf16 4096² q = 3 1.77 -> 1.34 ms,
 // q = 4 1.92 -> 1.66, 11264x2048 q = 3 2.61 -> 1.85, q = 4 2.67 -> 2.29;
-// fp32 4096² q = 3 4.67 -> 3.28, q = 4 3.78 -> 2.62. (Session 16 had found
-// the 3-row tile with 12 chains faster than one of kR = 2 with both vectors on
-// Zen 5; it never compared splitting.) Each output keeps its operations.
+// fp32 4096² q = 3 4.67 -> 3.28, q = 4 3.78 -> 2.62. (On Zen 5 the 3-row
+// tile with 12 chains measured faster than one of kR = 2 with both vectors;
+// splitting was not compared there.) Each output keeps its operations.
 constexpr bool kPairTiles = kV == 2 && acc_budget(4) == 8;
 
 // Passes one tile of kq activation rows takes over a block (chunk).
@@ -66,8 +67,8 @@ constexpr size_t passes_of(size_t kq) {
 }
 
 // Software prefetch into L2, not L1 (prefetcht2; __builtin_prefetch locality 1).
-// Measured on a 2-core Zen 4 VM with the weights on huge pages (docs/
-// PERFORMANCE.md "Huge pages and prefetch"): with L1 prefetches (prefetcht0)
+// Measured on a 2-core Zen 4 VM with the weights on huge pages (docs/lab/
+// performance-history.md "Huge pages and prefetch into L2"): with L1 prefetches (prefetcht0)
 // a 4096x4096 bf16 product of q = 4 rows cost 1.8x q = 1 on AVX3; into L2 it
 // costs 1.0-1.1x, and q = 1 is no slower. Lines prefetched into L1 ahead of
 // use hold L1 miss buffers and evict the tile's activation rows; from L2 the
@@ -245,15 +246,15 @@ HWY_INLINE void run_tile(const detail::MatmulArgs& a, size_t b, size_t j0, size_
 // cols). Not the 4-row tile: it needs 32 FMAs (one 512-bit FMA per cycle on
 // Zen 4) per 128 bf16 weights, FMA-bound at ~4 weights per cycle, about the
 // rate one core streams them: q = 4 costs 1.3-1.4x q = 1 from DRAM, the 3-row
-// tile (24 FMAs) 1.02-1.15x; so products of 3 rows, which ran padded to 4
-// until session 26, run unpadded (docs/PERFORMANCE.md "Session 26: 3-row
-// tiles": q = 3 1.20-1.30 -> 1.02-1.11x, q = 2 1.20-1.30 -> 0.96-1.10x, 1
-// thread, 1024-8192 cols). Matrices of at most kPadPairMinBytes keep the
+// tile (24 FMAs) 1.02-1.15x; so products of 3 rows run unpadded (measured
+// against the padded 4-row tile, docs/lab/performance-history.md "3-row
+// tiles for q = 2 and 3": q = 3 1.20-1.30 -> 1.02-1.11x, q = 2 1.20-1.30 ->
+// 0.96-1.10x, 1 thread, 1024-8192 cols). Matrices of at most kPadPairMinBytes keep the
 // 2-row tile: such a matrix is usually read from cache (a small model, a
 // drafter module), where the 2-row tile costs 1.37x q = 1 against the 3-row
 // tile's 1.80x (in L2, 320-4096 cols), and from DRAM the two measured alike.
-// 2-byte holds only (fp32 has twice the bytes per FMA; fp16 measured as bf16,
-// session 26). Padding changes no bits:
+// 2-byte holds only (fp32 has twice the bytes per FMA; fp16 measured as
+// bf16). Padding changes no bits:
 // every output's operations are the same in any tile.
 constexpr bool kOnePassTiles = passes_of(4) == 1;
 

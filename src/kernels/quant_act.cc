@@ -4,9 +4,10 @@
 //
 // Why SIMD: it runs once per quantized product on q·cols values. The scalar
 // form (a serial maxss chain per block, branchy clamps, byte loops the
-// compiler cannot vectorize for char aliasing) cost ~3 ns per value on the
-// Intel host of docs/PERFORMANCE.md — 45 % of a 128×4096 Q8_0 product at q = 1
-// in cache, ~1–3 % of a ~1 B model's forward.
+// compiler cannot vectorize for char aliasing) cost ~3 ns per value on an
+// Emerald Rapids core (docs/lab/performance-history.md "an Intel host —
+// AVX-VNNI on AVX2") — 45 % of a 128×4096 Q8_0 product at q = 1 in cache,
+// ~1–3 % of a ~1 B model's forward.
 //
 // Each operation mirrors the reference literally:
 //   amax: lane-wise "a > m ? a : m" from 0 (a NaN never enters: the same as

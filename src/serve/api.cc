@@ -165,7 +165,7 @@ ApiRequest parse_request(std::string_view body, Endpoint endpoint) {
   }
   const int64_t kMaxTokens = int64_t(1) << 31;
   // Absent: up to the context (0). Given: at least 1, as OpenAI and vLLM
-  // require (0 was read as absent and ran to the context).
+  // require (a given 0 must not read as absent and run to the context).
   r.max_tokens = get_int(j, "max_tokens", 0, 1, kMaxTokens);
   if (endpoint == Endpoint::Chat && field(j, "max_completion_tokens")) {
     r.max_tokens = get_int(j, "max_completion_tokens", 0, 1, kMaxTokens);

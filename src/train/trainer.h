@@ -71,8 +71,8 @@ struct TrainOptions {
   bool parity = true;      // run the parity gate at the end (rank 0)
   std::string command_line;
   // TEST ONLY: shifts module k's rows to embed(tok[t+k+1+s]) -> tok[t+k+2+s].
-  // s = -1 reproduces the earlier system's indexing bug (module 0 learns the lm_head's
-  // own t+1 task); tests/train/indexing_test.cc shows it is caught.
+  // s = -1 reproduces the reference story's indexing bug (shared/seed: module 0
+  // learns the lm_head's own t+1 task); tests/train/indexing_test.cc shows it is caught.
   int offset_shift = 0;
 };
 

@@ -3,7 +3,8 @@
 // the next — a drafter below break-even (a random one on stories260K, which
 // almost never guesses right) is verified in the first cycles and then only
 // probed (verified every cycle, a random drafter ran at 0.68x plain on the
-// memory-bound target, docs/PERFORMANCE.md). Lookups (--lookup
+// memory-bound target: docs/lab/performance-history.md "A useless drafter
+// alone"). Lookups (--lookup
 // prompt,history) keep the output and learn from earlier requests, with one
 // slot or several; --draft-p-min reaches the drafter.
 #include <gtest/gtest.h>

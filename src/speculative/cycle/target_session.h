@@ -107,8 +107,8 @@ class TargetVerifier : public Verifier {
   using Observer = std::function<void(size_t first_index, const float* logits, size_t n)>;
   void set_observer(Observer o) { observer_ = std::move(o); }
   // Diagnostic fault for `drift --inject-fault stale-kv`: commit() keeps the
-  // rejected drafts' K/V instead of rolling back, as the earlier system did.
-  // Never set outside the drift harness.
+  // rejected drafts' K/V instead of rolling back, as the reference story's
+  // system did (shared/seed). Never set outside the drift harness.
   void inject_stale_kv_fault() { stale_kv_fault_ = true; }
 
   // Deliberately broken acceptance rules, for the distribution tests only

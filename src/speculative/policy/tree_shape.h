@@ -101,8 +101,8 @@ class TreeChooser {
   // A point timed in a noisy moment would otherwise decide for good: m(3)
   // timed at 1.58 decodes instead of ~1.2 (and m(4) raised to it) kept a
   // 2-deep chain from ever being chosen on a memory-bound target — auto ran
-  // at 1.54x plain against the chain's 1.96x (docs/PERFORMANCE.md, issue 16,
-  // "Session 31"). So when the best shape verifying another row count than
+  // at 1.54x plain against the chain's 1.96x (docs/lab/performance-history.md
+  // "the demo target widened to d 1280"). So when the best shape verifying another row count than
   // the winner comes within kRetimeMargin of it, the timed point that prices
   // it — the one whose own timing sets that price, q = 1 included: a slow
   // m(1) flattens every point up to the next larger timing — is timed again
