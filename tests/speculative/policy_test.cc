@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "checkpoint_util.h"
+#include "model_util.h"
 #include "spec_fixture.h"
 #include "speculative/scheduler/generate.h"
 #include "speculative/sources/draft_source.h"

@@ -187,7 +187,7 @@ TEST(Speculative, KTypeTargetsMatchPlain) {
   }
 }
 
-// The union (union_proposer.h) with each source alone and all together,
+// The sources (sources/draft_source.h) each alone and all together,
 // gated and not: output == plain generation (greedy, and coupled sampling at
 // T > 0 with a seed); at T = 0 every live MTP draft inside the union equals
 // teacher forcing, also in cycles after the MTP source was skipped (its rows

@@ -57,10 +57,9 @@ class Proposer {
   // The committed sequence after a cycle's verify.
   virtual void commit(std::span<const int32_t> committed) = 0;
   // Whether the proposer fills SpecStats::sources' proposed / chosen /
-  // time_s itself: the union (it proposes from several sources, verifies
-  // one, and times each) and the scheduler's prepared drafts (made outside
-  // the cycle). Otherwise SpecSequence credits them to the sources of the
-  // trees it gets (SpecSequence::draft, commit_proposer).
+  // time_s itself: the engine's prepared drafts (proposed outside the cycle,
+  // several sources judged, one verified). Otherwise SpecSequence credits them
+  // to the sources of the trees it gets (SpecSequence::draft, commit_proposer).
   virtual bool counts_sources() const { return false; }
 };
 
@@ -82,7 +81,7 @@ class ChainProposer : public Proposer {
 // (for a chain: drafts at position k that were verified), accepted[k] those
 // whose accepted path did.
 // Per source (SpecStats::sources) also: tokens proposed (verified or not),
-// cycles it was chosen (of them probes, gate.h) and seconds spent drafting.
+// cycles it was chosen (of them probes) and seconds spent drafting.
 struct DepthCounts {
   std::vector<long> drafted, accepted;
   long proposed = 0, chosen = 0, probes = 0;

@@ -63,50 +63,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
-std::vector<double> session_forward_times(TargetSession& s, int q_max) {
-  const int n = s.forwarded();
-  q_max = std::max(1, std::min(q_max, s.ctx() - n));
-  const int32_t tok = 0;
-  std::vector<int32_t> tokens(size_t(q_max), tok);
-  std::vector<float> logits(size_t(q_max) * size_t(s.model().config().vocab));
-  auto time_q = [&](int q) {
-    const auto t0 = std::chrono::steady_clock::now();
-    s.forward(std::span<const int32_t>(tokens.data(), size_t(q)), logits.data());
-    const double sec = seconds_since(t0);
-    s.truncate(n);
-    return sec;
-  };
-  const double t1 = time_q(1);
-  const double t2 = q_max > 1 ? time_q(2) : 0.0;
-  return curve_from(t1, t2, q_max > 2 ? time_q(q_max) : 0.0, q_max);
-}
-
-std::vector<double> prefill_timed(TargetSession& s, std::span<const int32_t> prompt, int q_max,
-                                  float* last_logits) {
-  // Timed tail: q_max rows (when > 2), then 2, then 1 (the last prompt row).
-  const size_t tail = size_t(q_max > 2 ? q_max : 0) + (q_max > 1 ? 2 : 0) + 1;
-  if (q_max < 1 || q_max > s.q_max() || prompt.size() < size_t(q_max) + 4) {
-    s.prefill(prompt, last_logits);
-    return {};
-  }
-  const size_t V = s.model().config().vocab;
-  s.prefill(prompt.first(prompt.size() - tail), nullptr);
-  std::vector<float> logits(size_t(q_max) * V);
-  size_t at = prompt.size() - tail;
-  auto time_q = [&](int q) {
-    const auto t0 = std::chrono::steady_clock::now();
-    s.forward(prompt.subspan(at, size_t(q)), logits.data());
-    at += size_t(q);
-    return seconds_since(t0);
-  };
-  const double tq = q_max > 2 ? time_q(q_max) : 0.0;
-  const double t2 = q_max > 1 ? time_q(2) : 0.0;
-  const double t1 = time_q(1);  // the last prompt row: its logits are the answer
-  MTP_CHECK(at == prompt.size(), "timed prefill ended at row {} of {}", at, prompt.size());
-  if (last_logits) std::copy_n(logits.data(), V, last_logits);
-  return curve_from(t1, t2, tq, q_max);
-}
-
 double sampling_seconds(size_t vocab, const SamplerOptions& o, int reps) {
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.f, 3.f);

@@ -151,20 +151,6 @@ void MtpChains::catch_up(std::span<Job> jobs, int modules) {
   }
 }
 
-void MtpChains::draft_calls(int slot, int N, int len,
-                            std::vector<std::pair<int, int>>& calls) const {
-  calls.clear();
-  for (int k = 0; k < std::min(len, K()); ++k) {
-    int begin = runner_.kv(k).length(slot);
-    // As catch_up: module 0 recomputes row N-2 when its logits were not kept.
-    if (k == 0 && d0_row_[size_t(slot)] != N - 2 && begin > N - 2 && N >= 2) begin = N - 2;
-    const int q_max = runner_.kv(k).q_max();
-    for (int rows = std::max(0, N - 1 - begin); rows > 0; rows -= q_max) {
-      calls.push_back({k, std::min(rows, q_max)});
-    }
-  }
-}
-
 void MtpChains::draft(std::span<Job> jobs) {
   catch_up(jobs, 1);
   const size_t V = runner_.logits_width();

@@ -91,14 +91,6 @@ class MtpChains {
   void draft(std::span<Job> jobs);
   // Slot s's sequence has ended: its module caches are emptied.
   void release(int slot);
-  // The module calls a chain of up to `len` drafts for slot s with N
-  // committed tokens would make now, as {module, rows} in call order: module
-  // 0's catch-up (none when up to date), then module k = 1 .. len - 1 its
-  // catch-up and k non-final rows; a catch-up longer than q_max is several
-  // calls. What pricing a draft before making it needs (union_proposer.h).
-  // (calls is cleared and filled: the caller's, reused every cycle.)
-  void draft_calls(int slot, int N, int len, std::vector<std::pair<int, int>>& calls) const;
-
   int K() const { return runner_.K(); }
   drafter::MtpRunner& runner() { return runner_; }
   const drafter::MtpRunner& runner() const { return runner_; }
