@@ -1,6 +1,7 @@
 #include "cli/checks.h"
 #include "app/args.h"
 
+#include "speculative/scheduler/params.h"
 #include "speculative/sources/draft_source.h"
 
 #include <CLI/CLI.hpp>
@@ -101,10 +102,13 @@ speculative::TreeOptions resolve_tree(const DrafterArgs& a, int drafter_k) {
 int resolve_draft_k(const DrafterArgs& a, int k_max, const std::string& k_max_what,
                     int k_default) {
   if (!a.draft_k_given) return k_default;
-  if (a.draft_k < 1 || a.draft_k > k_max) {
-    fail<InputError>("--draft-k {} is outside 1..{} ({})", a.draft_k, k_max, k_max_what);
+  // The library's rule (speculative::resolve_draft_k; 0 there means "the
+  // longest"), the flag named.
+  try {
+    if (a.draft_k >= 1) return speculative::resolve_draft_k(a.draft_k, k_max, k_max_what.c_str());
+  } catch (const InputError&) {
   }
-  return a.draft_k;
+  fail<InputError>("--draft-k {} is outside 1..{} ({})", a.draft_k, k_max, k_max_what);
 }
 
 bool LookupArgs::has(const std::string& s) const {
