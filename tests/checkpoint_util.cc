@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "io/safetensors.h"
+#include "model/family.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -119,6 +120,9 @@ RandomSpec RandomSpec::for_arch(Arch a) {
       s.bos_id = 2;
       s.eos_ids = {1, 107};
       break;
+    case Arch::Mistral:
+      s.sliding_window = 6;  // every layer sliding; shorter than the tests' sequences
+      break;
     case Arch::Gemma3:
       s.n_layers = 6;  // pattern 6: layers 0-4 sliding, layer 5 global
       s.n_kv_heads = 1;
@@ -188,6 +192,17 @@ json hf_config_json(const RandomSpec& s) {
       c["rope_scaling"] = nullptr;
       c["sliding_window"] = nullptr;
       c["use_sliding_window"] = false;
+      break;
+    case Arch::Mistral:
+      // MistralConfig as Mistral-7B-v0.1 writes it: head_dim absent (derived),
+      // sliding_window on every layer.
+      if (s.head_dim * s.n_heads != s.d_model) {
+        fail<InputError>("Mistral random checkpoint needs head_dim · heads == d_model");
+      }
+      c["architectures"] = {"MistralForCausalLM"};
+      c["model_type"] = "mistral";
+      c["hidden_act"] = "silu";
+      c["sliding_window"] = s.sliding_window > 0 ? nlohmann::json(s.sliding_window) : nlohmann::json(nullptr);
       break;
     case Arch::Gemma2:
       c["architectures"] = {"Gemma2ForCausalLM"};
@@ -338,6 +353,18 @@ void write_random_hf_checkpoint(const std::string& dir, const RandomSpec& s) {
               {"eos_token_id", ids_json(s.gen_eos_ids.empty() ? s.eos_ids : s.gen_eos_ids)},
               {"transformers_version", "4.50.0"}};
   write_file_atomic((fs::path(dir) / "generation_config.json").string(), gen.dump(2));
+}
+
+std::vector<model::Arch> every_arch() {
+  std::vector<model::Arch> out;
+  for (const model::Family& f : model::families()) out.push_back(f.arch);
+  return out;
+}
+
+std::vector<uint8_t> sliding_of(const model::ModelConfig& c) {
+  std::vector<uint8_t> out;
+  for (const model::LayerKind& k : c.layers) out.push_back(k.sliding ? 1 : 0);
+  return out;
 }
 
 std::string random_hf_checkpoint(const std::string& tag, const RandomSpec& spec) {

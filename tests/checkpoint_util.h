@@ -71,4 +71,10 @@ std::string random_hf_checkpoint(const std::string& tag, const RandomSpec& spec)
 // The config.json object the writer would produce for `spec` (before writing).
 nlohmann::json hf_config_json(const RandomSpec& spec);
 
+// Every architecture of the family table (model/family.h), in table order.
+std::vector<model::Arch> every_arch();
+
+// Each layer's sliding flag (empty when the config has no layer kinds).
+std::vector<uint8_t> sliding_of(const model::ModelConfig& c);
+
 }  // namespace mtp::test

@@ -134,7 +134,10 @@ void convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, const
   const model::ModelConfig c = model::read_hf_config(hf_dir);
   const nlohmann::json cfg =
       nlohmann::json::parse(read_file((fs::path(hf_dir) / "config.json").string()));
-  const std::string a = model::arch_name(c.arch);
+  // llama.cpp converts Mistral as a Llama (LlamaModel), dropping the window.
+  const bool mistral = c.arch == Arch::Mistral;
+  const bool llama = c.arch == Arch::Llama || mistral;
+  const std::string a = mistral ? "llama" : model::arch_name(c.arch);
   GgufMetadata kv;
   auto u32 = [&](const std::string& k, int64_t v) { kv.push_back({a + "." + k, GgufValue::u32(uint32_t(v))}); };
   auto f32 = [&](const std::string& k, double v) { kv.push_back({a + "." + k, GgufValue::f32(float(v))}); };
@@ -153,7 +156,7 @@ void convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, const
     u32("attention.key_length", c.head_dim);
     u32("attention.value_length", c.head_dim);
   }
-  if (c.arch == Arch::Llama) {
+  if (llama) {
     u32("vocab_size", c.vocab);
     u32("rope.dimension_count", c.head_dim);
   }
@@ -183,8 +186,8 @@ void convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, const
     std::vector<float> x(v.numel());
     to_f32(v.data, v.dtype, x.size(), x.data());  // the converter's .to(float32)
     const size_t cols = size_t(v.shape.back());
-    if (c.arch == Arch::Llama && ends_with(name, "q_proj.weight")) x = permute(x, c.n_heads, cols);
-    if (c.arch == Arch::Llama && ends_with(name, "k_proj.weight")) x = permute(x, c.n_kv_heads, cols);
+    if (llama && ends_with(name, "q_proj.weight")) x = permute(x, c.n_heads, cols);
+    if (llama && ends_with(name, "k_proj.weight")) x = permute(x, c.n_kv_heads, cols);
     if (is_gemma(c.arch) && ends_with(name, "norm.weight")) {
       // torch adds in the tensor's dtype: fp32 for F32/BF16 sources (the
       // converter widens BF16 first), fp16 for F16 ones (rounded again).

@@ -186,7 +186,8 @@ model::ModelConfig module_block_config(const model::ModelConfig& target, const D
   model::ModelConfig c = target;
   c.n_layers = 1;
   c.sliding_window = d.window;
-  c.layer_sliding = {uint8_t(d.window > 0 ? 1 : 0)};
+  c.layers.clear();
+  c.set_uniform_layers({uint8_t(d.window > 0 ? 1 : 0)});
   return c;
 }
 

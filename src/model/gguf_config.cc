@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/ggml_type.h"
 #include "io/gguf.h"
+#include "model/family.h"
 #include "model/loader.h"
 
 namespace mtp::model {
@@ -20,16 +21,6 @@ namespace mtp::model {
 namespace {
 
 constexpr int kMaxLayers = 1 << 16;
-
-struct ArchName {
-  const char* name;
-  Arch arch;
-};
-constexpr ArchName kArchs[] = {{"llama", Arch::Llama},   {"qwen2", Arch::Qwen2},
-                               {"qwen3", Arch::Qwen3},   {"gemma2", Arch::Gemma2},
-                               {"gemma3", Arch::Gemma3}};
-
-bool is_gemma(Arch a) { return a == Arch::Gemma2 || a == Arch::Gemma3; }
 
 // Metadata access with the architecture prefix and messages naming the file.
 struct Meta {
@@ -126,23 +117,36 @@ RopeScaling recover_llama3(const io::GgufFile& f, const io::GgufTensor& t, const
                     "mtpspec does not apply arbitrary per-frequency factors", f.path(), factor);
 }
 
-}  // namespace
+// The source's own key of a config field: messages name GGUF keys.
+FieldName gguf_field_names(const std::string& arch) {
+  return [arch](const char* hf) -> std::string {
+    static const std::pair<const char*, const char*> map[] = {
+        {"hidden_size", "embedding_length"},
+        {"num_hidden_layers", "block_count"},
+        {"num_attention_heads", "attention.head_count"},
+        {"num_key_value_heads", "attention.head_count_kv"},
+        {"head_dim", "attention.key_length"},
+        {"intermediate_size", "feed_forward_length"},
+        {"max_position_embeddings", "context_length"},
+        {"rms_norm_eps", "attention.layer_norm_rms_epsilon"},
+        {"rope_theta", "rope.freq_base"},
+        {"rope_local_base_freq", "rope.freq_base_swa"},
+        {"sliding_window", "attention.sliding_window"},
+        {"attn_logit_softcapping", "attn_logit_softcapping"},
+        {"final_logit_softcapping", "final_logit_softcapping"},
+        {"rope_scaling.factor", "rope.scaling.factor"},
+    };
+    for (auto& [from, to] : map) {
+      if (std::string_view(hf) == from) return arch + "." + to;
+    }
+    if (std::string_view(hf) == "vocab_size") return "token_embd.weight (its rows)";
+    if (std::string_view(hf).starts_with("rope_scaling.")) return "rope_freqs.weight";
+    return std::string(hf) + " (derived from the metadata)";
+  };
+}
 
-ModelConfig gguf_model_config(const io::GgufFile& f) {
-  const auto arch_name = f.get_string("general.architecture");
-  if (!arch_name) fail<ConfigError>("GGUF file '{}' has no general.architecture", f.path());
-  const ArchName* fam = nullptr;
-  for (auto& a : kArchs) {
-    if (*arch_name == a.name) fam = &a;
-  }
-  if (!fam) {
-    fail<ConfigError>("GGUF file '{}': general.architecture '{}' is not supported (supported: "
-                      "llama, qwen2, qwen3, gemma2, gemma3)", f.path(), *arch_name);
-  }
-  const Meta m{f, *arch_name + "."};
-  ModelConfig c;
-  c.arch = fam->arch;
-  c.source = "gguf";
+void gguf_sizes(const Meta& m, ModelConfig& c) {
+  const io::GgufFile& f = m.f;
   c.d_model = m.req_int("embedding_length");
   c.n_layers = m.req_int("block_count");
   if (c.n_layers <= 0 || c.n_layers > kMaxLayers) {
@@ -185,9 +189,12 @@ ModelConfig gguf_model_config(const io::GgufFile& f) {
                      m.key("vocab_size"), *v, c.vocab);
   }
   c.tie_embeddings = f.tensor("output.weight") == nullptr;
+}
 
-  // RoPE. llama.cpp stores Llama's Q/K rows permuted for its interleaved
-  // rotation; the loader undoes that, so every family runs rotate-half here.
+// RoPE. llama.cpp stores Llama's Q/K rows permuted for its interleaved
+// rotation; the loader undoes that, so every family runs rotate-half here.
+void gguf_rope(const Meta& m, const Family& fam, ModelConfig& c) {
+  const io::GgufFile& f = m.f;
   c.rope_interleaved = false;
   c.rope_theta = float(m.get_float("rope.freq_base", 10000.0));  // llama.cpp's default
   const std::string scaling = f.get_string(m.key("rope.scaling.type")).value_or("none");
@@ -207,54 +214,46 @@ ModelConfig gguf_model_config(const io::GgufFile& f) {
     c.rope_scaling.factor = float(lin);
   }
   if (const io::GgufTensor* rf = f.tensor("rope_freqs.weight")) {
-    if (c.arch != Arch::Llama || c.rope_scaling.type != RopeScaling::Type::None) {
+    if (fam.gguf_rope_freqs != RopeFreqs::Llama3 ||
+        c.rope_scaling.type != RopeScaling::Type::None) {
       fail<ConfigError>("GGUF file '{}': rope_freqs.weight is only supported as llama3 scaling on "
                         "llama without other RoPE scaling", f.path());
     }
     c.rope_scaling = recover_llama3(f, *rf, c, f.get_int(m.key("rope.scaling.original_context_length")));
   }
-  if (c.arch == Arch::Gemma2 && c.rope_scaling.type != RopeScaling::Type::None) {
-    fail<ConfigError>("GGUF file '{}': RoPE scaling on gemma2 is not supported", f.path());
+  if (fam.rope_scaling_everywhere && c.rope_scaling.type != RopeScaling::Type::None) {
+    fail<ConfigError>("GGUF file '{}': RoPE scaling on {} is not supported", f.path(), fam.name);
   }
+}
 
-  c.activation = is_gemma(c.arch) ? Activation::GeluTanh : Activation::SiLU;
-  c.qkv_bias = c.arch == Arch::Qwen2;
-  c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Gemma3;
-  if (is_gemma(c.arch)) {
-    // Stored norms already hold 1 + w (the converter adds it); the loader
-    // reads them as they are. norm_one_plus keeps its meaning for the
-    // family's other norms (a drafter's modules store w).
-    c.norm_one_plus = true;
-    c.sandwich_norms = true;
-    c.embed_scale = std::sqrt(float(c.d_model));
-    // llama.cpp: 1/sqrt(head_dim), except the 27B models (46 layers for
-    // Gemma 2, 62 for Gemma 3), whose query_pre_attn_scalar is d_model/heads.
-    const bool big = (c.arch == Arch::Gemma2 && c.n_layers == 46) ||
-                     (c.arch == Arch::Gemma3 && c.n_layers == 62);
-    const double qpas = big ? double(c.d_model / c.n_heads) : double(c.head_dim);
-    c.query_scale = float(std::pow(qpas, -0.5));
-    c.layer_sliding.assign(size_t(c.n_layers), 0);
-    if (c.arch == Arch::Gemma2) {
-      c.attn_softcap = float(m.get_float("attn_logit_softcapping", 50.0));
-      c.final_softcap = float(m.get_float("final_logit_softcapping", 30.0));
-      c.sliding_window = m.get_int("attention.sliding_window", 4096);
-      for (int i = 0; i < c.n_layers; ++i) c.layer_sliding[size_t(i)] = i % 2 == 0;
-    } else {
-      // Gemma 3: with a sliding window, every 6th layer global and local RoPE
-      // base 10000 on the others; without one (absent or 0, as newer
-      // llama.cpp reads it), every layer global. No attention softcap; a
-      // final softcap only when the key says so.
-      c.final_softcap = float(m.get_float("final_logit_softcapping", 0.0));
-      c.sliding_window = m.get_int("attention.sliding_window", 0);
-      if (c.sliding_window > 0) {
-        for (int i = 0; i < c.n_layers; ++i) c.layer_sliding[size_t(i)] = (i + 1) % 6 != 0;
-        c.rope_local_theta = 10000.f;
-      }
-    }
-    if (c.sliding_window <= 0) c.sliding_window = c.arch == Arch::Gemma2 ? c.max_position : 0;
+// Gemma: the values llama.cpp hard-codes instead of storing, and the sliding
+// layers. Stored norms already hold 1 + w (the converter adds it); the loader
+// reads them as they are. norm_one_plus keeps its meaning for the family's
+// other norms (a drafter's modules store w).
+void gguf_gemma(const Meta& m, const Family& fam, ModelConfig& c) {
+  // llama.cpp: 1/sqrt(head_dim), except the 27B models, whose
+  // query_pre_attn_scalar is d_model/heads.
+  const double qpas = c.n_layers == fam.gguf_big_layers ? double(c.d_model / c.n_heads)
+                                                        : double(c.head_dim);
+  c.query_scale = float(std::pow(qpas, -0.5));
+  c.attn_softcap = float(m.get_float("attn_logit_softcapping", fam.attn_softcap));
+  c.final_softcap = float(m.get_float("final_logit_softcapping", fam.final_softcap));
+  // Gemma 3: with a sliding window, every 6th layer global and local RoPE
+  // base 10000 on the others; without one (absent or 0, as newer llama.cpp
+  // reads it), every layer global. Gemma 2: even layers local, the window
+  // defaulting to 4096.
+  c.sliding_window = m.get_int("attention.sliding_window", fam.gguf_window);
+  std::vector<uint8_t> sliding(size_t(c.n_layers), 0);
+  if (c.sliding_window > 0 || fam.sliding == SlidingPattern::EvenLayers) {
+    sliding = sliding_flags(fam, c.n_layers, 6);
   }
+  if (c.sliding_window > 0 && fam.local_rope) c.rope_local_theta = 10000.f;
+  if (c.sliding_window <= 0) c.sliding_window = fam.gguf_window > 0 ? c.max_position : 0;
+  c.set_uniform_layers(sliding);
+}
 
-  // Special tokens: BOS, and EOS ∪ EOT ∪ EOM (each ends generation).
+// Special tokens: BOS, and EOS ∪ EOT ∪ EOM (each ends generation).
+void gguf_special_tokens(const io::GgufFile& f, ModelConfig& c) {
   auto id = [&](const char* k) -> int32_t {
     auto v = f.get_int(k);
     if (!v) return -1;
@@ -271,44 +270,38 @@ ModelConfig gguf_model_config(const io::GgufFile& f) {
       c.eos_ids.push_back(e);
   }
   std::sort(c.eos_ids.begin(), c.eos_ids.end());
-  c.validate("GGUF file '" + f.path() + "'");
+}
+
+}  // namespace
+
+ModelConfig gguf_model_config(const io::GgufFile& f) {
+  const auto arch_name = f.get_string("general.architecture");
+  if (!arch_name) fail<ConfigError>("GGUF file '{}' has no general.architecture", f.path());
+  const Family* fam = family_by_gguf_arch(*arch_name);
+  if (!fam) {
+    fail<ConfigError>("GGUF file '{}': general.architecture '{}' is not supported (supported: "
+                      "{})", f.path(), *arch_name, supported_gguf_archs());
+  }
+  const Meta m{f, *arch_name + "."};
+  ModelConfig c;
+  c.arch = fam->arch;
+  c.source = "gguf";
+  gguf_sizes(m, c);
+  gguf_rope(m, *fam, c);
+  apply_family(*fam, c);
+  if (fam->sliding != SlidingPattern::None) gguf_gemma(m, *fam, c);
+  gguf_special_tokens(f, c);
+  c.validate("GGUF file '" + f.path() + "'", gguf_field_names(*arch_name));
   return c;
 }
 
 ModelConfig read_gguf_config(const std::string& path) { return gguf_model_config(io::GgufFile(path)); }
 
 std::string gguf_layer_tensor_name(const ModelConfig& c, int layer, const std::string& hf) {
-  struct Map {
-    const char* hf;
-    const char* gguf;
-  };
-  static const Map common[] = {
-      {"input_layernorm.weight", "attn_norm.weight"},
-      {"self_attn.q_proj.weight", "attn_q.weight"},
-      {"self_attn.k_proj.weight", "attn_k.weight"},
-      {"self_attn.v_proj.weight", "attn_v.weight"},
-      {"self_attn.o_proj.weight", "attn_output.weight"},
-      {"self_attn.q_proj.bias", "attn_q.bias"},
-      {"self_attn.k_proj.bias", "attn_k.bias"},
-      {"self_attn.v_proj.bias", "attn_v.bias"},
-      {"self_attn.q_norm.weight", "attn_q_norm.weight"},
-      {"self_attn.k_norm.weight", "attn_k_norm.weight"},
-      {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
-      {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
-      {"mlp.gate_proj.weight", "ffn_gate.weight"},
-      {"mlp.up_proj.weight", "ffn_up.weight"},
-      {"mlp.down_proj.weight", "ffn_down.weight"},
-  };
-  const std::string blk = "blk." + std::to_string(layer) + ".";
-  // Gemma's post_attention_layernorm is the sandwich norm after attention;
-  // Llama's/Qwen's is the pre-FFN norm.
-  if (hf == "post_attention_layernorm.weight") {
-    return blk + (c.sandwich_norms ? "post_attention_norm.weight" : "ffn_norm.weight");
+  for (const TensorName& m : family(c.arch).gguf_layer_names) {
+    if (hf == m.hf) return "blk." + std::to_string(layer) + "." + m.gguf;
   }
-  for (auto& m : common) {
-    if (hf == m.hf) return blk + m.gguf;
-  }
-  MTP_CHECK(false, "no GGUF name for layer tensor '{}'", hf);
+  MTP_CHECK(false, "no GGUF name for layer tensor '{}' of {}", hf, arch_name(c.arch));
 }
 
 }  // namespace mtp::model

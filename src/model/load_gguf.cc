@@ -25,6 +25,7 @@
 #include "core/thread_pool.h"
 #include "io/gguf.h"
 #include "kernels/quant_blocks.h"
+#include "model/family.h"
 #include "model/layer_io.h"
 #include "model/loader.h"
 
@@ -256,7 +257,7 @@ LayerWeights load_gguf_layer(const GgufFile& f, const ModelConfig& c, int i,
       w.qkv_bias.insert(w.qkv_bias.end(), v.begin(), v.end());
     }
   }
-  const bool permuted = c.arch == Arch::Llama;  // llama.cpp permutes Llama's Q/K only
+  const bool permuted = family(c.arch).gguf_qk_permuted;
   RowSource q{tensor("self_attn.q_proj.weight"), {}};
   RowSource k{tensor("self_attn.k_proj.weight"), {}};
   if (permuted) {

@@ -135,6 +135,9 @@ RefConfig ref_config_hf(const RandomSpec& s) {
     if (s.arch == Arch::Gemma3) {
       sliding = (l + 1) % c.at("sliding_window_pattern").get<int>() != 0;
     }
+    // MistralForCausalLM: every layer's mask is kv > q - sliding_window
+    // (transformers' sliding_window_overlay) unless sliding_window is null.
+    if (s.arch == Arch::Mistral) sliding = !c.at("sliding_window").is_null();
     if (sliding) r.window[l] = c.at("sliding_window").get<int>();
     r.local_rope[l] = s.arch == Arch::Gemma3 && sliding;
   }
@@ -517,6 +520,19 @@ TEST(ReferenceForward, Gemma3RopeLinear) {
   expect_matches(random_hf_checkpoint("ref-gemma3-linear", s), ref_config_hf(s), 8);
 }
 
+// Mistral = Llama with a sliding window on every layer: 16 tokens cross a
+// window of 5 in each layer.
+RandomSpec mistral_spec() {
+  RandomSpec s = RandomSpec::for_arch(Arch::Mistral);
+  s.sliding_window = 5;
+  return s;
+}
+
+TEST(ReferenceForward, MistralWindowShorterThanThePrompt) {
+  RandomSpec s = mistral_spec();
+  expect_matches(random_hf_checkpoint("ref-mistral", s), ref_config_hf(s), 10);
+}
+
 TEST(ReferenceForward, Llama2c) {
   expect_matches(llama2c_path(), ref_config_llama2c(64, 136, 2, 4, 2, 300), 9);
 }
@@ -566,6 +582,12 @@ TEST(ReferenceForward, DetectsPerturbations) {
        [](RefConfig& r, Perturb&) { r.gelu_tanh = false; }},
       {"gemma3: no sandwich norms", gemma_spec(Arch::Gemma3), false,
        [](RefConfig& r, Perturb&) { r.sandwich = false; }},
+      {"mistral: no sliding window", mistral_spec(), false,
+       [](RefConfig& r, Perturb&) { std::fill(r.window.begin(), r.window.end(), 0); }},
+      {"mistral: window one wider", mistral_spec(), false,
+       [](RefConfig& r, Perturb&) {
+         for (int& w : r.window) ++w;
+       }},
   };
   uint32_t seed = 40;
   for (const Case& c : cases) {

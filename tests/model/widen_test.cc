@@ -149,7 +149,7 @@ TEST(Widen, RmsNormOverFourToTheKDimsWithRescaledWeightsIsBitwise) {
 
 // Random checkpoints of every family, widened 4x in d, 2x elsewhere, +2 layers.
 TEST(Widen, RandomCheckpointsOfEveryFamilyKeepTheirLogits) {
-  for (Arch arch : {Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma2, Arch::Gemma3}) {
+  for (Arch arch : test::every_arch()) {
     test::RandomSpec spec = test::RandomSpec::for_arch(arch);
     const std::string src = test::random_hf_checkpoint("widen-src", spec);
     const ModelConfig c = read_model_config(src);

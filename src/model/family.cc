@@ -1,0 +1,251 @@
+// The family table's rows (model/family.h). Defaults are those of each
+// family's transformers config class; GGUF facts are llama.cpp's converter
+// (convert_hf_to_gguf.py) and loader (src/llama-model.cpp) conventions.
+#include "model/family.h"
+
+#include <cctype>
+#include <cmath>
+#include <set>
+
+#include "core/error.h"
+
+namespace mtp::model {
+
+namespace {
+
+// gguf-py's names of the layer tensors every family has.
+constexpr TensorName kLlamaNames[] = {
+    {"input_layernorm.weight", "attn_norm.weight"},
+    {"self_attn.q_proj.weight", "attn_q.weight"},
+    {"self_attn.k_proj.weight", "attn_k.weight"},
+    {"self_attn.v_proj.weight", "attn_v.weight"},
+    {"self_attn.o_proj.weight", "attn_output.weight"},
+    {"self_attn.q_proj.bias", "attn_q.bias"},
+    {"self_attn.k_proj.bias", "attn_k.bias"},
+    {"self_attn.v_proj.bias", "attn_v.bias"},
+    {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+    {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+    {"post_attention_layernorm.weight", "ffn_norm.weight"},  // Llama's pre-FFN norm
+    {"mlp.gate_proj.weight", "ffn_gate.weight"},
+    {"mlp.up_proj.weight", "ffn_up.weight"},
+    {"mlp.down_proj.weight", "ffn_down.weight"},
+};
+// Gemma's post_attention_layernorm is the sandwich norm after attention.
+constexpr TensorName kGemmaNames[] = {
+    {"input_layernorm.weight", "attn_norm.weight"},
+    {"self_attn.q_proj.weight", "attn_q.weight"},
+    {"self_attn.k_proj.weight", "attn_k.weight"},
+    {"self_attn.v_proj.weight", "attn_v.weight"},
+    {"self_attn.o_proj.weight", "attn_output.weight"},
+    {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+    {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+    {"mlp.gate_proj.weight", "ffn_gate.weight"},
+    {"mlp.up_proj.weight", "ffn_up.weight"},
+    {"mlp.down_proj.weight", "ffn_down.weight"},
+};
+
+constexpr ChatMarkers kLlamaChat[] = {
+    {"llama3", {"<|start_header_id|>", "<|eot_id|>"}, nullptr},
+    {"llama2", {"[INST]", "[/INST]", "<<SYS>>"}, nullptr},
+};
+constexpr ChatMarkers kChatML[] = {{"chatml", {"<|im_start|>", "<|im_end|>"}, nullptr}};
+constexpr ChatMarkers kGemmaChat[] = {{"gemma", {"<start_of_turn>", "<end_of_turn>"}, nullptr}};
+constexpr ChatMarkers kMistralChat[] = {{"mistral", {"[INST]", "[/INST]"}, "<<SYS>>"}};
+
+constexpr std::array<const char*, 2> kSilu = {"silu", "swish"};
+constexpr std::array<const char*, 2> kGeluTanh = {"gelu_pytorch_tanh", "gelu_new"};
+
+const Family kFamilies[] = {
+    {.arch = Arch::Llama, .name = "llama",
+     .hf = {{{"LlamaForCausalLM"}, {"llama"}}},
+     .text_class = "LlamaForCausalLM", .text_model_type = "llama",
+     .gguf_arch = "llama", .gguf_written_as = "llama",
+     .max_position = 2048, .rope_theta = 10000.0, .tie = false, .bos = 1, .eos = 2,
+     .head_dim = 0, .n_heads = 0, .n_kv_heads = 0, .vocab = 0, .window = 0,
+     .norm_one_plus = false, .sandwich_norms = false, .activation = Activation::SiLU,
+     .activation_key = "hidden_act", .activation_names = kSilu, .qkv_bias = false,
+     .qk_norm = false, .embed_scale_sqrt_d = false, .query_pre_attn_scalar = false,
+     .softcaps = false, .attn_softcap = 0, .final_softcap = 0, .sliding = SlidingPattern::None,
+     .local_rope = false, .rope_scaling_everywhere = false, .use_sliding_window_key = false,
+     .gguf_qk_permuted = true, .gguf_norms_plus_one = false, .gguf_window = 0,
+     .gguf_big_layers = 0, .gguf_rope_freqs = RopeFreqs::Llama3,
+     .gguf_layer_names = kLlamaNames, .chat = kLlamaChat},
+    {.arch = Arch::Qwen2, .name = "qwen2",
+     .hf = {{{"Qwen2ForCausalLM"}, {"qwen2"}}},
+     .text_class = "Qwen2ForCausalLM", .text_model_type = "qwen2",
+     .gguf_arch = "qwen2", .gguf_written_as = "qwen2",
+     .max_position = 32768, .rope_theta = 10000.0, .tie = false, .bos = -1, .eos = -1,
+     .head_dim = 0, .n_heads = 0, .n_kv_heads = 0, .vocab = 0, .window = 0,
+     .norm_one_plus = false, .sandwich_norms = false, .activation = Activation::SiLU,
+     .activation_key = "hidden_act", .activation_names = kSilu, .qkv_bias = true,
+     .qk_norm = false, .embed_scale_sqrt_d = false, .query_pre_attn_scalar = false,
+     .softcaps = false, .attn_softcap = 0, .final_softcap = 0, .sliding = SlidingPattern::None,
+     .local_rope = false, .rope_scaling_everywhere = false, .use_sliding_window_key = true,
+     .gguf_qk_permuted = false, .gguf_norms_plus_one = false, .gguf_window = 0,
+     .gguf_big_layers = 0, .gguf_rope_freqs = RopeFreqs::None,
+     .gguf_layer_names = kLlamaNames, .chat = kChatML},
+    {.arch = Arch::Qwen3, .name = "qwen3",
+     .hf = {{{"Qwen3ForCausalLM"}, {"qwen3"}}},
+     .text_class = "Qwen3ForCausalLM", .text_model_type = "qwen3",
+     .gguf_arch = "qwen3", .gguf_written_as = "qwen3",
+     .max_position = 32768, .rope_theta = 10000.0, .tie = false, .bos = -1, .eos = -1,
+     .head_dim = 128, .n_heads = 0, .n_kv_heads = 0, .vocab = 0, .window = 0,
+     .norm_one_plus = false, .sandwich_norms = false, .activation = Activation::SiLU,
+     .activation_key = "hidden_act", .activation_names = kSilu, .qkv_bias = false,
+     .qk_norm = true, .embed_scale_sqrt_d = false, .query_pre_attn_scalar = false,
+     .softcaps = false, .attn_softcap = 0, .final_softcap = 0, .sliding = SlidingPattern::None,
+     .local_rope = false, .rope_scaling_everywhere = false, .use_sliding_window_key = true,
+     .gguf_qk_permuted = false, .gguf_norms_plus_one = false, .gguf_window = 0,
+     .gguf_big_layers = 0, .gguf_rope_freqs = RopeFreqs::None,
+     .gguf_layer_names = kLlamaNames, .chat = kChatML},
+    {.arch = Arch::Gemma2, .name = "gemma2",
+     .hf = {{{"Gemma2ForCausalLM"}, {"gemma2"}}},
+     .text_class = "Gemma2ForCausalLM", .text_model_type = "gemma2",
+     .gguf_arch = "gemma2", .gguf_written_as = "gemma2",
+     .max_position = 8192, .rope_theta = 10000.0, .tie = true, .bos = 2, .eos = 1,
+     .head_dim = 256, .n_heads = 0, .n_kv_heads = 4, .vocab = 0, .window = 4096,
+     .norm_one_plus = true, .sandwich_norms = true, .activation = Activation::GeluTanh,
+     .activation_key = "hidden_activation", .activation_names = kGeluTanh, .qkv_bias = false,
+     .qk_norm = false, .embed_scale_sqrt_d = true, .query_pre_attn_scalar = true,
+     .softcaps = true, .attn_softcap = 50.0, .final_softcap = 30.0,
+     .sliding = SlidingPattern::EvenLayers, .local_rope = false,
+     .rope_scaling_everywhere = true, .use_sliding_window_key = false,
+     .gguf_qk_permuted = false, .gguf_norms_plus_one = true, .gguf_window = 4096,
+     .gguf_big_layers = 46, .gguf_rope_freqs = RopeFreqs::None,
+     .gguf_layer_names = kGemmaNames, .chat = kGemmaChat},
+    {.arch = Arch::Gemma3, .name = "gemma3",
+     .hf = {{{"Gemma3ForCausalLM"}, {"gemma3_text"}, {"Gemma3ForConditionalGeneration", true},
+             {"gemma3", true}}},
+     .text_class = "Gemma3ForCausalLM", .text_model_type = "gemma3_text",
+     .gguf_arch = "gemma3", .gguf_written_as = "gemma3",
+     .max_position = 131072, .rope_theta = 1000000.0, .tie = true, .bos = 2, .eos = 1,
+     .head_dim = 256, .n_heads = 8, .n_kv_heads = 4, .vocab = 262208, .window = 4096,
+     .norm_one_plus = true, .sandwich_norms = true, .activation = Activation::GeluTanh,
+     .activation_key = "hidden_activation", .activation_names = kGeluTanh, .qkv_bias = false,
+     .qk_norm = true, .embed_scale_sqrt_d = true, .query_pre_attn_scalar = true,
+     .softcaps = true, .attn_softcap = 0, .final_softcap = 0,
+     .sliding = SlidingPattern::EveryNth, .local_rope = true,
+     .rope_scaling_everywhere = false, .use_sliding_window_key = false,
+     .gguf_qk_permuted = false, .gguf_norms_plus_one = true, .gguf_window = 0,
+     .gguf_big_layers = 62, .gguf_rope_freqs = RopeFreqs::None,
+     .gguf_layer_names = kGemmaNames, .chat = kGemmaChat},
+    // Llama with a sliding window on every layer (MistralConfig: 4096 by
+    // default; null = none). llama.cpp converts it as arch "llama", dropping
+    // the window, so a Mistral GGUF loads as a Llama.
+    {.arch = Arch::Mistral, .name = "mistral",
+     .hf = {{{"MistralForCausalLM"}, {"mistral"}}},
+     .text_class = "MistralForCausalLM", .text_model_type = "mistral",
+     .gguf_arch = nullptr, .gguf_written_as = "llama",
+     .max_position = 4096 * 32, .rope_theta = 10000.0, .tie = false, .bos = 1, .eos = 2,
+     .head_dim = 0, .n_heads = 0, .n_kv_heads = 8, .vocab = 0, .window = 4096,
+     .norm_one_plus = false, .sandwich_norms = false, .activation = Activation::SiLU,
+     .activation_key = "hidden_act", .activation_names = kSilu, .qkv_bias = false,
+     .qk_norm = false, .embed_scale_sqrt_d = false, .query_pre_attn_scalar = false,
+     .softcaps = false, .attn_softcap = 0, .final_softcap = 0,
+     .sliding = SlidingPattern::AllLayers, .local_rope = false,
+     .rope_scaling_everywhere = true, .use_sliding_window_key = false,
+     .gguf_qk_permuted = true, .gguf_norms_plus_one = false, .gguf_window = 0,
+     .gguf_big_layers = 0, .gguf_rope_freqs = RopeFreqs::None,
+     .gguf_layer_names = kLlamaNames, .chat = kMistralChat},
+};
+
+}  // namespace
+
+std::span<const Family> families() { return kFamilies; }
+
+const Family& family(Arch a) {
+  for (const Family& f : kFamilies) {
+    if (f.arch == a) return f;
+  }
+  MTP_CHECK(false, "architecture {} has no row in the family table", int(a));
+}
+
+const Family* family_by_hf_name(const std::string& name, bool* multimodal) {
+  for (const Family& f : kFamilies) {
+    for (const HfName& n : f.hf) {
+      if (n.name && name == n.name) {
+        if (multimodal) *multimodal = n.multimodal;
+        return &f;
+      }
+    }
+  }
+  return nullptr;
+}
+
+const Family* family_by_gguf_arch(const std::string& name) {
+  for (const Family& f : kFamilies) {
+    if (f.gguf_arch && name == f.gguf_arch) return &f;
+  }
+  return nullptr;
+}
+
+std::string supported_hf_classes() {
+  std::string out;
+  for (const Family& f : kFamilies) {
+    for (const HfName& n : f.hf) {
+      // Class names only (model_type spellings are lower case).
+      if (n.name && std::isupper(static_cast<unsigned char>(n.name[0]))) {
+        out += (out.empty() ? "" : ", ") + std::string(n.name);
+      }
+    }
+  }
+  return out;
+}
+
+std::string supported_gguf_archs() {
+  std::string out;
+  for (const Family& f : kFamilies) {
+    if (f.gguf_arch) out += (out.empty() ? "" : ", ") + std::string(f.gguf_arch);
+  }
+  return out;
+}
+
+void apply_family(const Family& f, ModelConfig& c) {
+  c.norm_one_plus = f.norm_one_plus;
+  c.sandwich_norms = f.sandwich_norms;
+  c.activation = f.activation;
+  c.qkv_bias = f.qkv_bias;
+  c.qk_norm = f.qk_norm;
+  c.embed_scale = f.embed_scale_sqrt_d ? std::sqrt(float(c.d_model)) : 1.0f;  // fp32
+}
+
+std::vector<uint8_t> sliding_flags(const Family& f, int n, int every_nth) {
+  std::vector<uint8_t> s(size_t(n), 0);
+  for (int i = 0; i < n; ++i) {
+    switch (f.sliding) {
+      case SlidingPattern::None: break;
+      case SlidingPattern::EvenLayers: s[size_t(i)] = i % 2 == 0; break;
+      case SlidingPattern::EveryNth: s[size_t(i)] = (i + 1) % every_nth != 0; break;
+      case SlidingPattern::AllLayers: s[size_t(i)] = 1; break;
+    }
+  }
+  return s;
+}
+
+std::string chat_format_of(const std::string& jinja) {
+  auto has = [&](const char* s) { return jinja.find(s) != std::string::npos; };
+  for (const Family& f : kFamilies) {
+    for (const ChatMarkers& m : f.chat) {
+      bool all = true;
+      for (const char* need : m.needs) all = all && (!need || has(need));
+      if (all && (!m.absent || !has(m.absent))) return m.format;
+    }
+  }
+  return "";
+}
+
+std::string chat_format_names() {
+  std::string out;
+  std::set<std::string> seen;
+  for (const Family& f : kFamilies) {
+    for (const ChatMarkers& m : f.chat) {
+      if (seen.insert(m.format).second) out += (out.empty() ? "" : ", ") + std::string(m.format);
+    }
+  }
+  return out;
+}
+
+}  // namespace mtp::model

@@ -1,0 +1,127 @@
+// The family table: one row per architecture, every fact about a family in
+// one place. The Hugging Face parser (hf_config.cc), the GGUF parser
+// (gguf_config.cc), widening (widen.cc, widen_write.cc), the layer tensor
+// lists (layer_io.cc) and the chat-template recogniser (serve/chat_template.cc)
+// read these rows; none of them tests an architecture by name. A family that
+// is a variant of another (Mistral: Llama with a sliding window on every
+// layer) is one more row.
+#pragma once
+#include <array>
+#include <span>
+#include <string>
+
+#include "model/config.h"
+
+namespace mtp::model {
+
+// Which layers use sliding-window attention.
+enum class SlidingPattern {
+  None,        // every layer global (Qwen's sliding_window is inert: use_sliding_window is refused)
+  EvenLayers,  // Gemma 2: layers 0, 2, 4, ... (or the config's layer_types)
+  EveryNth,    // Gemma 3: layer i global iff (i + 1) % sliding_window_pattern == 0 (or layer_types)
+  AllLayers,   // Mistral: every layer, when sliding_window is not null
+};
+
+// What a GGUF rope_freqs.weight tensor carries for the family.
+enum class RopeFreqs {
+  None,    // refused
+  Llama3,  // llama3 RoPE scaling, as per-frequency factors (llama.cpp's converter)
+};
+
+// A name transformers knows the family by: a class of `architectures` or a
+// `model_type`; multimodal = the text model's keys are under "text_config".
+struct HfName {
+  const char* name = nullptr;
+  bool multimodal = false;
+};
+
+// Marker strings by which a Jinja chat template is recognised as the chat
+// format `format` (serve/chat_template.h): all of `needs` present, `absent`
+// not present.
+struct ChatMarkers {
+  const char* format = nullptr;
+  std::array<const char*, 3> needs{};
+  const char* absent = nullptr;
+};
+
+// A layer tensor's GGUF name (below "blk.N.") by its Hugging Face name
+// (below "model.layers.N."), gguf-py's tensor map for the family.
+struct TensorName {
+  const char* hf;
+  const char* gguf;
+};
+
+struct Family {
+  Arch arch;
+  const char* name;                   // arch_name(): also in fingerprints and drafter files
+  std::array<HfName, 6> hf;           // architectures / model_type names (unused slots null)
+  const char* text_class;             // the text-only class (a widened multimodal checkpoint)
+  const char* text_model_type;
+  const char* gguf_arch;              // general.architecture; null: llama.cpp writes it as
+  const char* gguf_written_as;        //   this family's arch instead (Mistral -> "llama")
+
+  // transformers' config-class defaults, for keys real checkpoints omit
+  int max_position;
+  double rope_theta;
+  bool tie;
+  int bos, eos;                       // -1 = None
+  int head_dim;                       // 0 = hidden_size / num_attention_heads
+  int n_heads, n_kv_heads, vocab;     // when the key is absent; 0 = required (kv: = heads)
+  int window;                         // sliding_window when the key is absent
+
+  // the computation
+  bool norm_one_plus;                 // x̂ · (1 + w)
+  bool sandwich_norms;                // post-attention and post-ffn norms
+  Activation activation;
+  const char* activation_key;         // the config key transformers reads
+  std::array<const char*, 2> activation_names;  // accepted values of it
+  bool qkv_bias;                      // q/k/v biases, always (o never)
+  bool qk_norm;                       // RMSNorm per head on q and k
+  bool embed_scale_sqrt_d;            // embedding × sqrt(hidden_size), in fp32
+  bool query_pre_attn_scalar;         // score scale query_pre_attn_scalar^-0.5 (default 256)
+  bool softcaps;                      // reads attn/final_logit_softcapping
+  double attn_softcap, final_softcap; // when the key is absent (null = none); 0 = none
+  SlidingPattern sliding;
+  bool local_rope;                    // sliding layers: rope_local_base_freq, unscaled
+  bool rope_scaling_everywhere;       // scaling would apply to sliding layers too (refused)
+  bool use_sliding_window_key;        // Qwen: use_sliding_window=true refused
+
+  // GGUF (llama.cpp's conventions)
+  bool gguf_qk_permuted;              // q/k rows permuted for llama.cpp's interleaved RoPE
+  bool gguf_norms_plus_one;           // norm weights stored as 1 + w
+  int gguf_window;                    // attention.sliding_window when absent (0 = no sliding)
+  int gguf_big_layers;                // block_count whose query scale is 1/sqrt(d / heads)
+  RopeFreqs gguf_rope_freqs;
+
+  std::span<const TensorName> gguf_layer_names;
+  std::span<const ChatMarkers> chat;
+};
+
+// Every row, in table order.
+std::span<const Family> families();
+const Family& family(Arch a);
+// By a Hugging Face class or model_type name (nullptr if none); multimodal
+// tells whether the name is of the nested text_config layout.
+const Family* family_by_hf_name(const std::string& name, bool* multimodal = nullptr);
+// By GGUF general.architecture (nullptr if none).
+const Family* family_by_gguf_arch(const std::string& name);
+// "LlamaForCausalLM, Qwen2ForCausalLM, ..." / "llama, qwen2, ...": for messages.
+std::string supported_hf_classes();
+std::string supported_gguf_archs();
+
+// The family's computation flags on `c` (norm style, sandwich norms,
+// activation, q/k/v biases, q/k norms, embedding scale): the ONE place these
+// rules live, for every loader.
+void apply_family(const Family& f, ModelConfig& c);
+
+// The sliding flag of each of `n` layers for the family's pattern
+// (`every_nth`: Gemma 3's sliding_window_pattern).
+std::vector<uint8_t> sliding_flags(const Family& f, int n, int every_nth);
+
+// The chat format (a serve/chat_template.h name) whose markers the Jinja text
+// carries, from the rows' ChatMarkers in table order; "" if none.
+std::string chat_format_of(const std::string& jinja);
+// Every chat format named in the table, in order (for messages).
+std::string chat_format_names();
+
+}  // namespace mtp::model
