@@ -188,6 +188,7 @@ model::ModelConfig module_block_config(const model::ModelConfig& target, const D
   c.sliding_window = d.window;
   c.layers.clear();
   c.set_uniform_layers({uint8_t(d.window > 0 ? 1 : 0)});
+  c.ple_dim = 0;  // a module's layer takes no per-layer embedding input
   return c;
 }
 

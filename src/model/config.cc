@@ -78,11 +78,16 @@ void ModelConfig::validate(const std::string& where, const FieldName& field) con
       const int o = k.kv_source;
       if (o >= l || !layers[size_t(o)].owns_kv() || layers[size_t(o)].sliding != k.sliding ||
           layers[size_t(o)].head_dim != k.head_dim ||
-          layers[size_t(o)].n_kv_heads != k.n_kv_heads) {
+          layers[size_t(o)].n_kv_heads != k.n_kv_heads || layers[size_t(o)].k_eq_v != k.k_eq_v) {
         fail<ConfigError>("{}: layer {} reads the K/V of layer {}, which is not an earlier "
                           "layer of the same kind that owns its K/V", where, l, o);
       }
     }
+  }
+  if (ple_dim < 0) fail<ConfigError>("{}: {} must be >= 0, got {}", where, key("hidden_size_per_layer_input"), ple_dim);
+  if (!(rope_partial > 0.f && rope_partial <= 1.f)) {
+    fail<ConfigError>("{}: {} must be in (0, 1], got {}", where, key("partial_rotary_factor"),
+                      rope_partial);
   }
   if (sliding_window < 0) {
     fail<ConfigError>("{}: {} must be >= 0, got {}", where, key("sliding_window"),
@@ -103,6 +108,7 @@ void ModelConfig::validate(const std::string& where, const FieldName& field) con
   positive("rope_theta", rope_theta);
   non_negative("rope_local_base_freq", rope_local_theta);
   positive("embed_scale", embed_scale);
+  positive("ple_embed_scale", ple_embed_scale);
   non_negative("query_pre_attn_scalar", query_scale);
   non_negative("attn_logit_softcapping", attn_softcap);
   non_negative("final_logit_softcapping", final_softcap);
@@ -171,9 +177,17 @@ nlohmann::json ModelConfig::to_json() const {
     for (const LayerKind& k : layers) {
       kinds.push_back({{"sliding", k.sliding}, {"head_dim", k.head_dim},
                        {"n_kv_heads", k.n_kv_heads}, {"ffn", k.ffn}, {"kv_source", k.kv_source},
-                       {"recurrent", k.recurrent}});
+                       {"k_eq_v", k.k_eq_v}, {"recurrent", k.recurrent}});
     }
     j["layer_kinds"] = kinds;
+  }
+  // Fields of the later families, only where they are in use (see above).
+  if (rope_partial != 1.f) j["rope_partial"] = rope_partial;
+  if (v_norm) j["v_norm"] = true;
+  if (layer_scalar) j["layer_scalar"] = true;
+  if (ple_dim > 0) {
+    j["ple_dim"] = ple_dim;
+    j["ple_embed_scale"] = ple_embed_scale;
   }
   j["tie_embeddings"] = tie_embeddings;
   return j;  // nlohmann::json objects are key-sorted: canonical by construction

@@ -12,7 +12,7 @@
 
 namespace mtp::model {
 
-enum class Arch { Llama, Qwen2, Qwen3, Gemma2, Gemma3, Mistral };
+enum class Arch { Llama, Qwen2, Qwen3, Gemma2, Gemma3, Mistral, Gemma4 };
 const char* arch_name(Arch a);  // "llama", "qwen2", ... (the family table's names)
 
 enum class Activation { SiLU, GeluTanh };
@@ -36,6 +36,7 @@ struct LayerKind {
   // -1: the layer computes and caches its own K/V. Otherwise the earlier
   // layer whose cached K/V this layer attends with (it computes none).
   int kv_source = -1;
+  bool k_eq_v = false;     // V is K's projection (no v_proj): Gemma 4 full layers, attention_k_eq_v
   bool recurrent = false;  // a recurrent layer (no per-position K/V); none supported yet
   bool owns_kv() const { return kv_source < 0; }
   bool operator==(const LayerKind&) const = default;
@@ -56,12 +57,23 @@ struct ModelConfig {
   bool rope_interleaved = false;  // llama2.c/Meta pairs; HF is rotate-half
   float rope_theta = 10000.f;
   RopeScaling rope_scaling;       // applies to global (non-sliding) layers
-  float rope_local_theta = 0.f;   // Gemma 3 sliding layers (0 = same as rope_theta)
+  float rope_local_theta = 0.f;   // Gemma 3/4 sliding layers (0 = same as rope_theta)
+  // Global layers' "proportional" RoPE (Gemma 4): the first
+  // floor(rope_partial · head_dim / 2) frequency pairs rotate with
+  // theta^(-2i/head_dim), the others not at all. 1 = every pair.
+  float rope_partial = 1.0f;
   bool qkv_bias = false;          // Qwen2
   bool qk_norm = false;           // Qwen3, Gemma 3: RMSNorm per head on q and k
   bool sandwich_norms = false;    // Gemma 2/3: post-attention and post-ffn norms
-  float embed_scale = 1.0f;       // Gemma: sqrt(d_model), in fp32
+  float embed_scale = 1.0f;       // Gemma: sqrt(d_model), in fp32 (Gemma 4: in the table's dtype)
   float query_scale = 0.f;        // score scale; 0 = 1/sqrt(head_dim)
+  bool v_norm = false;            // Gemma 4: RMSNorm without weight on each V head
+  bool layer_scalar = false;      // Gemma 4: each layer's output × its stored scalar
+  // Per-layer embeddings (Gemma 4 E2B/E4B): a [vocab, n_layers · ple_dim]
+  // table, looked up per token (× ple_embed_scale), plus a projection of the
+  // layer-0 input, feed a ple_dim-wide signal into every layer. 0 = none.
+  int ple_dim = 0;
+  float ple_embed_scale = 1.0f;   // sqrt(ple_dim) in the table's dtype
   float attn_softcap = 0.f;       // 0 = none
   float final_softcap = 0.f;      // 0 = none
   int sliding_window = 0;         // 0 = none

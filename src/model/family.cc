@@ -47,6 +47,27 @@ constexpr TensorName kGemmaNames[] = {
     {"mlp.down_proj.weight", "ffn_down.weight"},
 };
 
+// Gemma 4 adds the per-layer-embedding tensors and the layer's output scalar.
+constexpr TensorName kGemma4Names[] = {
+    {"input_layernorm.weight", "attn_norm.weight"},
+    {"self_attn.q_proj.weight", "attn_q.weight"},
+    {"self_attn.k_proj.weight", "attn_k.weight"},
+    {"self_attn.v_proj.weight", "attn_v.weight"},
+    {"self_attn.o_proj.weight", "attn_output.weight"},
+    {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+    {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+    {"mlp.gate_proj.weight", "ffn_gate.weight"},
+    {"mlp.up_proj.weight", "ffn_up.weight"},
+    {"mlp.down_proj.weight", "ffn_down.weight"},
+    {"per_layer_input_gate.weight", "inp_gate.weight"},
+    {"per_layer_projection.weight", "proj.weight"},
+    {"post_per_layer_input_norm.weight", "post_norm.weight"},
+    {"layer_scalar", "layer_output_scale.weight"},
+};
+
 constexpr ChatMarkers kLlamaChat[] = {
     {"llama3", {"<|start_header_id|>", "<|eot_id|>"}, nullptr},
     {"llama2", {"[INST]", "[/INST]", "<<SYS>>"}, nullptr},
@@ -131,7 +152,9 @@ const Family kFamilies[] = {
      .rope_scaling_everywhere = false, .use_sliding_window_key = false,
      .gguf_qk_permuted = false, .gguf_norms_plus_one = true, .gguf_window = 0,
      .gguf_big_layers = 62, .gguf_rope_freqs = RopeFreqs::None,
-     .gguf_layer_names = kGemmaNames, .chat = kGemmaChat},
+     .gguf_layer_names = kGemmaNames, .chat = kGemmaChat,
+     .hf_skipped = {"vision_tower.", "multi_modal_projector.", "model.vision_tower.",
+                    "model.multi_modal_projector."}},
     // Llama with a sliding window on every layer (MistralConfig: 4096 by
     // default; null = none). llama.cpp converts it as arch "llama", dropping
     // the window, so a Mistral GGUF loads as a Llama.
@@ -150,6 +173,34 @@ const Family kFamilies[] = {
      .gguf_qk_permuted = true, .gguf_norms_plus_one = false, .gguf_window = 0,
      .gguf_big_layers = 0, .gguf_rope_freqs = RopeFreqs::None,
      .gguf_layer_names = kLlamaNames, .chat = kMistralChat},
+    // Gemma 4 (Gemma4TextConfig; E2B/E4B/31B dense, the MoE 26B-A4B refused):
+    // two layer kinds (sliding: head_dim, num_key_value_heads, default RoPE
+    // with the sliding theta; full: global_head_dim, num_global_key_value_heads
+    // under attention_k_eq_v, proportional RoPE), the last layer full, the
+    // last num_kv_shared_layers layers reading the K/V of the last earlier
+    // layer of their kind, per-layer embeddings, plain norm weights, q/k
+    // norms and a weightless V norm instead of a score scale.
+    {.arch = Arch::Gemma4, .name = "gemma4",
+     .hf = {{{"Gemma4ForCausalLM"}, {"gemma4_text"}, {"Gemma4ForConditionalGeneration", true},
+             {"gemma4", true}}},
+     .text_class = "Gemma4ForCausalLM", .text_model_type = "gemma4_text",
+     .gguf_arch = "gemma4", .gguf_written_as = "gemma4",
+     .max_position = 131072, .rope_theta = 1000000.0, .tie = true, .bos = 2, .eos = 1,
+     .head_dim = 256, .n_heads = 8, .n_kv_heads = 4, .vocab = 262144, .window = 512,
+     .norm_one_plus = false, .sandwich_norms = true, .activation = Activation::GeluTanh,
+     .activation_key = "hidden_activation", .activation_names = kGeluTanh, .qkv_bias = false,
+     .qk_norm = true, .embed_scale_sqrt_d = true, .query_pre_attn_scalar = false,
+     .softcaps = true, .attn_softcap = 0, .final_softcap = 0,
+     .sliding = SlidingPattern::EveryNth, .local_rope = true,
+     .rope_scaling_everywhere = false, .use_sliding_window_key = false,
+     .gguf_qk_permuted = false, .gguf_norms_plus_one = false, .gguf_window = 0,
+     .gguf_big_layers = 0, .gguf_rope_freqs = RopeFreqs::Proportional,
+     .gguf_layer_names = kGemma4Names, .chat = {},
+     .rope_proportional = true, .rope_partial = 0.25, .v_norm = true, .unit_query_scale = true,
+     .embed_scale_in_weight_dtype = true, .layer_scalar = true, .last_layer_full = true,
+     .global_layer_shapes = true, .kv_sharing = true, .ple_dim = 256,
+     .hf_skipped = {"model.vision_tower.", "model.audio_tower.", "model.embed_vision.",
+                    "model.embed_audio."}},
 };
 
 }  // namespace
@@ -210,6 +261,16 @@ void apply_family(const Family& f, ModelConfig& c) {
   c.qkv_bias = f.qkv_bias;
   c.qk_norm = f.qk_norm;
   c.embed_scale = f.embed_scale_sqrt_d ? std::sqrt(float(c.d_model)) : 1.0f;  // fp32
+  if (f.unit_query_scale) c.query_scale = 1.0f;
+  c.v_norm = f.v_norm;
+  c.layer_scalar = f.layer_scalar;
+}
+
+bool hf_tensor_skipped(const Family& f, std::string_view name) {
+  for (const char* p : f.hf_skipped) {
+    if (p && name.starts_with(p)) return true;
+  }
+  return false;
 }
 
 std::vector<uint8_t> sliding_flags(const Family& f, int n, int every_nth) {

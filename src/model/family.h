@@ -9,6 +9,7 @@
 #include <array>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "model/config.h"
 
@@ -26,6 +27,10 @@ enum class SlidingPattern {
 enum class RopeFreqs {
   None,    // refused
   Llama3,  // llama3 RoPE scaling, as per-frequency factors (llama.cpp's converter)
+  // Gemma 4: the global layers' proportional RoPE as [global head_dim / 2]
+  // divisors, 1 on the rotated pairs and 1e30 on the others (the converter's
+  // generate_extra_tensors): read back as rope_partial.
+  Proportional,
 };
 
 // A name transformers knows the family by: a class of `architectures` or a
@@ -95,6 +100,20 @@ struct Family {
 
   std::span<const TensorName> gguf_layer_names;
   std::span<const ChatMarkers> chat;
+
+  // Gemma 4's facts (false / 0 for the other families)
+  bool rope_proportional = false;     // full_attention rope_type "proportional"
+  double rope_partial = 1.0;          // its partial_rotary_factor when rope_parameters is absent
+  bool v_norm = false;                // weightless RMSNorm on each V head
+  bool unit_query_scale = false;      // scores q·k with no 1/sqrt(head_dim) (q/k norms scale)
+  bool embed_scale_in_weight_dtype = false;  // sqrt(d) rounded to the table's dtype
+  bool layer_scalar = false;          // layers.N.layer_scalar multiplies the layer's output
+  bool last_layer_full = false;       // the last layer is full attention whatever layer_types say
+  bool global_layer_shapes = false;   // global_head_dim, num_global_key_value_heads, attention_k_eq_v
+  bool kv_sharing = false;            // num_kv_shared_layers, use_double_wide_mlp
+  int ple_dim = 0;                    // hidden_size_per_layer_input when absent (0: no PLE keys)
+  // Tensor prefixes of a multimodal checkpoint's towers: never opened or read.
+  std::array<const char*, 6> hf_skipped{};
 };
 
 // Every row, in table order.
@@ -110,13 +129,17 @@ std::string supported_hf_classes();
 std::string supported_gguf_archs();
 
 // The family's computation flags on `c` (norm style, sandwich norms,
-// activation, q/k/v biases, q/k norms, embedding scale): the ONE place these
-// rules live, for every loader.
+// activation, q/k/v biases, q/k norms, embedding and query scale, V norm,
+// layer scalars): the ONE place these rules live, for every loader.
 void apply_family(const Family& f, ModelConfig& c);
 
 // The sliding flag of each of `n` layers for the family's pattern
 // (`every_nth`: Gemma 3's sliding_window_pattern).
 std::vector<uint8_t> sliding_flags(const Family& f, int n, int every_nth);
+
+// Whether a Hugging Face tensor name lies under one of the family's skipped
+// (tower) prefixes.
+bool hf_tensor_skipped(const Family& f, std::string_view name);
 
 // The chat format (a serve/chat_template.h name) whose markers the Jinja text
 // carries, from the rows' ChatMarkers in table order; "" if none.

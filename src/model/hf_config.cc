@@ -168,12 +168,26 @@ void parse_rope(const Keys& k, const Family& f, ModelConfig& c) {
   double theta = k.get_num("rope_theta", f.rope_theta);
   RopeScaling scaling;
   double local_theta = f.local_rope ? k.get_num("rope_local_base_freq", 10000.0) : 0.0;
+  double partial = f.rope_partial;
   if (k.has("rope_parameters") && k.j.at("rope_parameters").is_object()) {
     const json& rp = k.j.at("rope_parameters");
     if (rp.contains("full_attention")) {  // per layer type
       Keys full{rp.at("full_attention"), k.where + " rope_parameters.full_attention"};
       theta = full.get_num("rope_theta", theta);
-      scaling = parse_rope_scaling(rp.at("full_attention"), full.where);
+      if (f.rope_proportional && full.get_str("rope_type", "") == "proportional") {
+        // Gemma 4: inv_freq of the rotated pairs / factor (linear scaling).
+        partial = full.get_num("partial_rotary_factor", 1.0);
+        if (!(partial > 0 && partial <= 1)) {
+          fail<ConfigError>("{}: 'partial_rotary_factor' must be in (0, 1], got {}", full.where,
+                            partial);
+        }
+        const double factor = full.get_num("factor", 1.0);
+        if (!(factor > 0)) fail<ConfigError>("{}: 'factor' must be positive", full.where);
+        if (factor != 1.0) scaling = {RopeScaling::Type::Linear, float(factor)};
+      } else {
+        partial = 1.0;
+        scaling = parse_rope_scaling(rp.at("full_attention"), full.where);
+      }
       if (rp.contains("sliding_attention")) {
         Keys slide{rp.at("sliding_attention"), k.where + " rope_parameters.sliding_attention"};
         local_theta = slide.get_num("rope_theta", local_theta);
@@ -193,6 +207,7 @@ void parse_rope(const Keys& k, const Family& f, ModelConfig& c) {
   c.rope_theta = float(theta);
   c.rope_scaling = scaling;
   c.rope_local_theta = float(local_theta);
+  c.rope_partial = float(partial);
 }
 
 // Keys that would change the computation in ways the decoder does not implement.
@@ -205,6 +220,14 @@ void refuse_unsupported(const Keys& k, const Family& f, const std::string& name)
   }
   if (f.use_sliding_window_key && k.get_bool("use_sliding_window", false)) {
     fail<ConfigError>("{}: use_sliding_window=true (Qwen sliding-window attention) is not "
+                      "supported", k.where);
+  }
+  if (k.get_bool("enable_moe_block", false)) {
+    fail<ConfigError>("{}: enable_moe_block=true (mixture-of-experts layers, as Gemma 4 "
+                      "26B-A4B) is not supported", k.where);
+  }
+  if (k.get_str("use_bidirectional_attention", "") == "all") {
+    fail<ConfigError>("{}: use_bidirectional_attention='all' (non-causal attention) is not "
                       "supported", k.where);
   }
 }
@@ -273,6 +296,7 @@ void parse_layer_kinds(const Keys& k, const Family& f, const std::string& name, 
     if (pattern <= 0) fail<ConfigError>("{}: sliding_window_pattern must be positive", k.where);
     sliding = sliding_flags(f, c.n_layers, pattern);
   }
+  if (f.last_layer_full) sliding.back() = 0;  // as transformers forces it
   c.set_uniform_layers(sliding);
   // sliding_window: null leaves "sliding" layers unwindowed (they keep the
   // local RoPE base in Gemma 3); a window spanning the whole context is that.
@@ -282,6 +306,61 @@ void parse_layer_kinds(const Keys& k, const Family& f, const std::string& name, 
     // engine applies scaling to global layers only.
     fail<ConfigError>("{}: rope_scaling on {} is not supported", k.where, f.name);
   }
+}
+
+// Gemma 4: full layers' own head_dim and kv-head count and K = V, then the
+// last num_kv_shared_layers layers reading the K/V of the last earlier layer
+// of their kind (with the double-wide MLP when use_double_wide_mlp).
+void parse_layer_shapes(const Keys& k, const Family& f, ModelConfig& c) {
+  if (!f.global_layer_shapes) return;
+  const bool k_eq_v = k.get_bool("attention_k_eq_v", false);
+  const int global_hd = k.get_int("global_head_dim", 512);
+  const int global_kv = k_eq_v ? k.get_int("num_global_key_value_heads", c.n_kv_heads)
+                               : c.n_kv_heads;
+  for (LayerKind& l : c.layers) {
+    if (l.sliding) continue;
+    l.head_dim = global_hd > 0 ? global_hd : c.head_dim;
+    l.n_kv_heads = global_kv;
+    l.k_eq_v = k_eq_v;
+  }
+  if (!f.kv_sharing) return;
+  const int shared = k.get_int("num_kv_shared_layers", 0);
+  if (shared < 0 || shared >= c.n_layers) {
+    fail<ConfigError>("{}: num_kv_shared_layers must be in 0..{} (num_hidden_layers - 1), got {}",
+                      k.where, c.n_layers - 1, shared);
+  }
+  const bool double_wide = k.get_bool("use_double_wide_mlp", false);
+  const int first = c.n_layers - shared;
+  for (int l = first; l < c.n_layers; ++l) {
+    LayerKind& kind = c.layers[size_t(l)];
+    for (int o = first - 1; o >= 0 && kind.kv_source < 0; --o) {
+      if (c.layers[size_t(o)].sliding == kind.sliding) kind.kv_source = o;
+    }
+    if (kind.kv_source < 0) {
+      fail<ConfigError>("{}: num_kv_shared_layers = {} leaves no {} layer before layer {} to own "
+                        "the K/V that layer reads", k.where, shared,
+                        kind.sliding ? "sliding_attention" : "full_attention", first);
+    }
+    if (double_wide) kind.ffn = 2 * c.ffn;
+  }
+}
+
+// Per-layer embeddings: hidden_size_per_layer_input (the family default when
+// absent; 0 or null = none) over vocab_size_per_layer_input rows.
+void parse_ple(const Keys& k, const Family& f, ModelConfig& c) {
+  if (f.ple_dim == 0) return;
+  c.ple_dim = k.present("hidden_size_per_layer_input")
+                  ? k.get_int("hidden_size_per_layer_input", 0) : f.ple_dim;
+  if (c.ple_dim < 0) {
+    fail<ConfigError>("{}: hidden_size_per_layer_input must be >= 0, got {}", k.where, c.ple_dim);
+  }
+  const int rows = k.get_int("vocab_size_per_layer_input", c.vocab);
+  if (c.ple_dim > 0 && rows != c.vocab) {
+    fail<ConfigError>("{}: vocab_size_per_layer_input {} differs from vocab_size {} (the "
+                      "per-layer table is looked up by the same token ids)", k.where, rows,
+                      c.vocab);
+  }
+  if (c.ple_dim > 0) c.ple_embed_scale = std::sqrt(float(c.ple_dim));  // rounded at load
 }
 
 // eos_token_id / bos_token_id: int, list of ints, or null. Returns whether the
@@ -376,6 +455,8 @@ ModelConfig parse_hf_config(const json& config, const json* generation_config,
   apply_family(f, c);
   parse_attention_scales(k, f, c);
   parse_layer_kinds(k, f, r.name, c);
+  parse_layer_shapes(k, f, c);
+  parse_ple(k, f, c);
   c.tie_embeddings = k.has("tie_word_embeddings") ? k.get_bool("tie_word_embeddings", f.tie)
                                                   : top.get_bool("tie_word_embeddings", f.tie);
   parse_special_tokens(config, k, generation_config, where, f, r.multimodal, c);

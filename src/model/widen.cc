@@ -82,6 +82,15 @@ WidenPlan plan_widen(const ModelConfig& src, const WidenShape& shape, bool allow
     fail<ConfigError>("widen: a GGUF source is not supported; widen the Hugging Face checkpoint "
                       "it was converted from");
   }
+  for (int l = 0; l < src.n_layers; ++l) {
+    LayerKind k = src.layer_kind(l), plain;
+    plain.sliding = k.sliding;
+    plain.head_dim = src.head_dim, plain.n_kv_heads = src.n_kv_heads, plain.ffn = src.ffn;
+    if (!(k == plain) || src.ple_dim > 0 || src.layer_scalar || src.v_norm) {
+      fail<ConfigError>("widen: a {} source is not supported (layers of several kinds, "
+                        "per-layer embeddings or layer scalars)", arch_name(src.arch));
+    }
+  }
   WidenShape s = shape;
   if (!s.d_model) s.d_model = src.d_model;
   if (!s.n_layers) s.n_layers = src.n_layers;

@@ -93,6 +93,13 @@ TEST_P(BitExact, QuantEveryArchitectureEveryType) {
     spec.d_model = 256, spec.n_heads = 4, spec.n_kv_heads = 2, spec.head_dim = 64, spec.ffn = 256;
     spec.n_layers = 1;
     if (spec.sliding_window > 0) spec.sliding_window = 6;
+    if (a == model::Arch::Gemma4) {  // both kinds, each read again by a shared layer
+      spec.n_layers = 4;
+      spec.layer_types = {"sliding_attention", "full_attention", "sliding_attention",
+                          "full_attention"};
+      spec.global_head_dim = 128;
+      spec.ple_dim = 256;
+    }
     const std::string dir = test::random_hf_checkpoint("bitexact-quant", spec);
     for (auto wt : kQuant) {
       model::Model m = load(dir, wt);
