@@ -90,6 +90,16 @@ std::vector<uint8_t> store(const std::vector<float>& v, DType t) {
   return out;
 }
 
+// The ids a real config lists: those inside the vocabulary (the family
+// defaults name ids of the real vocabularies, which the tests shrink).
+std::vector<int32_t> in_vocab(const std::vector<int32_t>& ids, int vocab) {
+  std::vector<int32_t> out;
+  for (int32_t id : ids) {
+    if (id < vocab) out.push_back(id);
+  }
+  return out;
+}
+
 json ids_json(const std::vector<int32_t>& ids) {
   if (ids.empty()) return nullptr;
   if (ids.size() == 1) return ids[0];
@@ -179,8 +189,8 @@ json hf_config_json(const RandomSpec& s) {
   c["rms_norm_eps"] = 1e-6;
   c["rope_theta"] = s.rope_theta;
   c["tie_word_embeddings"] = s.tie;
-  c["bos_token_id"] = s.bos_id;
-  c["eos_token_id"] = ids_json(s.eos_ids);
+  c["bos_token_id"] = s.bos_id < s.vocab ? json(s.bos_id) : json(nullptr);
+  c["eos_token_id"] = ids_json(in_vocab(s.eos_ids, s.vocab));
   c["torch_dtype"] = torch_dtype(s.dtype);
   c["initializer_range"] = 0.02;
   c["attention_dropout"] = 0.0;
@@ -326,8 +336,8 @@ json hf_config_json(const RandomSpec& s) {
     top["model_type"] = "gemma3";
     top["text_config"] = text;
     top["vision_config"] = {{"model_type", "siglip_vision_model"}, {"hidden_size", 4}};
-    top["eos_token_id"] = ids_json(s.eos_ids);
-    top["bos_token_id"] = s.bos_id;
+    top["eos_token_id"] = ids_json(in_vocab(s.eos_ids, s.vocab));
+    top["bos_token_id"] = s.bos_id < s.vocab ? json(s.bos_id) : json(nullptr);
     top["tie_word_embeddings"] = s.tie;
     top["mm_tokens_per_image"] = 256;
     top["torch_dtype"] = torch_dtype(s.dtype);
@@ -468,8 +478,8 @@ void write_random_hf_checkpoint(const std::string& dir, const RandomSpec& s) {
 
   write_file_atomic((fs::path(dir) / "config.json").string(), hf_config_json(s).dump(2));
   json gen = {{"_from_model_config", true},
-              {"bos_token_id", s.bos_id},
-              {"eos_token_id", ids_json(s.gen_eos_ids.empty() ? s.eos_ids : s.gen_eos_ids)},
+              {"bos_token_id", s.bos_id < s.vocab ? json(s.bos_id) : json(nullptr)},
+              {"eos_token_id", ids_json(in_vocab(s.gen_eos_ids.empty() ? s.eos_ids : s.gen_eos_ids, s.vocab))},
               {"transformers_version", "4.50.0"}};
   write_file_atomic((fs::path(dir) / "generation_config.json").string(), gen.dump(2));
 }

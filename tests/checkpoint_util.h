@@ -33,6 +33,7 @@ struct RandomSpec {
   float query_pre_attn_scalar = 0; // Gemma: 0 = head_dim
   float rope_theta = 10000.f;
   bool tie = false;                // tie_word_embeddings
+  // Special tokens; ids at or beyond the vocabulary are left out (null).
   int32_t bos_id = 1;
   std::vector<int32_t> eos_ids = {2};      // config.json eos_token_id (int if one, null if none)
   std::vector<int32_t> gen_eos_ids;        // generation_config.json (empty = same as eos_ids)

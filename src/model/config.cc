@@ -84,7 +84,10 @@ void ModelConfig::validate(const std::string& where, const FieldName& field) con
       }
     }
   }
-  if (ple_dim < 0) fail<ConfigError>("{}: {} must be >= 0, got {}", where, key("hidden_size_per_layer_input"), ple_dim);
+  if (ple_dim < 0) {
+    fail<ConfigError>("{}: {} must be >= 0, got {}", where, key("hidden_size_per_layer_input"),
+                      ple_dim);
+  }
   if (!(rope_partial > 0.f && rope_partial <= 1.f)) {
     fail<ConfigError>("{}: {} must be in (0, 1], got {}", where, key("partial_rotary_factor"),
                       rope_partial);

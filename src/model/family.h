@@ -56,52 +56,53 @@ struct TensorName {
   const char* gguf;
 };
 
+// Every field has the value most families have; a row sets the others.
 struct Family {
-  Arch arch;
-  const char* name;                   // arch_name(): also in fingerprints and drafter files
-  std::array<HfName, 6> hf;           // architectures / model_type names (unused slots null)
-  const char* text_class;             // the text-only class (a widened multimodal checkpoint)
-  const char* text_model_type;
-  const char* gguf_arch;              // general.architecture; null: llama.cpp writes it as
-  const char* gguf_written_as;        //   this family's arch instead (Mistral -> "llama")
+  Arch arch = Arch::Llama;
+  const char* name = nullptr;         // arch_name(): also in fingerprints and drafter files
+  std::array<HfName, 6> hf{};         // architectures / model_type names (unused slots null)
+  const char* text_class = nullptr;   // the text-only class (a widened multimodal checkpoint)
+  const char* text_model_type = nullptr;
+  const char* gguf_arch = nullptr;    // general.architecture; null: llama.cpp writes it as
+  const char* gguf_written_as = nullptr;  // this family's arch instead (Mistral -> "llama")
 
   // transformers' config-class defaults, for keys real checkpoints omit
-  int max_position;
-  double rope_theta;
-  bool tie;
-  int bos, eos;                       // -1 = None
-  int head_dim;                       // 0 = hidden_size / num_attention_heads
-  int n_heads, n_kv_heads, vocab;     // when the key is absent; 0 = required (kv: = heads)
-  int window;                         // sliding_window when the key is absent
+  int max_position = 0;
+  double rope_theta = 10000.0;
+  bool tie = false;
+  int bos = -1, eos = -1;             // -1 = None
+  int head_dim = 0;                   // 0 = hidden_size / num_attention_heads
+  int n_heads = 0, n_kv_heads = 0, vocab = 0;  // when absent; 0 = required (kv: = heads)
+  int window = 0;                     // sliding_window when the key is absent
 
   // the computation
-  bool norm_one_plus;                 // x̂ · (1 + w)
-  bool sandwich_norms;                // post-attention and post-ffn norms
-  Activation activation;
-  const char* activation_key;         // the config key transformers reads
-  std::array<const char*, 2> activation_names;  // accepted values of it
-  bool qkv_bias;                      // q/k/v biases, always (o never)
-  bool qk_norm;                       // RMSNorm per head on q and k
-  bool embed_scale_sqrt_d;            // embedding × sqrt(hidden_size), in fp32
-  bool query_pre_attn_scalar;         // score scale query_pre_attn_scalar^-0.5 (default 256)
-  bool softcaps;                      // reads attn/final_logit_softcapping
-  double attn_softcap, final_softcap; // when the key is absent (null = none); 0 = none
-  SlidingPattern sliding;
-  bool local_rope;                    // sliding layers: rope_local_base_freq, unscaled
-  bool rope_scaling_everywhere;       // scaling would apply to sliding layers too (refused)
-  bool use_sliding_window_key;        // Qwen: use_sliding_window=true refused
+  bool norm_one_plus = false;         // x̂ · (1 + w)
+  bool sandwich_norms = false;        // post-attention and post-ffn norms
+  Activation activation = Activation::SiLU;
+  const char* activation_key = "hidden_act";  // the config key transformers reads
+  std::array<const char*, 2> activation_names = {"silu", "swish"};  // accepted values of it
+  bool qkv_bias = false;              // q/k/v biases, always (o never)
+  bool qk_norm = false;               // RMSNorm per head on q and k
+  bool embed_scale_sqrt_d = false;    // embedding × sqrt(hidden_size), in fp32
+  bool query_pre_attn_scalar = false; // score scale query_pre_attn_scalar^-0.5 (default 256)
+  bool softcaps = false;              // reads attn/final_logit_softcapping
+  double attn_softcap = 0, final_softcap = 0;  // when the key is absent (null, 0 = none)
+  SlidingPattern sliding = SlidingPattern::None;
+  bool local_rope = false;            // sliding layers: rope_local_base_freq, unscaled
+  bool rope_scaling_everywhere = false;  // scaling would apply to sliding layers too (refused)
+  bool use_sliding_window_key = false;   // Qwen: use_sliding_window=true refused
 
   // GGUF (llama.cpp's conventions)
-  bool gguf_qk_permuted;              // q/k rows permuted for llama.cpp's interleaved RoPE
-  bool gguf_norms_plus_one;           // norm weights stored as 1 + w
-  int gguf_window;                    // attention.sliding_window when absent (0 = no sliding)
-  int gguf_big_layers;                // block_count whose query scale is 1/sqrt(d / heads)
-  RopeFreqs gguf_rope_freqs;
+  bool gguf_qk_permuted = false;      // q/k rows permuted for llama.cpp's interleaved RoPE
+  bool gguf_norms_plus_one = false;   // norm weights stored as 1 + w
+  int gguf_window = 0;                // attention.sliding_window when absent (0 = no sliding)
+  int gguf_big_layers = 0;            // block_count whose query scale is 1/sqrt(d / heads)
+  RopeFreqs gguf_rope_freqs = RopeFreqs::None;
 
   std::span<const TensorName> gguf_layer_names;
   std::span<const ChatMarkers> chat;
 
-  // Gemma 4's facts (false / 0 for the other families)
+  // Gemma 4's facts
   bool rope_proportional = false;     // full_attention rope_type "proportional"
   double rope_partial = 1.0;          // its partial_rotary_factor when rope_parameters is absent
   bool v_norm = false;                // weightless RMSNorm on each V head

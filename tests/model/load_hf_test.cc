@@ -278,12 +278,12 @@ TEST(HfConfig, ArchitecturesAsOneName) {
 // loader refuses its ids).
 TEST(HfConfig, SpecialTokenOutsideTheVocabularyIsRefused) {
   RandomSpec s = RandomSpec::for_arch(Arch::Llama);  // vocab 320
-  s.eos_ids = {2, 320};
+  s.config_patch = {{"eos_token_id", {2, 320}}};
   expect_error<ConfigError>([&] { parse(s); }, {"eos_token_id", "320", "outside the vocabulary"});
-  s.eos_ids = {2};
+  s.config_patch = {};
   json gen = {{"eos_token_id", {2, 1000}}};
   expect_error<ConfigError>([&] { parse(s, &gen); }, {"generation_config.json", "1000"});
-  s.bos_id = 400;
+  s.config_patch = {{"bos_token_id", 400}};
   expect_error<ConfigError>([&] { parse(s); }, {"bos_token_id", "400"});
   RandomSpec g = RandomSpec::for_arch(Arch::Gemma3);  // vocab 384
   g.nested_text_config = true;
