@@ -240,7 +240,7 @@ json hf_config_json(const RandomSpec& s) {
       c["architectures"] = {"MistralForCausalLM"};
       c["model_type"] = "mistral";
       c["hidden_act"] = "silu";
-      c["sliding_window"] = s.sliding_window > 0 ? nlohmann::json(s.sliding_window) : nlohmann::json(nullptr);
+      c["sliding_window"] = s.sliding_window > 0 ? json(s.sliding_window) : json(nullptr);
       break;
     case Arch::Gemma4: {
       c["architectures"] = {"Gemma4ForCausalLM"};
@@ -302,46 +302,34 @@ json hf_config_json(const RandomSpec& s) {
       c["pad_token_id"] = 0;
       break;
   }
-  if (s.arch == Arch::Gemma4 && s.nested_text_config) {
-    // Gemma4ForConditionalGeneration: the text model under text_config, the
-    // towers' configs beside it.
+  if (s.nested_text_config && (s.arch == Arch::Gemma3 || s.arch == Arch::Gemma4)) {
+    // Gemma3/4ForConditionalGeneration: the text model's keys under
+    // text_config, the towers' configs and the tie flag at the top (Gemma 3:
+    // the special tokens too, as the released 4B config).
+    const bool g3 = s.arch == Arch::Gemma3;
     json text = c;
     for (const char* k : {"architectures", "torch_dtype", "transformers_version",
                           "tie_word_embeddings"}) {
       text.erase(k);
     }
+    if (g3) text.erase("bos_token_id"), text.erase("eos_token_id");
     if (!s.config_patch.is_null()) text.merge_patch(s.config_patch);
     json top;
-    top["architectures"] = {"Gemma4ForConditionalGeneration"};
-    top["model_type"] = "gemma4";
+    top["architectures"] = {g3 ? "Gemma3ForConditionalGeneration" : "Gemma4ForConditionalGeneration"};
+    top["model_type"] = g3 ? "gemma3" : "gemma4";
     top["text_config"] = text;
-    top["vision_config"] = {{"model_type", "gemma4_vision"}, {"hidden_size", 4}};
-    top["audio_config"] = {{"model_type", "gemma4_audio"}, {"hidden_size", 4}};
-    top["tie_word_embeddings"] = s.tie;
-    top["torch_dtype"] = torch_dtype(s.dtype);
-    top["transformers_version"] = "5.5.0";
-    return top;
-  }
-  if (s.arch == Arch::Gemma3 && s.nested_text_config) {
-    // Gemma3ForConditionalGeneration: text model keys under text_config,
-    // special tokens and the tie flag at the top, as the released 4B config.
-    json text = c;
-    for (const char* k : {"architectures", "bos_token_id", "eos_token_id", "torch_dtype",
-                          "transformers_version", "tie_word_embeddings"}) {
-      text.erase(k);
+    if (g3) {
+      top["vision_config"] = {{"model_type", "siglip_vision_model"}, {"hidden_size", 4}};
+      top["eos_token_id"] = ids_json(in_vocab(s.eos_ids, s.vocab));
+      top["bos_token_id"] = s.bos_id < s.vocab ? json(s.bos_id) : json(nullptr);
+      top["mm_tokens_per_image"] = 256;
+    } else {
+      top["vision_config"] = {{"model_type", "gemma4_vision"}, {"hidden_size", 4}};
+      top["audio_config"] = {{"model_type", "gemma4_audio"}, {"hidden_size", 4}};
     }
-    if (!s.config_patch.is_null()) text.merge_patch(s.config_patch);
-    json top;
-    top["architectures"] = {"Gemma3ForConditionalGeneration"};
-    top["model_type"] = "gemma3";
-    top["text_config"] = text;
-    top["vision_config"] = {{"model_type", "siglip_vision_model"}, {"hidden_size", 4}};
-    top["eos_token_id"] = ids_json(in_vocab(s.eos_ids, s.vocab));
-    top["bos_token_id"] = s.bos_id < s.vocab ? json(s.bos_id) : json(nullptr);
     top["tie_word_embeddings"] = s.tie;
-    top["mm_tokens_per_image"] = 256;
     top["torch_dtype"] = torch_dtype(s.dtype);
-    top["transformers_version"] = "4.50.0";
+    top["transformers_version"] = g3 ? "4.50.0" : "5.5.0";
     return top;
   }
   if (!s.config_patch.is_null()) c.merge_patch(s.config_patch);

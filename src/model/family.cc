@@ -30,25 +30,10 @@ constexpr TensorName kLlamaNames[] = {
     {"mlp.up_proj.weight", "ffn_up.weight"},
     {"mlp.down_proj.weight", "ffn_down.weight"},
 };
-// Gemma's post_attention_layernorm is the sandwich norm after attention.
+// Gemma's post_attention_layernorm is the sandwich norm after attention;
+// Gemma 4 adds the per-layer-embedding tensors and the layer's output
+// scalar (never listed for Gemma 2/3: their configs imply neither).
 constexpr TensorName kGemmaNames[] = {
-    {"input_layernorm.weight", "attn_norm.weight"},
-    {"self_attn.q_proj.weight", "attn_q.weight"},
-    {"self_attn.k_proj.weight", "attn_k.weight"},
-    {"self_attn.v_proj.weight", "attn_v.weight"},
-    {"self_attn.o_proj.weight", "attn_output.weight"},
-    {"self_attn.q_norm.weight", "attn_q_norm.weight"},
-    {"self_attn.k_norm.weight", "attn_k_norm.weight"},
-    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
-    {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
-    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
-    {"mlp.gate_proj.weight", "ffn_gate.weight"},
-    {"mlp.up_proj.weight", "ffn_up.weight"},
-    {"mlp.down_proj.weight", "ffn_down.weight"},
-};
-
-// Gemma 4 adds the per-layer-embedding tensors and the layer's output scalar.
-constexpr TensorName kGemma4Names[] = {
     {"input_layernorm.weight", "attn_norm.weight"},
     {"self_attn.q_proj.weight", "attn_q.weight"},
     {"self_attn.k_proj.weight", "attn_k.weight"},
@@ -159,7 +144,7 @@ const Family kFamilies[] = {
      .qk_norm = true, .embed_scale_sqrt_d = true,
      .softcaps = true, .sliding = SlidingPattern::EveryNth, .local_rope = true,
      .gguf_rope_freqs = RopeFreqs::Proportional,
-     .gguf_layer_names = kGemma4Names,
+     .gguf_layer_names = kGemmaNames,
      .rope_proportional = true, .rope_partial = 0.25, .v_norm = true, .unit_query_scale = true,
      .embed_scale_in_weight_dtype = true, .layer_scalar = true, .last_layer_full = true,
      .global_layer_shapes = true, .kv_sharing = true, .ple_dim = 256,
