@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "io/safetensors.h"
+#include "model/family.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -39,7 +40,13 @@ struct Rng {
   }
 };
 
-uint64_t name_seed(uint64_t seed, const std::string& name) {
+// The language model's tensors are named below "model." whatever layout
+// holds them, so a multimodal checkpoint holds the text-only one's values.
+uint64_t name_seed(uint64_t seed, std::string name) {
+  for (const char* p : {"model.language_model.", "language_model.model."}) {
+    if (name.starts_with(p)) name = "model." + name.substr(std::string_view(p).size());
+  }
+  if (name == "language_model.lm_head.weight") name = "lm_head.weight";
   uint64_t h = 0xcbf29ce484222325ull ^ seed;  // FNV-1a over the name
   for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
   return h;
@@ -57,13 +64,15 @@ std::vector<float> random_values(const RandomSpec& s, const std::string& name,
     return name.size() >= x.size() && name.compare(name.size() - x.size(), x.size(), x) == 0;
   };
   const bool norm = ends("norm.weight");
+  const bool scalar = ends("layer_scalar");
   const bool embed = ends("embed_tokens.weight");
   const bool bias = ends(".bias");
   float scale = 0.5f / std::sqrt(float(shape.size() == 2 ? shape[1] : shape[0]));
   if (embed) scale = 0.1f;
   if (bias) scale = 0.02f;
   if (norm) scale = 0.1f;
-  const float offset = norm && !is_gemma(s.arch) ? 1.0f : 0.0f;
+  float offset = norm && !is_gemma(s.arch) ? 1.0f : 0.0f;
+  if (scalar) scale = 0.1f, offset = 0.8f;  // Gemma 4's layer output scalars: O(1), not 1
   for (auto& x : v) x = offset + scale * rng.normal();
   return v;
 }
@@ -77,6 +86,16 @@ std::vector<uint8_t> store(const std::vector<float>& v, DType t) {
     for (size_t i = 0; i < v.size(); ++i) o[i] = t == DType::BF16 ? f32_to_bf16(v[i]) : f32_to_f16(v[i]);
   } else {
     fail<InputError>("random checkpoints store F32, BF16 or F16, not {}", dtype_name(t));
+  }
+  return out;
+}
+
+// The ids a real config lists: those inside the vocabulary (the family
+// defaults name ids of the real vocabularies, which the tests shrink).
+std::vector<int32_t> in_vocab(const std::vector<int32_t>& ids, int vocab) {
+  std::vector<int32_t> out;
+  for (int32_t id : ids) {
+    if (id < vocab) out.push_back(id);
   }
   return out;
 }
@@ -119,6 +138,29 @@ RandomSpec RandomSpec::for_arch(Arch a) {
       s.bos_id = 2;
       s.eos_ids = {1, 107};
       break;
+    case Arch::Mistral:
+      s.sliding_window = 6;  // every layer sliding; shorter than the tests' sequences
+      break;
+    case Arch::Gemma4:
+      // Both layer kinds (sliding head_dim 16, full 32 with proportional
+      // RoPE), the last two layers reading the K/V of layers 3 (sliding) and
+      // 2 (full) with double-wide MLPs, per-layer embeddings.
+      s.n_layers = 6;
+      s.layer_types = {"sliding_attention", "sliding_attention", "full_attention",
+                       "sliding_attention", "sliding_attention", "full_attention"};
+      s.global_head_dim = 32;
+      s.kv_shared = 2;
+      s.double_wide = true;
+      s.ple_dim = 8;
+      s.ffn = 96;
+      s.vocab = 384;
+      s.sliding_window = 6;
+      s.tie = true;
+      s.bos_id = 2;
+      s.eos_ids = {1, 106};
+      s.rope_theta = 1000000.f;
+      s.final_softcap = 30.f;
+      break;
     case Arch::Gemma3:
       s.n_layers = 6;  // pattern 6: layers 0-4 sliding, layer 5 global
       s.n_kv_heads = 1;
@@ -147,8 +189,8 @@ json hf_config_json(const RandomSpec& s) {
   c["rms_norm_eps"] = 1e-6;
   c["rope_theta"] = s.rope_theta;
   c["tie_word_embeddings"] = s.tie;
-  c["bos_token_id"] = s.bos_id;
-  c["eos_token_id"] = ids_json(s.eos_ids);
+  c["bos_token_id"] = s.bos_id < s.vocab ? json(s.bos_id) : json(nullptr);
+  c["eos_token_id"] = ids_json(in_vocab(s.eos_ids, s.vocab));
   c["torch_dtype"] = torch_dtype(s.dtype);
   c["initializer_range"] = 0.02;
   c["attention_dropout"] = 0.0;
@@ -189,6 +231,46 @@ json hf_config_json(const RandomSpec& s) {
       c["sliding_window"] = nullptr;
       c["use_sliding_window"] = false;
       break;
+    case Arch::Mistral:
+      // MistralConfig as Mistral-7B-v0.1 writes it: head_dim absent (derived),
+      // sliding_window on every layer.
+      if (s.head_dim * s.n_heads != s.d_model) {
+        fail<InputError>("Mistral random checkpoint needs head_dim · heads == d_model");
+      }
+      c["architectures"] = {"MistralForCausalLM"};
+      c["model_type"] = "mistral";
+      c["hidden_act"] = "silu";
+      c["sliding_window"] = s.sliding_window > 0 ? json(s.sliding_window) : json(nullptr);
+      break;
+    case Arch::Gemma4: {
+      c["architectures"] = {"Gemma4ForCausalLM"};
+      c["model_type"] = "gemma4_text";
+      c["head_dim"] = s.head_dim;
+      c["global_head_dim"] = s.global_head_dim > 0 ? s.global_head_dim : s.head_dim;
+      c["hidden_activation"] = "gelu_pytorch_tanh";
+      c["attention_bias"] = false;
+      c["attention_k_eq_v"] = s.k_eq_v;
+      c["num_global_key_value_heads"] =
+          s.n_global_kv_heads > 0 ? nlohmann::json(s.n_global_kv_heads) : nlohmann::json(nullptr);
+      c["num_kv_shared_layers"] = s.kv_shared;
+      c["use_double_wide_mlp"] = s.double_wide;
+      c["hidden_size_per_layer_input"] = s.ple_dim;
+      c["vocab_size_per_layer_input"] = s.vocab;
+      c["final_logit_softcapping"] =
+          s.final_softcap > 0 ? nlohmann::json(s.final_softcap) : nlohmann::json(nullptr);
+      c["sliding_window"] = s.sliding_window;
+      c["layer_types"] = s.layer_types;
+      c["rope_parameters"] = {
+          {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
+          {"full_attention",
+           {{"rope_type", "proportional"}, {"partial_rotary_factor", s.partial_rotary},
+            {"rope_theta", s.rope_theta}}}};
+      c.erase("rope_theta");
+      c["enable_moe_block"] = false;
+      c["use_bidirectional_attention"] = nullptr;
+      c["pad_token_id"] = 0;
+      break;
+    }
     case Arch::Gemma2:
       c["architectures"] = {"Gemma2ForCausalLM"};
       c["model_type"] = "gemma2";
@@ -220,72 +302,122 @@ json hf_config_json(const RandomSpec& s) {
       c["pad_token_id"] = 0;
       break;
   }
-  if (s.arch == Arch::Gemma3 && s.nested_text_config) {
-    // Gemma3ForConditionalGeneration: text model keys under text_config,
-    // special tokens and the tie flag at the top, as the released 4B config.
+  if (s.nested_text_config && (s.arch == Arch::Gemma3 || s.arch == Arch::Gemma4)) {
+    // Gemma3/4ForConditionalGeneration: the text model's keys under
+    // text_config, the towers' configs and the tie flag at the top (Gemma 3:
+    // the special tokens too, as the released 4B config).
+    const bool g3 = s.arch == Arch::Gemma3;
     json text = c;
-    for (const char* k : {"architectures", "bos_token_id", "eos_token_id", "torch_dtype",
-                          "transformers_version", "tie_word_embeddings"}) {
+    for (const char* k : {"architectures", "torch_dtype", "transformers_version",
+                          "tie_word_embeddings"}) {
       text.erase(k);
     }
+    if (g3) text.erase("bos_token_id"), text.erase("eos_token_id");
     if (!s.config_patch.is_null()) text.merge_patch(s.config_patch);
     json top;
-    top["architectures"] = {"Gemma3ForConditionalGeneration"};
-    top["model_type"] = "gemma3";
+    top["architectures"] = {g3 ? "Gemma3ForConditionalGeneration" : "Gemma4ForConditionalGeneration"};
+    top["model_type"] = g3 ? "gemma3" : "gemma4";
     top["text_config"] = text;
-    top["vision_config"] = {{"model_type", "siglip_vision_model"}, {"hidden_size", 4}};
-    top["eos_token_id"] = ids_json(s.eos_ids);
-    top["bos_token_id"] = s.bos_id;
+    if (g3) {
+      top["vision_config"] = {{"model_type", "siglip_vision_model"}, {"hidden_size", 4}};
+      top["eos_token_id"] = ids_json(in_vocab(s.eos_ids, s.vocab));
+      top["bos_token_id"] = s.bos_id < s.vocab ? json(s.bos_id) : json(nullptr);
+      top["mm_tokens_per_image"] = 256;
+    } else {
+      top["vision_config"] = {{"model_type", "gemma4_vision"}, {"hidden_size", 4}};
+      top["audio_config"] = {{"model_type", "gemma4_audio"}, {"hidden_size", 4}};
+    }
     top["tie_word_embeddings"] = s.tie;
-    top["mm_tokens_per_image"] = 256;
     top["torch_dtype"] = torch_dtype(s.dtype);
-    top["transformers_version"] = "4.50.0";
+    top["transformers_version"] = g3 ? "4.50.0" : "5.5.0";
     return top;
   }
   if (!s.config_patch.is_null()) c.merge_patch(s.config_patch);
   return c;
 }
 
+std::vector<Gemma4Layer> gemma4_layers(const RandomSpec& s) {
+  std::vector<Gemma4Layer> out(size_t(s.n_layers));
+  const int first_shared = s.n_layers - s.kv_shared;
+  for (int i = 0; i < s.n_layers; ++i) {
+    Gemma4Layer& l = out[size_t(i)];
+    l.full = s.layer_types.empty() ? (i + 1) % 6 == 0 || i == s.n_layers - 1
+                                   : s.layer_types[size_t(i)] == "full_attention";
+    l.head_dim = l.full && s.global_head_dim > 0 ? s.global_head_dim : s.head_dim;
+    l.kv_heads = l.full && s.k_eq_v && s.n_global_kv_heads > 0 ? s.n_global_kv_heads
+                                                                : s.n_kv_heads;
+    l.k_eq_v = l.full && s.k_eq_v;
+    l.shared = i >= first_shared;
+    l.ffn = l.shared && s.double_wide ? 2 * s.ffn : s.ffn;
+  }
+  return out;
+}
+
 void write_random_hf_checkpoint(const std::string& dir, const RandomSpec& s) {
   fs::create_directories(dir);
-  const bool nested = s.arch == Arch::Gemma3 && s.nested_text_config;
-  const std::string prefix =
-      !s.weight_prefix.empty() ? s.weight_prefix : nested ? "language_model.model." : "model.";
+  const bool nested = (s.arch == Arch::Gemma3 || s.arch == Arch::Gemma4) && s.nested_text_config;
+  const std::string prefix = !s.weight_prefix.empty() ? s.weight_prefix
+                             : !nested                 ? "model."
+                             : s.arch == Arch::Gemma4  ? "model.language_model."
+                                                       : "language_model.model.";
   const std::string lm_head =
       prefix == "language_model.model." ? "language_model.lm_head.weight" : "lm_head.weight";
-  const int64_t d = s.d_model, hd = s.head_dim, q = int64_t(s.n_heads) * hd,
-                kv = int64_t(s.n_kv_heads) * hd, f = s.ffn, v = s.vocab;
+  const int64_t d = s.d_model, v = s.vocab;
+  const bool g4 = s.arch == Arch::Gemma4;
+  const std::vector<Gemma4Layer> g4l = g4 ? gemma4_layers(s) : std::vector<Gemma4Layer>{};
 
   std::vector<std::pair<std::string, std::vector<int64_t>>> spec;
   spec.push_back({prefix + "embed_tokens.weight", {v, d}});
+  if (g4 && s.ple_dim > 0) {
+    const int64_t all = int64_t(s.n_layers) * s.ple_dim;
+    spec.push_back({prefix + "embed_tokens_per_layer.weight", {v, all}});
+    spec.push_back({prefix + "per_layer_model_projection.weight", {all, d}});
+    spec.push_back({prefix + "per_layer_projection_norm.weight", {s.ple_dim}});
+  }
   for (int i = 0; i < s.n_layers; ++i) {
     std::string p = prefix + "layers." + std::to_string(i) + ".";
+    const int64_t hd = g4 ? g4l[size_t(i)].head_dim : s.head_dim, q = int64_t(s.n_heads) * hd;
+    const int64_t kv = int64_t(g4 ? g4l[size_t(i)].kv_heads : s.n_kv_heads) * hd;
+    const int64_t f = g4 ? g4l[size_t(i)].ffn : s.ffn;
+    // Gemma 4's shared layers keep no K/V weights here (real checkpoints may:
+    // the loader ignores them; tests add them with extra_tensors).
+    const bool own_kv = !g4 || !g4l[size_t(i)].shared;
     spec.push_back({p + "input_layernorm.weight", {d}});
     spec.push_back({p + "self_attn.q_proj.weight", {q, d}});
-    spec.push_back({p + "self_attn.k_proj.weight", {kv, d}});
-    spec.push_back({p + "self_attn.v_proj.weight", {kv, d}});
+    if (own_kv) spec.push_back({p + "self_attn.k_proj.weight", {kv, d}});
+    if (own_kv && !(g4 && g4l[size_t(i)].k_eq_v)) spec.push_back({p + "self_attn.v_proj.weight", {kv, d}});
     spec.push_back({p + "self_attn.o_proj.weight", {d, q}});
     if (s.arch == Arch::Qwen2) {
       spec.push_back({p + "self_attn.q_proj.bias", {q}});
       spec.push_back({p + "self_attn.k_proj.bias", {kv}});
       spec.push_back({p + "self_attn.v_proj.bias", {kv}});
     }
-    if (s.arch == Arch::Qwen3 || s.arch == Arch::Gemma3) {
+    if (s.arch == Arch::Qwen3 || s.arch == Arch::Gemma3 || g4) {
       spec.push_back({p + "self_attn.q_norm.weight", {hd}});
-      spec.push_back({p + "self_attn.k_norm.weight", {hd}});
+      if (own_kv) spec.push_back({p + "self_attn.k_norm.weight", {hd}});
     }
     spec.push_back({p + "post_attention_layernorm.weight", {d}});
-    if (is_gemma(s.arch)) {
+    if (is_gemma(s.arch) || g4) {
       spec.push_back({p + "pre_feedforward_layernorm.weight", {d}});
       spec.push_back({p + "post_feedforward_layernorm.weight", {d}});
     }
     spec.push_back({p + "mlp.gate_proj.weight", {f, d}});
     spec.push_back({p + "mlp.up_proj.weight", {f, d}});
     spec.push_back({p + "mlp.down_proj.weight", {d, f}});
+    if (g4 && s.ple_dim > 0) {
+      spec.push_back({p + "per_layer_input_gate.weight", {s.ple_dim, d}});
+      spec.push_back({p + "per_layer_projection.weight", {d, s.ple_dim}});
+      spec.push_back({p + "post_per_layer_input_norm.weight", {d}});
+    }
+    if (g4) spec.push_back({p + "layer_scalar", {1}});
   }
   spec.push_back({prefix + "norm.weight", {d}});
   if (!s.tie) spec.push_back({lm_head, {v, d}});
-  if (nested) {  // a vision-tower tensor the loader must ignore
+  if (nested && g4) {  // the towers' tensors the loader must never read
+    spec.push_back({"model.vision_tower.encoder.layers.0.mlp.up_proj.linear.weight", {8, 4}});
+    spec.push_back({"model.audio_tower.layers.0.feed_forward1.ffw_layer_1.linear.weight", {8, 4}});
+    spec.push_back({"model.embed_vision.embedding_projection.weight", {d, 4}});
+  } else if (nested) {  // a vision-tower tensor the loader must ignore
     std::string vt = prefix == "model.language_model." ? "model.vision_tower." : "vision_tower.";
     spec.push_back({vt + "vision_model.embeddings.patch_embedding.weight", {4, 4}});
   }
@@ -334,10 +466,22 @@ void write_random_hf_checkpoint(const std::string& dir, const RandomSpec& s) {
 
   write_file_atomic((fs::path(dir) / "config.json").string(), hf_config_json(s).dump(2));
   json gen = {{"_from_model_config", true},
-              {"bos_token_id", s.bos_id},
-              {"eos_token_id", ids_json(s.gen_eos_ids.empty() ? s.eos_ids : s.gen_eos_ids)},
+              {"bos_token_id", s.bos_id < s.vocab ? json(s.bos_id) : json(nullptr)},
+              {"eos_token_id", ids_json(in_vocab(s.gen_eos_ids.empty() ? s.eos_ids : s.gen_eos_ids, s.vocab))},
               {"transformers_version", "4.50.0"}};
   write_file_atomic((fs::path(dir) / "generation_config.json").string(), gen.dump(2));
+}
+
+std::vector<model::Arch> every_arch() {
+  std::vector<model::Arch> out;
+  for (const model::Family& f : model::families()) out.push_back(f.arch);
+  return out;
+}
+
+std::vector<uint8_t> sliding_of(const model::ModelConfig& c) {
+  std::vector<uint8_t> out;
+  for (const model::LayerKind& k : c.layers) out.push_back(k.sliding ? 1 : 0);
+  return out;
 }
 
 std::string random_hf_checkpoint(const std::string& tag, const RandomSpec& spec) {

@@ -5,9 +5,10 @@
 // keys and nulls transformers writes), generation_config.json, and
 // model.safetensors or model-0000i-of-0000N.safetensors + index.json.
 //
-// Values: every tensor's values depend only on (seed, tensor name), never on
-// the shard count or the stored dtype (the dtype only rounds them), so two
-// checkpoints that differ only in sharding hold identical weights. Scales keep
+// Values: every tensor's values depend only on (seed, tensor name below the
+// language model's prefix), never on the shard count, the multimodal layout
+// or the stored dtype (the dtype only rounds them), so two checkpoints that
+// differ only in sharding or layout hold identical weights. Scales keep
 // activations O(1): matrices N(0, 1) · 0.5/√cols (≈0.02–0.1 for these sizes),
 // embeddings N(0, 1) · 0.1, norm weights 1 + 0.1·N (Gemma stores w for its
 // 1 + w: 0.1·N), biases 0.02·N.
@@ -32,15 +33,29 @@ struct RandomSpec {
   float query_pre_attn_scalar = 0; // Gemma: 0 = head_dim
   float rope_theta = 10000.f;
   bool tie = false;                // tie_word_embeddings
+  // Special tokens; ids at or beyond the vocabulary are left out (null).
   int32_t bos_id = 1;
   std::vector<int32_t> eos_ids = {2};      // config.json eos_token_id (int if one, null if none)
   std::vector<int32_t> gen_eos_ids;        // generation_config.json (empty = same as eos_ids)
   DType dtype = DType::F32;        // stored dtype: F32, BF16 or F16
   uint64_t seed = 1;
   int shards = 1;                  // 1 = model.safetensors; N = N shards + index.json
-  // Gemma 3 only: write a Gemma3ForConditionalGeneration checkpoint (text model
-  // under text_config, a tiny vision tower tensor beside it).
+  // Gemma 3/4: write the multimodal checkpoint (Gemma3/4ForConditionalGeneration:
+  // text model under text_config, tiny tower tensors beside it).
   bool nested_text_config = false;
+  // Gemma 4 (Gemma4TextConfig keys): layer_types ("" = the family's 5:1
+  // pattern), global layers' head_dim and kv heads (0 = head_dim / kv heads),
+  // attention_k_eq_v, num_kv_shared_layers, use_double_wide_mlp,
+  // hidden_size_per_layer_input (0 = none), the full layers' partial rotary
+  // factor, the final soft-cap (0 = null).
+  std::vector<std::string> layer_types;
+  int global_head_dim = 0, n_global_kv_heads = 0;
+  bool k_eq_v = false;
+  int kv_shared = 0;
+  bool double_wide = false;
+  int ple_dim = 0;
+  float partial_rotary = 0.25f;
+  float final_softcap = 0.f;
   // Prefix of the language model's tensors; "" = "model." (text-only) or
   // "language_model.model." (nested). "model.language_model." is the newer
   // multimodal layout.
@@ -70,5 +85,19 @@ std::string random_hf_checkpoint(const std::string& tag, const RandomSpec& spec)
 
 // The config.json object the writer would produce for `spec` (before writing).
 nlohmann::json hf_config_json(const RandomSpec& spec);
+
+// A Gemma 4 layer as the spec's config.json describes it (Gemma4TextConfig's
+// rules, written here for the test checkpoints).
+struct Gemma4Layer {
+  bool full = false, shared = false, k_eq_v = false;
+  int head_dim = 0, kv_heads = 0, ffn = 0;
+};
+std::vector<Gemma4Layer> gemma4_layers(const RandomSpec& s);
+
+// Every architecture of the family table (model/family.h), in table order.
+std::vector<model::Arch> every_arch();
+
+// Each layer's sliding flag (empty when the config has no layer kinds).
+std::vector<uint8_t> sliding_of(const model::ModelConfig& c);
 
 }  // namespace mtp::test

@@ -67,7 +67,11 @@ std::string encode(const std::vector<float>& v, uint32_t type, size_t cols = 0) 
 }
 
 // HF name below the "model." prefix -> GGUF name.
-std::string gguf_name(const model::ModelConfig& c, const std::string& name) {
+std::string gguf_name(const model::ModelConfig& c, std::string name) {
+  if (name.starts_with("model.language_model.")) name = "model." + name.substr(21);
+  if (name == "model.embed_tokens_per_layer.weight") return "per_layer_token_embd.weight";
+  if (name == "model.per_layer_model_projection.weight") return "per_layer_model_proj.weight";
+  if (name == "model.per_layer_projection_norm.weight") return "per_layer_proj_norm.weight";
   if (name == "model.embed_tokens.weight") return "token_embd.weight";
   if (name == "model.norm.weight") return "output_norm.weight";
   if (name == "lm_head.weight") return "output.weight";
@@ -99,6 +103,60 @@ std::vector<float> llama3_rope_freqs(const nlohmann::json& cfg, const model::Mod
     }
   }
   return out;
+}
+
+// Gemma4Model.generate_extra_tensors: 1 for each rotated pair of the full
+// layers' proportional RoPE, 1e30 for the others.
+std::vector<float> gemma4_rope_freqs(const nlohmann::json& cfg) {
+  const nlohmann::json& t = cfg.contains("text_config") ? cfg["text_config"] : cfg;
+  const int hd = t.value("global_head_dim", 512);
+  const double partial = t["rope_parameters"]["full_attention"].value("partial_rotary_factor", 1.0);
+  const int rot = int(hd * partial / 2);
+  std::vector<float> f(size_t(hd / 2), 1e30f);
+  std::fill(f.begin(), f.begin() + rot, 1.0f);
+  return f;
+}
+
+// Gemma4Model.set_gguf_parameters: each kind's head width, kv heads and MLP
+// width per layer, the sliding pattern, shared layers, PLE width.
+void add_gemma4_metadata(const nlohmann::json& cfg, const model::ModelConfig& c, GgufMetadata& kv) {
+  const nlohmann::json& t = cfg.contains("text_config") ? cfg["text_config"] : cfg;
+  auto u32 = [&](const std::string& k, int64_t v) { kv.push_back({"gemma4." + k, GgufValue::u32(uint32_t(v))}); };
+  auto f32 = [&](const std::string& k, double v) { kv.push_back({"gemma4." + k, GgufValue::f32(float(v))}); };
+  auto u32s = [&](const std::string& k, const std::vector<int>& v) {
+    std::vector<GgufValue> items;
+    for (int x : v) items.push_back(GgufValue::u32(uint32_t(x)));
+    kv.push_back({"gemma4." + k, GgufValue::array(io::GgufType::U32, items)});
+  };
+  std::vector<GgufValue> swa;
+  std::vector<int> ffn, kv_heads;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const model::LayerKind k = c.layer_kind(l);
+    swa.push_back(GgufValue::boolean(k.sliding));
+    ffn.push_back(k.ffn);
+    kv_heads.push_back(k.n_kv_heads);
+  }
+  if (t.value("use_double_wide_mlp", false)) u32s("feed_forward_length", ffn);
+  else u32("feed_forward_length", c.ffn);
+  if (t.contains("num_global_key_value_heads") && !t["num_global_key_value_heads"].is_null()) {
+    u32s("attention.head_count_kv", kv_heads);
+  } else {
+    u32("attention.head_count_kv", c.n_kv_heads);
+  }
+  kv.push_back({"gemma4.attention.sliding_window_pattern", GgufValue::array(io::GgufType::Bool, swa)});
+  const int full_hd = t.value("global_head_dim", 512);
+  u32("attention.key_length", full_hd);
+  u32("attention.value_length", full_hd);
+  u32("attention.key_length_swa", c.head_dim);
+  u32("attention.value_length_swa", c.head_dim);
+  u32("rope.dimension_count", full_hd);
+  u32("rope.dimension_count_swa", c.head_dim);
+  f32("rope.freq_base", t["rope_parameters"]["full_attention"].value("rope_theta", 1e6));
+  f32("rope.freq_base_swa", t["rope_parameters"]["sliding_attention"].value("rope_theta", 1e4));
+  u32("attention.sliding_window", c.sliding_window);
+  u32("attention.shared_kv_layers", t.value("num_kv_shared_layers", 0));
+  u32("embedding_length_per_layer_input", c.ple_dim);
+  if (c.final_softcap > 0) f32("final_logit_softcapping", c.final_softcap);
 }
 
 }  // namespace
@@ -134,7 +192,10 @@ void convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, const
   const model::ModelConfig c = model::read_hf_config(hf_dir);
   const nlohmann::json cfg =
       nlohmann::json::parse(read_file((fs::path(hf_dir) / "config.json").string()));
-  const std::string a = model::arch_name(c.arch);
+  // llama.cpp converts Mistral as a Llama (LlamaModel), dropping the window.
+  const bool mistral = c.arch == Arch::Mistral;
+  const bool llama = c.arch == Arch::Llama || mistral;
+  const std::string a = mistral ? "llama" : model::arch_name(c.arch);
   GgufMetadata kv;
   auto u32 = [&](const std::string& k, int64_t v) { kv.push_back({a + "." + k, GgufValue::u32(uint32_t(v))}); };
   auto f32 = [&](const std::string& k, double v) { kv.push_back({a + "." + k, GgufValue::f32(float(v))}); };
@@ -144,16 +205,22 @@ void convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, const
   u32("context_length", c.max_position);
   u32("embedding_length", c.d_model);
   u32("block_count", c.n_layers);
-  u32("feed_forward_length", c.ffn);
   u32("attention.head_count", c.n_heads);
-  u32("attention.head_count_kv", c.n_kv_heads);
   f32("attention.layer_norm_rms_epsilon", c.norm_eps);
-  if (!is_gemma(c.arch) || c.arch == Arch::Gemma3) f32("rope.freq_base", c.rope_theta);
-  if (c.arch != Arch::Qwen2) {
+  if (c.arch == Arch::Gemma4) {
+    add_gemma4_metadata(cfg, c, kv);
+  } else {
+    u32("feed_forward_length", c.ffn);
+    u32("attention.head_count_kv", c.n_kv_heads);
+  }
+  if ((!is_gemma(c.arch) || c.arch == Arch::Gemma3) && c.arch != Arch::Gemma4) {
+    f32("rope.freq_base", c.rope_theta);
+  }
+  if (c.arch != Arch::Qwen2 && c.arch != Arch::Gemma4) {
     u32("attention.key_length", c.head_dim);
     u32("attention.value_length", c.head_dim);
   }
-  if (c.arch == Arch::Llama) {
+  if (llama) {
     u32("vocab_size", c.vocab);
     u32("rope.dimension_count", c.head_dim);
   }
@@ -176,15 +243,23 @@ void convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, const
   if (c.rope_scaling.type == model::RopeScaling::Type::Llama3) {
     tensors.push_back({"rope_freqs.weight", {c.head_dim / 2}, 0, encode(llama3_rope_freqs(cfg, c), 0)});
   }
+  if (c.arch == Arch::Gemma4) {  // the full layers' proportional RoPE (converter's extra tensor)
+    std::vector<float> f = gemma4_rope_freqs(cfg);
+    tensors.push_back({"rope_freqs.weight", {int64_t(f.size())}, 0, encode(f, 0)});
+  }
   io::TensorSet ts = io::TensorSet::open_dir(hf_dir);
   for (const std::string& name : ts.names()) {
     if (name == "lm_head.weight" && c.tie_embeddings) continue;
+    if (name.starts_with("model.vision_tower.") || name.starts_with("model.audio_tower.") ||
+        name.starts_with("model.embed_vision.") || name.starts_with("model.embed_audio.")) {
+      continue;  // the mmproj file's (Gemma4VisionAudioModel), not the text model's
+    }
     const io::TensorView& v = ts.get(name);
     std::vector<float> x(v.numel());
     to_f32(v.data, v.dtype, x.size(), x.data());  // the converter's .to(float32)
     const size_t cols = size_t(v.shape.back());
-    if (c.arch == Arch::Llama && ends_with(name, "q_proj.weight")) x = permute(x, c.n_heads, cols);
-    if (c.arch == Arch::Llama && ends_with(name, "k_proj.weight")) x = permute(x, c.n_kv_heads, cols);
+    if (llama && ends_with(name, "q_proj.weight")) x = permute(x, c.n_heads, cols);
+    if (llama && ends_with(name, "k_proj.weight")) x = permute(x, c.n_kv_heads, cols);
     if (is_gemma(c.arch) && ends_with(name, "norm.weight")) {
       // torch adds in the tensor's dtype: fp32 for F32/BF16 sources (the
       // converter widens BF16 first), fp16 for F16 ones (rounded again).

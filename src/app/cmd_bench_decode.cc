@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -35,14 +36,31 @@ struct BenchDecodeArgs {
   bool json = false;
 };
 
-// Bytes one decode step reads: the streamed matrices plus the K and V of `pos`
-// earlier positions in every layer.
+// Bytes one decode step reads: the streamed matrices plus, in every layer,
+// the K and V it attends over (`pos` earlier positions, at most the window on
+// a sliding layer; a layer reading another's K/V reads them again). The
+// token tables give one row each (the per-layer one: n_layers · ple_dim
+// values), not counted.
 double bytes_per_token(const model::Model& m, int pos) {
   double b = 0;
   for (const auto* x : streamed_matrices(m)) b += double(x->bytes());
   const auto& c = m.config();
-  b += double(c.n_layers) * pos * c.n_kv_heads * c.head_dim * 2 * sizeof(float);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const model::LayerKind k = c.layer_kind(l);
+    const int seen = k.sliding ? std::min(pos, c.sliding_window) : pos;
+    b += double(seen) * k.n_kv_heads * k.head_dim * 2 * sizeof(float);
+  }
   return b;
+}
+
+// The process's resident set (VmRSS), in bytes; 0 when unknown.
+double resident_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) * 1024;
+  }
+  return 0;
 }
 
 void run(BenchDecodeArgs a) {
@@ -65,6 +83,18 @@ void run(BenchDecodeArgs a) {
   fmt::print("model: {} ({} layers, d {}), matrices held as {}, SIMD {}, huge pages {}, context position {}\n",
              m.loaded().path, c.n_layers, c.d_model, held, simd, huge_pages_description(), a.pos);
   fmt::print("bytes read per decoded token: {:.1f} MB\n", bytes / 1e6);
+  const auto& w = m.weights();
+  auto table_mb = [](const model::EmbeddingTable& t) {
+    return double(t.rows) * double(t.cols) * (t.dtype == DType::F32 ? 4 : 2) / 1e6;
+  };
+  fmt::print("resident set after load: {:.0f} MB; token table {:.0f} MB{}, head {:.0f} MB "
+             "packed{} (tables are used in place: a checkpoint's stay in its memory map, "
+             "resident as rows are read; a random target's per-layer table is never-written "
+             "zero pages)\n",
+             resident_bytes() / 1e6, table_mb(w.embed),
+             w.ple_embed.rows ? fmt::format(", per-layer table {:.0f} MB", table_mb(w.ple_embed))
+                              : std::string(),
+             double(w.lm_head.bytes()) / 1e6, c.tie_embeddings ? " (tied: a packed copy)" : "");
   for (int requested : a.threads) {
     const int t = resolve_threads(requested);  // 0: the physical cores
     ThreadPool pool(t);
@@ -104,6 +134,7 @@ void run(BenchDecodeArgs a) {
                t_dec > 0 ? 100 * ts / t_dec : 0.0);
     sampling.push_back({{"setting", label}, {"seconds", ts}, {"fraction_of_decode", t_dec > 0 ? ts / t_dec : 0}});
   }
+  fmt::print("resident set after the runs: {:.0f} MB\n", resident_bytes() / 1e6);
   if (a.json) {
     fmt::print("{}\n", nlohmann::json{{"model", m.loaded().path}, {"weights", a.weights}, {"held", held},
                                       {"sampling", sampling},
@@ -121,7 +152,7 @@ void add_bench_decode(CLI::App& root) {
   CLI::App* cmd = root.add_subcommand(
       "bench-decode", "Decode speed vs the memory-bandwidth limit, and the verify multiplier m(q)");
   cmd->add_option("-m,--model", a->model, "Target checkpoint (directory or llama2.c .bin)");
-  cmd->add_option("--random", a->random, "Or a random target generated in memory: 1b | tiny");
+  cmd->add_option("--random", a->random, "Or a random target generated in memory: 1b | tiny | gemma4-e2b");
   cmd->add_option("--weights", a->weights,
                   "Precision the matrices are held in: bf16 (default), auto (as stored; a random "
                   "target: fp32), fp32, fp16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (quantized "

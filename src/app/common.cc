@@ -50,12 +50,16 @@ Session open_random_session(const std::string& preset, const ModelArgs& a, uint6
   return s;
 }
 
-// The weight matrices one decode step streams (the embedding only gives one
-// row, so it is not among them).
+// The weight matrices one decode step streams (the token tables, the
+// per-layer one included, only give one row each, so they are not among them).
 std::vector<const kernels::PackedMatrix*> streamed_matrices(const model::Model& m) {
   const auto& w = m.weights();
   std::vector<const kernels::PackedMatrix*> out{&w.lm_head};
-  for (const auto& l : w.layers) out.insert(out.end(), {&l.wqkv, &l.wo, &l.w_gate_up, &l.w_down});
+  if (!w.ple_model_proj.empty()) out.push_back(&w.ple_model_proj);
+  for (const auto& l : w.layers) {
+    out.insert(out.end(), {&l.wqkv, &l.wo, &l.w_gate_up, &l.w_down});
+    if (!l.w_ple_gate.empty()) out.insert(out.end(), {&l.w_ple_gate, &l.w_ple_proj});
+  }
   return out;
 }
 

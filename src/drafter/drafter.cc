@@ -186,7 +186,9 @@ model::ModelConfig module_block_config(const model::ModelConfig& target, const D
   model::ModelConfig c = target;
   c.n_layers = 1;
   c.sliding_window = d.window;
-  c.layer_sliding = {uint8_t(d.window > 0 ? 1 : 0)};
+  c.layers.clear();
+  c.set_uniform_layers({uint8_t(d.window > 0 ? 1 : 0)});
+  c.ple_dim = 0;  // a module's layer takes no per-layer embedding input
   return c;
 }
 

@@ -42,9 +42,8 @@ void MtpRunner::forward(int mk, std::span<const model::Row> rows, const float* h
   }
   kern::matmul(m.eh_proj, cat_.data(), q, x_.data(), pool);  // [q, d]
 
-  const bool sliding = bc.is_sliding(0);
-  target_.rope().tables(rows, sliding && target_.rope().has_local(), cs_);
-  model::block_forward(bc, sliding, m.block, rows, kv, 0, cs_.data(), x_.data(), scratch_, pool);
+  target_.rope().tables(rows, target_.rope().local_for(bc.is_sliding(0)), cs_);
+  model::block_forward(bc, 0, m.block, rows, kv, cs_.data(), x_.data(), scratch_, pool);
   kv.end_rows(rows);
 
   if (h_out) std::memcpy(h_out, x_.data(), q * d * sizeof(float));

@@ -68,7 +68,7 @@ size_t TensorView::numel() const {
 
 // ---------------------------------------------------------------- reading
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : map_(path) {
+SafetensorsFile::SafetensorsFile(const std::string& path, const SkipTensor& skip) : map_(path) {
   const size_t size = map_.size();
   if (size < 8) {
     fail<IoError>("'{}' is truncated: {} bytes, too short for the 8-byte safetensors header "
@@ -117,6 +117,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : map_(path) {
     const std::string* name;
   };
   std::vector<Span> spans;
+  bool any_skipped = false;
 
   for (auto& item : header.items()) {
     // (not a structured binding: clang < 16 cannot capture one in a lambda)
@@ -130,6 +131,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : map_(path) {
         }
         metadata_[k] = v.get<std::string>();
       }
+      continue;
+    }
+    if (skip && skip(name)) {  // never looked at
+      any_skipped = true;
       continue;
     }
     auto bad = [&](std::string_view why) {
@@ -191,6 +196,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : map_(path) {
   std::sort(spans.begin(), spans.end(), [](const Span& x, const Span& y) {
     return std::tie(x.b, x.e) < std::tie(y.b, y.e);
   });
+  // With skipped tensors, only the tensors read must not overlap: the bytes
+  // between them may be a skipped tensor's, whatever its header says.
   uint64_t pos = 0;
   const Span* prev = nullptr;
   for (const Span& s : spans) {
@@ -198,14 +205,14 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : map_(path) {
       fail<FormatError>("'{}': tensors '{}' and '{}' overlap in the data section", path,
                         *prev->name, *s.name);
     }
-    if (s.b > pos) {
+    if (s.b > pos && !any_skipped) {
       fail<FormatError>("'{}': bytes [{}, {}) of the data section belong to no tensor (before "
                         "'{}')", path, pos, s.b, *s.name);
     }
     if (s.e > pos || !prev) prev = &s;
     pos = std::max(pos, s.e);
   }
-  if (pos != data_size) {
+  if (pos != data_size && !any_skipped) {
     fail<FormatError>("'{}': {} trailing bytes after the last tensor (the header describes {} "
                       "of the {}-byte data section)", path, data_size - pos, pos, data_size);
   }
@@ -280,12 +287,16 @@ TensorSet TensorSet::open_file(const std::string& path) {
   return ts;
 }
 
-TensorSet TensorSet::open_dir(const std::string& dir) {
+TensorSet TensorSet::open_dir(const std::string& dir, const SkipTensor& skip) {
   fs::path single = fs::path(dir) / "model.safetensors";
   fs::path index = fs::path(dir) / "model.safetensors.index.json";
   if (fs::exists(single)) {
-    TensorSet ts = open_file(single.string());
+    TensorSet ts;
+    ts.state_ = std::make_shared<State>();
     ts.state_->source = dir;
+    auto f = std::make_shared<const SafetensorsFile>(single.string(), skip);
+    for (auto& n : f->names()) ts.state_->where.emplace(n, 0);
+    ts.state_->files.push_back(std::move(f));
     return ts;
   }
   if (!fs::exists(index)) {
@@ -320,10 +331,10 @@ TensorSet TensorSet::open_dir(const std::string& dir) {
       fail<FormatError>("'{}': weight_map names '{}', which is not a file in the checkpoint "
                         "folder", index.string(), f);
     }
-    by_file[f].push_back(tensor);
+    if (!skip || !skip(tensor)) by_file[f].push_back(tensor);
   }
   for (auto& [file, tensors] : by_file) {
-    auto sf = std::make_shared<const SafetensorsFile>((fs::path(dir) / file).string());
+    auto sf = std::make_shared<const SafetensorsFile>((fs::path(dir) / file).string(), skip);
     size_t idx = st.files.size();
     for (auto& t : tensors) {
       if (!sf->contains(t)) {

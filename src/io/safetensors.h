@@ -15,6 +15,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -40,11 +41,18 @@ struct TensorView {
 
 using Metadata = std::map<std::string, std::string>;
 
+// Names of tensors a reader never reads (a multimodal checkpoint's towers):
+// true = skip. Their header entries are not validated beyond taking up bytes
+// of the data section, they are not listed, and a shard holding only such
+// tensors is not opened.
+using SkipTensor = std::function<bool(std::string_view name)>;
+
 // One memory-mapped .safetensors file. Views stay valid while this object lives.
 class SafetensorsFile {
  public:
-  // Throws IoError (missing, unreadable, truncated) or FormatError (bad header).
-  explicit SafetensorsFile(const std::string& path);
+  // Throws IoError (missing, unreadable, truncated) or FormatError (bad header)
+  // about any tensor but those `skip` names.
+  explicit SafetensorsFile(const std::string& path, const SkipTensor& skip = {});
 
   const std::string& path() const { return map_.path(); }
   size_t file_size() const { return map_.size(); }
@@ -78,7 +86,8 @@ class TensorSet {
   // dir/model.safetensors.index.json ("weight_map": tensor -> file). Every
   // weight_map entry must exist in the file it names (FormatError otherwise); a
   // tensor found in two shards is a FormatError. IoError when neither file exists.
-  static TensorSet open_dir(const std::string& dir);
+  // Tensors `skip` names are left out unread (SkipTensor).
+  static TensorSet open_dir(const std::string& dir, const SkipTensor& skip = {});
   // A single .safetensors file.
   static TensorSet open_file(const std::string& path);
   // Tensors already in memory (a drafter built by training or in a test, a

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/error.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/forward.h"
@@ -15,10 +16,16 @@ namespace kern = mtp::kernels;
 namespace {
 
 // inv_freq[i] = theta^(-2i/hd) (fp32 pow, as Hugging Face computes it), scaled.
-std::vector<float> make_inv_freq(int head_dim, float theta, const RopeScaling& sc) {
+// partial < 1 (proportional RoPE): pairs from floor(partial·hd/2) on do not
+// rotate (inv_freq 0: cos 1, sin 0).
+std::vector<float> make_inv_freq(int head_dim, float theta, const RopeScaling& sc,
+                                 float partial = 1.0f) {
   int half = head_dim / 2;
   std::vector<float> f(half);
   for (int i = 0; i < half; ++i) f[i] = 1.0f / std::pow(theta, float(2 * i) / float(head_dim));
+  // Python: int(partial_rotary_factor * head_dim // 2), in doubles.
+  const int rotated = partial < 1.0f ? int(std::floor(double(partial) * head_dim / 2)) : half;
+  for (int i = rotated; i < half; ++i) f[i] = 0.0f;
   if (sc.type == RopeScaling::Type::Linear) {
     for (auto& v : f) v /= sc.factor;
   } else if (sc.type == RopeScaling::Type::Llama3) {
@@ -40,14 +47,27 @@ std::vector<float> make_inv_freq(int head_dim, float theta, const RopeScaling& s
   return f;
 }
 
+// The head width of the first layer with the given sliding flag (the
+// config's head_dim when there is none): the layers sharing a table share it.
+int head_dim_of(const ModelConfig& c, bool sliding) {
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerKind k = c.layer_kind(l);
+    if (k.sliding == sliding) return k.head_dim;
+  }
+  return c.head_dim;
+}
+
 }  // namespace
 
 Rope::Rope(const ModelConfig& c) {
-  inv_global_ = make_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
-  has_local_ = c.rope_local_theta > 0;
-  // Gemma 3's sliding layers use the local base without scaling.
-  inv_local_ = has_local_ ? make_inv_freq(c.head_dim, c.rope_local_theta, RopeScaling{})
-                          : inv_global_;
+  const int global_hd = head_dim_of(c, false), local_hd = head_dim_of(c, true);
+  inv_global_ = make_inv_freq(global_hd, c.rope_theta, c.rope_scaling, c.rope_partial);
+  has_local_ = c.rope_local_theta > 0 || local_hd != global_hd;
+  // Sliding layers use the local base without scaling (Gemma 3/4).
+  inv_local_ = !has_local_ ? inv_global_
+               : c.rope_local_theta > 0
+                   ? make_inv_freq(local_hd, c.rope_local_theta, RopeScaling{})
+                   : make_inv_freq(local_hd, c.rope_theta, c.rope_scaling);
 }
 
 void Rope::tables(std::span<const Row> rows, bool local, std::vector<float>& cs) const {
@@ -64,52 +84,72 @@ void Rope::tables(std::span<const Row> rows, bool local, std::vector<float>& cs)
   }
 }
 
-void block_forward(const ModelConfig& c, bool sliding, const LayerWeights& L,
-                   std::span<const Row> rows, KVCache& kv, int kv_layer, const float* cs,
-                   float* x, BlockScratch& s, ThreadPool* pool) {
-  const size_t q = rows.size();
-  const size_t d = c.d_model, hd = c.head_dim, H = c.n_heads, KV = c.n_kv_heads;
-  const size_t qkv_dim = (H + 2 * KV) * hd, kv_dim = KV * hd, ffn = c.ffn;
-  const size_t slots = size_t(kv.slots(kv_layer));
+namespace {
+
+// The shape of one layer's attention as block_forward runs it.
+struct Shape {
+  LayerKind k;
+  size_t d, hd, H, KV, q_dim, kv_dim, qkv_dim;
+  Shape(const ModelConfig& c, int layer) : k(c.layer_kind(layer)) {
+    d = size_t(c.d_model), hd = size_t(k.head_dim), H = size_t(c.n_heads);
+    KV = size_t(k.n_kv_heads), q_dim = H * hd, kv_dim = KV * hd;
+    qkv_dim = q_dim + (!k.owns_kv() ? 0 : k.k_eq_v ? kv_dim : 2 * kv_dim);
+  }
+};
+
+// q/k/v of every row from xn: biases, per-head q/k norms and RoPE, V's norm;
+// a K/V owner writes its rows' K and V into the cache.
+void project_qkv(const ModelConfig& c, const Shape& sh, int layer, const LayerWeights& L,
+                 std::span<const Row> rows, KVCache& kv, const float* cs, BlockScratch& s,
+                 ThreadPool* pool) {
+  const size_t q = rows.size(), hd = sh.hd, H = sh.H, KV = sh.KV;
+  kern::matmul(L.wqkv, s.xn.data(), q, s.qkv.data(), pool);  // [q, qkv_dim]
+  if (c.v_norm) s.ones.assign(hd, 1.0f);  // V's norm has no weight
+  for (size_t r = 0; r < q; ++r) {
+    float* v = s.qkv.data() + r * sh.qkv_dim;
+    if (c.qkv_bias) {
+      for (size_t i = 0; i < sh.qkv_dim; ++i) v[i] += L.qkv_bias[i];
+    }
+    const float* cr = cs + r * hd;  // cos[hd/2], sin[hd/2]
+    for (size_t h = 0; h < H; ++h) {
+      float* hv = v + h * hd;
+      if (c.qk_norm) kern::rmsnorm(hv, L.q_norm.data(), hd, c.norm_eps, hv);
+      kern::rope(hv, cr, cr + hd / 2, hd, c.rope_interleaved);
+    }
+    if (!sh.k.owns_kv()) continue;
+    const Row& row = rows[r];
+    const size_t slot = kv.write_slot(row, layer);
+    float* kc = kv.k(row.seq, layer) + slot * sh.kv_dim;
+    float* vc = kv.v(row.seq, layer) + slot * sh.kv_dim;
+    // V: its own projection, or (K = V) K's projection before K's norm and RoPE.
+    std::memcpy(vc, v + sh.q_dim + (sh.k.k_eq_v ? 0 : sh.kv_dim), sh.kv_dim * sizeof(float));
+    for (size_t h = 0; h < KV; ++h) {
+      float* kh = v + sh.q_dim + h * hd;
+      if (c.qk_norm) kern::rmsnorm(kh, L.k_norm.data(), hd, c.norm_eps, kh);
+      kern::rope(kh, cr, cr + hd / 2, hd, c.rope_interleaved);
+      if (c.v_norm) kern::rmsnorm(vc + h * hd, s.ones.data(), hd, c.norm_eps, vc + h * hd);
+    }
+    std::memcpy(kc, v + sh.q_dim, sh.kv_dim * sizeof(float));
+  }
+}
+
+// Attention of every row over the cached K/V of layer `layer` (its owner's)
+// into s.att [q, H·hd].
+void attend_rows(const ModelConfig& c, const Shape& sh, int layer, std::span<const Row> rows,
+                 KVCache& kv, BlockScratch& s, ThreadPool* pool) {
+  const size_t q = rows.size(), hd = sh.hd, H = sh.H, KV = sh.KV, kv_dim = sh.kv_dim;
+  const size_t qkv_dim = sh.qkv_dim, slots = size_t(kv.slots(layer));
+  const bool sliding = sh.k.sliding;
   // Tree rows' key lists (kv_cache.h "Tree rows"), built once per row.
   s.tree_key_off.assign(q + 1, 0);
   s.tree_keys.clear();
   for (size_t r = 0; r < q; ++r) {
-    if (rows[r].node >= 0) kv.tree_key_slots(rows[r], kv_layer, sliding, s.tree_keys);
+    if (rows[r].node >= 0) kv.tree_key_slots(rows[r], layer, sliding, s.tree_keys);
     s.tree_key_off[r + 1] = s.tree_keys.size();
-  }
-  s.xn.resize(q * d);
-  s.qkv.resize(q * qkv_dim);
-  s.att.resize(q * H * hd);
-  s.proj.resize(q * d);
-  s.gu.resize(q * 2 * ffn);
-  s.act.resize(q * ffn);
-
-  // --- attention -----------------------------------------------------------
-  for (size_t r = 0; r < q; ++r) {
-    kern::rmsnorm(x + r * d, L.attn_norm.data(), d, c.norm_eps, s.xn.data() + r * d);
-  }
-  kern::matmul(L.wqkv, s.xn.data(), q, s.qkv.data(), pool);  // [q, (H+2KV)·hd]
-  for (size_t r = 0; r < q; ++r) {
-    float* v = s.qkv.data() + r * qkv_dim;
-    if (c.qkv_bias) {
-      for (size_t i = 0; i < qkv_dim; ++i) v[i] += L.qkv_bias[i];
-    }
-    const float* cr = cs + r * hd;  // cos[hd/2], sin[hd/2]
-    for (size_t h = 0; h < H + KV; ++h) {  // q heads, then k heads
-      float* hv = v + h * hd;
-      if (c.qk_norm) kern::rmsnorm(hv, (h < H ? L.q_norm : L.k_norm).data(), hd, c.norm_eps, hv);
-      kern::rope(hv, cr, cr + hd / 2, hd, c.rope_interleaved);
-    }
-    const Row& row = rows[r];
-    const size_t slot = kv.write_slot(row, kv_layer);
-    std::memcpy(kv.k(row.seq, kv_layer) + slot * kv_dim, v + H * hd, kv_dim * sizeof(float));
-    std::memcpy(kv.v(row.seq, kv_layer) + slot * kv_dim, v + (H + KV) * hd,
-                kv_dim * sizeof(float));
   }
   const size_t group = H / KV;
   const size_t window = size_t(c.sliding_window);
-  const float scale = c.score_scale();
+  const float scale = c.query_scale > 0.f ? c.query_scale : 1.0f / std::sqrt(float(hd));
   auto key_range = [&](const Row& row, size_t& lo, size_t& hi) {
     hi = size_t(row.pos);
     lo = sliding && hi + 1 > window ? hi + 1 - window : 0;
@@ -148,8 +188,8 @@ void block_forward(const ModelConfig& c, bool sliding, const LayerWeights& L,
       const size_t r0 = units[t / KV].first, r1 = units[t / KV].second;
       const size_t kvh = t % KV;
       const Row& first = rows[r0];
-      const float* kh = kv.k(first.seq, kv_layer) + kvh * hd;
-      const float* vh = kv.v(first.seq, kv_layer) + kvh * hd;
+      const float* kh = kv.k(first.seq, layer) + kvh * hd;
+      const float* vh = kv.v(first.seq, layer) + kvh * hd;
       if (first.node >= 0) {  // a tree row: its own key list, the same keys decode would read
         const size_t r = r0, n = s.tree_key_off[r + 1] - s.tree_key_off[r];
         scores.resize(std::max(scores.size(), n));
@@ -182,15 +222,58 @@ void block_forward(const ModelConfig& c, bool sliding, const LayerWeights& L,
   };
   if (pool) pool->parallel_for(units.size() * KV, attn);
   else attn(0, units.size() * KV, 0);
-  kern::matmul(L.wo, s.att.data(), q, s.proj.data(), pool);  // [q, d]
+}
+
+// x[r] += norm(p[r]) (norm null: p[r]), r < q.
+void add_residual(const ModelConfig& c, const float* norm, float* p, float* x, size_t q,
+                  size_t d) {
   for (size_t r = 0; r < q; ++r) {
-    float* p = s.proj.data() + r * d;
-    if (c.sandwich_norms) kern::rmsnorm(p, L.post_attn_norm.data(), d, c.norm_eps, p);
+    float* pr = p + r * d;
+    if (norm) kern::rmsnorm(pr, norm, d, c.norm_eps, pr);
     float* xr = x + r * d;
-    for (size_t i = 0; i < d; ++i) xr[i] += p[i];
-    kern::rmsnorm(xr, L.ffn_norm.data(), d, c.norm_eps, s.xn.data() + r * d);
+    for (size_t i = 0; i < d; ++i) xr[i] += pr[i];
   }
+}
+
+// Per-layer embeddings (Gemma 4): x += norm(proj(gelu(gate(x)) · ple)).
+void ple_residual(const ModelConfig& c, const LayerWeights& L, const float* ple,
+                  size_t ple_stride, size_t q, float* x, BlockScratch& s, ThreadPool* pool) {
+  const size_t d = size_t(c.d_model), e = size_t(c.ple_dim);
+  s.ple.resize(q * 2 * e);
+  float* g = s.ple.data();          // [q, e] gate
+  float* a = g + q * e;             // [q, e] gelu(gate) · ple
+  kern::matmul(L.w_ple_gate, x, q, g, pool);
+  for (size_t r = 0; r < q; ++r) kern::gelu_tanh_mul(g + r * e, ple + r * ple_stride, e, a + r * e);
+  kern::matmul(L.w_ple_proj, a, q, s.proj.data(), pool);  // [q, d]
+  add_residual(c, L.ple_post_norm.data(), s.proj.data(), x, q, d);
+}
+
+}  // namespace
+
+void block_forward(const ModelConfig& c, int layer, const LayerWeights& L,
+                   std::span<const Row> rows, KVCache& kv, const float* cs, float* x,
+                   BlockScratch& s, ThreadPool* pool, const float* ple, size_t ple_stride) {
+  const Shape sh(c, layer);
+  const size_t q = rows.size(), d = sh.d, ffn = size_t(sh.k.ffn);
+  s.xn.resize(q * d);
+  s.qkv.resize(q * sh.qkv_dim);
+  s.att.resize(q * sh.q_dim);
+  s.proj.resize(q * d);
+  s.gu.resize(q * 2 * ffn);
+  s.act.resize(q * ffn);
+
+  // --- attention -----------------------------------------------------------
+  for (size_t r = 0; r < q; ++r) {
+    kern::rmsnorm(x + r * d, L.attn_norm.data(), d, c.norm_eps, s.xn.data() + r * d);
+  }
+  project_qkv(c, sh, layer, L, rows, kv, cs, s, pool);
+  attend_rows(c, sh, layer, rows, kv, s, pool);
+  kern::matmul(L.wo, s.att.data(), q, s.proj.data(), pool);  // [q, d]
+  add_residual(c, c.sandwich_norms ? L.post_attn_norm.data() : nullptr, s.proj.data(), x, q, d);
   // --- feed-forward ----------------------------------------------------------
+  for (size_t r = 0; r < q; ++r) {
+    kern::rmsnorm(x + r * d, L.ffn_norm.data(), d, c.norm_eps, s.xn.data() + r * d);
+  }
   kern::matmul(L.w_gate_up, s.xn.data(), q, s.gu.data(), pool);  // [q, 2·ffn]
   for (size_t r = 0; r < q; ++r) {
     const float* g = s.gu.data() + r * 2 * ffn;
@@ -198,11 +281,13 @@ void block_forward(const ModelConfig& c, bool sliding, const LayerWeights& L,
     else kern::gelu_tanh_mul(g, g + ffn, ffn, s.act.data() + r * ffn);
   }
   kern::matmul(L.w_down, s.act.data(), q, s.proj.data(), pool);  // [q, d]
-  for (size_t r = 0; r < q; ++r) {
-    float* p = s.proj.data() + r * d;
-    if (c.sandwich_norms) kern::rmsnorm(p, L.post_ffn_norm.data(), d, c.norm_eps, p);
-    float* xr = x + r * d;
-    for (size_t i = 0; i < d; ++i) xr[i] += p[i];
+  add_residual(c, c.sandwich_norms ? L.post_ffn_norm.data() : nullptr, s.proj.data(), x, q, d);
+  if (c.ple_dim > 0) {
+    MTP_CHECK(ple != nullptr, "layer {} of a model with per-layer embeddings got no input", layer);
+    ple_residual(c, L, ple, ple_stride, q, x, s, pool);
+  }
+  if (c.layer_scalar) {
+    for (size_t i = 0; i < q * d; ++i) x[i] *= L.layer_scalar;
   }
 }
 

@@ -14,32 +14,41 @@
 
 namespace mtp::model {
 
-// Rotary tables for a set of rows: [q, head_dim] = cos[hd/2] then sin[hd/2].
+// Rotary tables for a set of rows: [q, hd] = cos[hd/2] then sin[hd/2], hd the
+// head width of the layers that use them.
 class Rope {
  public:
   explicit Rope(const ModelConfig& c);
-  // local: the sliding-layer base (Gemma 3's rope_local_base_freq) if the
-  // config has one, else the global frequencies.
+  // local: the sliding layers' table (the local base of Gemma 3/4, their own
+  // head width on Gemma 4) if the config has one, else the global table:
+  // global layers' base, scaling, head width and proportional part.
   void tables(std::span<const Row> rows, bool local, std::vector<float>& cs) const;
   bool has_local() const { return has_local_; }
+  // Whether layer `sliding` flag selects the local table.
+  bool local_for(bool sliding) const { return sliding && has_local_; }
 
  private:
-  std::vector<float> inv_global_, inv_local_;  // [head_dim / 2]
+  std::vector<float> inv_global_, inv_local_;  // [hd / 2] of the layers using them
   bool has_local_ = false;
 };
 
 struct BlockScratch {
-  std::vector<float> xn, qkv, att, proj, gu, act;
+  std::vector<float> xn, qkv, att, proj, gu, act, ple, ones;
   std::vector<uint32_t> tree_keys;    // tree rows' key slots, concatenated
   std::vector<size_t> tree_key_off;   // [q + 1]: row r's keys at [off[r], off[r + 1])
   std::vector<std::pair<size_t, size_t>> attn_units;  // attention units: rows [first, second)
 };
 
-// x: [q, d] residual stream, updated in place. The rows' K/V go to layer
-// `kv_layer` of `kv` (positions already reserved with KVCache::begin_write).
-// cs: rope tables for these rows (the caller picks global or local).
-void block_forward(const ModelConfig& c, bool sliding, const LayerWeights& L,
-                   std::span<const Row> rows, KVCache& kv, int kv_layer, const float* cs,
-                   float* x, BlockScratch& s, ThreadPool* pool);
+// Layer `layer` of config `c` (its kind: c.layer_kind(layer)) on x: [q, d],
+// the residual stream, updated in place. The rows' K/V go to layer `layer`
+// of `kv` (positions already reserved with KVCache::begin_rows) unless the
+// layer reads another's, whose cached K/V it then attends with. cs: the rope
+// tables of these rows for this layer (Rope::local_for). ple: with
+// per-layer embeddings, this layer's input [q rows of ple_dim, stride
+// ple_stride] (Model::forward computes it).
+void block_forward(const ModelConfig& c, int layer, const LayerWeights& L,
+                   std::span<const Row> rows, KVCache& kv, const float* cs, float* x,
+                   BlockScratch& s, ThreadPool* pool, const float* ple = nullptr,
+                   size_t ple_stride = 0);
 
 }  // namespace mtp::model

@@ -4,27 +4,38 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "model/family.h"
 
 namespace mtp::model {
 
-const char* arch_name(Arch a) {
-  switch (a) {
-    case Arch::Llama: return "llama";
-    case Arch::Qwen2: return "qwen2";
-    case Arch::Qwen3: return "qwen3";
-    case Arch::Gemma2: return "gemma2";
-    case Arch::Gemma3: return "gemma3";
-  }
-  return "?";
-}
+const char* arch_name(Arch a) { return family(a).name; }
 
 float ModelConfig::score_scale() const {
   return query_scale > 0.f ? query_scale : 1.0f / std::sqrt(float(head_dim));
 }
 
-void ModelConfig::validate(const std::string& where) const {
+LayerKind ModelConfig::layer_kind(int l) const {
+  if (!layers.empty()) return layers[size_t(l)];
+  LayerKind k;
+  k.head_dim = head_dim;
+  k.n_kv_heads = n_kv_heads;
+  k.ffn = ffn;
+  return k;
+}
+
+void ModelConfig::set_uniform_layers(const std::vector<uint8_t>& sliding) {
+  LayerKind k;
+  k.head_dim = head_dim;
+  k.n_kv_heads = n_kv_heads;
+  k.ffn = ffn;
+  layers.assign(sliding.size(), k);
+  for (size_t l = 0; l < sliding.size(); ++l) layers[l].sliding = sliding[l] != 0;
+}
+
+void ModelConfig::validate(const std::string& where, const FieldName& field) const {
+  auto key = [&](const char* hf) { return field ? field(hf) : std::string(hf); };
   auto pos = [&](const char* name, long v) {
-    if (v <= 0) fail<ConfigError>("{}: {} must be positive, got {}", where, name, v);
+    if (v <= 0) fail<ConfigError>("{}: {} must be positive, got {}", where, key(name), v);
   };
   pos("hidden_size", d_model);
   pos("num_hidden_layers", n_layers);
@@ -34,41 +45,73 @@ void ModelConfig::validate(const std::string& where) const {
   pos("intermediate_size", ffn);
   pos("vocab_size", vocab);
   pos("max_position_embeddings", max_position);
-  if (n_heads % n_kv_heads != 0) {
-    fail<ConfigError>("{}: num_attention_heads {} is not a multiple of num_key_value_heads {}",
-                      where, n_heads, n_kv_heads);
+  if (!layers.empty() && int64_t(layers.size()) != n_layers) {
+    fail<ConfigError>("{}: {} layer kinds for {} = {} layers", where, layers.size(),
+                      key("num_hidden_layers"), n_layers);
   }
-  if (head_dim % 2 != 0) fail<ConfigError>("{}: head_dim {} must be even", where, head_dim);
-  // q/k/v widths must fit the int arithmetic of the kernels.
-  if (int64_t(n_heads) * head_dim > (int64_t(1) << 30)) {
-    fail<ConfigError>("{}: num_attention_heads {} x head_dim {} is too large", where, n_heads,
-                      head_dim);
+  for (int l = 0; l < n_layers; ++l) {
+    const LayerKind k = layer_kind(l);
+    if (k.head_dim <= 0 || k.n_kv_heads <= 0 || k.ffn <= 0) {
+      fail<ConfigError>("{}: layer {} has head_dim {}, {} kv heads and ffn {} (each must be "
+                        "positive)", where, l, k.head_dim, k.n_kv_heads, k.ffn);
+    }
+    if (n_heads % k.n_kv_heads != 0) {
+      fail<ConfigError>("{}: {} {} is not a multiple of {} {}{}", where,
+                        key("num_attention_heads"), n_heads, key("num_key_value_heads"),
+                        k.n_kv_heads, layers.empty() ? "" : fmt::format(" (layer {})", l));
+    }
+    if (k.head_dim % 2 != 0) {
+      fail<ConfigError>("{}: {} {} must be even{}", where, key("head_dim"), k.head_dim,
+                        layers.empty() ? "" : fmt::format(" (layer {})", l));
+    }
+    // q/k/v widths must fit the int arithmetic of the kernels.
+    if (int64_t(n_heads) * k.head_dim > (int64_t(1) << 30)) {
+      fail<ConfigError>("{}: {} {} x {} {} is too large", where, key("num_attention_heads"),
+                        n_heads, key("head_dim"), k.head_dim);
+    }
+    if (k.sliding && sliding_window <= 0) {
+      fail<ConfigError>("{}: layer {} is a sliding layer but {} is {}", where, l,
+                        key("sliding_window"), sliding_window);
+    }
+    if (k.recurrent) fail<ConfigError>("{}: layer {} is recurrent (not supported)", where, l);
+    if (!k.owns_kv()) {
+      const int o = k.kv_source;
+      if (o >= l || !layers[size_t(o)].owns_kv() || layers[size_t(o)].sliding != k.sliding ||
+          layers[size_t(o)].head_dim != k.head_dim ||
+          layers[size_t(o)].n_kv_heads != k.n_kv_heads || layers[size_t(o)].k_eq_v != k.k_eq_v) {
+        fail<ConfigError>("{}: layer {} reads the K/V of layer {}, which is not an earlier "
+                          "layer of the same kind that owns its K/V", where, l, o);
+      }
+    }
   }
-  if (!layer_sliding.empty() && int64_t(layer_sliding.size()) != n_layers) {
-    fail<ConfigError>("{}: {} sliding-layer flags for {} layers", where, layer_sliding.size(),
-                      n_layers);
+  if (ple_dim < 0) {
+    fail<ConfigError>("{}: {} must be >= 0, got {}", where, key("hidden_size_per_layer_input"),
+                      ple_dim);
+  }
+  if (!(rope_partial > 0.f && rope_partial <= 1.f)) {
+    fail<ConfigError>("{}: {} must be in (0, 1], got {}", where, key("partial_rotary_factor"),
+                      rope_partial);
   }
   if (sliding_window < 0) {
-    fail<ConfigError>("{}: sliding_window must be >= 0, got {}", where, sliding_window);
-  }
-  for (auto f : layer_sliding) {
-    if (f && sliding_window <= 0) fail<ConfigError>("{}: sliding layer without window", where);
+    fail<ConfigError>("{}: {} must be >= 0, got {}", where, key("sliding_window"),
+                      sliding_window);
   }
   // Positive and finite (NaN fails every comparison).
   auto positive = [&](const char* name, float v) {
     if (!(v > 0) || !std::isfinite(v)) {
-      fail<ConfigError>("{}: {} must be a positive finite number, got {}", where, name, v);
+      fail<ConfigError>("{}: {} must be a positive finite number, got {}", where, key(name), v);
     }
   };
   auto non_negative = [&](const char* name, float v) {
     if (!(v >= 0) || !std::isfinite(v)) {
-      fail<ConfigError>("{}: {} must be a finite number >= 0, got {}", where, name, v);
+      fail<ConfigError>("{}: {} must be a finite number >= 0, got {}", where, key(name), v);
     }
   };
   positive("rms_norm_eps", norm_eps);
   positive("rope_theta", rope_theta);
   non_negative("rope_local_base_freq", rope_local_theta);
   positive("embed_scale", embed_scale);
+  positive("ple_embed_scale", ple_embed_scale);
   non_negative("query_pre_attn_scalar", query_scale);
   non_negative("attn_logit_softcapping", attn_softcap);
   non_negative("final_logit_softcapping", final_softcap);
@@ -79,8 +122,9 @@ void ModelConfig::validate(const std::string& where) const {
       positive("rope_scaling.high_freq_factor", rope_scaling.high_freq_factor);
       pos("rope_scaling.original_max_position_embeddings", rope_scaling.original_max_position);
       if (!(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor)) {
-        fail<ConfigError>("{}: rope_scaling.high_freq_factor {} must exceed low_freq_factor {}",
-                          where, rope_scaling.high_freq_factor, rope_scaling.low_freq_factor);
+        fail<ConfigError>("{}: {} {} must exceed {} {}", where,
+                          key("rope_scaling.high_freq_factor"), rope_scaling.high_freq_factor,
+                          key("rope_scaling.low_freq_factor"), rope_scaling.low_freq_factor);
       }
     }
   }
@@ -116,7 +160,38 @@ nlohmann::json ModelConfig::to_json() const {
   j["attn_softcap"] = attn_softcap;
   j["final_softcap"] = final_softcap;
   j["sliding_window"] = sliding_window;
-  j["layer_sliding"] = layer_sliding;
+  std::vector<uint8_t> sliding;
+  for (const LayerKind& k : layers) sliding.push_back(k.sliding ? 1 : 0);
+  j["layer_sliding"] = sliding;
+  // Layer kinds beyond the sliding flag only where some layer differs from
+  // the config's sizes, so configs of the uniform families keep the JSON (and
+  // the target fingerprints) they always had.
+  bool uniform = true;
+  for (const LayerKind& k : layers) {
+    LayerKind plain;
+    plain.sliding = k.sliding;
+    plain.head_dim = head_dim;
+    plain.n_kv_heads = n_kv_heads;
+    plain.ffn = ffn;
+    uniform = uniform && k == plain;
+  }
+  if (!uniform) {
+    nlohmann::json kinds = nlohmann::json::array();
+    for (const LayerKind& k : layers) {
+      kinds.push_back({{"sliding", k.sliding}, {"head_dim", k.head_dim},
+                       {"n_kv_heads", k.n_kv_heads}, {"ffn", k.ffn}, {"kv_source", k.kv_source},
+                       {"k_eq_v", k.k_eq_v}, {"recurrent", k.recurrent}});
+    }
+    j["layer_kinds"] = kinds;
+  }
+  // Fields of the later families, only where they are in use (see above).
+  if (rope_partial != 1.f) j["rope_partial"] = rope_partial;
+  if (v_norm) j["v_norm"] = true;
+  if (layer_scalar) j["layer_scalar"] = true;
+  if (ple_dim > 0) {
+    j["ple_dim"] = ple_dim;
+    j["ple_embed_scale"] = ple_embed_scale;
+  }
   j["tie_embeddings"] = tie_embeddings;
   return j;  // nlohmann::json objects are key-sorted: canonical by construction
 }

@@ -1,5 +1,6 @@
 #include "model/forward.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "core/error.h"
@@ -11,7 +12,7 @@ namespace mtp::model {
 namespace kern = mtp::kernels;
 
 struct Model::Scratch {
-  std::vector<float> x, cs_global, cs_local, head_in, head_out;
+  std::vector<float> x, cs_global, cs_local, head_in, head_out, ple, ple_tok;
   BlockScratch block;
 };
 
@@ -53,15 +54,40 @@ void Model::forward(std::span<const Row> rows, KVCache& kv, const ForwardOut& ou
   rope_.tables(rows, false, s.cs_global);
   if (rope_.has_local()) rope_.tables(rows, true, s.cs_local);
   for (size_t r = 0; r < q; ++r) embed(rows[r].token, s.x.data() + r * d);
+  if (c.ple_dim > 0) per_layer_inputs(rows, s.x.data(), pool);
+  const size_t ple_stride = size_t(c.n_layers) * size_t(c.ple_dim);
   for (int l = 0; l < c.n_layers; ++l) {
-    const bool sliding = c.is_sliding(l);
-    const float* cs = sliding && rope_.has_local() ? s.cs_local.data() : s.cs_global.data();
-    block_forward(c, sliding, m_.weights.layers[l], rows, kv, l, cs, s.x.data(), s.block, pool);
+    const float* cs = rope_.local_for(c.is_sliding(l)) ? s.cs_local.data() : s.cs_global.data();
+    block_forward(c, l, m_.weights.layers[l], rows, kv, cs, s.x.data(), s.block, pool,
+                  c.ple_dim > 0 ? s.ple.data() + size_t(l) * size_t(c.ple_dim) : nullptr,
+                  ple_stride);
   }
   kv.end_rows(rows);
 
   if (out.hidden) std::memcpy(out.hidden, s.x.data(), q * d * sizeof(float));
   if (out.logits) logits_for_rows(s.x.data(), q, out.logits_mask, out.logits, pool);
+}
+
+void Model::per_layer_inputs(std::span<const Row> rows, const float* x, ThreadPool* pool) const {
+  const ModelConfig& c = m_.config;
+  const ModelWeights& w = m_.weights;
+  const size_t q = rows.size(), e = size_t(c.ple_dim), P = size_t(c.n_layers) * e;
+  // transformers' Python-float constants, as fp32: hidden_size**-0.5, 2.0**-0.5.
+  const float proj_scale = float(std::pow(double(c.d_model), -0.5));
+  const float input_scale = float(std::pow(2.0, -0.5));
+  Scratch& s = *scratch_;
+  s.ple.resize(q * P);
+  s.ple_tok.resize(P);
+  kern::matmul(w.ple_model_proj, x, q, s.ple.data(), pool);  // [q, L·e]
+  for (size_t r = 0; r < q; ++r) {
+    float* p = s.ple.data() + r * P;
+    for (size_t i = 0; i < P; ++i) p[i] *= proj_scale;
+    for (size_t l = 0; l < size_t(c.n_layers); ++l) {
+      kern::rmsnorm(p + l * e, w.ple_proj_norm.data(), e, c.norm_eps, p + l * e);
+    }
+    w.ple_embed.lookup(rows[r].token, c.ple_embed_scale, s.ple_tok.data());  // one row, in place
+    for (size_t i = 0; i < P; ++i) p[i] = (p[i] + s.ple_tok[i]) * input_scale;
+  }
 }
 
 void Model::logits_for_rows(const float* hidden, size_t q, const uint8_t* mask, float* logits,

@@ -79,6 +79,11 @@ class Model {
 
  private:
   struct Scratch;
+  // Per-layer embeddings: every layer's input [q, n_layers · ple_dim] into
+  // scratch_->ple, from the rows' layer-0 inputs x [q, d] (projected, scaled,
+  // normed per layer) and their rows of the per-layer table (transformers'
+  // project_per_layer_inputs).
+  void per_layer_inputs(std::span<const Row> rows, const float* x, ThreadPool* pool) const;
 
   LoadedModel m_;
   Rope rope_;

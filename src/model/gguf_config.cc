@@ -10,9 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/ggml_type.h"
 #include "io/gguf.h"
+#include "model/family.h"
 #include "model/loader.h"
 
 namespace mtp::model {
@@ -20,16 +22,6 @@ namespace mtp::model {
 namespace {
 
 constexpr int kMaxLayers = 1 << 16;
-
-struct ArchName {
-  const char* name;
-  Arch arch;
-};
-constexpr ArchName kArchs[] = {{"llama", Arch::Llama},   {"qwen2", Arch::Qwen2},
-                               {"qwen3", Arch::Qwen3},   {"gemma2", Arch::Gemma2},
-                               {"gemma3", Arch::Gemma3}};
-
-bool is_gemma(Arch a) { return a == Arch::Gemma2 || a == Arch::Gemma3; }
 
 // Metadata access with the architecture prefix and messages naming the file.
 struct Meta {
@@ -126,44 +118,81 @@ RopeScaling recover_llama3(const io::GgufFile& f, const io::GgufTensor& t, const
                     "mtpspec does not apply arbitrary per-frequency factors", f.path(), factor);
 }
 
-}  // namespace
+// rope_freqs.weight of a proportional-RoPE family -> the rotated fraction:
+// [global head_dim / 2] F32 divisors, 1 for the first k pairs, >= 1e29
+// (llama.cpp's converter: 1e30, an angle of ~0) for the others.
+float recover_proportional(const io::GgufFile& f, const io::GgufTensor& t, const ModelConfig& c) {
+  int full_hd = c.head_dim;
+  for (int l = 0; l < c.n_layers; ++l) {
+    if (!c.layer_kind(l).sliding) full_hd = c.layer_kind(l).head_dim;
+  }
+  const size_t half = size_t(full_hd) / 2;
+  if (t.type != uint32_t(GgmlType::F32) || t.dims.size() != 1 || t.row_elems() != half) {
+    fail<ConfigError>("GGUF file '{}': rope_freqs.weight must be F32 of {} values (the full "
+                      "layers' head_dim / 2), got {} with {} values", f.path(), half,
+                      ggml_type_name(t.type), t.numel());
+  }
+  std::vector<float> v(half);
+  std::memcpy(v.data(), t.data, half * sizeof(float));
+  size_t k = 0;
+  while (k < half && v[k] == 1.0f) ++k;
+  for (size_t i = k; i < half; ++i) {
+    if (!(v[i] >= 1e29f) || k == 0) {
+      fail<ConfigError>("GGUF file '{}': rope_freqs.weight holds {} at {}; proportional RoPE "
+                        "stores 1 for the rotated pairs, then >= 1e29", f.path(), v[i], i);
+    }
+  }
+  const float partial = float(k) / float(half);
+  if (size_t(std::floor(double(partial) * full_hd / 2)) != k) {
+    fail<ConfigError>("GGUF file '{}': rope_freqs.weight rotates {} of {} pairs, which no "
+                      "partial_rotary_factor expresses exactly", f.path(), k, half);
+  }
+  return partial;
+}
 
-ModelConfig gguf_model_config(const io::GgufFile& f) {
-  const auto arch_name = f.get_string("general.architecture");
-  if (!arch_name) fail<ConfigError>("GGUF file '{}' has no general.architecture", f.path());
-  const ArchName* fam = nullptr;
-  for (auto& a : kArchs) {
-    if (*arch_name == a.name) fam = &a;
-  }
-  if (!fam) {
-    fail<ConfigError>("GGUF file '{}': general.architecture '{}' is not supported (supported: "
-                      "llama, qwen2, qwen3, gemma2, gemma3)", f.path(), *arch_name);
-  }
-  const Meta m{f, *arch_name + "."};
-  ModelConfig c;
-  c.arch = fam->arch;
-  c.source = "gguf";
+// The source's own key of a config field: messages name GGUF keys.
+FieldName gguf_field_names(const std::string& arch) {
+  return [arch](const char* hf) -> std::string {
+    static const std::pair<const char*, const char*> map[] = {
+        {"hidden_size", "embedding_length"},
+        {"num_hidden_layers", "block_count"},
+        {"num_attention_heads", "attention.head_count"},
+        {"num_key_value_heads", "attention.head_count_kv"},
+        {"head_dim", "attention.key_length"},
+        {"intermediate_size", "feed_forward_length"},
+        {"max_position_embeddings", "context_length"},
+        {"rms_norm_eps", "attention.layer_norm_rms_epsilon"},
+        {"rope_theta", "rope.freq_base"},
+        {"rope_local_base_freq", "rope.freq_base_swa"},
+        {"sliding_window", "attention.sliding_window"},
+        {"attn_logit_softcapping", "attn_logit_softcapping"},
+        {"final_logit_softcapping", "final_logit_softcapping"},
+        {"rope_scaling.factor", "rope.scaling.factor"},
+        {"hidden_size_per_layer_input", "embedding_length_per_layer_input"},
+    };
+    for (auto& [from, to] : map) {
+      if (std::string_view(hf) == from) return arch + "." + to;
+    }
+    if (std::string_view(hf) == "vocab_size") return "token_embd.weight (its rows)";
+    if (std::string_view(hf).starts_with("rope_scaling.") ||
+        std::string_view(hf) == "partial_rotary_factor") {
+      return "rope_freqs.weight";
+    }
+    return std::string(hf) + " (derived from the metadata)";
+  };
+}
+
+void gguf_sizes(const Meta& m, ModelConfig& c) {
+  const io::GgufFile& f = m.f;
   c.d_model = m.req_int("embedding_length");
   c.n_layers = m.req_int("block_count");
   if (c.n_layers <= 0 || c.n_layers > kMaxLayers) {
     fail<ConfigError>("GGUF file '{}': {} must be in 1..{}, got {}", f.path(),
                       m.key("block_count"), kMaxLayers, c.n_layers);
   }
-  c.ffn = m.req_int("feed_forward_length");
   c.n_heads = m.req_int("attention.head_count");
   if (c.n_heads <= 0) {
     fail<ConfigError>("GGUF file '{}': {} must be positive", f.path(), m.key("attention.head_count"));
-  }
-  c.n_kv_heads = m.get_int("attention.head_count_kv", c.n_heads);
-  c.head_dim = m.get_int("attention.key_length", c.d_model / c.n_heads);
-  if (m.get_int("attention.value_length", c.head_dim) != c.head_dim) {
-    fail<ConfigError>("GGUF file '{}': {} = {} differs from {} = {} (not supported)", f.path(),
-                      m.key("attention.value_length"), m.get_int("attention.value_length", 0),
-                      m.key("attention.key_length"), c.head_dim);
-  }
-  if (int rot = m.get_int("rope.dimension_count", c.head_dim); rot != c.head_dim) {
-    fail<ConfigError>("GGUF file '{}': {} = {} (partial RoPE) is not supported; head_dim is {}",
-                      f.path(), m.key("rope.dimension_count"), rot, c.head_dim);
   }
   c.max_position = m.req_int("context_length");
   c.norm_eps = float(m.get_float("attention.layer_norm_rms_epsilon", 1e-5));
@@ -185,9 +214,133 @@ ModelConfig gguf_model_config(const io::GgufFile& f) {
                      m.key("vocab_size"), *v, c.vocab);
   }
   c.tie_embeddings = f.tensor("output.weight") == nullptr;
+}
 
-  // RoPE. llama.cpp stores Llama's Q/K rows permuted for its interleaved
-  // rotation; the loader undoes that, so every family runs rotate-half here.
+// The head and MLP widths of families whose layers are alike.
+void gguf_uniform_shapes(const Meta& m, ModelConfig& c) {
+  const io::GgufFile& f = m.f;
+  c.ffn = m.req_int("feed_forward_length");
+  c.n_kv_heads = m.get_int("attention.head_count_kv", c.n_heads);
+  c.head_dim = m.get_int("attention.key_length", c.d_model / c.n_heads);
+  if (m.get_int("attention.value_length", c.head_dim) != c.head_dim) {
+    fail<ConfigError>("GGUF file '{}': {} = {} differs from {} = {} (not supported)", f.path(),
+                      m.key("attention.value_length"), m.get_int("attention.value_length", 0),
+                      m.key("attention.key_length"), c.head_dim);
+  }
+  if (int rot = m.get_int("rope.dimension_count", c.head_dim); rot != c.head_dim) {
+    fail<ConfigError>("GGUF file '{}': {} = {} (partial RoPE) is not supported; head_dim is {}",
+                      f.path(), m.key("rope.dimension_count"), rot, c.head_dim);
+  }
+}
+
+// A key holding one value for every layer, or a per-layer array of them
+// (llama.cpp's get_key_or_arr). Absent: `def` (< 0: required).
+std::vector<int> per_layer(const Meta& m, const char* k, int n, int def) {
+  const io::GgufFile& f = m.f;
+  const io::GgufValue* v = f.find(m.key(k));
+  if (!v) {
+    if (def < 0) fail<ConfigError>("GGUF file '{}': missing required key '{}'", f.path(), m.key(k));
+    return std::vector<int>(size_t(n), def);
+  }
+  if (v->type != io::GgufType::Array) return std::vector<int>(size_t(n), m.req_int(k));
+  if (int64_t(v->arr.size()) != n) {
+    fail<ConfigError>("GGUF file '{}': {} lists {} values for {} = {} layers", f.path(),
+                      m.key(k), v->arr.size(), m.key("block_count"), n);
+  }
+  std::vector<int> out;
+  for (const io::GgufValue& x : v->arr) {
+    const int64_t i = x.type == io::GgufType::Bool ? int64_t(x.u)
+                      : !x.is_integer()            ? -1
+                      : x.type == io::GgufType::I8 || x.type == io::GgufType::I16 ||
+                              x.type == io::GgufType::I32 || x.type == io::GgufType::I64
+                          ? x.i
+                          : int64_t(x.u);
+    if (i < 0 || i > INT32_MAX) {
+      fail<ConfigError>("GGUF file '{}': {} holds {} (an integer >= 0 per layer)", f.path(),
+                        m.key(k), x.describe());
+    }
+    out.push_back(int(i));
+  }
+  return out;
+}
+
+// Gemma 4 (llama.cpp's gemma4 keys): the sliding pattern, each kind's head
+// width and kv heads (K = V where a full layer has no attn_v), the MLP width
+// per layer, the shared layers, the per-layer embedding width.
+void gguf_layer_shapes(const Meta& m, const Family& fam, ModelConfig& c) {
+  const io::GgufFile& f = m.f;
+  const int n = c.n_layers;
+  const std::vector<int> swa = per_layer(m, "attention.sliding_window_pattern", n, -1);
+  const std::vector<int> kv = per_layer(m, "attention.head_count_kv", n, c.n_heads);
+  const std::vector<int> ffn = per_layer(m, "feed_forward_length", n, -1);
+  const int full_hd = m.req_int("attention.key_length");
+  const int swa_hd = m.get_int("attention.key_length_swa", full_hd);
+  for (const char* suffix : {"", "_swa"}) {
+    const std::string vk = std::string("attention.value_length") + suffix;
+    const int want = *suffix ? swa_hd : full_hd;
+    if (int got = m.get_int(vk.c_str(), want); got != want) {
+      fail<ConfigError>("GGUF file '{}': {} = {} differs from the key length {} (not supported)",
+                        f.path(), m.key(vk.c_str()), got, want);
+    }
+  }
+  if (int rot = m.get_int("rope.dimension_count", full_hd); rot != full_hd) {
+    fail<ConfigError>("GGUF file '{}': {} = {}, but gemma4's full layers rotate their whole "
+                      "head ({} = {}; rope_freqs.weight makes it proportional)", f.path(),
+                      m.key("rope.dimension_count"), rot, m.key("attention.key_length"), full_hd);
+  }
+  if (int rot = m.get_int("rope.dimension_count_swa", swa_hd); rot != swa_hd) {
+    fail<ConfigError>("GGUF file '{}': {} = {} (partial RoPE on sliding layers) is not "
+                      "supported; {} is {}", f.path(), m.key("rope.dimension_count_swa"), rot,
+                      m.key("attention.key_length_swa"), swa_hd);
+  }
+  std::vector<uint8_t> sliding(swa.begin(), swa.end());
+  if (fam.last_layer_full) sliding.back() = 0;
+  c.head_dim = swa_hd;
+  c.ffn = ffn[0];
+  c.n_kv_heads = kv[0];
+  c.set_uniform_layers(sliding);
+  for (int l = 0; l < n; ++l) {
+    LayerKind& k = c.layers[size_t(l)];
+    k.head_dim = k.sliding ? swa_hd : full_hd;
+    k.n_kv_heads = kv[size_t(l)];
+    k.ffn = ffn[size_t(l)];
+    const std::string blk = "blk." + std::to_string(l) + ".";
+    k.k_eq_v = !k.sliding && f.tensor(blk + "attn_k.weight") && !f.tensor(blk + "attn_v.weight");
+  }
+  for (int l = 0; l < n; ++l) {  // the MLP width of the family's own layers: the first sliding
+    if (c.layers[size_t(l)].sliding) {
+      c.ffn = ffn[size_t(l)], c.n_kv_heads = kv[size_t(l)];
+      break;
+    }
+  }
+  const int shared = m.get_int("attention.shared_kv_layers", 0);
+  if (shared >= n) {
+    fail<ConfigError>("GGUF file '{}': {} = {} leaves no layer to own K/V ({} = {})", f.path(),
+                      m.key("attention.shared_kv_layers"), shared, m.key("block_count"), n);
+  }
+  for (int l = n - shared; l < n; ++l) {
+    LayerKind& k = c.layers[size_t(l)];
+    for (int o = n - shared - 1; o >= 0 && k.kv_source < 0; --o) {
+      if (c.layers[size_t(o)].sliding == k.sliding) k.kv_source = o;
+    }
+    if (k.kv_source < 0) {
+      fail<ConfigError>("GGUF file '{}': {} = {} leaves no earlier {} layer to own layer {}'s "
+                        "K/V", f.path(), m.key("attention.shared_kv_layers"), shared,
+                        k.sliding ? "sliding" : "full", l);
+    }
+    const LayerKind& o = c.layers[size_t(k.kv_source)];
+    k.k_eq_v = o.k_eq_v;
+  }
+  c.ple_dim = m.get_int("embedding_length_per_layer_input", 0);
+  c.sliding_window = m.req_int("attention.sliding_window");
+  c.final_softcap = float(m.get_float("final_logit_softcapping", 0.0));
+  c.rope_local_theta = float(m.get_float("rope.freq_base_swa", 10000.0));
+}
+
+// RoPE. llama.cpp stores Llama's Q/K rows permuted for its interleaved
+// rotation; the loader undoes that, so every family runs rotate-half here.
+void gguf_rope(const Meta& m, const Family& fam, ModelConfig& c) {
+  const io::GgufFile& f = m.f;
   c.rope_interleaved = false;
   c.rope_theta = float(m.get_float("rope.freq_base", 10000.0));  // llama.cpp's default
   const std::string scaling = f.get_string(m.key("rope.scaling.type")).value_or("none");
@@ -206,55 +359,50 @@ ModelConfig gguf_model_config(const io::GgufFile& f) {
     c.rope_scaling.type = RopeScaling::Type::Linear;
     c.rope_scaling.factor = float(lin);
   }
-  if (const io::GgufTensor* rf = f.tensor("rope_freqs.weight")) {
-    if (c.arch != Arch::Llama || c.rope_scaling.type != RopeScaling::Type::None) {
+  if (const io::GgufTensor* rf = f.tensor("rope_freqs.weight");
+      rf && fam.gguf_rope_freqs == RopeFreqs::Proportional) {
+    c.rope_partial = recover_proportional(f, *rf, c);
+  } else if (rf) {
+    if (fam.gguf_rope_freqs != RopeFreqs::Llama3 ||
+        c.rope_scaling.type != RopeScaling::Type::None) {
       fail<ConfigError>("GGUF file '{}': rope_freqs.weight is only supported as llama3 scaling on "
                         "llama without other RoPE scaling", f.path());
     }
     c.rope_scaling = recover_llama3(f, *rf, c, f.get_int(m.key("rope.scaling.original_context_length")));
   }
-  if (c.arch == Arch::Gemma2 && c.rope_scaling.type != RopeScaling::Type::None) {
-    fail<ConfigError>("GGUF file '{}': RoPE scaling on gemma2 is not supported", f.path());
+  if (fam.rope_scaling_everywhere && c.rope_scaling.type != RopeScaling::Type::None) {
+    fail<ConfigError>("GGUF file '{}': RoPE scaling on {} is not supported", f.path(), fam.name);
   }
+}
 
-  c.activation = is_gemma(c.arch) ? Activation::GeluTanh : Activation::SiLU;
-  c.qkv_bias = c.arch == Arch::Qwen2;
-  c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Gemma3;
-  if (is_gemma(c.arch)) {
-    // Stored norms already hold 1 + w (the converter adds it); the loader
-    // reads them as they are. norm_one_plus keeps its meaning for the
-    // family's other norms (a drafter's modules store w).
-    c.norm_one_plus = true;
-    c.sandwich_norms = true;
-    c.embed_scale = std::sqrt(float(c.d_model));
-    // llama.cpp: 1/sqrt(head_dim), except the 27B models (46 layers for
-    // Gemma 2, 62 for Gemma 3), whose query_pre_attn_scalar is d_model/heads.
-    const bool big = (c.arch == Arch::Gemma2 && c.n_layers == 46) ||
-                     (c.arch == Arch::Gemma3 && c.n_layers == 62);
-    const double qpas = big ? double(c.d_model / c.n_heads) : double(c.head_dim);
-    c.query_scale = float(std::pow(qpas, -0.5));
-    c.layer_sliding.assign(size_t(c.n_layers), 0);
-    if (c.arch == Arch::Gemma2) {
-      c.attn_softcap = float(m.get_float("attn_logit_softcapping", 50.0));
-      c.final_softcap = float(m.get_float("final_logit_softcapping", 30.0));
-      c.sliding_window = m.get_int("attention.sliding_window", 4096);
-      for (int i = 0; i < c.n_layers; ++i) c.layer_sliding[size_t(i)] = i % 2 == 0;
-    } else {
-      // Gemma 3: with a sliding window, every 6th layer global and local RoPE
-      // base 10000 on the others; without one (absent or 0, as newer
-      // llama.cpp reads it), every layer global. No attention softcap; a
-      // final softcap only when the key says so.
-      c.final_softcap = float(m.get_float("final_logit_softcapping", 0.0));
-      c.sliding_window = m.get_int("attention.sliding_window", 0);
-      if (c.sliding_window > 0) {
-        for (int i = 0; i < c.n_layers; ++i) c.layer_sliding[size_t(i)] = (i + 1) % 6 != 0;
-        c.rope_local_theta = 10000.f;
-      }
-    }
-    if (c.sliding_window <= 0) c.sliding_window = c.arch == Arch::Gemma2 ? c.max_position : 0;
+// Gemma: the values llama.cpp hard-codes instead of storing, and the sliding
+// layers. Stored norms already hold 1 + w (the converter adds it); the loader
+// reads them as they are. norm_one_plus keeps its meaning for the family's
+// other norms (a drafter's modules store w).
+void gguf_gemma(const Meta& m, const Family& fam, ModelConfig& c) {
+  // llama.cpp: 1/sqrt(head_dim), except the 27B models, whose
+  // query_pre_attn_scalar is d_model/heads.
+  const double qpas = c.n_layers == fam.gguf_big_layers ? double(c.d_model / c.n_heads)
+                                                        : double(c.head_dim);
+  c.query_scale = float(std::pow(qpas, -0.5));
+  c.attn_softcap = float(m.get_float("attn_logit_softcapping", fam.attn_softcap));
+  c.final_softcap = float(m.get_float("final_logit_softcapping", fam.final_softcap));
+  // Gemma 3: with a sliding window, every 6th layer global and local RoPE
+  // base 10000 on the others; without one (absent or 0, as newer llama.cpp
+  // reads it), every layer global. Gemma 2: even layers local, the window
+  // defaulting to 4096.
+  c.sliding_window = m.get_int("attention.sliding_window", fam.gguf_window);
+  std::vector<uint8_t> sliding(size_t(c.n_layers), 0);
+  if (c.sliding_window > 0 || fam.sliding == SlidingPattern::EvenLayers) {
+    sliding = sliding_flags(fam, c.n_layers, 6);
   }
+  if (c.sliding_window > 0 && fam.local_rope) c.rope_local_theta = 10000.f;
+  if (c.sliding_window <= 0) c.sliding_window = fam.gguf_window > 0 ? c.max_position : 0;
+  c.set_uniform_layers(sliding);
+}
 
-  // Special tokens: BOS, and EOS ∪ EOT ∪ EOM (each ends generation).
+// Special tokens: BOS, and EOS ∪ EOT ∪ EOM (each ends generation).
+void gguf_special_tokens(const io::GgufFile& f, ModelConfig& c) {
   auto id = [&](const char* k) -> int32_t {
     auto v = f.get_int(k);
     if (!v) return -1;
@@ -271,44 +419,56 @@ ModelConfig gguf_model_config(const io::GgufFile& f) {
       c.eos_ids.push_back(e);
   }
   std::sort(c.eos_ids.begin(), c.eos_ids.end());
-  c.validate("GGUF file '" + f.path() + "'");
+}
+
+}  // namespace
+
+ModelConfig gguf_model_config(const io::GgufFile& f) {
+  const auto arch_name = f.get_string("general.architecture");
+  if (!arch_name) fail<ConfigError>("GGUF file '{}' has no general.architecture", f.path());
+  const Family* fam = family_by_gguf_arch(*arch_name);
+  if (!fam) {
+    fail<ConfigError>("GGUF file '{}': general.architecture '{}' is not supported (supported: "
+                      "{})", f.path(), *arch_name, supported_gguf_archs());
+  }
+  const Meta m{f, *arch_name + "."};
+  ModelConfig c;
+  c.arch = fam->arch;
+  c.source = "gguf";
+  gguf_sizes(m, c);
+  if (fam->global_layer_shapes) {
+    gguf_layer_shapes(m, *fam, c);
+  } else {
+    gguf_uniform_shapes(m, c);
+  }
+  gguf_rope(m, *fam, c);
+  apply_family(*fam, c);
+  if (fam->sliding != SlidingPattern::None && !fam->global_layer_shapes) gguf_gemma(m, *fam, c);
+  if (c.ple_dim > 0) c.ple_embed_scale = std::sqrt(float(c.ple_dim));
+  if (fam->embed_scale_in_weight_dtype) {
+    // As transformers casts sqrt(d) to the table's dtype; a quantized or F32
+    // table keeps the fp32 value (llama.cpp's).
+    auto in_dtype = [&](float v, const char* tensor) {
+      const io::GgufTensor* t = f.tensor(tensor);
+      if (t && t->type == uint32_t(GgmlType::BF16)) return round_bf16(v);
+      if (t && t->type == uint32_t(GgmlType::F16)) return f16_to_f32(f32_to_f16(v));
+      return v;
+    };
+    c.embed_scale = in_dtype(c.embed_scale, "token_embd.weight");
+    c.ple_embed_scale = in_dtype(c.ple_embed_scale, "per_layer_token_embd.weight");
+  }
+  gguf_special_tokens(f, c);
+  c.validate("GGUF file '" + f.path() + "'", gguf_field_names(*arch_name));
   return c;
 }
 
 ModelConfig read_gguf_config(const std::string& path) { return gguf_model_config(io::GgufFile(path)); }
 
 std::string gguf_layer_tensor_name(const ModelConfig& c, int layer, const std::string& hf) {
-  struct Map {
-    const char* hf;
-    const char* gguf;
-  };
-  static const Map common[] = {
-      {"input_layernorm.weight", "attn_norm.weight"},
-      {"self_attn.q_proj.weight", "attn_q.weight"},
-      {"self_attn.k_proj.weight", "attn_k.weight"},
-      {"self_attn.v_proj.weight", "attn_v.weight"},
-      {"self_attn.o_proj.weight", "attn_output.weight"},
-      {"self_attn.q_proj.bias", "attn_q.bias"},
-      {"self_attn.k_proj.bias", "attn_k.bias"},
-      {"self_attn.v_proj.bias", "attn_v.bias"},
-      {"self_attn.q_norm.weight", "attn_q_norm.weight"},
-      {"self_attn.k_norm.weight", "attn_k_norm.weight"},
-      {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
-      {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
-      {"mlp.gate_proj.weight", "ffn_gate.weight"},
-      {"mlp.up_proj.weight", "ffn_up.weight"},
-      {"mlp.down_proj.weight", "ffn_down.weight"},
-  };
-  const std::string blk = "blk." + std::to_string(layer) + ".";
-  // Gemma's post_attention_layernorm is the sandwich norm after attention;
-  // Llama's/Qwen's is the pre-FFN norm.
-  if (hf == "post_attention_layernorm.weight") {
-    return blk + (c.sandwich_norms ? "post_attention_norm.weight" : "ffn_norm.weight");
+  for (const TensorName& m : family(c.arch).gguf_layer_names) {
+    if (hf == m.hf) return "blk." + std::to_string(layer) + "." + m.gguf;
   }
-  for (auto& m : common) {
-    if (hf == m.hf) return blk + m.gguf;
-  }
-  MTP_CHECK(false, "no GGUF name for layer tensor '{}'", hf);
+  MTP_CHECK(false, "no GGUF name for layer tensor '{}' of {}", hf, arch_name(c.arch));
 }
 
 }  // namespace mtp::model

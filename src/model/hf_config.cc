@@ -1,3 +1,7 @@
+// config.json -> ModelConfig, one section per function: the family, the
+// sizes, RoPE, what would silently change the computation, the activation,
+// Gemma's attention scales, the layer kinds, the special tokens. Family facts
+// come from the family table (model/family.h).
 #include "model/hf_config.h"
 
 #include <algorithm>
@@ -5,10 +9,10 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "model/family.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -17,29 +21,8 @@ namespace mtp::model {
 
 namespace {
 
-// transformers' per-family defaults for the keys real checkpoints omit.
-struct Defaults {
-  int max_position;
-  double rope_theta;
-  bool tie;
-  int bos, eos;  // -1 = None
-};
-
-Defaults family_defaults(Arch a) {
-  switch (a) {
-    case Arch::Llama: return {2048, 10000.0, false, 1, 2};
-    case Arch::Qwen2: return {32768, 10000.0, false, -1, -1};
-    case Arch::Qwen3: return {32768, 10000.0, false, -1, -1};
-    case Arch::Gemma2: return {8192, 10000.0, true, 2, 1};
-    case Arch::Gemma3: return {131072, 1000000.0, true, 2, 1};
-  }
-  return {};
-}
-
 // No released checkpoint has more than a few hundred layers.
 constexpr int kMaxLayers = 1 << 16;
-
-bool is_gemma(Arch a) { return a == Arch::Gemma2 || a == Arch::Gemma3; }
 
 // Typed access to one JSON object with messages naming `where` and the key.
 // "has" means present and not null: a null value selects the default, except
@@ -66,6 +49,8 @@ struct Keys {
     return integer(k);
   }
   int get_int(const char* k, int def) const { return has(k) ? integer(k) : def; }
+  // def = 0: required.
+  int int_or_required(const char* k, int def) const { return def ? get_int(k, def) : req_int(k); }
   double get_num(const char* k, double def) const {
     if (!has(k)) return def;
     if (!j.at(k).is_number()) type_error(k, "a number");
@@ -82,6 +67,65 @@ struct Keys {
     return j.at(k).get<std::string>();
   }
 };
+
+// The family: architectures[0] (a list, or one name as a string), else model_type.
+struct Resolved {
+  const Family* fam;
+  std::string name;
+  bool multimodal;
+};
+
+Resolved resolve_family(const json& config, const Keys& top) {
+  std::string name;
+  if (config.contains("architectures") && !config.at("architectures").is_null()) {
+    const json& a = config.at("architectures");
+    if (a.is_string()) {
+      name = a.get<std::string>();
+    } else if (a.is_array() && !a.empty() && a[0].is_string()) {
+      name = a[0].get<std::string>();
+    } else {
+      fail<ConfigError>("{}: 'architectures' must be a list of class names (or one name), got "
+                        "{}", top.where, a.dump().substr(0, 200));
+    }
+  } else if (top.has("model_type")) {
+    name = top.get_str("model_type", "");
+  } else {
+    fail<ConfigError>("{}: neither 'architectures' nor 'model_type' is given", top.where);
+  }
+  Resolved r{nullptr, name, false};
+  r.fam = family_by_hf_name(name, &r.multimodal);
+  if (!r.fam) {
+    fail<ConfigError>("{}: unsupported architecture '{}' (supported: {})", top.where, name,
+                      supported_hf_classes());
+  }
+  return r;
+}
+
+void parse_sizes(const Keys& k, const Family& f, ModelConfig& c) {
+  c.d_model = k.req_int("hidden_size");
+  c.ffn = k.req_int("intermediate_size");
+  c.n_layers = k.req_int("num_hidden_layers");
+  // Per-layer tables (the layer kinds, the loader's tensor list) are sized by
+  // this before any tensor is seen: refuse what no checkpoint has (the
+  // loader then checks the count against the tensors and the file size).
+  if (c.n_layers <= 0 || c.n_layers > kMaxLayers) {
+    fail<ConfigError>("{}: num_hidden_layers must be in 1..{}, got {}", k.where, kMaxLayers,
+                      c.n_layers);
+  }
+  c.n_heads = k.int_or_required("num_attention_heads", f.n_heads);
+  if (c.n_heads <= 0) {
+    fail<ConfigError>("{}: num_attention_heads must be positive, got {}", k.where, c.n_heads);
+  }
+  c.n_kv_heads = k.get_int("num_key_value_heads", f.n_kv_heads ? f.n_kv_heads : c.n_heads);
+  c.vocab = k.int_or_required("vocab_size", f.vocab);
+  if (!k.has("head_dim") && f.head_dim == 0 && c.d_model % c.n_heads != 0) {
+    fail<ConfigError>("{}: hidden_size {} is not a multiple of num_attention_heads {} (and no "
+                      "head_dim is given)", k.where, c.d_model, c.n_heads);
+  }
+  c.head_dim = k.get_int("head_dim", f.head_dim ? f.head_dim : c.d_model / c.n_heads);
+  c.max_position = k.get_int("max_position_embeddings", f.max_position);
+  c.norm_eps = float(k.get_num("rms_norm_eps", 1e-6));
+}
 
 // rope_scaling (transformers 4.x) or one entry of rope_parameters (5.x).
 RopeScaling parse_rope_scaling(const json& rs, const std::string& where) {
@@ -118,7 +162,209 @@ RopeScaling parse_rope_scaling(const json& rs, const std::string& where) {
   return r;
 }
 
-// eos_token_id: int, list of ints, or null. Returns whether the key was present.
+// rope_theta + rope_scaling (4.x) or rope_parameters (5.x, per layer type
+// where the family has two).
+void parse_rope(const Keys& k, const Family& f, ModelConfig& c) {
+  double theta = k.get_num("rope_theta", f.rope_theta);
+  RopeScaling scaling;
+  double local_theta = f.local_rope ? k.get_num("rope_local_base_freq", 10000.0) : 0.0;
+  double partial = f.rope_partial;
+  if (k.has("rope_parameters") && k.j.at("rope_parameters").is_object()) {
+    const json& rp = k.j.at("rope_parameters");
+    if (rp.contains("full_attention")) {  // per layer type
+      Keys full{rp.at("full_attention"), k.where + " rope_parameters.full_attention"};
+      theta = full.get_num("rope_theta", theta);
+      if (f.rope_proportional && full.get_str("rope_type", "") == "proportional") {
+        // Gemma 4: inv_freq of the rotated pairs / factor (linear scaling).
+        partial = full.get_num("partial_rotary_factor", 1.0);
+        if (!(partial > 0 && partial <= 1)) {
+          fail<ConfigError>("{}: 'partial_rotary_factor' must be in (0, 1], got {}", full.where,
+                            partial);
+        }
+        const double factor = full.get_num("factor", 1.0);
+        if (!(factor > 0)) fail<ConfigError>("{}: 'factor' must be positive", full.where);
+        if (factor != 1.0) scaling = {RopeScaling::Type::Linear, float(factor)};
+      } else {
+        partial = 1.0;
+        scaling = parse_rope_scaling(rp.at("full_attention"), full.where);
+      }
+      if (rp.contains("sliding_attention")) {
+        Keys slide{rp.at("sliding_attention"), k.where + " rope_parameters.sliding_attention"};
+        local_theta = slide.get_num("rope_theta", local_theta);
+        if (parse_rope_scaling(rp.at("sliding_attention"), slide.where).type !=
+            RopeScaling::Type::None) {
+          fail<ConfigError>("{}: rope scaling on sliding layers is not supported", slide.where);
+        }
+      }
+    } else {
+      theta = Keys{rp, k.where + " rope_parameters"}.get_num("rope_theta", theta);
+      scaling = parse_rope_scaling(rp, k.where + " rope_parameters");
+    }
+  } else if (k.present("rope_scaling")) {
+    scaling = parse_rope_scaling(k.j.at("rope_scaling"), k.where);
+  }
+  c.rope_interleaved = false;  // HF rotate-half layout
+  c.rope_theta = float(theta);
+  c.rope_scaling = scaling;
+  c.rope_local_theta = float(local_theta);
+  c.rope_partial = float(partial);
+}
+
+// Keys that would change the computation in ways the decoder does not implement.
+void refuse_unsupported(const Keys& k, const Family& f, const std::string& name) {
+  if (!f.qkv_bias && k.get_bool("attention_bias", false)) {
+    fail<ConfigError>("{}: attention_bias=true is not supported for {}", k.where, name);
+  }
+  if (k.get_bool("mlp_bias", false)) {
+    fail<ConfigError>("{}: mlp_bias=true is not supported for {}", k.where, name);
+  }
+  if (f.use_sliding_window_key && k.get_bool("use_sliding_window", false)) {
+    fail<ConfigError>("{}: use_sliding_window=true (Qwen sliding-window attention) is not "
+                      "supported", k.where);
+  }
+  if (k.get_bool("enable_moe_block", false)) {
+    fail<ConfigError>("{}: enable_moe_block=true (mixture-of-experts layers, as Gemma 4 "
+                      "26B-A4B) is not supported", k.where);
+  }
+  if (k.get_str("use_bidirectional_attention", "") == "all") {
+    fail<ConfigError>("{}: use_bidirectional_attention='all' (non-causal attention) is not "
+                      "supported", k.where);
+  }
+}
+
+void check_activation(const Keys& k, const Family& f) {
+  const std::string act = k.get_str(f.activation_key, f.activation_names[0]);
+  if (act != f.activation_names[0] && act != f.activation_names[1]) {
+    fail<ConfigError>("{}: unsupported {} '{}' (supported: {})", k.where, f.activation_key, act,
+                      f.activation_names[0]);
+  }
+}
+
+// Gemma: query_pre_attn_scalar and the soft-caps (absent -> the family
+// default; null -> none, as transformers' None).
+void parse_attention_scales(const Keys& k, const Family& f, ModelConfig& c) {
+  if (f.query_pre_attn_scalar) {
+    double qpas = k.get_num("query_pre_attn_scalar", 256.0);
+    if (!(qpas > 0)) fail<ConfigError>("{}: query_pre_attn_scalar must be positive", k.where);
+    c.query_scale = float(std::pow(qpas, -0.5));  // Python: scalar ** -0.5 in double
+  }
+  if (!f.softcaps) return;
+  auto softcap = [&](const char* key, double dflt) {
+    if (!k.present(key)) return float(dflt);
+    if (!k.has(key)) return 0.f;
+    double v = k.get_num(key, 0);
+    if (!(v > 0)) fail<ConfigError>("{}: '{}' must be positive or null", k.where, key);
+    return float(v);
+  };
+  c.attn_softcap = softcap("attn_logit_softcapping", f.attn_softcap);
+  c.final_softcap = softcap("final_logit_softcapping", f.final_softcap);
+}
+
+// The sliding flag of every layer: layer_types, else the family's pattern.
+void parse_layer_kinds(const Keys& k, const Family& f, const std::string& name, ModelConfig& c) {
+  if (f.sliding == SlidingPattern::None) {
+    // Every layer global (Qwen's sliding_window is inert unless
+    // use_sliding_window, refused above).
+    if (k.has("layer_types")) {
+      for (auto& t : k.j.at("layer_types")) {
+        if (t != "full_attention") {
+          fail<ConfigError>("{}: unsupported layer type {} for {}", k.where, t.dump(), name);
+        }
+      }
+    }
+    return;
+  }
+  int window = k.present("sliding_window") ? k.get_int("sliding_window", 0) : f.window;
+  if (window < 0) fail<ConfigError>("{}: sliding_window must be positive", k.where);
+  if (f.sliding == SlidingPattern::AllLayers && window == 0) return;  // null: no window
+  std::vector<uint8_t> sliding;
+  if (k.has("layer_types")) {
+    const json& lt = k.j.at("layer_types");
+    if (!lt.is_array() || int(lt.size()) != c.n_layers) {
+      fail<ConfigError>("{}: layer_types must list {} entries", k.where, c.n_layers);
+    }
+    for (int i = 0; i < c.n_layers; ++i) {
+      std::string t = lt[i].is_string() ? lt[i].get<std::string>() : lt[i].dump();
+      if (t != "sliding_attention" && t != "full_attention") {
+        fail<ConfigError>("{}: unsupported layer type '{}' (supported: sliding_attention, "
+                          "full_attention)", k.where, t);
+      }
+      sliding.push_back(t == "sliding_attention");
+    }
+  } else {
+    const int pattern = k.get_int("sliding_window_pattern", 6);
+    if (pattern <= 0) fail<ConfigError>("{}: sliding_window_pattern must be positive", k.where);
+    sliding = sliding_flags(f, c.n_layers, pattern);
+  }
+  if (f.last_layer_full) sliding.back() = 0;  // as transformers forces it
+  c.set_uniform_layers(sliding);
+  // sliding_window: null leaves "sliding" layers unwindowed (they keep the
+  // local RoPE base in Gemma 3); a window spanning the whole context is that.
+  c.sliding_window = window > 0 ? window : c.max_position;
+  if (f.rope_scaling_everywhere && c.rope_scaling.type != RopeScaling::Type::None) {
+    // The family scales every layer's RoPE, sliding ones included; the
+    // engine applies scaling to global layers only.
+    fail<ConfigError>("{}: rope_scaling on {} is not supported", k.where, f.name);
+  }
+}
+
+// Gemma 4: full layers' own head_dim and kv-head count and K = V, then the
+// last num_kv_shared_layers layers reading the K/V of the last earlier layer
+// of their kind (with the double-wide MLP when use_double_wide_mlp).
+void parse_layer_shapes(const Keys& k, const Family& f, ModelConfig& c) {
+  if (!f.global_layer_shapes) return;
+  const bool k_eq_v = k.get_bool("attention_k_eq_v", false);
+  const int global_hd = k.get_int("global_head_dim", 512);
+  const int global_kv = k_eq_v ? k.get_int("num_global_key_value_heads", c.n_kv_heads)
+                               : c.n_kv_heads;
+  for (LayerKind& l : c.layers) {
+    if (l.sliding) continue;
+    l.head_dim = global_hd > 0 ? global_hd : c.head_dim;
+    l.n_kv_heads = global_kv;
+    l.k_eq_v = k_eq_v;
+  }
+  if (!f.kv_sharing) return;
+  const int shared = k.get_int("num_kv_shared_layers", 0);
+  if (shared < 0 || shared >= c.n_layers) {
+    fail<ConfigError>("{}: num_kv_shared_layers must be in 0..{} (num_hidden_layers - 1), got {}",
+                      k.where, c.n_layers - 1, shared);
+  }
+  const bool double_wide = k.get_bool("use_double_wide_mlp", false);
+  const int first = c.n_layers - shared;
+  for (int l = first; l < c.n_layers; ++l) {
+    LayerKind& kind = c.layers[size_t(l)];
+    for (int o = first - 1; o >= 0 && kind.kv_source < 0; --o) {
+      if (c.layers[size_t(o)].sliding == kind.sliding) kind.kv_source = o;
+    }
+    if (kind.kv_source < 0) {
+      fail<ConfigError>("{}: num_kv_shared_layers = {} leaves no {} layer before layer {} to own "
+                        "the K/V that layer reads", k.where, shared,
+                        kind.sliding ? "sliding_attention" : "full_attention", first);
+    }
+    if (double_wide) kind.ffn = 2 * c.ffn;
+  }
+}
+
+// Per-layer embeddings: hidden_size_per_layer_input (the family default when
+// absent; 0 or null = none) over vocab_size_per_layer_input rows.
+void parse_ple(const Keys& k, const Family& f, ModelConfig& c) {
+  if (f.ple_dim == 0) return;
+  c.ple_dim = k.present("hidden_size_per_layer_input")
+                  ? k.get_int("hidden_size_per_layer_input", 0) : f.ple_dim;
+  if (c.ple_dim < 0) {
+    fail<ConfigError>("{}: hidden_size_per_layer_input must be >= 0, got {}", k.where, c.ple_dim);
+  }
+  const int rows = k.get_int("vocab_size_per_layer_input", c.vocab);
+  if (c.ple_dim > 0 && rows != c.vocab) {
+    fail<ConfigError>("{}: vocab_size_per_layer_input {} differs from vocab_size {} (the "
+                      "per-layer table is looked up by the same token ids)", k.where, rows,
+                      c.vocab);
+  }
+  if (c.ple_dim > 0) c.ple_embed_scale = std::sqrt(float(c.ple_dim));  // rounded at load
+}
+
+// eos_token_id / bos_token_id: int, list of ints, or null. Returns whether the
+// key was present.
 bool collect_ids(const json& j, const char* key, const std::string& where,
                  std::vector<int32_t>& out) {
   if (!j.is_object() || !j.contains(key)) return false;
@@ -126,7 +372,7 @@ bool collect_ids(const json& j, const char* key, const std::string& where,
   auto one = [&](const json& x) {
     if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX) {
       fail<ConfigError>("{}: '{}' must be a token id or a list of them, got {}", where, key,
-                        v.dump());
+                        v.dump().substr(0, 200));
     }
     out.push_back(int32_t(x.get<int64_t>()));
   };
@@ -138,239 +384,82 @@ bool collect_ids(const json& j, const char* key, const std::string& where,
   return true;
 }
 
-}  // namespace
-
-ModelConfig parse_hf_config(const json& config, const json* generation_config,
-                            const std::string& where) {
-  if (!config.is_object()) fail<ConfigError>("{}: not a JSON object", where);
-  Keys top{config, where};
-
-  // ---- family
-  std::string name;
-  if (config.contains("architectures") && config.at("architectures").is_array() &&
-      !config.at("architectures").empty() && config.at("architectures")[0].is_string()) {
-    name = config.at("architectures")[0].get<std::string>();
-  } else if (top.has("model_type")) {
-    name = top.get_str("model_type", "");
-  } else {
-    fail<ConfigError>("{}: neither 'architectures' nor 'model_type' is given", where);
-  }
-  struct Known {
-    const char* name;
-    Arch arch;
-    bool multimodal;
+// EOS ids (config ∪ text_config ∪ generation_config) and BOS, each inside the
+// vocabulary (as the GGUF loader requires of its ids).
+void parse_special_tokens(const json& config, const Keys& text, const json* gen,
+                          const std::string& where, const Family& f, bool multimodal,
+                          ModelConfig& c) {
+  auto in_vocab = [&](const std::vector<int32_t>& ids, const std::string& file, const char* key) {
+    for (int32_t id : ids) {
+      if (id >= c.vocab) {
+        fail<ConfigError>("{}: '{}' = {} is outside the vocabulary of {} (vocab_size)", file, key,
+                          id, c.vocab);
+      }
+    }
   };
-  static const Known known[] = {
-      {"LlamaForCausalLM", Arch::Llama, false},   {"llama", Arch::Llama, false},
-      {"Qwen2ForCausalLM", Arch::Qwen2, false},   {"qwen2", Arch::Qwen2, false},
-      {"Qwen3ForCausalLM", Arch::Qwen3, false},   {"qwen3", Arch::Qwen3, false},
-      {"Gemma2ForCausalLM", Arch::Gemma2, false}, {"gemma2", Arch::Gemma2, false},
-      {"Gemma3ForCausalLM", Arch::Gemma3, false}, {"gemma3_text", Arch::Gemma3, false},
-      {"Gemma3ForConditionalGeneration", Arch::Gemma3, true}, {"gemma3", Arch::Gemma3, true}};
-  const Known* fam = nullptr;
-  for (auto& k : known) {
-    if (name == k.name) fam = &k;
+  std::vector<int32_t> eos, ids;
+  bool in_config = collect_ids(config, "eos_token_id", where, ids);
+  in_vocab(ids, where, "eos_token_id");
+  eos = ids;
+  if (multimodal) {
+    ids.clear();
+    in_config |= collect_ids(text.j, "eos_token_id", text.where, ids);
+    in_vocab(ids, text.where, "eos_token_id");
+    eos.insert(eos.end(), ids.begin(), ids.end());
   }
-  if (!fam) {
-    fail<ConfigError>("{}: unsupported architecture '{}' (supported: LlamaForCausalLM, "
-                      "Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
-                      "Gemma3ForConditionalGeneration)", where, name);
-  }
-  const Arch arch = fam->arch;
-  const Defaults def = family_defaults(arch);
-
-  // The text model's keys: nested for the multimodal Gemma 3 checkpoint.
-  const json* text_json = &config;
-  std::string text_where = where;
-  if (fam->multimodal) {
-    if (!config.contains("text_config") || !config.at("text_config").is_object()) {
-      fail<ConfigError>("{}: missing key 'text_config' ({} checkpoint)", where, name);
-    }
-    text_json = &config.at("text_config");
-    text_where = where + " text_config";
-  }
-  Keys k{*text_json, text_where};
-
-  ModelConfig c;
-  c.arch = arch;
-  c.source = "hf";
-  c.d_model = k.req_int("hidden_size");
-  c.ffn = k.req_int("intermediate_size");
-  c.n_layers = k.req_int("num_hidden_layers");
-  // Per-layer tables (layer_sliding, the loader's tensor list) are sized by
-  // this before any tensor is seen: refuse what no checkpoint has (the
-  // loader then checks the count against the tensors and the file size).
-  if (c.n_layers <= 0 || c.n_layers > kMaxLayers) {
-    fail<ConfigError>("{}: num_hidden_layers must be in 1..{}, got {}", text_where, kMaxLayers,
-                      c.n_layers);
-  }
-  if (arch == Arch::Gemma3) {  // Gemma3TextConfig defaults (4B multimodal relies on them)
-    c.n_heads = k.get_int("num_attention_heads", 8);
-    c.n_kv_heads = k.get_int("num_key_value_heads", 4);
-    c.vocab = k.get_int("vocab_size", 262208);
-  } else {
-    c.n_heads = k.req_int("num_attention_heads");
-    c.n_kv_heads = k.get_int("num_key_value_heads", arch == Arch::Gemma2 ? 4 : c.n_heads);
-    c.vocab = k.req_int("vocab_size");
-  }
-  if (c.n_heads <= 0) {
-    fail<ConfigError>("{}: num_attention_heads must be positive, got {}", text_where, c.n_heads);
-  }
-  int head_default = c.d_model / c.n_heads;
-  if (arch == Arch::Qwen3) head_default = 128;    // Qwen3Config default
-  if (is_gemma(arch)) head_default = 256;         // Gemma2/3 config default
-  const bool derived_head = arch != Arch::Qwen3 && !is_gemma(arch);
-  if (!k.has("head_dim") && derived_head && c.d_model % c.n_heads != 0) {
-    fail<ConfigError>("{}: hidden_size {} is not a multiple of num_attention_heads {} (and no "
-                      "head_dim is given)", text_where, c.d_model, c.n_heads);
-  }
-  c.head_dim = k.get_int("head_dim", head_default);
-  c.max_position = k.get_int("max_position_embeddings", def.max_position);
-  c.norm_eps = float(k.get_num("rms_norm_eps", 1e-6));
-  c.rope_interleaved = false;  // HF rotate-half layout
-
-  // ---- RoPE: rope_theta + rope_scaling (4.x) or rope_parameters (5.x).
-  double theta = k.get_num("rope_theta", def.rope_theta);
-  RopeScaling scaling;
-  double local_theta = arch == Arch::Gemma3 ? k.get_num("rope_local_base_freq", 10000.0) : 0.0;
-  if (k.has("rope_parameters") && k.j.at("rope_parameters").is_object()) {
-    const json& rp = k.j.at("rope_parameters");
-    if (rp.contains("full_attention")) {  // per layer type (Gemma 3)
-      Keys full{rp.at("full_attention"), text_where + " rope_parameters.full_attention"};
-      theta = full.get_num("rope_theta", theta);
-      scaling = parse_rope_scaling(rp.at("full_attention"), full.where);
-      if (rp.contains("sliding_attention")) {
-        Keys slide{rp.at("sliding_attention"), text_where + " rope_parameters.sliding_attention"};
-        local_theta = slide.get_num("rope_theta", local_theta);
-        if (parse_rope_scaling(rp.at("sliding_attention"), slide.where).type !=
-            RopeScaling::Type::None) {
-          fail<ConfigError>("{}: rope scaling on sliding layers is not supported", slide.where);
-        }
-      }
-    } else {
-      theta = Keys{rp, text_where + " rope_parameters"}.get_num("rope_theta", theta);
-      scaling = parse_rope_scaling(rp, text_where + " rope_parameters");
-    }
-  } else if (k.present("rope_scaling")) {
-    scaling = parse_rope_scaling(k.j.at("rope_scaling"), text_where);
-  }
-  c.rope_theta = float(theta);
-  c.rope_scaling = scaling;
-  c.rope_local_theta = float(local_theta);
-  if (arch == Arch::Gemma2 && scaling.type != RopeScaling::Type::None) {
-    // Gemma 2 scales every layer's RoPE, sliding ones included; ModelConfig
-    // applies scaling to global layers only.
-    fail<ConfigError>("{}: rope_scaling on Gemma 2 is not supported", text_where);
-  }
-
-  // ---- features that would silently change the computation
-  if (arch != Arch::Qwen2 && k.get_bool("attention_bias", false)) {
-    fail<ConfigError>("{}: attention_bias=true is not supported for {}", text_where, name);
-  }
-  if (k.get_bool("mlp_bias", false)) {
-    fail<ConfigError>("{}: mlp_bias=true is not supported for {}", text_where, name);
-  }
-  if ((arch == Arch::Qwen2 || arch == Arch::Qwen3) && k.get_bool("use_sliding_window", false)) {
-    fail<ConfigError>("{}: use_sliding_window=true (Qwen sliding-window attention) is not "
-                      "supported", text_where);
-  }
-  if (is_gemma(arch)) {
-    // Gemma's MLP reads hidden_activation; hidden_act is ignored by transformers.
-    std::string act = k.get_str("hidden_activation", "gelu_pytorch_tanh");
-    if (act != "gelu_pytorch_tanh" && act != "gelu_new") {
-      fail<ConfigError>("{}: unsupported hidden_activation '{}' (supported: gelu_pytorch_tanh)",
-                        text_where, act);
-    }
-    c.activation = Activation::GeluTanh;
-  } else {
-    std::string act = k.get_str("hidden_act", "silu");
-    if (act != "silu" && act != "swish") {
-      fail<ConfigError>("{}: unsupported hidden_act '{}' (supported: silu)", text_where, act);
-    }
-    c.activation = Activation::SiLU;
-  }
-  c.qkv_bias = arch == Arch::Qwen2;  // Qwen2 always has q/k/v biases, never o
-  c.qk_norm = arch == Arch::Qwen3 || arch == Arch::Gemma3;
-
-  // ---- Gemma specifics
-  if (is_gemma(arch)) {
-    c.norm_one_plus = true;
-    c.sandwich_norms = true;
-    c.embed_scale = std::sqrt(float(c.d_model));  // fp32, docs/SEMANTICS.md
-    double qpas = k.get_num("query_pre_attn_scalar", 256.0);
-    if (!(qpas > 0)) fail<ConfigError>("{}: query_pre_attn_scalar must be positive", text_where);
-    c.query_scale = float(std::pow(qpas, -0.5));  // Python: scalar ** -0.5 in double
-    // Absent -> the family default; null -> no softcap (transformers' None).
-    auto softcap = [&](const char* key, double dflt) {
-      if (!k.present(key)) return float(dflt);
-      if (!k.has(key)) return 0.f;
-      double v = k.get_num(key, 0);
-      if (!(v > 0)) fail<ConfigError>("{}: '{}' must be positive or null", text_where, key);
-      return float(v);
-    };
-    bool g2 = arch == Arch::Gemma2;
-    c.attn_softcap = softcap("attn_logit_softcapping", g2 ? 50.0 : 0.0);
-    c.final_softcap = softcap("final_logit_softcapping", g2 ? 30.0 : 0.0);
-
-    int window = k.present("sliding_window") ? k.get_int("sliding_window", 0) : 4096;
-    if (window < 0) fail<ConfigError>("{}: sliding_window must be positive", text_where);
-    c.layer_sliding.assign(c.n_layers, 0);
-    if (k.has("layer_types")) {
-      const json& lt = k.j.at("layer_types");
-      if (!lt.is_array() || int(lt.size()) != c.n_layers) {
-        fail<ConfigError>("{}: layer_types must list {} entries", text_where, c.n_layers);
-      }
-      for (int i = 0; i < c.n_layers; ++i) {
-        std::string t = lt[i].is_string() ? lt[i].get<std::string>() : lt[i].dump();
-        if (t == "sliding_attention") c.layer_sliding[i] = 1;
-        else if (t != "full_attention") {
-          fail<ConfigError>("{}: unsupported layer type '{}' (supported: sliding_attention, "
-                            "full_attention)", text_where, t);
-        }
-      }
-    } else if (g2) {
-      for (int i = 0; i < c.n_layers; ++i) c.layer_sliding[i] = i % 2 == 0;  // even = local
-    } else {
-      int pattern = k.get_int("sliding_window_pattern", 6);
-      if (pattern <= 0) fail<ConfigError>("{}: sliding_window_pattern must be positive", text_where);
-      for (int i = 0; i < c.n_layers; ++i) c.layer_sliding[i] = (i + 1) % pattern != 0;
-    }
-    // sliding_window: null leaves "sliding" layers unwindowed (they keep the
-    // local RoPE base in Gemma 3); a window spanning the whole context is that.
-    c.sliding_window = window > 0 ? window : c.max_position;
-  } else {
-    // Llama/Qwen: every layer global (Qwen's sliding_window is inert unless
-    // use_sliding_window, refused above).
-    if (k.has("layer_types")) {
-      for (auto& t : k.j.at("layer_types")) {
-        if (t != "full_attention") {
-          fail<ConfigError>("{}: unsupported layer type {} for {}", text_where, t.dump(), name);
-        }
-      }
-    }
-  }
-
-  // ---- embeddings tie, special tokens
-  if (k.has("tie_word_embeddings")) {
-    c.tie_embeddings = k.get_bool("tie_word_embeddings", def.tie);
-  } else {
-    c.tie_embeddings = top.get_bool("tie_word_embeddings", def.tie);
-  }
-  std::vector<int32_t> eos;
-  bool in_config = collect_ids(config, "eos_token_id", where, eos);
-  if (fam->multimodal) in_config |= collect_ids(*text_json, "eos_token_id", text_where, eos);
-  if (!in_config && def.eos >= 0) eos.push_back(def.eos);
-  if (generation_config) {
-    collect_ids(*generation_config, "eos_token_id", "generation_config.json", eos);
+  if (!in_config && f.eos >= 0) eos.push_back(f.eos);
+  if (gen) {
+    ids.clear();
+    collect_ids(*gen, "eos_token_id", "generation_config.json", ids);
+    in_vocab(ids, "generation_config.json", "eos_token_id");
+    eos.insert(eos.end(), ids.begin(), ids.end());
   }
   std::sort(eos.begin(), eos.end());
   eos.erase(std::unique(eos.begin(), eos.end()), eos.end());
   c.eos_ids = eos;
   std::vector<int32_t> bos;
-  bool bos_given = (fam->multimodal && collect_ids(*text_json, "bos_token_id", text_where, bos)) ||
-                   collect_ids(config, "bos_token_id", where, bos);
-  c.bos_id = bos_given ? (bos.empty() ? -1 : bos.front()) : def.bos;
+  const bool given = (multimodal && collect_ids(text.j, "bos_token_id", text.where, bos)) ||
+                     collect_ids(config, "bos_token_id", where, bos);
+  in_vocab(bos, where, "bos_token_id");
+  c.bos_id = given ? (bos.empty() ? -1 : bos.front()) : f.bos;
+}
 
+}  // namespace
+
+ModelConfig parse_hf_config(const json& config, const json* generation_config,
+                            const std::string& where) {
+  if (!config.is_object()) fail<ConfigError>("{}: not a JSON object", where);
+  const Keys top{config, where};
+  const Resolved r = resolve_family(config, top);
+  const Family& f = *r.fam;
+
+  // The text model's keys: nested for a multimodal checkpoint.
+  const json* text_json = &config;
+  std::string text_where = where;
+  if (r.multimodal) {
+    if (!config.contains("text_config") || !config.at("text_config").is_object()) {
+      fail<ConfigError>("{}: missing key 'text_config' ({} checkpoint)", where, r.name);
+    }
+    text_json = &config.at("text_config");
+    text_where = where + " text_config";
+  }
+  const Keys k{*text_json, text_where};
+
+  ModelConfig c;
+  c.arch = f.arch;
+  c.source = "hf";
+  parse_sizes(k, f, c);
+  parse_rope(k, f, c);
+  refuse_unsupported(k, f, r.name);
+  check_activation(k, f);
+  apply_family(f, c);
+  parse_attention_scales(k, f, c);
+  parse_layer_kinds(k, f, r.name, c);
+  parse_layer_shapes(k, f, c);
+  parse_ple(k, f, c);
+  c.tie_embeddings = k.has("tie_word_embeddings") ? k.get_bool("tie_word_embeddings", f.tie)
+                                                  : top.get_bool("tie_word_embeddings", f.tie);
+  parse_special_tokens(config, k, generation_config, where, f, r.multimodal, c);
   c.validate(text_where);
   return c;
 }

@@ -1,21 +1,23 @@
 // Hugging Face config.json (+ generation_config.json) -> ModelConfig.
 //
-// Families: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
-// Gemma2ForCausalLM, Gemma3ForCausalLM and Gemma3ForConditionalGeneration (the
-// multimodal checkpoint; its text model is read from "text_config" and the
-// vision tower is ignored). The family is architectures[0], else model_type.
+// Families: the family table's (model/family.h): Llama, Qwen2, Qwen3, Gemma 2,
+// Gemma 3 and Gemma 4 (with their multimodal checkpoints, whose text model
+// is read from "text_config"; the towers are ignored), Mistral. The family is
+// architectures[0] (a list, or one class name as a string), else model_type.
 //
-// Defaults follow the transformers config classes of each family, because real
-// checkpoints rely on them (Gemma 3 multimodal text_configs omit the head
-// counts, head_dim and vocab_size). A key that is present but null means None
-// in transformers: no softcap, no sliding window, no rope scaling.
-// Always required: hidden_size, intermediate_size, num_hidden_layers; also
-// num_attention_heads and vocab_size except for Gemma 3.
+// Defaults follow the transformers config classes of each family (the
+// table's), because real checkpoints rely on them (Gemma 3 multimodal
+// text_configs omit the head counts, head_dim and vocab_size). A key that is
+// present but null means None in transformers: no softcap, no sliding
+// window, no rope scaling. Always required: hidden_size, intermediate_size,
+// num_hidden_layers; also num_attention_heads and vocab_size except where
+// the family has defaults.
 //
 // Anything that would change the computation and that the decoder does not
 // implement is a ConfigError naming the key and value (unknown architecture,
 // rope_scaling type, activation, attention/mlp biases on Llama, Qwen's
-// use_sliding_window, unknown layer_types).
+// use_sliding_window, unknown layer_types, mixture-of-experts blocks); so is
+// an EOS or BOS id outside the vocabulary.
 #pragma once
 #include <string>
 

@@ -7,30 +7,41 @@
 namespace mtp::model {
 
 KVCache::KVCache(const ModelConfig& cfg, int n_seq, int ctx, int q_max, int tree_slots)
-    : ctx_(ctx), q_max_(q_max), kv_dim_(cfg.n_kv_heads * cfg.head_dim),
+    : ctx_(ctx), q_max_(q_max),
       tree_slots_(tree_slots < 0 ? q_max : std::min(tree_slots, q_max)) {
   if (n_seq < 1 || ctx < 1 || q_max < 1) {
     fail<InputError>("KV cache: n_seq {}, ctx {}, q_max {} must be positive", n_seq, ctx, q_max);
   }
   window_ = cfg.sliding_window;
   ring_slots_ = std::min(ctx, window_ + q_max);
-  slots_.resize(cfg.n_layers);
-  for (int l = 0; l < cfg.n_layers; ++l) slots_[l] = cfg.is_sliding(l) ? ring_slots_ : ctx;
-  seqs_.resize(n_seq);
-  for (auto& s : seqs_) {
-    s.k.resize(cfg.n_layers);
-    s.v.resize(cfg.n_layers);
-    for (int l = 0; l < cfg.n_layers; ++l) {
-      s.k[l].assign(size_t(slots_[l] + tree_slots_) * kv_dim_, 0.f);
-      s.v[l].assign(size_t(slots_[l] + tree_slots_) * kv_dim_, 0.f);
+  store_.resize(size_t(cfg.n_layers));
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    const LayerKind k = cfg.layer_kind(l);
+    if (!k.owns_kv()) {
+      store_[size_t(l)] = store_[size_t(k.kv_source)];  // validated: an earlier owner
+      continue;
     }
-    s.ring_pos.assign(ring_slots_, -1);
+    store_[size_t(l)] = int(slots_.size());
+    slots_.push_back(k.sliding ? ring_slots_ : ctx);
+    kv_dim_.push_back(k.n_kv_heads * k.head_dim);
+  }
+  seqs_.resize(size_t(n_seq));
+  for (auto& s : seqs_) {
+    s.k.resize(slots_.size());
+    s.v.resize(slots_.size());
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      s.k[i].assign(size_t(slots_[i] + tree_slots_) * size_t(kv_dim_[i]), 0.f);
+      s.v[i].assign(size_t(slots_[i] + tree_slots_) * size_t(kv_dim_[i]), 0.f);
+    }
+    s.ring_pos.assign(size_t(ring_slots_), -1);
   }
 }
 
 size_t KVCache::bytes() const {
   size_t per = 0;
-  for (int s : slots_) per += size_t(s + tree_slots_) * kv_dim_ * 2 * sizeof(float);
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    per += size_t(slots_[i] + tree_slots_) * size_t(kv_dim_[i]) * 2 * sizeof(float);
+  }
   return per * seqs_.size();
 }
 
@@ -138,8 +149,8 @@ void KVCache::begin_tree_row(const Row& row) {
 }
 
 size_t KVCache::write_slot(const Row& row, int layer) const {
-  return row.node < 0 ? size_t(row.pos) % size_t(slots_[layer])
-                      : size_t(slots_[layer]) + size_t(row.node);
+  const size_t n = size_t(slots(layer));
+  return row.node < 0 ? size_t(row.pos) % n : n + size_t(row.node);
 }
 
 size_t KVCache::tree_key_slots(const Row& row, int layer, bool sliding,
@@ -152,7 +163,7 @@ size_t KVCache::tree_key_slots(const Row& row, int layer, bool sliding,
   int depth = 0;
   for (int n = row.node; n >= 0; n = s.tree_parent[size_t(n)]) ++depth;
   const int64_t base = pos - depth;  // the root: the last position before the tree
-  const size_t before = out.size(), slots = size_t(slots_[layer]);
+  const size_t before = out.size(), slots = size_t(this->slots(layer));
   for (int64_t p = lo; p <= base; ++p) out.push_back(uint32_t(size_t(p) % slots));
   // The node and its ancestors inside the window, collected upwards, then
   // put in position order.
@@ -177,12 +188,12 @@ void KVCache::commit_tree(int seq, std::span<const int32_t> path) {
               "expected {}", n, s.tree_pos[size_t(n)], s.length + int(i));
   }
   for (size_t l = 0; l < slots_.size(); ++l) {
-    const size_t slots = size_t(slots_[l]);
+    const size_t slots = size_t(slots_[l]), dim = size_t(kv_dim_[l]);
     for (size_t i = 0; i < path.size(); ++i) {
-      const size_t from = (slots + size_t(path[i])) * kv_dim_;
-      const size_t to = (size_t(s.length) + i) % slots * kv_dim_;
-      std::copy_n(s.k[l].data() + from, kv_dim_, s.k[l].data() + to);
-      std::copy_n(s.v[l].data() + from, kv_dim_, s.v[l].data() + to);
+      const size_t from = (slots + size_t(path[i])) * dim;
+      const size_t to = (size_t(s.length) + i) % slots * dim;
+      std::copy_n(s.k[l].data() + from, dim, s.k[l].data() + to);
+      std::copy_n(s.v[l].data() + from, dim, s.v[l].data() + to);
     }
   }
   for (size_t i = 0; i < path.size(); ++i) {

@@ -1,5 +1,10 @@
 // Per-sequence key/value cache with explicit length control.
 //
+// Only layers that own their K/V (LayerKind::owns_kv) have storage; a layer
+// reading another's K/V (Gemma 4's shared layers) addresses its owner's
+// storage through every accessor below, so the cache holds exactly the
+// owner layers, each at its own width (kv heads × head_dim).
+//
 // Contract (docs/SEMANTICS.md, docs/INVARIANTS.md invariant 8):
 // - length(seq) = number of positions whose K/V are valid: 0..length-1.
 // - A forward call appends rows for positions length, length+1, ... (no gaps, no
@@ -57,12 +62,15 @@ class KVCache {
   void truncate(int seq, int n);
   size_t bytes() const;
 
-  // [slots(layer) + tree_slots(), kv_dim] storage of K and V for (seq, layer):
-  // the position slots, then the tree slots.
-  float* k(int seq, int layer) { return seqs_[seq].k[layer].data(); }
-  float* v(int seq, int layer) { return seqs_[seq].v[layer].data(); }
-  int slots(int layer) const { return slots_[layer]; }
-  int kv_dim() const { return kv_dim_; }
+  // [slots(layer) + tree_slots(), kv_dim(layer)] storage of K and V for
+  // (seq, layer) — the owner's for a layer reading another's K/V: the
+  // position slots, then the tree slots.
+  float* k(int seq, int layer) { return seqs_[seq].k[size_t(store_[size_t(layer)])].data(); }
+  float* v(int seq, int layer) { return seqs_[seq].v[size_t(store_[size_t(layer)])].data(); }
+  int slots(int layer) const { return slots_[size_t(store_[size_t(layer)])]; }
+  int kv_dim(int layer) const { return kv_dim_[size_t(store_[size_t(layer)])]; }
+  // Layers with storage (the K/V owners).
+  int stored_layers() const { return int(slots_.size()); }
   int tree_slots() const { return tree_slots_; }
   // Where a row's K/V is written in layer `layer`: its position's slot, or
   // its tree slot.
@@ -102,15 +110,16 @@ class KVCache {
   struct Seq {
     int length = 0;
     int pending = 0;  // positions written in the current call
-    std::vector<std::vector<float>> k, v;
+    std::vector<std::vector<float>> k, v;  // [stored layers]
     std::vector<int32_t> ring_pos;  // position held by each ring slot (-1 none)
     std::vector<int32_t> tree_parent, tree_pos;  // [nodes] of the held tree
   };
   // Validates and records tree row `row` (called by begin_rows after the
   // ordinary rows of its sequence).
   void begin_tree_row(const Row& row);
-  int ctx_, q_max_, kv_dim_, tree_slots_, ring_slots_ = 0, window_ = 0;
-  std::vector<int> slots_;
+  int ctx_, q_max_, tree_slots_, ring_slots_ = 0, window_ = 0;
+  std::vector<int> store_;            // [n_layers] the storage index of the layer's K/V owner
+  std::vector<int> slots_, kv_dim_;   // [stored layers]
   std::vector<Seq> seqs_;
 };
 

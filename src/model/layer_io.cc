@@ -21,14 +21,17 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
-TensorShapes layer_tensor_shapes(const ModelConfig& c, const std::string& p) {
-  const int64_t d = c.d_model, hd = c.head_dim, q = int64_t(c.n_heads) * hd,
-                kv = int64_t(c.n_kv_heads) * hd, f = c.ffn;
+TensorShapes layer_tensor_shapes(const ModelConfig& c, const std::string& p, int layer) {
+  const LayerKind k = c.layer_kind(layer);
+  const int64_t d = c.d_model, hd = k.head_dim, q = int64_t(c.n_heads) * hd,
+                kv = int64_t(k.n_kv_heads) * hd, f = k.ffn;
   TensorShapes t;
   t.push_back({p + "input_layernorm.weight", {d}});
   t.push_back({p + "self_attn.q_proj.weight", {q, d}});
-  t.push_back({p + "self_attn.k_proj.weight", {kv, d}});
-  t.push_back({p + "self_attn.v_proj.weight", {kv, d}});
+  if (k.owns_kv()) {
+    t.push_back({p + "self_attn.k_proj.weight", {kv, d}});
+    if (!k.k_eq_v) t.push_back({p + "self_attn.v_proj.weight", {kv, d}});
+  }
   t.push_back({p + "self_attn.o_proj.weight", {d, q}});
   if (c.qkv_bias) {
     t.push_back({p + "self_attn.q_proj.bias", {q}});
@@ -37,7 +40,7 @@ TensorShapes layer_tensor_shapes(const ModelConfig& c, const std::string& p) {
   }
   if (c.qk_norm) {
     t.push_back({p + "self_attn.q_norm.weight", {hd}});
-    t.push_back({p + "self_attn.k_norm.weight", {hd}});
+    if (k.owns_kv()) t.push_back({p + "self_attn.k_norm.weight", {hd}});
   }
   t.push_back({p + "post_attention_layernorm.weight", {d}});
   if (c.sandwich_norms) {
@@ -47,6 +50,13 @@ TensorShapes layer_tensor_shapes(const ModelConfig& c, const std::string& p) {
   t.push_back({p + "mlp.gate_proj.weight", {f, d}});
   t.push_back({p + "mlp.up_proj.weight", {f, d}});
   t.push_back({p + "mlp.down_proj.weight", {d, f}});
+  if (c.ple_dim > 0) {
+    const int64_t e = c.ple_dim;
+    t.push_back({p + "per_layer_input_gate.weight", {e, d}});
+    t.push_back({p + "per_layer_projection.weight", {d, e}});
+    t.push_back({p + "post_per_layer_input_norm.weight", {d}});
+  }
+  if (c.layer_scalar) t.push_back({p + "layer_scalar", {1}});
   return t;
 }
 
@@ -192,7 +202,8 @@ void run_load_tasks(size_t n, const std::function<void(size_t)>& task) {
 }
 
 LayerWeights load_layer(const TensorSet& ts, const ModelConfig& c, const std::string& p,
-                        const Hold& hold, const BlockTensors* blocks) {
+                        const Hold& hold, const BlockTensors* blocks, int layer) {
+  const LayerKind k = c.layer_kind(layer);
   const bool op = c.norm_one_plus;
   LayerWeights w;
   w.attn_norm = load_norm(ts, p + "input_layernorm.weight", op);
@@ -203,9 +214,9 @@ LayerWeights load_layer(const TensorSet& ts, const ModelConfig& c, const std::st
   } else {  // Llama/Qwen: post_attention_layernorm is the pre-FFN norm
     w.ffn_norm = load_norm(ts, p + "post_attention_layernorm.weight", op);
   }
-  if (c.qk_norm) {  // per-head norms: (1 + w) on Gemma 3, plain on Qwen3
+  if (c.qk_norm) {  // per-head norms: (1 + w) on Gemma 3, plain on Qwen3 and Gemma 4
     w.q_norm = load_norm(ts, p + "self_attn.q_norm.weight", op);
-    w.k_norm = load_norm(ts, p + "self_attn.k_norm.weight", op);
+    if (k.owns_kv()) w.k_norm = load_norm(ts, p + "self_attn.k_norm.weight", op);
   }
   if (c.qkv_bias) {
     for (const char* b : {"q", "k", "v"}) {
@@ -216,11 +227,19 @@ LayerWeights load_layer(const TensorSet& ts, const ModelConfig& c, const std::st
     }
   }
   const std::string a = p + "self_attn.", m = p + "mlp.";
-  w.wqkv = load_matrix(ts, {a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"}, hold,
-                       blocks);
+  std::vector<std::string> qkv = {a + "q_proj.weight"};
+  if (k.owns_kv()) qkv.push_back(a + "k_proj.weight");
+  if (k.owns_kv() && !k.k_eq_v) qkv.push_back(a + "v_proj.weight");
+  w.wqkv = load_matrix(ts, qkv, hold, blocks);
   w.wo = load_matrix(ts, {a + "o_proj.weight"}, hold, blocks);
   w.w_gate_up = load_matrix(ts, {m + "gate_proj.weight", m + "up_proj.weight"}, hold, blocks);
   w.w_down = load_matrix(ts, {m + "down_proj.weight"}, hold, blocks);
+  if (c.ple_dim > 0) {
+    w.w_ple_gate = load_matrix(ts, {p + "per_layer_input_gate.weight"}, hold, blocks);
+    w.w_ple_proj = load_matrix(ts, {p + "per_layer_projection.weight"}, hold, blocks);
+    w.ple_post_norm = load_norm(ts, p + "post_per_layer_input_norm.weight", op);
+  }
+  if (c.layer_scalar) w.layer_scalar = load_norm(ts, p + "layer_scalar", false).at(0);
   return w;
 }
 

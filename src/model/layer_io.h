@@ -33,8 +33,10 @@ using BlockTensors = std::map<std::string, BlockTensor>;
 // "[2, 3]": a shape for messages.
 std::string shape_str(const std::vector<int64_t>& s);
 
-// Every tensor of one layer of family `c`, with its shape, named prefix + HF name.
-TensorShapes layer_tensor_shapes(const ModelConfig& c, const std::string& prefix);
+// Every tensor of layer `layer` of family `c` (its kind: c.layer_kind), with
+// its shape, named prefix + HF name. A layer reading another's K/V has no
+// k/v projections or k norm; a K = V layer no v projection.
+TensorShapes layer_tensor_shapes(const ModelConfig& c, const std::string& prefix, int layer = 0);
 
 // Checks presence, dtype (F32/BF16/F16) and shape of each expected tensor;
 // throws FormatError / ShapeError naming the tensor, the file and `what`.
@@ -72,8 +74,8 @@ void run_load_tasks(size_t n, const std::function<void(size_t)>& task);
 kernels::PackedMatrix load_matrix(const io::TensorSet& ts, const std::vector<std::string>& names,
                                   const Hold& hold, const BlockTensors* blocks = nullptr);
 
-// One layer of family `c` under `prefix` (its matrices through load_matrix).
+// Layer `layer` of family `c` under `prefix` (its matrices through load_matrix).
 LayerWeights load_layer(const io::TensorSet& ts, const ModelConfig& c, const std::string& prefix,
-                        const Hold& hold, const BlockTensors* blocks = nullptr);
+                        const Hold& hold, const BlockTensors* blocks = nullptr, int layer = 0);
 
 }  // namespace mtp::model

@@ -25,6 +25,7 @@
 #include "core/thread_pool.h"
 #include "io/gguf.h"
 #include "kernels/quant_blocks.h"
+#include "model/family.h"
 #include "model/layer_io.h"
 #include "model/loader.h"
 
@@ -183,15 +184,23 @@ struct Expected {
   std::string name;
   std::vector<int64_t> shape;
   bool matrix;
+  bool optional = false;  // llama.cpp's TENSOR_NOT_REQUIRED (a layer scalar: 1 when absent)
 };
 
 std::vector<Expected> expected_tensors(const ModelConfig& c) {
   const int64_t d = c.d_model, v = c.vocab;
   std::vector<Expected> t;
   t.push_back({"token_embd.weight", {v, d}, true});
+  if (c.ple_dim > 0) {
+    const int64_t all = int64_t(c.n_layers) * c.ple_dim;
+    t.push_back({"per_layer_token_embd.weight", {v, all}, true});
+    t.push_back({"per_layer_model_proj.weight", {all, d}, true});
+    t.push_back({"per_layer_proj_norm.weight", {c.ple_dim}, false});
+  }
   for (int i = 0; i < c.n_layers; ++i) {
-    for (auto& [hf, shape] : layer_tensor_shapes(c, "")) {
-      t.push_back({gguf_layer_tensor_name(c, i, hf), shape, shape.size() == 2});
+    for (auto& [hf, shape] : layer_tensor_shapes(c, "", i)) {
+      t.push_back({gguf_layer_tensor_name(c, i, hf), shape, shape.size() == 2,
+                   hf == "layer_scalar"});
     }
   }
   t.push_back({"output_norm.weight", {d}, false});
@@ -199,10 +208,28 @@ std::vector<Expected> expected_tensors(const ModelConfig& c) {
   return t;
 }
 
+// A layer reading another's K/V computes none: its K/V tensors, which
+// converted checkpoints may carry, are not read.
+bool unread_kv_tensor(const ModelConfig& c, const std::string& name) {
+  if (!name.starts_with("blk.")) return false;
+  const size_t dot = name.find('.', 4);
+  if (dot == std::string::npos) return false;
+  int layer = -1;
+  try {
+    layer = std::stoi(name.substr(4, dot - 4));
+  } catch (const std::exception&) {
+    return false;
+  }
+  if (layer < 0 || layer >= c.n_layers || c.layer_kind(layer).owns_kv()) return false;
+  const std::string rest = name.substr(dot + 1);
+  return rest.starts_with("attn_k.") || rest.starts_with("attn_v.") ||
+         rest.starts_with("attn_k_norm.");
+}
+
 void check_tensors(const GgufFile& f, const ModelConfig& c) {
   // Before listing them: a block_count the file's tensors cannot cover is
   // refused here, instead of building names for tensors that cannot exist.
-  const size_t per_layer = layer_tensor_shapes(c, "").size();
+  const size_t per_layer = layer_tensor_shapes(c, "").size() - (c.layer_scalar ? 1 : 0);
   const size_t need = size_t(c.n_layers) * per_layer + (c.tie_embeddings ? 2 : 3);
   if (f.tensors().size() < need) {
     fail<FormatError>("GGUF file '{}': its metadata describes a {} model of {} layers ({} "
@@ -213,6 +240,7 @@ void check_tensors(const GgufFile& f, const ModelConfig& c) {
   for (auto& e : expected_tensors(c)) {
     wanted.insert(e.name);
     const GgufTensor* t = f.tensor(e.name);
+    if (!t && e.optional) continue;
     if (!t) fail<FormatError>("tensor {} not found in GGUF file '{}'", e.name, f.path());
     if (!e.matrix && !float_dtype(t->type)) {
       fail<ConfigError>("tensor {} in '{}' has type {}; norm weights and biases must be F32, F16 "
@@ -223,9 +251,12 @@ void check_tensors(const GgufFile& f, const ModelConfig& c) {
                        f.path(), shape_str(t->shape()), shape_str(e.shape));
     }
   }
-  if (c.rope_scaling.type == RopeScaling::Type::Llama3) wanted.insert("rope_freqs.weight");
+  if (c.rope_scaling.type == RopeScaling::Type::Llama3 || c.rope_partial != 1.f ||
+      family(c.arch).gguf_rope_freqs == RopeFreqs::Proportional) {
+    wanted.insert("rope_freqs.weight");
+  }
   for (auto& t : f.tensors()) {
-    if (!wanted.count(t.name)) {
+    if (!wanted.count(t.name) && !unread_kv_tensor(c, t.name)) {
       fail<FormatError>("tensor {} in '{}' is not part of a {} model as its metadata describes it "
                         "(it would be ignored, changing the outputs)", t.name, f.path(),
                         arch_name(c.arch));
@@ -235,6 +266,7 @@ void check_tensors(const GgufFile& f, const ModelConfig& c) {
 
 LayerWeights load_gguf_layer(const GgufFile& f, const ModelConfig& c, int i,
                              const Hold& hold) {
+  const LayerKind kind = c.layer_kind(i);
   auto name = [&](const char* hf) { return gguf_layer_tensor_name(c, i, hf); };
   auto tensor = [&](const char* hf) { return f.tensor(name(hf)); };
   LayerWeights w;
@@ -248,7 +280,7 @@ LayerWeights load_gguf_layer(const GgufFile& f, const ModelConfig& c, int i,
   }
   if (c.qk_norm) {
     w.q_norm = gguf_vector(f, name("self_attn.q_norm.weight"));
-    w.k_norm = gguf_vector(f, name("self_attn.k_norm.weight"));
+    if (kind.owns_kv()) w.k_norm = gguf_vector(f, name("self_attn.k_norm.weight"));
   }
   if (c.qkv_bias) {
     for (const char* b : {"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"}) {
@@ -256,19 +288,43 @@ LayerWeights load_gguf_layer(const GgufFile& f, const ModelConfig& c, int i,
       w.qkv_bias.insert(w.qkv_bias.end(), v.begin(), v.end());
     }
   }
-  const bool permuted = c.arch == Arch::Llama;  // llama.cpp permutes Llama's Q/K only
-  RowSource q{tensor("self_attn.q_proj.weight"), {}};
-  RowSource k{tensor("self_attn.k_proj.weight"), {}};
+  const bool permuted = family(c.arch).gguf_qk_permuted;
+  std::vector<RowSource> qkv = {{tensor("self_attn.q_proj.weight"), {}}};
+  if (kind.owns_kv()) qkv.push_back({tensor("self_attn.k_proj.weight"), {}});
+  if (kind.owns_kv() && !kind.k_eq_v) qkv.push_back({tensor("self_attn.v_proj.weight"), {}});
   if (permuted) {
-    q.perm = unpermute_rows(c.n_heads, c.head_dim);
-    k.perm = unpermute_rows(c.n_kv_heads, c.head_dim);
+    qkv[0].perm = unpermute_rows(c.n_heads, kind.head_dim);
+    qkv[1].perm = unpermute_rows(kind.n_kv_heads, kind.head_dim);
   }
-  w.wqkv = pack_gguf_matrix({q, k, {tensor("self_attn.v_proj.weight"), {}}}, hold, f.path());
+  w.wqkv = pack_gguf_matrix(qkv, hold, f.path());
   w.wo = pack_gguf_matrix({{tensor("self_attn.o_proj.weight"), {}}}, hold, f.path());
   w.w_gate_up = pack_gguf_matrix(
       {{tensor("mlp.gate_proj.weight"), {}}, {tensor("mlp.up_proj.weight"), {}}}, hold, f.path());
   w.w_down = pack_gguf_matrix({{tensor("mlp.down_proj.weight"), {}}}, hold, f.path());
+  if (c.ple_dim > 0) {
+    w.w_ple_gate = pack_gguf_matrix({{tensor("per_layer_input_gate.weight"), {}}}, hold, f.path());
+    w.w_ple_proj = pack_gguf_matrix({{tensor("per_layer_projection.weight"), {}}}, hold, f.path());
+    w.ple_post_norm = gguf_vector(f, name("post_per_layer_input_norm.weight"));
+  }
+  if (c.layer_scalar && tensor("layer_scalar")) w.layer_scalar = gguf_vector(f, name("layer_scalar"))[0];
   return w;
+}
+
+// A token table used in place: plain float storage, or rows of ggml blocks
+// (looked up a row at a time), after a finiteness check.
+EmbeddingTable gguf_table(const GgufFile& f, const char* name, size_t rows, size_t cols) {
+  const GgufTensor* e = f.tensor(name);
+  if (const auto edt = float_dtype(e->type)) {
+    check_finite(e->data, *edt, e->numel(), fmt::format("tensor {} in '{}'", name, f.path()));
+    return EmbeddingTable{e->data, *edt, rows, cols};
+  }
+  if (!kernels::ggml_type_supported(static_cast<GgmlType>(e->type))) {
+    fail<ConfigError>("tensor {} in '{}' has type {}, which mtpspec cannot compute with", name,
+                      f.path(), ggml_type_name(e->type));
+  }
+  check_finite_blocks(e->data, static_cast<GgmlType>(e->type), e->rows(), e->row_elems(),
+                      fmt::format("tensor {} in '{}'", name, f.path()));
+  return EmbeddingTable{e->data, DType::U8, rows, cols, static_cast<GgmlType>(e->type)};
 }
 
 }  // namespace
@@ -292,20 +348,13 @@ LoadedModel load_gguf(const std::string& path, const LoadOptions& opt) {
       return;
     }
     const GgufTensor* e = f.tensor("token_embd.weight");
-    const auto edt = float_dtype(e->type);
-    if (edt) {
-      check_finite(e->data, *edt, e->numel(), fmt::format("tensor token_embd.weight in '{}'", path));
-      w.embed = EmbeddingTable{e->data, *edt, size_t(c.vocab), size_t(c.d_model)};
-    } else {
-      if (!kernels::ggml_type_supported(static_cast<GgmlType>(e->type))) {
-        fail<ConfigError>("tensor token_embd.weight in '{}' has type {}, which mtpspec cannot "
-                          "compute with", path, ggml_type_name(e->type));
-      }
-      check_finite_blocks(e->data, static_cast<GgmlType>(e->type), e->rows(), e->row_elems(),
-                          fmt::format("tensor token_embd.weight in '{}'", path));
-      // Looked up in place, a row dequantized at a time (EmbeddingTable::blocks).
-      w.embed = EmbeddingTable{e->data, DType::U8, size_t(c.vocab), size_t(c.d_model),
-                               static_cast<GgmlType>(e->type)};
+    w.embed = gguf_table(f, "token_embd.weight", size_t(c.vocab), size_t(c.d_model));
+    if (c.ple_dim > 0) {
+      w.ple_embed = gguf_table(f, "per_layer_token_embd.weight", size_t(c.vocab),
+                               size_t(c.n_layers) * size_t(c.ple_dim));
+      w.ple_model_proj = pack_gguf_matrix({{f.tensor("per_layer_model_proj.weight"), {}}},
+                                          opt.weights, path);
+      w.ple_proj_norm = gguf_vector(f, "per_layer_proj_norm.weight");
     }
     w.final_norm = gguf_vector(f, "output_norm.weight");
     const GgufTensor* head = c.tie_embeddings ? e : f.tensor("output.weight");

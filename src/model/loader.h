@@ -50,7 +50,7 @@ ModelConfig read_llama2c_config(const std::string& path);
 LoadedModel load_hf(const std::string& dir, const LoadOptions& opt);
 
 // GGUF file (llama.cpp; docs/FORMATS.md "GGUF"): architectures llama, qwen2,
-// qwen3, gemma2, gemma3, with llama.cpp's conventions undone so that a GGUF
+// qwen3, gemma2, gemma3, gemma4, with llama.cpp's conventions undone so that a GGUF
 // converted from a Hugging Face checkpoint computes that checkpoint's bits:
 // Llama's Q/K rows un-permuted, Gemma's stored 1 + w norms used as they are,
 // rope_freqs.weight read as llama3 scaling, llama.cpp's hard-coded Gemma values.

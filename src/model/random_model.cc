@@ -1,10 +1,13 @@
 #include "model/random_model.h"
 
+#include <sys/mman.h>
+
 #include <cmath>
 #include <memory>
 #include <vector>
 
 #include "core/error.h"
+#include "model/family.h"
 
 namespace mtp::model {
 
@@ -44,8 +47,56 @@ kernels::PackedMatrix random_matrix(size_t rows, size_t cols, kernels::WeightTyp
 RandomModelSpec random_model_preset(const std::string& name) {
   if (name == "1b") return {"1b", 2048, 22, 32, 4, 5632, 32000, 2048};
   if (name == "tiny") return {"tiny", 64, 2, 4, 2, 160, 512, 512};
-  fail<InputError>("unknown random model preset '{}' (known: 1b, tiny)", name);
+  if (name == "gemma4-e2b") {
+    RandomModelSpec s{"gemma4-e2b", 1536, 35, 8, 1, 6144, 262144, 131072};
+    s.arch = Arch::Gemma4;
+    s.head_dim = 256, s.global_head_dim = 512, s.ple_dim = 256, s.kv_shared = 20;
+    s.window = 512, s.period = 5;
+    return s;
+  }
+  fail<InputError>("unknown random model preset '{}' (known: 1b, tiny, gemma4-e2b)", name);
 }
+
+namespace {
+
+// Gemma 4's config from a spec: layer kinds, sharing, per-layer embeddings,
+// proportional RoPE on the full layers (transformers' defaults).
+void gemma4_config(const RandomModelSpec& s, ModelConfig& c) {
+  c.arch = Arch::Gemma4;
+  c.head_dim = s.head_dim;
+  apply_family(family(Arch::Gemma4), c);
+  std::vector<uint8_t> sliding(size_t(s.n_layers));
+  for (int l = 0; l < s.n_layers; ++l) sliding[size_t(l)] = (l + 1) % s.period != 0;
+  sliding.back() = 0;
+  c.set_uniform_layers(sliding);
+  const int first = s.n_layers - s.kv_shared;
+  for (int l = 0; l < s.n_layers; ++l) {
+    LayerKind& k = c.layers[size_t(l)];
+    if (!k.sliding) k.head_dim = s.global_head_dim;
+    for (int o = first - 1; l >= first && o >= 0 && k.kv_source < 0; --o) {
+      if (c.layers[size_t(o)].sliding == k.sliding) k.kv_source = o;
+    }
+    if (l >= first) k.ffn = 2 * s.ffn;
+  }
+  c.sliding_window = s.window;
+  c.rope_theta = 1e6f;
+  c.rope_local_theta = 1e4f;
+  c.rope_partial = 0.25f;
+  c.final_softcap = 30.f;
+  c.ple_dim = s.ple_dim;
+  c.ple_embed_scale = std::sqrt(float(s.ple_dim));  // 16: exact in bf16
+  c.embed_scale = round_bf16(c.embed_scale);        // the bf16 table's scale
+  c.tie_embeddings = true;
+}
+
+// A zero-filled anonymous mapping of `bytes`, never written (see the header).
+std::shared_ptr<void> zero_map(size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) fail<IoError>("cannot map {} bytes for the per-layer table", bytes);
+  return std::shared_ptr<void>(p, [bytes](void* q) { munmap(q, bytes); });
+}
+
+}  // namespace
 
 LoadedModel random_model(const RandomModelSpec& s, kernels::WeightType hold, uint64_t seed) {
   LoadedModel m;
@@ -61,9 +112,9 @@ LoadedModel random_model(const RandomModelSpec& s, kernels::WeightType hold, uin
   c.ffn = s.ffn;
   c.vocab = s.vocab;
   c.max_position = s.max_position;
+  if (s.arch == Arch::Gemma4) gemma4_config(s, c);
   c.validate();
-  const size_t d = c.d_model, hd = c.head_dim, qd = size_t(c.n_heads) * hd,
-               kvd = size_t(c.n_kv_heads) * hd;
+  const size_t d = c.d_model;
   auto emb = std::make_shared<std::vector<uint16_t>>(size_t(c.vocab) * d);
   FastNormal n(seed);
   for (auto& x : *emb) x = f32_to_bf16(n.next());
@@ -71,17 +122,35 @@ LoadedModel random_model(const RandomModelSpec& s, kernels::WeightType hold, uin
   m.weights.keep_alive.push_back(emb);
   uint64_t k = seed * 1000;
   for (int l = 0; l < c.n_layers; ++l) {
+    const LayerKind kind = c.layer_kind(l);
+    const size_t hd = kind.head_dim, qd = size_t(c.n_heads) * hd, kvd = size_t(kind.n_kv_heads) * hd;
     LayerWeights w;
     w.attn_norm.assign(d, 1.0f);
     w.ffn_norm.assign(d, 1.0f);
-    w.wqkv = random_matrix(qd + 2 * kvd, d, hold, ++k);
+    if (c.sandwich_norms) w.post_attn_norm.assign(d, 1.0f), w.post_ffn_norm.assign(d, 1.0f);
+    if (c.qk_norm) w.q_norm.assign(hd, 1.0f), w.k_norm.assign(hd, 1.0f);
+    w.wqkv = random_matrix(qd + (kind.owns_kv() ? 2 * kvd : 0), d, hold, ++k);
     w.wo = random_matrix(d, qd, hold, ++k);
-    w.w_gate_up = random_matrix(2 * size_t(c.ffn), d, hold, ++k);
-    w.w_down = random_matrix(d, size_t(c.ffn), hold, ++k);
+    w.w_gate_up = random_matrix(2 * size_t(kind.ffn), d, hold, ++k);
+    w.w_down = random_matrix(d, size_t(kind.ffn), hold, ++k);
+    if (c.ple_dim > 0) {
+      w.w_ple_gate = random_matrix(size_t(c.ple_dim), d, hold, ++k);
+      w.w_ple_proj = random_matrix(d, size_t(c.ple_dim), hold, ++k);
+      w.ple_post_norm.assign(d, 1.0f);
+    }
     m.weights.layers.push_back(std::move(w));
   }
   m.weights.final_norm.assign(d, 1.0f);
-  m.weights.lm_head = random_matrix(size_t(c.vocab), d, hold, ++k);
+  if (c.ple_dim > 0) {
+    const size_t all = size_t(c.n_layers) * size_t(c.ple_dim);
+    auto table = zero_map(size_t(c.vocab) * all * sizeof(uint16_t));
+    m.weights.ple_embed = EmbeddingTable{table.get(), DType::BF16, size_t(c.vocab), all};
+    m.weights.keep_alive.push_back(table);
+    m.weights.ple_model_proj = random_matrix(all, d, hold, ++k);
+    m.weights.ple_proj_norm.assign(size_t(c.ple_dim), 1.0f);
+  }
+  m.weights.lm_head = c.tie_embeddings ? m.weights.embed.pack(hold, "the random embedding")
+                                       : random_matrix(size_t(c.vocab), d, hold, ++k);
   return m;
 }
 

@@ -12,14 +12,27 @@ namespace mtp::model {
 struct RandomModelSpec {
   std::string name;
   int d_model, n_layers, n_heads, n_kv_heads, ffn, vocab, max_position;
+  // Gemma 4 (arch Gemma4): sliding head_dim, full layers' head_dim,
+  // per-layer embedding width, shared layers (double-wide MLPs), the
+  // sliding window and the layer pattern's period (the last of each period
+  // full).
+  Arch arch = Arch::Llama;
+  int head_dim = 0, global_head_dim = 0, ple_dim = 0, kv_shared = 0, window = 0, period = 0;
 };
 
 // Presets: "1b" (Llama-shaped, ~1.1 B parameters: d 2048, 22 layers, 32/4
-// heads, ffn 5632, vocab 32000), "tiny" (d 64, 2 layers; for smoke tests).
+// heads, ffn 5632, vocab 32000), "tiny" (d 64, 2 layers; for smoke tests),
+// "gemma4-e2b" (Gemma 4 E2B's real shapes, transformers'
+// convert_gemma4_weights.py: d 1536, 35 layers 4 sliding : 1 full, 8 heads,
+// 1 kv head, head_dim 256 / 512, ffn 6144 (12288 on the 20 shared layers),
+// per-layer embeddings 256 wide, window 512, vocab 262144, tied head).
 RandomModelSpec random_model_preset(const std::string& name);  // InputError if unknown
 
-// A Llama-architecture model with weights held as `hold`; the embedding table
-// is stored in bf16 (as checkpoints of this size are).
+// A model with weights held as `hold`; the embedding table is stored in bf16
+// (as checkpoints of this size are). Gemma 4's per-layer table
+// ([vocab, layers · 256] bf16, 4.7 GB for E2B) is an anonymous mapping of
+// zeros that is never written: pages a lookup reads map the zero page, so
+// it costs address space, not memory — its values do not change the speed.
 LoadedModel random_model(const RandomModelSpec& spec, kernels::WeightType hold, uint64_t seed);
 
 }  // namespace mtp::model

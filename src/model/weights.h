@@ -48,24 +48,38 @@ struct EmbeddingTable {
   kernels::PackedMatrix pack(const Hold& hold, const std::string& what = "the embedding table") const;
 };
 
+// One decoder layer. hd, KV, ffn: the layer's kind (ModelConfig::layer_kind).
 struct LayerWeights {
   std::vector<float> attn_norm;       // [d] input_layernorm
   std::vector<float> post_attn_norm;  // [d] Gemma sandwich only
   std::vector<float> ffn_norm;        // [d] post_attention_layernorm (Llama/Qwen) /
                                       //     pre_feedforward_layernorm (Gemma)
   std::vector<float> post_ffn_norm;   // [d] Gemma sandwich only
-  std::vector<float> q_norm, k_norm;  // [head_dim] Qwen3 / Gemma 3 only
+  std::vector<float> q_norm, k_norm;  // [hd] Qwen3 / Gemma 3 / Gemma 4 (k: K/V owners)
   std::vector<float> qkv_bias;        // [(H + 2KV)·hd] Qwen2 only
-  kernels::PackedMatrix wqkv;         // [(H + 2KV)·hd, d]
+  // [(H + 2KV)·hd, d]: q, k, v rows; [(H + KV)·hd, d] for a K = V layer (q,
+  // k); [H·hd, d] for a layer reading another's K/V (q only).
+  kernels::PackedMatrix wqkv;
   kernels::PackedMatrix wo;           // [d, H·hd]
   kernels::PackedMatrix w_gate_up;    // [2·ffn, d]: rows 0..ffn-1 gate, then up
   kernels::PackedMatrix w_down;       // [d, ffn]
+  // Per-layer embeddings (Gemma 4, ple_dim = e): gate [e, d], projection
+  // [d, e], and the norm after it [d].
+  kernels::PackedMatrix w_ple_gate, w_ple_proj;
+  std::vector<float> ple_post_norm;
+  float layer_scalar = 1.0f;          // Gemma 4: the layer's output × this
 };
 
 struct ModelWeights {
   EmbeddingTable embed;              // [vocab, d], in place
   std::vector<LayerWeights> layers;
   std::vector<float> final_norm;     // [d]
+  // Per-layer embeddings (ple_dim = e, L layers): the token table [vocab, L·e]
+  // in place (read by rows, never copied), the projection of the layer-0
+  // input [L·e, d] and its per-layer norm [e].
+  EmbeddingTable ple_embed;
+  kernels::PackedMatrix ple_model_proj;
+  std::vector<float> ple_proj_norm;
   kernels::PackedMatrix lm_head;     // [vocab, d] (a packed copy of embed when tied)
   // Keeps the memory maps (and any converted buffers) the views point into.
   std::vector<std::shared_ptr<void>> keep_alive;

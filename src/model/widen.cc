@@ -7,12 +7,11 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "model/family.h"
 
 namespace mtp::model {
 
 namespace {
-
-bool is_gemma(Arch a) { return a == Arch::Gemma2 || a == Arch::Gemma3; }
 
 // 4^k for some k >= 0, returned as k; -1 otherwise.
 int log4(long ratio) {
@@ -83,6 +82,15 @@ WidenPlan plan_widen(const ModelConfig& src, const WidenShape& shape, bool allow
     fail<ConfigError>("widen: a GGUF source is not supported; widen the Hugging Face checkpoint "
                       "it was converted from");
   }
+  for (int l = 0; l < src.n_layers; ++l) {
+    LayerKind k = src.layer_kind(l), plain;
+    plain.sliding = k.sliding;
+    plain.head_dim = src.head_dim, plain.n_kv_heads = src.n_kv_heads, plain.ffn = src.ffn;
+    if (!(k == plain) || src.ple_dim > 0 || src.layer_scalar || src.v_norm) {
+      fail<ConfigError>("widen: a {} source is not supported (layers of several kinds, "
+                        "per-layer embeddings or layer scalars)", arch_name(src.arch));
+    }
+  }
   WidenShape s = shape;
   if (!s.d_model) s.d_model = src.d_model;
   if (!s.n_layers) s.n_layers = src.n_layers;
@@ -130,7 +138,17 @@ WidenPlan plan_widen(const ModelConfig& src, const WidenShape& shape, bool allow
   d.n_kv_heads = s.n_kv_heads;
   d.rope_interleaved = false;
   d.tie_embeddings = false;  // the head is written out in the matrix dtype
-  if (!d.layer_sliding.empty()) d.layer_sliding.resize(size_t(s.n_layers), 0);
+  if (!d.layers.empty()) {
+    // Appended (zero) layers: the family's kind for a new layer, the real
+    // layers' sizes (the shape keeps head_dim; widths grow).
+    LayerKind extra = d.layers.back();
+    extra.sliding = family(src.arch).sliding == SlidingPattern::AllLayers;
+    d.layers.resize(size_t(s.n_layers), extra);
+    for (LayerKind& k : d.layers) {
+      k.n_kv_heads = s.n_kv_heads;
+      k.ffn = s.ffn;
+    }
+  }
   if (src.source == "llama2c") {  // run.c stops on BOS too: carry it as an EOS id
     d.eos_ids.push_back(src.bos_id >= 0 ? src.bos_id : 1);
     std::sort(d.eos_ids.begin(), d.eos_ids.end());
@@ -157,13 +175,16 @@ WidenPlan plan_widen(const ModelConfig& src, const WidenShape& shape, bool allow
           "dims into other vectors than the original's", src.d_model));
     }
     if (src.qk_norm) p.qk_scale = p.norm_scale;  // q/k scaled so per-head norms see eps'
-    if (is_gemma(src.arch)) {
+    if (family(src.arch).embed_scale_sqrt_d) {
       p.embed_scale = double(std::sqrt(float(src.d_model))) / double(std::sqrt(float(s.d_model)));
+    }
+    if (src.norm_one_plus) {
       p.inexact.push_back("Gemma (1 + w) norm weights: the stored w' = (1 + w)·sqrt(d/d') - 1 "
                           "is rounded to fp32");
     }
   }
-  d.embed_scale = is_gemma(src.arch) ? std::sqrt(float(d.d_model)) : src.embed_scale;
+  d.embed_scale = family(src.arch).embed_scale_sqrt_d ? std::sqrt(float(d.d_model))
+                                                      : src.embed_scale;
   // o_proj columns: a real head's column keeps its kernel lane (index mod 16)
   // only if it moves by a multiple of 16.
   for (int h = 0; h < src.n_heads; ++h) {

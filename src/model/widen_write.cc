@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "io/safetensors.h"
+#include "model/family.h"
 #include "model/widen.h"
 
 namespace fs = std::filesystem;
@@ -16,8 +17,6 @@ using nlohmann::json;
 namespace mtp::model {
 
 namespace {
-
-bool is_gemma(Arch a) { return a == Arch::Gemma2 || a == Arch::Gemma3; }
 
 // Row j of a widened head (rotate-half order) comes from row perm(j) of the
 // source head: identity, or for an interleaved source the pair (2i, 2i + 1)
@@ -81,14 +80,13 @@ void widen_layer(const WidenPlan& p, const LayerWeights* src, const std::string&
   const ModelConfig &a = p.src, &b = p.dst;
   const size_t hd = a.head_dim, d = b.d_model, H = a.n_heads, KV = a.n_kv_heads;
   const size_t H2 = b.n_heads, KV2 = b.n_kv_heads, F = a.ffn, F2 = b.ffn;
-  const bool gemma = is_gemma(a.arch);
   auto norm = [&](const char* name, const std::vector<float>* eff) {
     HostTensor t = zeros({int64_t(d)}, true);
     if (eff) t.values = widen_norm(p, *eff);
     out[pre + name] = std::move(t);
   };
   norm("input_layernorm.weight", src ? &src->attn_norm : nullptr);
-  if (gemma) {
+  if (a.sandwich_norms) {
     norm("post_attention_layernorm.weight", src ? &src->post_attn_norm : nullptr);
     norm("pre_feedforward_layernorm.weight", src ? &src->ffn_norm : nullptr);
     norm("post_feedforward_layernorm.weight", src ? &src->post_ffn_norm : nullptr);
@@ -218,10 +216,11 @@ json widened_hf_config(const LoadedModel& src, const WidenPlan& p, DType dtype) 
   json c;
   if (p.src.source == "hf") {
     c = json::parse(read_file((fs::path(src.path) / "config.json").string()));
-    if (c.contains("text_config") && c.at("text_config").is_object()) {  // Gemma 3 multimodal
+    if (c.contains("text_config") && c.at("text_config").is_object()) {  // multimodal
+      const Family& f = family(p.src.arch);
       c = json(c.at("text_config"));
-      c["architectures"] = {"Gemma3ForCausalLM"};
-      c["model_type"] = "gemma3_text";
+      c["architectures"] = {f.text_class};
+      c["model_type"] = f.text_model_type;
     }
   } else {
     c = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"},
@@ -242,7 +241,8 @@ json widened_hf_config(const LoadedModel& src, const WidenPlan& p, DType dtype) 
   c["bos_token_id"] = b.bos_id >= 0 ? json(b.bos_id) : json(nullptr);
   c["eos_token_id"] = b.eos_ids.empty() ? json(nullptr) : json(b.eos_ids);
   c.erase("layer_types");
-  if (is_gemma(b.arch)) {
+  if (family(b.arch).sliding == SlidingPattern::EvenLayers ||
+      family(b.arch).sliding == SlidingPattern::EveryNth) {
     json lt = json::array();
     for (int i = 0; i < b.n_layers; ++i) {
       lt.push_back(b.is_sliding(i) ? "sliding_attention" : "full_attention");

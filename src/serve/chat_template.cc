@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "io/gguf.h"
+#include "model/family.h"
 
 namespace fs = std::filesystem;
 
@@ -193,24 +194,20 @@ std::string ChatTemplate::end_of_turn() const {
 }
 
 ChatTemplate recognise_template(const std::string& j, const std::string& where) {
+  // The markers of each chat format live in the family table (model/family.h).
+  const std::string format = model::chat_format_of(j);
+  if (format.empty()) {
+    fail<ConfigError>("{}: chat_template is of no family we render ({}); pass --chat-format NAME "
+                      "to choose one", where, model::chat_format_names());
+  }
   ChatTemplate t;
-  auto has = [&](const char* s) { return j.find(s) != std::string::npos; };
-  if (has("<|start_header_id|>") && has("<|eot_id|>")) {
-    t.format = ChatFormat::Llama3;
-  } else if (has("<|im_start|>") && has("<|im_end|>")) {
-    t.format = ChatFormat::ChatML;
-    t.strip_think = has("</think>");
+  t.format = parse_chat_format(format);
+  if (t.format == ChatFormat::ChatML) {
+    t.strip_think = j.find("</think>") != std::string::npos;
     // A literal default system turn: '<|im_start|>system\nTEXT<|im_end|>\n'.
     static const std::regex def(R"('<\|im_start\|>system\\n([^'\\]*)<\|im_end\|>\\n')");
     std::smatch m;
     if (std::regex_search(j, m, def)) t.default_system = m[1].str();
-  } else if (has("<start_of_turn>") && has("<end_of_turn>")) {
-    t.format = ChatFormat::Gemma;
-  } else if (has("[INST]") && has("[/INST]")) {
-    t.format = has("<<SYS>>") ? ChatFormat::Llama2 : ChatFormat::Mistral;
-  } else {
-    fail<ConfigError>("{}: chat_template is of no family we render (llama3, chatml, gemma, "
-                      "llama2, mistral); pass --chat-format NAME to choose one", where);
   }
   return t;
 }

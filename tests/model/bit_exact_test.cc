@@ -55,14 +55,13 @@ TEST_P(BitExact, RandomLlama2cUnsharedGqa) {
   }
 }
 
-// Every supported architecture, written as a Hugging Face checkpoint by the
-// test: fp32 and bf16 weights, 1 and 2 threads. Gemma's sliding window (6) is
-// much shorter than the sequences, so rollbacks cross it.
+// Every architecture of the family table, written as a Hugging Face
+// checkpoint by the test: fp32 and bf16 weights, 1 and 2 threads. Sliding
+// windows (6) are much shorter than the sequences, so rollbacks cross them.
 TEST_P(BitExact, EveryArchitecture) {
-  for (model::Arch a : {model::Arch::Llama, model::Arch::Qwen2, model::Arch::Qwen3,
-                        model::Arch::Gemma2, model::Arch::Gemma3}) {
+  for (model::Arch a : test::every_arch()) {
     test::RandomSpec spec = test::RandomSpec::for_arch(a);
-    if (a == model::Arch::Gemma2 || a == model::Arch::Gemma3) spec.sliding_window = 6;
+    if (spec.sliding_window > 0) spec.sliding_window = 6;
     spec.dtype = a == model::Arch::Qwen2 ? DType::F16 : DType::BF16;  // stored types vary too
     std::string dir = test::random_hf_checkpoint("bitexact-arch", spec);
     for (auto wt : {kernels::WeightType::F32, kernels::WeightType::BF16}) {
@@ -87,14 +86,20 @@ constexpr kernels::WeightType kQuant[] = {
 // which tests/kernels proves bit-identical to the SIMD kernels; they check one
 // family here to keep the suite fast.
 TEST_P(BitExact, QuantEveryArchitectureEveryType) {
-  std::vector<model::Arch> archs = {model::Arch::Llama, model::Arch::Qwen2, model::Arch::Qwen3,
-                                    model::Arch::Gemma2, model::Arch::Gemma3};
+  std::vector<model::Arch> archs = test::every_arch();
   if (GetParam() == "sse4" || GetParam() == "scalar") archs = {model::Arch::Llama};
   for (model::Arch a : archs) {
     test::RandomSpec spec = test::RandomSpec::for_arch(a);
     spec.d_model = 256, spec.n_heads = 4, spec.n_kv_heads = 2, spec.head_dim = 64, spec.ffn = 256;
     spec.n_layers = 1;
-    if (a == model::Arch::Gemma2 || a == model::Arch::Gemma3) spec.sliding_window = 6;
+    if (spec.sliding_window > 0) spec.sliding_window = 6;
+    if (a == model::Arch::Gemma4) {  // both kinds, each read again by a shared layer
+      spec.n_layers = 4;
+      spec.layer_types = {"sliding_attention", "full_attention", "sliding_attention",
+                          "full_attention"};
+      spec.global_head_dim = 128;
+      spec.ple_dim = 256;
+    }
     const std::string dir = test::random_hf_checkpoint("bitexact-quant", spec);
     for (auto wt : kQuant) {
       model::Model m = load(dir, wt);

@@ -181,20 +181,20 @@ TEST(LoadGguf, GemmaF16NormsAreUsedAsStored) {
 // llama.cpp's hard-coded Gemma values, read back from the metadata alone.
 TEST(LoadGguf, GemmaHardCodedValues) {
   const ModelConfig g3 = read_model_config(edited("g3", [](auto&, auto&) {}, Arch::Gemma3));
-  EXPECT_EQ(g3.layer_sliding, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));
+  EXPECT_EQ(test::sliding_of(g3), (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));
   EXPECT_EQ(g3.rope_local_theta, 10000.f);
   EXPECT_EQ(g3.attn_softcap, 0.f);
   EXPECT_EQ(g3.query_scale, float(std::pow(32.0, -0.5)));  // 1/sqrt(head_dim)
   const ModelConfig nowin = read_model_config(edited("g3w", [](auto& kv, auto&) {
     set(kv, "gemma3.attention.sliding_window", io::GgufValue::u32(0)); }, Arch::Gemma3));
-  EXPECT_EQ(nowin.layer_sliding, std::vector<uint8_t>(6, 0));
+  EXPECT_EQ(test::sliding_of(nowin), std::vector<uint8_t>(6, 0));
   EXPECT_EQ(nowin.rope_local_theta, 0.f);
   const ModelConfig g2 = read_model_config(edited("g2", [](auto& kv, auto&) {
     erase_key(kv, "gemma2.attn_logit_softcapping");
     erase_key(kv, "gemma2.attention.sliding_window"); }, Arch::Gemma2));
   EXPECT_EQ(g2.attn_softcap, 50.f);  // llama.cpp's defaults
   EXPECT_EQ(g2.sliding_window, 4096);
-  EXPECT_EQ(g2.layer_sliding, (std::vector<uint8_t>{1, 0}));
+  EXPECT_EQ(test::sliding_of(g2), (std::vector<uint8_t>{1, 0}));
   EXPECT_EQ(g2.embed_scale, std::sqrt(64.f));
 }
 
@@ -272,6 +272,29 @@ TEST(LoadGguf, InconsistentFilesNameTheTensorOrKey) {
                               requantized(find(ts, "token_embd.weight"), GgmlType::Q4_0, 5,
                                           0xFC00); }), {}); },
                             {"token_embd.weight", "non-finite scale d = -inf", "row 5"});
+}
+
+// Messages about a GGUF file name its metadata keys, never the Hugging Face
+// config field the value maps to.
+TEST(LoadGguf, ErrorsNameGgufKeys) {
+  auto refused = [](const char* tag, const std::string& key, std::vector<std::string> names) {
+    const std::string p = edited(tag, [&](auto& kv, auto&) { set(kv, key, io::GgufValue::u32(0)); });
+    try {
+      load_model(p, {});
+      ADD_FAILURE() << key << " = 0 was accepted";
+    } catch (const ConfigError& e) {
+      const std::string msg = e.what();
+      for (auto& n : names) EXPECT_NE(msg.find(n), std::string::npos) << msg;
+      for (const char* hf : {"max_position_embeddings", "num_key_value_heads", "intermediate_size",
+                             "hidden_size"}) {
+        EXPECT_EQ(msg.find(hf), std::string::npos) << msg;
+      }
+    }
+  };
+  refused("ctx0", "llama.context_length", {"llama.context_length", "positive"});
+  refused("kv0", "llama.attention.head_count_kv", {"llama.attention.head_count_kv"});
+  refused("ffn0", "llama.feed_forward_length", {"llama.feed_forward_length"});
+  refused("d0", "llama.embedding_length", {"llama.embedding_length"});
 }
 
 TEST(LoadGguf, UnsupportedTypesAreRefusedNamingTheTensor) {

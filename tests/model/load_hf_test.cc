@@ -104,8 +104,11 @@ TEST_P(LoadEachArch, ConfigAndWeightsMatchTheCheckpoint) {
   std::sort(eos.begin(), eos.end());
   eos.erase(std::unique(eos.begin(), eos.end()), eos.end());
   EXPECT_EQ(c.eos_ids, eos);
-  if (!gemma) {
-    EXPECT_TRUE(c.layer_sliding.empty());
+  if (arch == Arch::Mistral) {  // every layer sliding
+    EXPECT_EQ(test::sliding_of(c), std::vector<uint8_t>(size_t(s.n_layers), 1));
+    EXPECT_EQ(c.sliding_window, s.sliding_window);
+  } else if (!gemma) {
+    EXPECT_TRUE(test::sliding_of(c).empty());
     EXPECT_EQ(c.sliding_window, 0);
     EXPECT_EQ(c.embed_scale, 1.0f);
     EXPECT_EQ(c.query_scale, 0.0f);
@@ -177,7 +180,12 @@ TEST_P(LoadEachArch, ConfigAndWeightsMatchTheCheckpoint) {
 
 INSTANTIATE_TEST_SUITE_P(
     All, LoadEachArch,
-    ::testing::Combine(::testing::Values(Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma2, Arch::Gemma3),
+    // Gemma 4's layer kinds and per-layer embeddings: tests/model/gemma4_load_test.cc.
+    ::testing::Combine(::testing::ValuesIn([] {
+                         auto a = test::every_arch();
+                         std::erase(a, Arch::Gemma4);
+                         return a;
+                       }()),
                        ::testing::Values(DType::F32, DType::BF16, DType::F16)),
     [](const auto& info) {
       return std::string(arch_name(std::get<0>(info.param))) + "_" +
@@ -251,9 +259,44 @@ TEST(HfConfig, EosUnion) {
   EXPECT_EQ(c.bos_id, -1);
 }
 
+// "architectures" given as one class name (not a list) selects that class,
+// whatever model_type says; any other value is refused naming the field.
+TEST(HfConfig, ArchitecturesAsOneName) {
+  RandomSpec s = RandomSpec::for_arch(Arch::Qwen2);
+  s.config_patch = {{"architectures", "Qwen2ForCausalLM"}, {"model_type", "llama"}};
+  const ModelConfig c = parse(s);
+  EXPECT_EQ(c.arch, Arch::Qwen2);
+  EXPECT_TRUE(c.qkv_bias);
+  s.config_patch = {{"architectures", 7}};
+  expect_error<ConfigError>([&] { parse(s); }, {"'architectures'", "7"});
+  s.config_patch = {{"architectures", json::array()}};
+  expect_error<ConfigError>([&] { parse(s); }, {"'architectures'"});
+}
+
+// An EOS or BOS id outside the vocabulary is refused, from config.json, the
+// multimodal text_config and generation_config.json alike (as the GGUF
+// loader refuses its ids).
+TEST(HfConfig, SpecialTokenOutsideTheVocabularyIsRefused) {
+  RandomSpec s = RandomSpec::for_arch(Arch::Llama);  // vocab 320
+  s.config_patch = {{"eos_token_id", {2, 320}}};
+  expect_error<ConfigError>([&] { parse(s); }, {"eos_token_id", "320", "outside the vocabulary"});
+  s.config_patch = {};
+  json gen = {{"eos_token_id", {2, 1000}}};
+  expect_error<ConfigError>([&] { parse(s, &gen); }, {"generation_config.json", "1000"});
+  s.config_patch = {{"bos_token_id", 400}};
+  expect_error<ConfigError>([&] { parse(s); }, {"bos_token_id", "400"});
+  RandomSpec g = RandomSpec::for_arch(Arch::Gemma3);  // vocab 384
+  g.nested_text_config = true;
+  g.config_patch = {{"eos_token_id", 384}};
+  expect_error<ConfigError>([&] { parse(g); }, {"text_config", "eos_token_id", "384"});
+  g.config_patch = {};
+  g.eos_ids = {383};
+  EXPECT_EQ(parse(g).eos_ids, std::vector<int32_t>{383});  // the last id is inside
+}
+
 TEST(HfConfig, QwenSlidingWindowRefused) {
   RandomSpec s = RandomSpec::for_arch(Arch::Qwen2);
-  EXPECT_TRUE(parse(s).layer_sliding.empty());  // sliding_window present but inert
+  EXPECT_TRUE(test::sliding_of(parse(s)).empty());  // sliding_window present but inert
   s.config_patch = {{"use_sliding_window", true}};
   expect_error<ConfigError>([&] { parse(s); }, {"use_sliding_window"});
   RandomSpec q3 = RandomSpec::for_arch(Arch::Qwen3);
@@ -266,7 +309,7 @@ TEST(HfConfig, Gemma2) {
   s.n_layers = 4;
   s.d_model = 48;  // sqrt(48) is irrational: checks the fp32 computation
   ModelConfig c = parse(s);
-  EXPECT_EQ(c.layer_sliding, (std::vector<uint8_t>{1, 0, 1, 0}));  // even layers local
+  EXPECT_EQ(test::sliding_of(c), (std::vector<uint8_t>{1, 0, 1, 0}));  // even layers local
   EXPECT_EQ(c.sliding_window, 16);
   EXPECT_EQ(c.embed_scale, std::sqrt(48.0f));
   EXPECT_EQ(c.embed_scale, float(std::sqrt(48.0)));
@@ -293,13 +336,13 @@ TEST(HfConfig, Gemma2) {
   s.config_patch = {{"hidden_activation", "gelu"}};
   expect_error<ConfigError>([&] { parse(s); }, {"'gelu'"});
   s.config_patch = {{"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}}}};
-  expect_error<ConfigError>([&] { parse(s); }, {"Gemma 2"});
+  expect_error<ConfigError>([&] { parse(s); }, {"rope_scaling", "gemma2"});
 }
 
 TEST(HfConfig, Gemma3) {
   RandomSpec s = RandomSpec::for_arch(Arch::Gemma3);
   ModelConfig c = parse(s);
-  EXPECT_EQ(c.layer_sliding, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));  // (i+1) % 6 == 0 global
+  EXPECT_EQ(test::sliding_of(c), (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));  // (i+1) % 6 == 0 global
   EXPECT_EQ(c.sliding_window, 8);
   EXPECT_EQ(c.rope_theta, 1e6f);
   EXPECT_EQ(c.rope_local_theta, 10000.f);
@@ -310,12 +353,12 @@ TEST(HfConfig, Gemma3) {
   EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::None);
 
   s.sliding_pattern = 2;
-  EXPECT_EQ(parse(s).layer_sliding, (std::vector<uint8_t>{1, 0, 1, 0, 1, 0}));
+  EXPECT_EQ(test::sliding_of(parse(s)), (std::vector<uint8_t>{1, 0, 1, 0, 1, 0}));
   s.config_patch = {{"layer_types", {"full_attention", "sliding_attention", "sliding_attention",
                                      "full_attention", "sliding_attention", "sliding_attention"}},
                     {"rope_scaling", {{"rope_type", "linear"}, {"factor", 8.0}}}};
   c = parse(s);  // layer_types wins over the pattern
-  EXPECT_EQ(c.layer_sliding, (std::vector<uint8_t>{0, 1, 1, 0, 1, 1}));
+  EXPECT_EQ(test::sliding_of(c), (std::vector<uint8_t>{0, 1, 1, 0, 1, 1}));
   EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::Linear);
   EXPECT_EQ(c.rope_scaling.factor, 8.f);
   s.config_patch = {{"layer_types", {"full_attention", "chunked_attention", "full_attention",
@@ -351,7 +394,7 @@ TEST(HfConfig, Gemma3MultimodalDefaults) {
   EXPECT_EQ(c.vocab, 262208);
   EXPECT_EQ(c.max_position, 131072);
   EXPECT_EQ(c.rope_theta, 1e6f);
-  EXPECT_EQ(c.layer_sliding, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));
+  EXPECT_EQ(test::sliding_of(c), (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));
   EXPECT_EQ(c.eos_ids, (std::vector<int32_t>{1, 106}));
   EXPECT_EQ(c.bos_id, 2);
   EXPECT_TRUE(c.tie_embeddings);
@@ -362,8 +405,8 @@ TEST(HfConfig, Gemma3MultimodalDefaults) {
 
 TEST(HfConfig, Rejections) {
   RandomSpec s = RandomSpec::for_arch(Arch::Llama);
-  s.config_patch = {{"architectures", {"MistralForCausalLM"}}};
-  expect_error<ConfigError>([&] { parse(s); }, {"'MistralForCausalLM'"});
+  s.config_patch = {{"architectures", {"PhiForCausalLM"}}};
+  expect_error<ConfigError>([&] { parse(s); }, {"'PhiForCausalLM'"});
   s.config_patch = {{"architectures", nullptr}, {"model_type", "phi3"}};
   expect_error<ConfigError>([&] { parse(s); }, {"'phi3'"});
   s.config_patch = {{"architectures", nullptr}, {"model_type", nullptr}};

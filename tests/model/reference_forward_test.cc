@@ -31,6 +31,7 @@
 #include "model/forward.h"
 #include "model/loader.h"
 #include "model_util.h"
+#include "ref_compare.h"
 #include "test_util.h"
 
 namespace mtp::test {
@@ -135,6 +136,9 @@ RefConfig ref_config_hf(const RandomSpec& s) {
     if (s.arch == Arch::Gemma3) {
       sliding = (l + 1) % c.at("sliding_window_pattern").get<int>() != 0;
     }
+    // MistralForCausalLM: every layer's mask is kv > q - sliding_window
+    // (transformers' sliding_window_overlay) unless sliding_window is null.
+    if (s.arch == Arch::Mistral) sliding = !c.at("sliding_window").is_null();
     if (sliding) r.window[l] = c.at("sliding_window").get<int>();
     r.local_rope[l] = s.arch == Arch::Gemma3 && sliding;
   }
@@ -358,53 +362,19 @@ RefOut reference_forward(const model::Model& m, const RefConfig& rc,
 
 // ---------------------------------------------------------------- comparison --
 
-// Per-row tolerance, relative to the row's magnitude ‖ref_row‖∞:
-//
-//   tol = 64 · ε32 · sqrt(K · L) · ‖ref_row‖∞,   ε32 = 2^-23,
-//   K = the longest reduction (max of d, H·hd, ffn, n tokens), L = layers.
-//
-// Why: the engine rounds every product and sum to fp32 (ε32 relative). A
-// length-K fp32 dot product has error ≈ sqrt(K)·ε32·‖a‖‖b‖ when rounding errors
-// have random sign (the worst case K·ε32 is not reached in practice). RMSNorm,
-// softmax and the residual adds keep errors relative to the row's scale, and
-// the small random weights (0.5/√cols) give every sub-layer a gain of order 1,
-// so the per-layer errors add up over the L layers no faster than L·sqrt(K)·ε32
-// in the worst sign pattern and sqrt(L·K)·ε32 for random signs; we take the
-// latter. The factor 64 covers the ~13 sequential rounding stages of a layer
-// (norm, qkv, qk-norm, RoPE, scores, softmax, weighted sum, o_proj, post-norm,
-// gate/up, activation, down, post-norm), fp32 exp/tanh/sin/cos (a few ulp
-// each) and ×2–3 headroom. For these sizes tol ≈ 1e-4 · ‖row‖∞; every planted
-// error in DetectsPerturbations lands ≥ 700× above it. (Observed on a correct
-// engine: ≤ 0.03 · tol.)
+// The tolerance (ref_compare.h) with this file's reduction lengths: K = the
+// longest reduction (max of d, H·hd, ffn, n tokens).
 double tolerance(const RefConfig& rc, int n_tokens, double row_scale) {
   const double K = std::max({double(rc.d), double(rc.H * rc.hd), double(rc.ffn), double(n_tokens)});
-  return 64.0 * std::ldexp(1.0, -23) * std::sqrt(K * rc.L) * row_scale;
+  return ref_tolerance(K, rc.L, row_scale);
 }
 
-struct Comparison {
-  double worst_ratio = 0;  // max over rows and elements of |Δ| / tol (pass: <= 1)
-  double worst_abs = 0;
-  std::string where;
-};
+using Comparison = RefComparison;
 
 void compare_rows(const std::vector<float>& eng, const std::vector<Vec>& ref, const RefConfig& rc,
                   int n, const char* what, Comparison& c) {
-  for (size_t t = 0; t < ref.size(); ++t) {
-    const size_t w = ref[t].size();
-    double scale = 0;
-    for (double v : ref[t]) scale = std::max(scale, std::abs(v));
-    const double tol = tolerance(rc, n, scale);
-    for (size_t i = 0; i < w; ++i) {
-      const double diff = std::abs(double(eng[t * w + i]) - ref[t][i]);
-      if (!(diff / tol <= c.worst_ratio)) {  // NaN also lands here
-        c.worst_ratio = std::isnan(diff) ? INFINITY : diff / tol;
-        c.worst_abs = diff;
-        c.where = std::string(what) + " row " + std::to_string(t) + " [" + std::to_string(i) +
-                  "]: engine " + std::to_string(eng[t * w + i]) + " ref " +
-                  std::to_string(ref[t][i]) + " tol " + std::to_string(tol);
-      }
-    }
-  }
+  const double K = std::max({double(rc.d), double(rc.H * rc.hd), double(rc.ffn), double(n)});
+  compare_ref_rows(eng, ref, K, rc.L, what, c);
 }
 
 struct Engine {
@@ -517,6 +487,19 @@ TEST(ReferenceForward, Gemma3RopeLinear) {
   expect_matches(random_hf_checkpoint("ref-gemma3-linear", s), ref_config_hf(s), 8);
 }
 
+// Mistral = Llama with a sliding window on every layer: 16 tokens cross a
+// window of 5 in each layer.
+RandomSpec mistral_spec() {
+  RandomSpec s = RandomSpec::for_arch(Arch::Mistral);
+  s.sliding_window = 5;
+  return s;
+}
+
+TEST(ReferenceForward, MistralWindowShorterThanThePrompt) {
+  RandomSpec s = mistral_spec();
+  expect_matches(random_hf_checkpoint("ref-mistral", s), ref_config_hf(s), 10);
+}
+
 TEST(ReferenceForward, Llama2c) {
   expect_matches(llama2c_path(), ref_config_llama2c(64, 136, 2, 4, 2, 300), 9);
 }
@@ -566,6 +549,12 @@ TEST(ReferenceForward, DetectsPerturbations) {
        [](RefConfig& r, Perturb&) { r.gelu_tanh = false; }},
       {"gemma3: no sandwich norms", gemma_spec(Arch::Gemma3), false,
        [](RefConfig& r, Perturb&) { r.sandwich = false; }},
+      {"mistral: no sliding window", mistral_spec(), false,
+       [](RefConfig& r, Perturb&) { std::fill(r.window.begin(), r.window.end(), 0); }},
+      {"mistral: window one wider", mistral_spec(), false,
+       [](RefConfig& r, Perturb&) {
+         for (int& w : r.window) ++w;
+       }},
   };
   uint32_t seed = 40;
   for (const Case& c : cases) {

@@ -135,10 +135,9 @@ INSTANTIATE_TEST_SUITE_P(Simd, TreeRows, ::testing::ValuesIn(kernels::available_
                          [](const auto& info) { return info.param; });
 
 TEST_P(TreeRows, EveryNodeEqualsDecodingItsPath) {
-  for (model::Arch a : {model::Arch::Llama, model::Arch::Qwen2, model::Arch::Qwen3,
-                        model::Arch::Gemma2, model::Arch::Gemma3}) {
+  for (model::Arch a : test::every_arch()) {
     test::RandomSpec spec = test::RandomSpec::for_arch(a);
-    if (a == model::Arch::Gemma2 || a == model::Arch::Gemma3) spec.sliding_window = 6;
+    if (spec.sliding_window > 0) spec.sliding_window = 6;
     const std::string dir = test::random_hf_checkpoint("tree-rows", spec);
     for (auto wt : {kernels::WeightType::F32, kernels::WeightType::BF16}) {
       model::LoadOptions o;
