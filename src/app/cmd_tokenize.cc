@@ -9,6 +9,7 @@
 #include "app/commands.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/setting.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mtp::app {
@@ -21,7 +22,7 @@ struct TokenizeArgs {
 
 void run_tokenize(const TokenizeArgs& a) {
   std::string text = a.file.empty() ? a.text : read_file(a.file);
-  auto tok = io::load_tokenizer(a.tokenizer);
+  auto tok = about_setting("tokenizer", [&] { return io::load_tokenizer(a.tokenizer); });
   std::vector<int32_t> ids = tok->encode(text, !a.no_special);
   if (a.json) {
     fmt::print("{}\n", nlohmann::json{{"ids", ids}}.dump());

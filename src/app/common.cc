@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/setting.h"
 #include "model/loader.h"
 #include "model/random_model.h"
 
@@ -35,8 +36,12 @@ Session open_session(const ModelArgs& a) {
     fail<IoError>("no tokenizer found beside '{}'; pass --tokenizer PATH", a.model);
   }
   s.model = std::make_unique<model::Model>(std::move(lm));
-  s.tokenizer = io::load_tokenizer(tok_path);
-  io::check_tokenizer_covers(s.model->config().vocab, *s.tokenizer, tok_path);
+  // Its errors are about the tokenizer setting, given or not: the one beside
+  // the model (a GGUF's own metadata) is what --tokenizer replaces.
+  about_setting("tokenizer", [&] {
+    s.tokenizer = io::load_tokenizer(tok_path);
+    io::check_tokenizer_covers(s.model->config().vocab, *s.tokenizer, tok_path);
+  });
   s.pool = std::make_unique<ThreadPool>(resolve_threads(a.threads));
   return s;
 }

@@ -4,7 +4,8 @@
 //   2  a user error: a flag that does not parse or is out of range (CLI11's own
 //      codes 105-109 and every other parse error are mapped to 2), a bad or
 //      missing file, bad input — an mtp::Error, whose message names the file,
-//      field and value;
+//      field and value (after the flag of the setting it is about, if any:
+//      cli/setting_flags.h);
 //   4  an internal error: a violated invariant (MTP_CHECK: "file:line: check
 //      ... failed ... (this is a bug in mtpspec)") or an exception nobody
 //      expected (std::bad_alloc, a library's own exception).
@@ -19,6 +20,7 @@
 #include <exception>
 #include <string>
 
+#include "cli/setting_flags.h"
 #include "core/error.h"
 
 namespace mtp::cli {
@@ -77,6 +79,7 @@ inline int run_cli(CLI::App& app, int argc, char** argv) {
   // A file-size limit (RLIMIT_FSIZE) must end a write with EFBIG — a clear
   // error naming the file, and no partial file — not kill the process.
   std::signal(SIGXFSZ, SIG_IGN);
+  const FlagWarnings warnings(app);
   try {
     refuse_empty_list_items(app, argc, argv);
     app.parse(argc, argv);
@@ -86,7 +89,7 @@ inline int run_cli(CLI::App& app, int argc, char** argv) {
     return code == 0 ? kExitOk : kExitUserError;
   } catch (const mtp::Error& e) {
     std::fflush(stdout);
-    fmt::print(stderr, "error: {}\n", e.what());
+    fmt::print(stderr, "error: {}{}\n", flag_prefix(app, e), e.what());
     return kExitUserError;
   } catch (const mtp::InternalError& e) {
     std::fflush(stdout);

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/setting.h"
 
 namespace mtp {
 
@@ -141,16 +142,18 @@ int resolve_threads(int requested) {
   const unsigned logical = std::thread::hardware_concurrency();
   const long most = logical > 0 ? long(kMaxOversubscribe) * logical : kMaxThreadsUnknown;
   if (requested > most) {
-    fail<InputError>("--threads {} is more than {} ({}x this machine's {} logical CPUs): "
-                     "oversubscribed workers spin and would run orders of magnitude slower",
-                     requested, most, kMaxOversubscribe, logical);
+    fail_setting<InputError>("threads",
+                             "a thread count of {} is more than {} ({}x this machine's {} logical "
+                             "CPUs): oversubscribed workers spin and would run orders of "
+                             "magnitude slower",
+                             requested, most, kMaxOversubscribe, logical);
   }
   static std::atomic<bool> warned{false};
   if (logical > 0 && unsigned(requested) > logical && !warned.exchange(true)) {
-    std::fprintf(stderr,
-                 "warning: --threads %d is more than this machine's %u logical CPUs; the "
-                 "workers will compete for cores and run much slower than --threads %u\n",
-                 requested, logical, logical);
+    warn_setting("threads",
+                 fmt::format("a thread count of {} is more than this machine's {} logical CPUs; "
+                             "the workers will compete for cores and run much slower than {} "
+                             "threads would", requested, logical, logical));
   }
   return requested;
 }

@@ -66,14 +66,16 @@ class ThreadPool {
 // Number of physical cores (docs/SEMANTICS.md: threads default to this).
 int physical_cores();
 
-// The thread count a run uses for `--threads requested`: requested when > 0,
-// else physical_cores(). Above the machine's logical CPUs it still honours the
-// request (a benchmark may want that) but warns once on stderr: oversubscribed
-// spinning workers run orders of magnitude slower, which a user must not
-// discover from the timings alone. Beyond kMaxOversubscribe × the logical CPUs
-// (kMaxThreadsUnknown where the count is unknown) it is an InputError naming
-// the value: 100000 workers took minutes to start and then spun on 2 cores
-// (a hang, from the user's side). The one rule every entry point uses.
+// The thread count a run uses when `requested` threads are asked for:
+// requested when > 0, else physical_cores(). Above the machine's logical CPUs
+// it still honours the request (a benchmark may want that) but warns once
+// (warn_setting "threads", core/setting.h): oversubscribed spinning workers
+// run orders of magnitude slower, which a user must not discover from the
+// timings alone. Beyond kMaxOversubscribe × the logical CPUs
+// (kMaxThreadsUnknown where the count is unknown) it is an InputError about
+// the setting "threads", naming the value: 100000 workers took minutes to
+// start and then spun on 2 cores (a hang, from the user's side). The one
+// rule every entry point uses.
 inline constexpr int kMaxOversubscribe = 8;
 inline constexpr int kMaxThreadsUnknown = 1024;
 int resolve_threads(int requested);

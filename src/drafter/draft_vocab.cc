@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/setting.h"
 #include "drafter/shards.h"
 
 namespace mtp::drafter {
@@ -32,7 +33,9 @@ DraftVocab top_tokens(const std::vector<long>& counts, int n) {
 }
 
 DraftVocab choose_draft_vocab(const std::string& dir, int vocab, int n) {
-  if (n < 1) fail<InputError>("--draft-vocab must be >= 1, got {}", n);
+  if (n < 1) {
+    fail_setting<InputError>("draft_vocab", "a draft vocabulary needs >= 1 tokens, got {}", n);
+  }
   const nlohmann::json man = read_manifest(dir);
   std::vector<long> counts(size_t(vocab), 0);
   for (const auto& s : man.at("shards")) {

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/setting.h"
 #include "core/ggml_type.h"
 #include "kernels/quant_blocks.h"
 #include "model/fingerprint.h"
@@ -259,12 +260,14 @@ Drafter Drafter::from_tensor_set(const io::TensorSet& ts, const std::string& pat
         path, fp.empty() ? "<none>" : fp, str("architecture", "?"), target_fingerprint,
         model::arch_name(target.arch), target.source);
     if (mismatch == TargetMismatch::Refuse) {
-      fail<ConfigError>("{}. Train a drafter for this model (mtpspec precompute/train/export), or "
-                        "pass --drafter-target-mismatch warn to run it anyway", why);
+      fail_setting<ConfigError>("drafter_target_mismatch",
+                                "{}. Train a drafter for this model (mtpspec "
+                                "precompute/train/export), or set the target-mismatch policy to "
+                                "warn to run it anyway", why);
     }
-    fmt::print(stderr, "warning: {}; running it anyway (--drafter-target-mismatch warn): the "
-                       "output is still the target's, acceptance may be lower\n", why);
-    std::fflush(stderr);
+    warn_setting("drafter_target_mismatch",
+                 fmt::format("{}; running it anyway (the target-mismatch policy is warn): the "
+                             "output is still the target's, acceptance may be lower", why));
   }
   dr.cfg_ = DrafterConfig::from_json(parse_meta(dr.meta_, "config", path));
   if (dr.cfg_.draft_vocab.size() > size_t(target.vocab)) {

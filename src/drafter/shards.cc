@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/setting.h"
 #include "core/mapped_file.h"
 
 namespace mtp::drafter {
@@ -43,8 +44,10 @@ void ShardBuilder::add(const std::vector<int32_t>& tokens, const float* hidden,
       std::memcpy(dst + i * 2, &h, 2);
     } else {
       if (!(std::fabs(v) <= 65504.f)) {
-        fail<InputError>("capture hidden value {} at sequence {} position {} does not fit fp16 "
-                         "(±65,504); use --hidden-dtype bf16", v, n_, i / d);
+        fail_setting<InputError>("hidden_dtype",
+                                 "capture hidden value {} at sequence {} position {} does not "
+                                 "fit fp16 (±65,504); store the capture hidden in bf16", v, n_,
+                                 i / d);
       }
       uint16_t h = f32_to_f16(v);
       std::memcpy(dst + i * 2, &h, 2);

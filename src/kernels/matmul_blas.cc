@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/setting.h"
 
 namespace mtp::kernels {
 
@@ -30,8 +31,9 @@ SgemmFn load_sgemm() {
     return SgemmFn(nullptr);
   }();
   if (!fn) {
-    fail<Error>("--verify-kernels blas needs OpenBLAS (libopenblas.so.0: apt-get install "
-                "libopenblas0-pthread)");
+    fail_setting<Error>("verify_kernels",
+                        "the BLAS kernels need OpenBLAS (libopenblas.so.0: apt-get install "
+                        "libopenblas0-pthread)");
   }
   return fn;
 }

@@ -39,7 +39,7 @@ WeightType parse_weight_type(const std::string& name) {
     if (name == weight_type_name(t)) return t;
   std::string all;
   for (WeightType t : kAllTypes) all += std::string(all.empty() ? "" : ", ") + weight_type_name(t);
-  fail<InputError>("--weights must be one of {}; got '{}'", all, name);
+  fail<InputError>("a weight type must be one of {}; got '{}'", all, name);
 }
 
 bool weight_type_quantized(WeightType t) {

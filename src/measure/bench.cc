@@ -278,7 +278,7 @@ BenchResult BenchResult::from_json(const nlohmann::json& j) {
                                   t.at("speedup").get<double>(), t.at("flips").get<long>()});
     }
   } catch (const nlohmann::json::exception& e) {
-    fail<FormatError>("not a bench result (mtpspec bench --json): {}", e.what());
+    fail<FormatError>("not a bench result (the JSON a bench run prints): {}", e.what());
   }
   return r;
 }

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/setting.h"
 #include "speculative/scheduler/generate.h"
 
 namespace mtp::speculative {
@@ -42,8 +43,8 @@ TreesResult run_trees(const BenchInputs& in, const std::vector<std::string>& nam
     shapes.push_back(TreeOptions::from_name(s));
     if (shapes.back().kind == TreeOptions::Kind::Static &&
         int(shapes.back().widths.size()) > in.drafter->config().K) {
-      fail<InputError>("tree shape {}: {} deep; the drafter has K = {} modules", s,
-                       shapes.back().widths.size(), in.drafter->config().K);
+      fail_setting<InputError>("tree_shapes", "tree shape {}: {} deep; the drafter has K = {} "
+                               "modules", s, shapes.back().widths.size(), in.drafter->config().K);
     }
   }
   TreesResult res;

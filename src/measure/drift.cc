@@ -146,7 +146,7 @@ DriftSummary DriftSummary::from_json(const nlohmann::json& j) {
     d.proposer = j.at("proposer").get<std::string>();
     d.sampling = j.value("sampling", nlohmann::json());
   } catch (const nlohmann::json::exception& e) {
-    fail<FormatError>("not a drift summary (mtpspec drift --json): {}", e.what());
+    fail<FormatError>("not a drift summary (the JSON a drift run prints): {}", e.what());
   }
   return d;
 }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/setting.h"
 #include "core/mapped_file.h"
 #include "core/progress.h"
 #include "drafter/shards.h"
@@ -163,21 +164,32 @@ PrecomputeReport precompute(const model::Model& m, const io::Tokenizer& tok,
   PrecomputeOptions o = asked;
   if (o.seq_len == 0) o.seq_len = std::min(kDefaultSeqLen, c.max_position);
   if (o.seq_len < 4 || o.seq_len > c.max_position) {
-    fail<InputError>("--seq-len {} must be in [4, {}] (the model's context)", o.seq_len,
-                     c.max_position);
+    fail_setting<InputError>("seq_len", "a sequence length of {} must be in [4, {}] (the model's "
+                             "context)", o.seq_len, c.max_position);
   }
-  if (!(o.heldout >= 0 && o.heldout < 1)) fail<InputError>("--heldout must be in [0, 1)");
-  if (o.corpus.empty()) fail<InputError>("precompute needs at least one --corpus file");
-  if (o.batch < 1) fail<InputError>("--batch must be >= 1");
-  if (o.self_distill && o.prompt_tokens < 1) fail<InputError>("--prompt-tokens must be >= 1");
+  if (!(o.heldout >= 0 && o.heldout < 1)) {
+    fail_setting<InputError>("heldout", "the held-out fraction must be in [0, 1), got {}",
+                             o.heldout);
+  }
+  if (o.corpus.empty()) fail_setting<InputError>("corpus", "precompute needs a corpus file");
+  if (o.batch < 1) {
+    fail_setting<InputError>("batch", "sequences per forward call must be >= 1, got {}", o.batch);
+  }
+  if (o.self_distill && o.prompt_tokens < 1) {
+    fail_setting<InputError>("prompt_tokens", "a prompt length must be >= 1 token, got {}",
+                             o.prompt_tokens);
+  }
   if (o.self_distill && o.prompt_tokens >= o.seq_len) {
-    fail<InputError>("--prompt-tokens {} leaves no room to generate in sequences of --seq-len {}",
-                     o.prompt_tokens, o.seq_len);
+    fail_setting<InputError>("prompt_tokens", "prompts of {} tokens leave no room to generate in "
+                             "sequences of {} tokens", o.prompt_tokens, o.seq_len);
   }
-  if (o.gen_tokens < 0) fail<InputError>("--gen-tokens must be >= 0 (0 = fill the sequence)");
+  if (o.gen_tokens < 0) {
+    fail_setting<InputError>("gen_tokens", "tokens to generate per prompt must be >= 0 (0 = fill "
+                             "the sequence), got {}", o.gen_tokens);
+  }
   if (o.prompt_tokens_min < 0 || o.prompt_tokens_min > o.prompt_tokens) {
-    fail<InputError>("--prompt-tokens-min {} must be in [0, --prompt-tokens {}]",
-                     o.prompt_tokens_min, o.prompt_tokens);
+    fail_setting<InputError>("prompt_tokens_min", "a shortest prompt of {} tokens must be in [0, "
+                             "{}] (the prompt length)", o.prompt_tokens_min, o.prompt_tokens);
   }
 
   // 1. Documents and the plan: jobs in a deterministic order, train then held out.
@@ -268,7 +280,7 @@ PrecomputeReport precompute(const model::Model& m, const io::Tokenizer& tok,
         }
       }
     }
-    fail<InputError>("'{}' holds shards from a precompute with other {}; use a new -o folder "
+    fail<InputError>("'{}' holds shards from a precompute with other {}; write to a new folder "
                      "(or delete it)",
                      o.out_dir,
                      differ.empty() ? std::string("arguments, corpus or target")

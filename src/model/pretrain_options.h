@@ -31,8 +31,8 @@ inline const std::vector<PretrainPreset>& pretrain_presets() {
        "10.2 M parameters (41 MB fp32): ~7 minutes on 2 free cores for 0.6 M tokens; weights "
        "larger than a typical L3 cache, so decoding is memory-bound"},
       {"small", 576, 8, 9, 3, 64, 1664, 8192, 512, 16, 2000, 6e-4,
-       "~40 M parameters (158 MB fp32, GQA 9/3): for corpora of 10 MB and more, on a GPU "
-       "(--device cuda); about half a day on 2 CPU cores"},
+       "~40 M parameters (158 MB fp32, GQA 9/3): for corpora of 10 MB and more, on a CUDA "
+       "GPU; about half a day on 2 CPU cores"},
       {"micro", 64, 2, 4, 2, 16, 160, 512, 64, 8, 200, 2e-3, "~0.15 M parameters: smoke tests"},
   };
   return p;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "core/setting.h"
 #include "model/family.h"
 
 namespace mtp::model {
@@ -27,7 +28,8 @@ int parse_positive(const std::string& key, const std::string& value, const std::
   char* end = nullptr;
   long v = std::strtol(value.c_str(), &end, 10);
   if (value.empty() || *end != '\0' || v <= 0 || v > (1 << 20)) {
-    fail<InputError>("--shape '{}': {}={} must be a positive integer", spec, key, value);
+    fail_setting<InputError>("widen_shape", "the widening shape '{}': {}={} must be a positive "
+                             "integer", spec, key, value);
   }
   return int(v);
 }
@@ -55,8 +57,10 @@ WidenShape parse_widen_shape(const std::string& spec, const ModelConfig& src) {
     const std::string item = spec.substr(at, comma - at);
     const size_t eq = item.find('=');
     if (eq == std::string::npos) {
-      fail<InputError>("--shape '{}': '{}' is neither a preset (known: 1b) nor key=value "
-                       "(keys: d_model, layers, ffn, heads, kv_heads, head_dim)", spec, item);
+      fail_setting<InputError>("widen_shape",
+                               "the widening shape '{}': '{}' is neither a preset (known: 1b) "
+                               "nor key=value (keys: d_model, layers, ffn, heads, kv_heads, "
+                               "head_dim)", spec, item);
     }
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     const int v = parse_positive(key, value, spec);
@@ -67,8 +71,8 @@ WidenShape parse_widen_shape(const std::string& spec, const ModelConfig& src) {
     else if (key == "kv_heads") s.n_kv_heads = v;
     else if (key == "head_dim") s.head_dim = v;
     else {
-      fail<InputError>("--shape '{}': unknown key '{}' (keys: d_model, layers, ffn, heads, "
-                       "kv_heads, head_dim)", spec, key);
+      fail_setting<InputError>("widen_shape", "the widening shape '{}': unknown key '{}' (keys: "
+                               "d_model, layers, ffn, heads, kv_heads, head_dim)", spec, key);
     }
     at = comma + 1;
   }
@@ -198,10 +202,12 @@ WidenPlan plan_widen(const ModelConfig& src, const WidenShape& shape, bool allow
   if (!shape_reasons.empty() && !allow_inexact) {
     std::string all;
     for (auto& r : shape_reasons) all += "\n  - " + r;
-    fail<ShapeError>("widen to d_model={}, layers={}, ffn={}, heads={}, kv_heads={}, "
-                     "head_dim={} would not be bitwise exact (pass --allow-inexact to accept "
-                     "results within rounding):{}",
-                     s.d_model, s.n_layers, s.ffn, s.n_heads, s.n_kv_heads, s.head_dim, all);
+    fail_setting<ShapeError>("allow_inexact",
+                             "widen to d_model={}, layers={}, ffn={}, heads={}, kv_heads={}, "
+                             "head_dim={} would not be bitwise exact (allow an inexact widening "
+                             "to accept results within rounding):{}",
+                             s.d_model, s.n_layers, s.ffn, s.n_heads, s.n_kv_heads, s.head_dim,
+                             all);
   }
   for (auto& r : shape_reasons) p.inexact.push_back(r);
   if (p.permute_rope) {

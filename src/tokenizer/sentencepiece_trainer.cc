@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/setting.h"
 
 namespace mtp::io {
 namespace {
@@ -64,7 +65,8 @@ std::string train_sentencepiece_bpe(const std::vector<const std::string*>& docs,
     std::string why = st.ToString();
     if (auto p = why.find("] "); p != std::string::npos) why = why.substr(p + 2);
     if (why.find("smaller than required_chars") != std::string::npos) {
-      fail<InputError>("--vocab {} is too small for this corpus: {}", vocab, why);
+      fail_setting<InputError>("vocab", "a vocabulary of {} is too small for this corpus: {}",
+                               vocab, why);
     }
     fail<InputError>("training the tokenizer failed: {}", why);
   }

@@ -47,7 +47,7 @@ Common read_common(const GgufFile& f) {
   const auto* toks = f.get_array("tokenizer.ggml.tokens", GgufType::String);
   if (!toks || toks->empty()) {
     fail<FormatError>("GGUF file '{}' has no tokenizer (tokenizer.ggml.tokens is missing or "
-                      "empty); pass --tokenizer PATH", f.path());
+                      "empty); give a tokenizer file instead", f.path());
   }
   c.tokens.reserve(toks->size());
   for (auto& t : *toks) c.tokens.push_back(t.s);
@@ -134,8 +134,8 @@ std::unique_ptr<Tokenizer> bpe_tokenizer(const GgufFile& f, Common c) {
     p.pre_tokenizer = make_pre_tokenizer(split_then_byte_level(kQwen2Regex), p.source);
   } else {
     fail<ConfigError>("GGUF file '{}': tokenizer.ggml.pre '{}' is not supported (supported: gpt-2, "
-                      "llama3, llama-v3, llama-bpe, qwen2, deepseek-r1-qwen); pass --tokenizer "
-                      "with the model's tokenizer.json", f.path(), pre);
+                      "llama3, llama-v3, llama-bpe, qwen2, deepseek-r1-qwen); give the model's "
+                      "tokenizer.json instead", f.path(), pre);
   }
   const size_t n = c.tokens.size();
   detail::StringMap<int32_t> vocab;
@@ -184,8 +184,8 @@ std::unique_ptr<Tokenizer> bpe_tokenizer(const GgufFile& f, Common c) {
 std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& f) {
   const std::string model = f.get_string("tokenizer.ggml.model").value_or("");
   if (model.empty()) {
-    fail<FormatError>("GGUF file '{}' has no tokenizer (tokenizer.ggml.model is missing); pass "
-                      "--tokenizer PATH", f.path());
+    fail<FormatError>("GGUF file '{}' has no tokenizer (tokenizer.ggml.model is missing); give "
+                      "a tokenizer file instead", f.path());
   }
   if (model != "llama" && model != "gpt2") {
     fail<ConfigError>("GGUF file '{}': tokenizer.ggml.model '{}' is not supported (supported: "

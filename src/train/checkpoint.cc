@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/setting.h"
 #include "core/mapped_file.h"
 #include "io/safetensors.h"
 
@@ -67,7 +68,8 @@ Checkpoint load_checkpoint(const std::string& path) {
 
 std::map<std::string, std::vector<float>> checkpoint_tensors(const Checkpoint& c, bool ema) {
   if (ema && c.ema.empty()) {
-    fail<InputError>("this run was trained without EMA (--ema 0); export without --ema");
+    fail_setting<InputError>("ema", "this run was trained without EMA (an EMA decay of 0): "
+                             "export its raw weights instead");
   }
   const std::vector<float>& flat = ema ? c.ema : c.params;
   std::map<std::string, std::vector<float>> out;
@@ -103,9 +105,9 @@ std::optional<Checkpoint> checkpoint_to_resume(const std::string& path, bool res
   if (!std::filesystem::exists(path)) return std::nullopt;
   Checkpoint c = load_checkpoint(path);
   if (!resume) {
-    fail<InputError>("'{}' already holds a {} checkpoint (step {} of {}); pass --resume to "
-                     "continue it, or choose a new -o folder", run_dir, kind,
-                     c.state.value("step", 0L), c.state.value("total_steps", 0L));
+    fail_setting<InputError>("resume", "'{}' already holds a {} checkpoint (step {} of {}): "
+                             "resume it to continue it, or write to a new folder", run_dir, kind,
+                             c.state.value("step", 0L), c.state.value("total_steps", 0L));
   }
   check_trajectory(c, trajectory, run_dir, same);
   return c;

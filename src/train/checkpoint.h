@@ -47,7 +47,8 @@ void check_trajectory(const Checkpoint& c, const nlohmann::json& trajectory,
 
 // The checkpoint `path` of the run folder `run_dir` when there is one, checked
 // for resuming: InputError unless `resume` ("'DIR' already holds a KIND
-// checkpoint (step S of T); pass --resume ..."), then check_trajectory.
+// checkpoint (step S of T): resume it ...", about the setting "resume"), then
+// check_trajectory.
 // nullopt when there is none (a fresh run).
 std::optional<Checkpoint> checkpoint_to_resume(const std::string& path, bool resume,
                                                const nlohmann::json& trajectory,

@@ -36,9 +36,10 @@ ShardSet::ShardSet(const std::string& dir, const std::string& fingerprint, int d
       // head, dequantized to fp32 where they are blocks): a requantized copy
       // held only in memory is not a target it can load.
       fail<ConfigError>("shards in '{}' were computed for the target requantized to {} at load "
-                        "(`precompute --weights {}`), target {}; training loads the checkpoint as "
-                        "stored, {}. Run `mtpspec precompute` without --weights, or train against "
-                        "a file that stores the quantized weights (a GGUF file)",
+                        "(precompute holding the weights as {}), target {}; training loads the "
+                        "checkpoint as stored, {}. Run `mtpspec precompute` again holding the "
+                        "weights as stored (without requantizing), or train against a file that "
+                        "stores the quantized weights (a GGUF file)",
                         dir, requantized, requantized, fp, fingerprint);
     }
     fail<ConfigError>("shards in '{}' were computed for target {}; this target is {}. "

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/setting.h"
 #include "core/thread_pool.h"
 #include "drafter/draft_vocab.h"
 #include "drafter/drafter.h"
@@ -71,8 +72,9 @@ ExportReport export_drafter(const ExportOptions& o) {
   if (o.draft_vocab > 0) {
     const std::string dir = default_shards(run.ckpt, o.shards_dir);
     if (dir.empty()) {
-      fail<InputError>("--draft-vocab counts the training labels of the run's shards; they are "
-                       "not where the run says: pass --shards DIR");
+      fail_setting<InputError>("shards", "a draft vocabulary counts the training labels of the "
+                               "run's shards; they are not where the run says: give the shards "
+                               "folder");
     }
     drafter::DraftVocab dv = drafter::choose_draft_vocab(dir, cfg.vocab, o.draft_vocab);
     dc.draft_vocab = dv.ids;

@@ -9,6 +9,7 @@
 
 #include "core/mapped_file.h"
 #include "core/progress.h"
+#include "core/setting.h"
 #include "core/thread_pool.h"
 #include "io/pretrain_data.h"
 #include "io/safetensors.h"
@@ -121,10 +122,16 @@ PretrainReport run_pretrain(const PretrainOptions& o) {
   const int seq_len = o.seq_len > 0 ? o.seq_len : pre.seq_len;
   const int batch = o.batch > 0 ? o.batch : pre.batch;
   const double lr = o.lr > 0 ? o.lr : pre.lr;
-  if (o.steps < 0 || o.seq_len < 0 || o.batch < 0 || o.lr < 0) {
-    fail<InputError>("--steps, --seq-len, --batch and --lr must be positive (0 = the preset's)");
+  if (o.steps < 0) fail_setting<InputError>("steps", "steps must be >= 0 (0 = the preset's)");
+  if (o.seq_len < 0) {
+    fail_setting<InputError>("seq_len", "the sequence length must be >= 0 (0 = the preset's)");
   }
-  if (seq_len < 2) fail<InputError>("--seq-len {} (must be at least 2)", seq_len);
+  if (o.batch < 0) fail_setting<InputError>("batch", "the batch must be >= 0 (0 = the preset's)");
+  if (o.lr < 0) fail_setting<InputError>("lr", "the learning rate must be >= 0 (0 = the preset's)");
+  if (seq_len < 2) {
+    fail_setting<InputError>("seq_len", "a sequence length of {} is too short (at least 2)",
+                             seq_len);
+  }
   if (!(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1))
     fail<InputError>("min lr ratio must be in [0, 1]");
   const int threads = resolve_threads(o.threads);
@@ -146,8 +153,8 @@ PretrainReport run_pretrain(const PretrainOptions& o) {
   const json& info = data.info;
   if (data.train.starts.empty()) fail<InputError>("'{}' holds no training documents", tokens_path);
   if (int64_t(data.train.tokens.size()) < seq_len + 1) {
-    fail<InputError>("the training split has {} tokens, fewer than one window of --seq-len {} + 1",
-                     data.train.tokens.size(), seq_len);
+    fail_setting<InputError>("seq_len", "the training split has {} tokens, fewer than one window "
+                             "of the sequence length {} + 1", data.train.tokens.size(), seq_len);
   }
   const json config = llama_config_json(pre, info["vocab"].get<int>(), info.value("bos_id", -1),
                                         info.value("eos_id", -1), seq_len);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/setting.h"
 #include "drafter/module_rows.h"
 
 namespace mtp::train {
@@ -174,7 +175,8 @@ double optimizer_step(OptimState& st, torch::Tensor& g, const FlatLayout& layout
   torch::NoGradGuard ng;
   const double norm = g.norm().item<double>();
   if (!std::isfinite(norm)) {
-    fail<Error>("step {}: gradient norm is {} (diverged); lower --lr", step + 1, norm);
+    fail_setting<Error>("lr", "step {}: gradient norm is {} (diverged); lower the learning rate",
+                        step + 1, norm);
   }
   if (h.clip > 0 && norm > h.clip) g.mul_(h.clip / (norm + 1e-6));
 

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/setting.h"
 #include "model/block.h"
 
 namespace mtp::train {
@@ -173,11 +174,13 @@ void set_threads(int n) {
 torch::Device training_device(const std::string& name) {
   if (name == "cuda") {
     if (!torch::cuda::is_available()) {
-      fail<InputError>("--device cuda: this libtorch build sees no CUDA device");
+      fail_setting<InputError>("device", "the device cuda: this libtorch build sees no CUDA device");
     }
     return torch::Device(torch::kCUDA);
   }
-  if (name != "cpu") fail<InputError>("--device must be cpu or cuda, got '{}'", name);
+  if (name != "cpu") {
+    fail_setting<InputError>("device", "the training device must be cpu or cuda, got '{}'", name);
+  }
   return torch::Device(torch::kCPU);
 }
 

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/setting.h"
 #include "core/mapped_file.h"
 #include "core/progress.h"
 #include "core/thread_pool.h"
@@ -36,20 +37,34 @@ uint64_t hash64(const std::string& s) {
 
 TrainReport run_training(const TrainOptions& o) {
   // ---- options ----
-  if (o.K < 1 || o.K > 16) fail<InputError>("--k {} (must be 1..16)", o.K);
-  if (o.batch < 1 || o.accum < 1) fail<InputError>("--batch and --accum must be >= 1");
-  if (!(o.lr > 0)) fail<InputError>("--lr must be > 0");
-  if (!(o.ema >= 0 && o.ema < 1)) fail<InputError>("--ema {} (must be in [0, 1); 0 = off)", o.ema);
+  if (o.K < 1 || o.K > 16) {
+    fail_setting<InputError>("K", "the number of MTP modules must be 1..16, got {}", o.K);
+  }
+  if (o.batch < 1) {
+    fail_setting<InputError>("batch", "sequences per micro-batch must be >= 1, got {}", o.batch);
+  }
+  if (o.accum < 1) {
+    fail_setting<InputError>("accum", "micro-batches per step must be >= 1, got {}", o.accum);
+  }
+  if (!(o.lr > 0)) fail_setting<InputError>("lr", "the learning rate must be > 0, got {}", o.lr);
+  if (!(o.ema >= 0 && o.ema < 1)) {
+    fail_setting<InputError>("ema", "the EMA decay must be in [0, 1) (0 = off), got {}", o.ema);
+  }
   if (o.offset_shift < -1 || o.offset_shift > 0) fail<InputError>("offset shift must be -1 or 0");
-  if (o.loss_weights.empty()) fail<InputError>("--loss-weights needs at least one value");
+  if (o.loss_weights.empty()) {
+    fail_setting<InputError>("loss_weights", "the loss weights need at least one value");
+  }
   for (double w : o.loss_weights) {
-    if (!std::isfinite(w) || w < 0) fail<InputError>("--loss-weights must be finite and >= 0, got {}", w);
+    if (!std::isfinite(w) || w < 0) {
+      fail_setting<InputError>("loss_weights", "loss weights must be finite and >= 0, got {}", w);
+    }
   }
   if (o.loss != "ce" && o.loss != "kl" && o.loss != "ce+kl") {
-    fail<InputError>("--loss must be ce, kl or ce+kl, got '{}'", o.loss);
+    fail_setting<InputError>("loss", "the loss must be ce, kl or ce+kl, got '{}'", o.loss);
   }
   if (!std::isfinite(o.kl_temp) || !(o.kl_temp > 0)) {
-    fail<InputError>("--kl-temp must be a finite number > 0, got {}", o.kl_temp);
+    fail_setting<InputError>("kl_temp", "the KL temperature must be a finite number > 0, got {}",
+                             o.kl_temp);
   }
   const int threads = resolve_threads(o.threads);
   set_threads(threads);

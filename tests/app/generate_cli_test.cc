@@ -161,10 +161,13 @@ TEST(GgufCli, DrafterOfTheHfCheckpointIsRefusedOnItsGgufCopyUnlessWarn) {
   CliResult refused = run_cli(base);
   EXPECT_EQ(refused.status, 2);
   EXPECT_NE(refused.err.find("stored bytes"), std::string::npos) << refused.err;
-  EXPECT_NE(refused.err.find("--drafter-target-mismatch warn"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("error: --drafter-target-mismatch: "), std::string::npos)
+      << refused.err;
+  EXPECT_NE(refused.err.find("policy to warn"), std::string::npos) << refused.err;
   CliResult warned = run_cli(base + " --drafter-target-mismatch warn");
   ASSERT_EQ(warned.status, 0) << warned.err;
-  EXPECT_NE(warned.err.find("warning"), std::string::npos) << warned.err;
+  EXPECT_NE(warned.err.find("warning: --drafter-target-mismatch: "), std::string::npos)
+      << warned.err;
   const auto plain = generate("-m " + shell_quote(p.gguf) + " --no-spec");
   EXPECT_EQ(nlohmann::json::parse(warned.out)["token_ids"], plain["token_ids"]);
   CliResult bad = run_cli(base + " --drafter-target-mismatch maybe");

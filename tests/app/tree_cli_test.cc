@@ -29,7 +29,7 @@ TEST(TreeFlags, BadShapesExit2WithAClearMessage) {
   expect_refused(b + "2,x", "'x' is not");
   expect_refused(b + "8,8", "at most 63");
   expect_refused(b + "2,2,2,2,2", "5 deep; the drafter has K = 4");
-  expect_refused(b + "budget=0", "--tree-budget must be between 1 and 63");
+  expect_refused(b + "budget=0", "--trees: a tree budget must be between 1 and 63");
   expect_refused(b + "budget=x", "budget=N takes a whole number");
   expect_refused(b + "chain --cycle-cost", "--trees runs its own comparison");
 }
@@ -41,10 +41,10 @@ TEST(TreeFlags, GenerateRefusesWhatItCannotVerify) {
   ASSERT_EQ(run_cli("init-drafter -m " + model + " -o " + drafter + " --k 2").status, 0);
   const std::string g = "generate -m " + model + " --drafter " + drafter + " -p Once -n 8 ";
   expect_refused(g + "--tree 2,2,2", "--tree 2,2,2 is 3 deep; the drafter has K = 2");
-  expect_refused(g + "--tree 2,0", "widths are whole numbers");
+  expect_refused(g + "--tree 2,0", "--tree: a tree shape \"2,0\": widths are whole numbers");
   expect_refused(g + "--tree ''", "--tree");  // ran a chain, exit 0, before
   expect_refused(g + "--tree 2 --tree-budget 4", "excludes");
-  expect_refused(g + "--tree-budget 64", "between 1 and 63");
+  expect_refused(g + "--tree-budget 64", "--tree-budget: a tree budget must be between 1 and 63");
   expect_refused(g + "--tree 2,2 --temp 0.8 --spec-sampling rejection",
                  "--tree needs --spec-sampling coupled");
   expect_refused("generate -m " + model + " -p Once -n 8 --tree 2", "need a drafter");

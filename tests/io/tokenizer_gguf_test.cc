@@ -160,7 +160,7 @@ TEST(GgufTokenizer, UnsupportedOrMissingPiecesAreRefusedClearly) {
   expect_error<ConfigError>([&] { io::load_tokenizer(write_tmp("t5", t5)); },
                             {"tokenizer.ggml.model", "t5"});
   expect_error<FormatError>([&] { io::load_tokenizer(write_tmp("none", {})); },
-                            {"no tokenizer", "--tokenizer"});
+                            {"no tokenizer", "give a tokenizer file"});
   GgufMetadata bad = bpe_metadata(toks, {1, 1, 1}, {"a b"}, "gpt-2");
   bad.push_back({"tokenizer.ggml.eos_token_id", GgufValue::u32(7)});
   expect_error<FormatError>([&] { io::load_tokenizer(write_tmp("eos", bad)); },

@@ -206,12 +206,12 @@ TEST(Precompute, PromptLengthsVaryWithinTheAskedRange) {
   full.self_distill = true;
   full.prompt_tokens = full.seq_len;
   test::expect_error<InputError>([&] { precompute(*s.model, *s.tok, "fp", full, nullptr); },
-                                 {"--prompt-tokens", "no room"});
+                                 {"prompts of", "no room"});
   PrecomputeOptions neg = options(corpus, tmp + "/e");
   neg.self_distill = true;
   neg.gen_tokens = -1;
   test::expect_error<InputError>([&] { precompute(*s.model, *s.tok, "fp", neg, nullptr); },
-                                 {"--gen-tokens"});
+                                 {"tokens to generate per prompt must be >= 0", "got -1"});
 }
 
 // heldout_prompts.jsonl: the prompts of exactly the held-out sequences, so live

@@ -338,11 +338,12 @@ TEST(TreeShape, ParsesAndRefuses) {
   EXPECT_EQ(TreeOptions::with_budget(16).describe(), "budget 16");
   for (const char* bad : {"", "0", "2,,1", "a", "2,-1", "3,", "1.5", "2 2"}) {
     SCOPED_TRACE(bad);
-    test::expect_error<InputError>([&] { TreeOptions::parse(bad); }, {"--tree", "widths are whole numbers"});
+    test::expect_error<InputError>([&] { TreeOptions::parse(bad); },
+                                   {"a tree shape", "widths are whole numbers"});
   }
   test::expect_error<InputError>([] { TreeOptions::parse("8,8"); }, {"72 nodes", "at most 63"});
   test::expect_error<InputError>([] { TreeOptions::parse("64,64,64,64,64"); }, {"over a million"});
-  test::expect_error<InputError>([] { TreeOptions::with_budget(0); }, {"--tree-budget", "got 0"});
+  test::expect_error<InputError>([] { TreeOptions::with_budget(0); }, {"a tree budget", "got 0"});
   test::expect_error<InputError>([] { TreeOptions::with_budget(64); }, {"between 1 and 63"});
 }
 

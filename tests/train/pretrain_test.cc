@@ -325,7 +325,7 @@ TEST(Pretrain, CommandEndToEndAndErrors) {
   error("pretrain --corpus " + test::shell_quote(tmp + "/empty.txt") + fresh, "no documents");
   error("pretrain --corpus " + test::shell_quote(corpus) + fresh + " --vocab 100", "too small");
   error("pretrain --corpus " + test::shell_quote(corpus) + fresh + " --vocab 270",
-        "--vocab 270 is too small for this corpus");
+        "--vocab: a vocabulary of 270 is too small for this corpus");
   error("pretrain --corpus " + test::shell_quote(corpus) + fresh + " --preset huge",
         "unknown preset 'huge'");
   EXPECT_FALSE(fs::exists(tmp + "/fresh/model.safetensors"));

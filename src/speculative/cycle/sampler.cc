@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/setting.h"
 #include "kernels/ops.h"
 
 namespace mtp::speculative {
@@ -91,14 +92,15 @@ double keyed_gumbel(uint64_t seed, int64_t pos, int64_t token, NoiseStream strea
 
 void SamplerOptions::validate() const {
   if (!std::isfinite(temperature) || temperature < 0) {
-    fail<InputError>("--temp (temperature) must be a finite number >= 0, got {}", temperature);
+    fail_setting<InputError>("temperature",
+                             "the temperature must be a finite number >= 0, got {}", temperature);
   }
-  if (top_k < 0) fail<InputError>("--top-k must be >= 0 (0 = off), got {}", top_k);
+  if (top_k < 0) fail_setting<InputError>("top_k", "top-k must be >= 0 (0 = off), got {}", top_k);
   if (!(top_p > 0 && top_p <= 1)) {
-    fail<InputError>("--top-p must be in (0, 1] (1 = off), got {}", top_p);
+    fail_setting<InputError>("top_p", "top-p must be in (0, 1] (1 = off), got {}", top_p);
   }
   if (!(min_p >= 0 && min_p < 1)) {
-    fail<InputError>("--min-p must be in [0, 1) (0 = off), got {}", min_p);
+    fail_setting<InputError>("min_p", "min-p must be in [0, 1) (0 = off), got {}", min_p);
   }
 }
 

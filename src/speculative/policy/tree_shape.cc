@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/setting.h"
 
 namespace mtp::speculative {
 
@@ -34,14 +35,16 @@ int TreeOptions::nodes(const std::vector<int>& widths) {
 TreeOptions TreeOptions::from_name(const std::string& name) {
   if (name == "chain") return {};
   const std::string b = "budget=";
-  if (name.rfind(b, 0) != 0) return parse(name);
+  if (name.rfind(b, 0) != 0) return about_setting("tree_shapes", [&] { return parse(name); });
   const std::string v = name.substr(b.size());
   char* end = nullptr;
   const long n = std::strtol(v.c_str(), &end, 10);
   if (v.empty() || *end != '\0') {
-    fail<InputError>("--trees {:?}: budget=N takes a whole number of nodes", name);
+    fail_setting<InputError>("tree_shapes", "the tree shape {:?}: budget=N takes a whole number "
+                             "of nodes", name);
   }
-  return with_budget(int(std::clamp(n, -1L, 1000L)));
+  return about_setting("tree_shapes",
+                       [&] { return with_budget(int(std::clamp(n, -1L, 1000L))); });
 }
 
 TreeOptions TreeOptions::parse(const std::string& value) {
@@ -58,24 +61,29 @@ TreeOptions TreeOptions::parse(const std::string& value) {
     char* end = nullptr;
     const long w = part.empty() ? 0 : std::strtol(part.c_str(), &end, 10);
     if (part.empty() || *end != '\0' || w < 1 || w > 64) {
-      fail<InputError>("--tree {:?}: widths are whole numbers >= 1 separated by commas (children "
-                       "per node at each depth, e.g. 3,2,1), or 'auto'; '{}' is not", value, part);
+      fail_setting<InputError>("tree",
+                               "a tree shape {:?}: widths are whole numbers >= 1 separated by "
+                               "commas (children per node at each depth, e.g. 3,2,1), or 'auto'; "
+                               "'{}' is not", value, part);
     }
     t.widths.push_back(int(w));
     at = comma + 1;
   }
   const int n = nodes(t.widths);
   if (n > kMaxTreeNodes) {
-    fail<InputError>("--tree {}: {} nodes; a tree verifies at most {} nodes in one forward",
-                     value, n >= 1'000'000 ? std::string("over a million") : std::to_string(n),
-                     kMaxTreeNodes);
+    fail_setting<InputError>("tree",
+                             "a tree shape {}: {} nodes; a tree verifies at most {} nodes in one "
+                             "forward", value,
+                             n >= 1'000'000 ? std::string("over a million") : std::to_string(n),
+                             kMaxTreeNodes);
   }
   return t;
 }
 
 TreeOptions TreeOptions::with_budget(int n) {
   if (n < 1 || n > kMaxTreeNodes) {
-    fail<InputError>("--tree-budget must be between 1 and {} nodes; got {}", kMaxTreeNodes, n);
+    fail_setting<InputError>("tree_budget", "a tree budget must be between 1 and {} nodes; got {}",
+                             kMaxTreeNodes, n);
   }
   TreeOptions t;
   t.kind = Kind::Budget;

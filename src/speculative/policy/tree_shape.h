@@ -62,11 +62,12 @@ struct TreeOptions {
   int max_nodes = 32;       // Budget and Auto: nodes at most (verify rows - 1)
 
   bool is_tree() const { return kind != Kind::Chain; }
-  // "--tree" values: "auto" or "W1,W2,..." (each >= 1); InputError naming
-  // the value otherwise.
+  // A tree shape: "auto" or "W1,W2,..." (each >= 1); otherwise an
+  // InputError about the setting "tree" naming the value (core/setting.h).
   static TreeOptions parse(const std::string& value);
-  static TreeOptions with_budget(int nodes);  // InputError unless 1..63
-  // bench --trees names: "chain", "budget=N", or a --tree value.
+  static TreeOptions with_budget(int nodes);  // InputError about "tree_budget" unless 1..63
+  // A shape in a list of shapes to compare (bench): "chain", "budget=N", or
+  // a shape parse() takes; its errors are about "tree_shapes".
   static TreeOptions from_name(const std::string& name);
   // The deepest tree this shape asks for (0 = as deep as the draft length).
   int depth() const { return kind == Kind::Static ? int(widths.size()) : 0; }

@@ -4,15 +4,20 @@
 #include <map>
 
 #include "core/error.h"
+#include "core/setting.h"
 
 namespace mtp::speculative {
 
 HistoryStore::HistoryStore(int ngram_max, size_t budget_bytes)
     : ngram_max_(ngram_max), budget_(budget_bytes) {
   if (ngram_max < 1 || ngram_max > 64) {
-    fail<InputError>("--lookup-ngram-max must be in 1..64, got {}", ngram_max);
+    fail_setting<InputError>("lookup_ngram_max",
+                             "the history's longest suffix must be in 1..64 tokens, got {}",
+                             ngram_max);
   }
-  if (budget_bytes == 0) fail<InputError>("--history-mb must be > 0");
+  if (budget_bytes == 0) {
+    fail_setting<InputError>("history_bytes", "the history's memory bound must be > 0 bytes");
+  }
 }
 
 size_t HistoryStore::memory_bytes() const {

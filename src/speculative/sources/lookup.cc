@@ -3,15 +3,20 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/setting.h"
 
 namespace mtp::speculative {
 
 void LookupOptions::validate() const {
   if (ngram_max < 1 || ngram_max > 64) {
-    fail<InputError>("--lookup-ngram-max must be in 1..64, got {}", ngram_max);
+    fail_setting<InputError>("lookup_ngram_max",
+                             "the lookups' longest suffix must be in 1..64 tokens, got {}",
+                             ngram_max);
   }
   if (max_draft < 1 || max_draft > 256) {
-    fail<InputError>("--lookup-max-draft must be in 1..256, got {}", max_draft);
+    fail_setting<InputError>("lookup_max_draft",
+                             "the lookups' longest draft must be in 1..256 tokens, got {}",
+                             max_draft);
   }
 }
 

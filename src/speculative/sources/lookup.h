@@ -26,7 +26,7 @@ namespace mtp::speculative {
 struct LookupOptions {
   int ngram_max = 4;  // --lookup-ngram-max: longest suffix tried (>= 1)
   int max_draft = 8;  // --lookup-max-draft: longest proposal (>= 1)
-  void validate() const;  // InputError naming the flag
+  void validate() const;  // InputError about the setting (core/setting.h)
 };
 
 // Hash of tokens[0..n) (FNV-1a over the 32-bit ids, then a 64-bit mix).
