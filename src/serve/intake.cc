@@ -264,6 +264,9 @@ class Intake {
 
  private:
   void poll_loop();
+  // One connection after a poll: reads what arrived, hands a whole request
+  // to the workers, refuses or closes; true when it stays in the poll loop.
+  bool advance(Conn& c, bool readable, Clock::time_point now, std::vector<char>& buf);
   void worker();
   void serve(Conn c);
   // Answers `status` (best effort: a non-blocking send), then lingers.
@@ -396,7 +399,7 @@ void Intake::admit(int fd) {
 }
 
 void Intake::poll_loop() {
-  std::vector<Conn> conns;
+  std::vector<Conn> conns, keep;
   std::vector<pollfd> fds;
   std::vector<char> buf(64 * 1024);
   for (;;) {
@@ -418,64 +421,9 @@ void Intake::poll_loop() {
       [[maybe_unused]] ssize_t n = ::read(wake_fd_, &v, sizeof v);
     }
     const auto now = Clock::now();
-    std::vector<Conn> keep;
-    keep.reserve(conns.size());
+    keep.clear();
     for (size_t i = 0; i < conns.size(); ++i) {
-      Conn& c = conns[i];
-      bool closed = false;
-      if (fds[i + 1].revents) {
-        const ssize_t n = ::recv(c.fd, buf.data(), buf.size(), MSG_DONTWAIT);
-        if (n > 0 && !c.closing) {
-          c.buf.append(buf.data(), size_t(n));
-          c.dirty = true;
-        } else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-          closed = true;
-        }
-      }
-      if (c.closing) {  // a refused connection being drained
-        if (closed || now - c.since >= std::chrono::milliseconds(kLingerMs)) {
-          ::close(c.fd);
-          std::lock_guard<std::mutex> lk(mu_);
-          --lingering_;
-        } else {
-          keep.push_back(std::move(c));
-        }
-        continue;
-      }
-      const Parsed p = closed || !c.dirty ? Parsed{} : parse(c.buf, o_.max_body);
-      c.dirty = false;
-      const bool expired = now - c.since >= std::chrono::milliseconds(limit_ms(c));
-      if (!closed && p.end > 0) {
-        std::lock_guard<std::mutex> lk(mu_);
-        --waiting_;
-        ready_.push_back(std::move(c));
-        ready_cv_.notify_one();
-        continue;
-      }
-      if (!closed && p.status == 0 && !expired) {
-        if (p.expects_continue && !c.continued) {
-          static constexpr std::string_view k100 = "HTTP/1.1 100 Continue\r\n\r\n";
-          [[maybe_unused]] ssize_t n = ::send(c.fd, k100.data(), k100.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-          c.continued = true;
-        }
-        keep.push_back(std::move(c));
-        continue;
-      }
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        --waiting_;
-        if (--per_client_[c.addr] <= 0) per_client_.erase(c.addr);
-      }
-      if (closed || (expired && c.buf.empty())) {
-        ::close(c.fd);
-      } else if (p.status != 0) {
-        refuse(c.fd, p.status, p.status == 431 ? "the request head is larger than 64 KiB"
-                               : p.status == 413 ? "the request body is larger than the limit (--max-body)"
-                                                 : "malformed request framing (Content-Length or chunks)");
-      } else {
-        refuse(c.fd, 408, fmt::format("the request did not arrive within {} s",
-                                      o_.request_timeout_ms / 1000.0));
-      }
+      if (advance(conns[i], fds[i + 1].revents != 0, now, buf)) keep.push_back(std::move(conns[i]));
     }
     conns.swap(keep);
   }
@@ -489,6 +437,62 @@ void Intake::poll_loop() {
     --waiting_;
     if (--per_client_[c.addr] <= 0) per_client_.erase(c.addr);
   }
+}
+
+bool Intake::advance(Conn& c, bool readable, Clock::time_point now, std::vector<char>& buf) {
+  bool closed = false;
+  if (readable) {
+    const ssize_t n = ::recv(c.fd, buf.data(), buf.size(), MSG_DONTWAIT);
+    if (n > 0 && !c.closing) {
+      c.buf.append(buf.data(), size_t(n));
+      c.dirty = true;
+    } else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      closed = true;
+    }
+  }
+  const bool expired = now - c.since >= std::chrono::milliseconds(limit_ms(c));
+  if (c.closing) {  // a refused connection being drained
+    if (!closed && !expired) return true;
+    ::close(c.fd);
+    std::lock_guard<std::mutex> lk(mu_);
+    --lingering_;
+    return false;
+  }
+  const Parsed p = closed || !c.dirty ? Parsed{} : parse(c.buf, o_.max_body);
+  c.dirty = false;
+  if (!closed && p.end > 0) {  // a whole request: to a worker
+    std::lock_guard<std::mutex> lk(mu_);
+    --waiting_;
+    ready_.push_back(std::move(c));
+    ready_cv_.notify_one();
+    return false;
+  }
+  if (!closed && p.status == 0 && !expired) {
+    if (p.expects_continue && !c.continued) {
+      static constexpr std::string_view k100 = "HTTP/1.1 100 Continue\r\n\r\n";
+      [[maybe_unused]] ssize_t n =
+          ::send(c.fd, k100.data(), k100.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      c.continued = true;
+    }
+    return true;
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    --waiting_;
+    if (--per_client_[c.addr] <= 0) per_client_.erase(c.addr);
+  }
+  if (closed || (expired && c.buf.empty())) {
+    ::close(c.fd);
+  } else if (p.status != 0) {
+    refuse(c.fd, p.status,
+           p.status == 431   ? "the request head is larger than 64 KiB"
+           : p.status == 413 ? "the request body is larger than the limit (--max-body)"
+                             : "malformed request framing (Content-Length or chunks)");
+  } else {
+    refuse(c.fd, 408, fmt::format("the request did not arrive within {} s",
+                                  o_.request_timeout_ms / 1000.0));
+  }
+  return false;
 }
 
 void Intake::worker() {

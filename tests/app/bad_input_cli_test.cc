@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -22,6 +23,7 @@
 
 #include "cli_util.h"
 #include "core/dtype.h"
+#include "core/mapped_file.h"
 #include "io/safetensors.h"
 #include "test_util.h"
 
@@ -40,18 +42,8 @@ CliResult run_bash(const std::string& script) {
   CliResult r;
   const int st = std::system(cmd.c_str());
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::ifstream e(dir + "/err");
-  std::stringstream ss;
-  ss << e.rdbuf();
-  r.err = ss.str();
+  r.err = read_file(dir + "/err");
   return r;
-}
-
-std::string slurp(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 // Class 4: `generate`, `generate --json`, `generate --prompts`, `tokenize`
@@ -96,7 +88,7 @@ TEST(OutputTargets, DevicesLinksAndSocketsAreSafe) {
   fs::create_symlink(victim, out + ".tmp");
   CliResult r = run_cli("init-drafter -m " + shell_quote(model) + " -o " + out);
   EXPECT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(slurp(victim), "{\"prompt\": \"keep me\"}\n");
+  EXPECT_EQ(read_file(victim), "{\"prompt\": \"keep me\"}\n");
   EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(out)));
   // A character device is written in place: /dev/null stays a device.
   r = run_cli("init-drafter -m " + shell_quote(model) + " -o /dev/null");

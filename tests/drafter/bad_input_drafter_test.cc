@@ -64,21 +64,9 @@ TEST(ManifestTypes, WrongTypesNameTheFileFieldAndValue) {
   expect_error<FormatError>([&] { read_manifest(dir); }, {path, "deeper than", "'x[]"});
 }
 
-struct Target {
-  model::LoadedModel lm;
-  std::string fingerprint;
-};
-
-Target small_target(const std::string& dir) {
-  test::write_random_llama2c(dir + "/t.bin", 32, 64, 1, 4, 4, 50, 64, 1);
-  Target t;
-  t.lm = model::load_model(dir + "/t.bin", {});
-  t.fingerprint = model::target_fingerprint(t.lm, /*use_cache=*/false);
-  return t;
-}
 
 // A drafter file whose config is `cfg` (or whose tensors `edit` changes).
-std::string drafter_file(const Target& t, const std::string& dir, const std::string& name,
+std::string drafter_file(const test::SmallTarget& t, const std::string& dir, const std::string& name,
                          const std::function<void(io::Metadata&)>& meta_edit,
                          const std::function<void(const std::string&, std::vector<float>&)>& edit = nullptr) {
   DrafterConfig dc;
@@ -103,7 +91,7 @@ std::string drafter_file(const Target& t, const std::string& dir, const std::str
 // value was dumped whole into the message.
 TEST(DrafterConfigErrors, NameTheFileAndClipTheValue) {
   const std::string dir = test::temp_dir("drafter-cfg-errors");
-  const Target t = small_target(dir);
+  const test::SmallTarget t = test::small_llama2c_target(dir);
   auto load = [&](const std::string& p) {
     return [&t, p] { Drafter::load(p, t.lm.config, t.fingerprint, kernels::WeightType::F32); };
   };
@@ -130,7 +118,7 @@ TEST(DrafterConfigErrors, NameTheFileAndClipTheValue) {
 // row it gives is all zeros (a uniform draft distribution), never NaN.
 TEST(OverflowingDrafter, GivesNeutralLogitRows) {
   const std::string dir = test::temp_dir("drafter-overflow");
-  const Target t = small_target(dir);
+  const test::SmallTarget t = test::small_llama2c_target(dir);
   const std::string p = drafter_file(t, dir, "big.safetensors", [](io::Metadata&) {},
                                      [](const std::string& n, std::vector<float>& v) {
                                        if (n.find("eh_proj") != std::string::npos) {
