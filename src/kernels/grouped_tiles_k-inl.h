@@ -49,7 +49,14 @@ template <size_t kQ, bool kVnni, bool kQ5 = false>
 HWY_INLINE void tile_ky(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
   using In = TileInK<kQ, kQ5 ? GgmlType::Q5_K : GgmlType::Q4_K>;
   const In in(a, g, j0);
-  const auto& [cg, mg, xq, xd, xs, x16] = in;
+  // Named references, not a structured binding: clang < 16 cannot capture
+  // one in a lambda (the fuzz build, scripts/fuzz.sh, uses clang 14).
+  const auto& cg = in.cg;
+  const auto& mg = in.mg;
+  const auto& xq = in.xq;
+  const auto& xd = in.xd;
+  const auto& xs = in.xs;
+  const auto& x16 = in.x16;
   constexpr size_t kCode = In::kCode;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[kQ][2];
@@ -141,7 +148,12 @@ template <size_t kQ, bool kVnni>
 HWY_INLINE void tile_6y(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
   using In = TileInK<kQ, GgmlType::Q6_K>;
   const In in(a, g, j0);
-  const auto& [cg, mg, xq, xd, xs, x16] = in;
+  const auto& cg = in.cg;
+  const auto& mg = in.mg;
+  const auto& xq = in.xq;
+  const auto& xd = in.xd;
+  const auto& xs = in.xs;
+  const auto& x16 = in.x16;
   constexpr size_t kCode = In::kCode;
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[kQ][2];
@@ -208,7 +220,12 @@ template <size_t kQ, bool kQ5 = false>
 HWY_INLINE void tile_kz(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
   using In = TileInK<kQ, kQ5 ? GgmlType::Q5_K : GgmlType::Q4_K>;
   const In in(a, g, j0);
-  const auto& [cg, mg, xq, xd, xs, x16] = in;
+  const auto& cg = in.cg;
+  const auto& mg = in.mg;
+  const auto& xq = in.xq;
+  const auto& xd = in.xd;
+  const auto& xs = in.xs;
+  const auto& x16 = in.x16;
   constexpr size_t kCode = In::kCode, kH = kQ <= 4 ? 2 : 1;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   __m512 acc[kQ];
@@ -280,7 +297,12 @@ template <size_t kQ>
 HWY_INLINE void tile_6z(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
   using In = TileInK<kQ, GgmlType::Q6_K>;
   const In in(a, g, j0);
-  const auto& [cg, mg, xq, xd, xs, x16] = in;
+  const auto& cg = in.cg;
+  const auto& mg = in.mg;
+  const auto& xq = in.xq;
+  const auto& xd = in.xd;
+  const auto& xs = in.xs;
+  const auto& x16 = in.x16;
   constexpr size_t kCode = In::kCode, kKs = kQ <= 2 ? 4 : kQ <= 4 ? 2 : 1;
   __m512 acc[kQ];
 #pragma GCC unroll 8
