@@ -202,6 +202,17 @@ HWY_INLINE void for_quads(const uint8_t* cb, size_t h, F&& f) {
   }
 }
 
+// TileIn's members by name, as references: not a structured binding, which
+// clang < 16 cannot capture in a lambda (the fuzz build uses clang 14).
+#ifndef MTP_TILE_IN_NAMES
+#define MTP_TILE_IN_NAMES(in)                                                     \
+  const auto& cg = (in).cg;                                                       \
+  const auto& sg = (in).sg;                                                       \
+  const auto& xq = (in).xq;                                                       \
+  const auto& xd = (in).xd;                                                       \
+  const auto& xc = (in).xc
+#endif
+
 // What a tile of kQ activation rows (from j0) reads of group g: the group's
 // codes and scales (d fp16 [16] per block; min kinds then m fp16 [16]), and
 // each row's codes, scales and xcorr.
@@ -227,13 +238,7 @@ struct TileIn {
 template <int K, size_t kQ, bool kVnni>
 HWY_INLINE void tile_y(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
   const TileIn<K, kQ> in(a, g, j0);
-  // Named references, not a structured binding: clang < 16 cannot capture
-  // one in a lambda (the fuzz build, scripts/fuzz.sh, uses clang 14).
-  const auto& cg = in.cg;
-  const auto& sg = in.sg;
-  const auto& xq = in.xq;
-  const auto& xd = in.xd;
-  const auto& xc = in.xc;
+  MTP_TILE_IN_NAMES(in);
   constexpr size_t kCode = TileIn<K, kQ>::kCode, kMetaH = TileIn<K, kQ>::kMetaH;
   __m256 acc[kQ][2];
 #pragma GCC unroll 8
@@ -322,11 +327,7 @@ HWY_INLINE __m512i dpbusd_bcast(__m512i acc, __m512i u, const int8_t* x) {
 template <int K, size_t kQ>
 HWY_INLINE void tile_z(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
   const TileIn<K, kQ> in(a, g, j0);
-  const auto& cg = in.cg;
-  const auto& sg = in.sg;
-  const auto& xq = in.xq;
-  const auto& xd = in.xd;
-  const auto& xc = in.xc;
+  MTP_TILE_IN_NAMES(in);
   constexpr size_t kCode = TileIn<K, kQ>::kCode, kMetaH = TileIn<K, kQ>::kMetaH;
   __m512 acc[kQ];
 #pragma GCC unroll 8
