@@ -4,6 +4,8 @@
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     (default 60 s, every target)
 #   JOBS=2 scripts/fuzz.sh 300 safetensors
+#   RUNS=1000000 scripts/fuzz.sh 3600          (each stops after 10^6 inputs,
+#                                               or the time, whichever first)
 #
 # Each run: -max_total_time=SECONDS -rss_limit_mb=2048 -timeout=10, from the
 # seed corpus tests/fuzz/corpus/<target>/ (read only) plus a working corpus in
@@ -15,7 +17,8 @@ cd "$(dirname "$0")/.."
 secs=${1:-60}
 shift || true
 all=(safetensors hf_config tokenizer_json sentencepiece llama2c_checkpoint llama2c_tokenizer
-     drafter_metadata shards_manifest prompts gguf http_request)
+     drafter_metadata shards_manifest prompts gguf http_request json corpus chat_template
+     safetensors_index)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 jobs=${JOBS:-2}
@@ -43,7 +46,9 @@ for t in "${targets[@]}"; do
   rc=0
   dict=()
   case "$t" in llama2c_*|sentencepiece) ;; *) dict=(-dict=tests/fuzz/json.dict) ;; esac
-  build-fuzz/bin/fuzz_"$t" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 \
+  runs=()
+  [ -n "${RUNS:-}" ] && runs=(-runs="$RUNS")
+  build-fuzz/bin/fuzz_"$t" -max_total_time="$secs" "${runs[@]}" -rss_limit_mb=2048 -timeout=10 \
     -print_final_stats=1 "${dict[@]}" -artifact_prefix="$art/" "$work" tests/fuzz/corpus/"$t" \
     >"$log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)

@@ -7,6 +7,7 @@ pkgs=(build-essential cmake pkg-config git
       libssl-dev libicu-dev libopenblas0-pthread libgtest-dev libgmock-dev libbenchmark-dev
       libtorch-dev libgloo-dev   # libtorch: training (train/export/parity/pretrain), always built in CI
       libcpp-httplib-dev         # `mtpspec serve`'s HTTP server
+      libpcre2-dev               # tokenizer.json regexes (JIT, bounded work)
       fortunes                   # the demo's default corpus (plain text, ~2.6 MB)
       python3-jinja2             # tests: the reference rendering of chat templates
       chromium                   # tests: the page of `mtpspec serve` in a headless browser

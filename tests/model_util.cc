@@ -1,5 +1,7 @@
 #include "model_util.h"
 
+#include "model/fingerprint.h"
+
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -69,6 +71,14 @@ void write_random_llama2c(const std::string& path, int dim, int hidden, int laye
   put(dim, 0.1f, 1);                                  // final norm
   put(size_t(seq_len) * hd, 0, 0);                    // freq_cis (unused)
   if (vocab < 0) put(size_t(V) * dim, ws, 0);         // wcls
+}
+
+SmallTarget small_llama2c_target(const std::string& dir) {
+  write_random_llama2c(dir + "/t.bin", 32, 64, 1, 4, 4, 50, 64, 1);
+  SmallTarget t;
+  t.lm = model::load_model(dir + "/t.bin", {});
+  t.fingerprint = model::target_fingerprint(t.lm, /*use_cache=*/false);
+  return t;
 }
 
 }  // namespace mtp::test

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/forward.h"
+#include "model/loader.h"
 
 namespace mtp::test {
 
@@ -31,5 +32,13 @@ long first_bit_difference(const std::vector<float>& a, const std::vector<float>&
 // Writes a random llama2.c checkpoint (fp32, shared classifier when vocab > 0).
 void write_random_llama2c(const std::string& path, int dim, int hidden, int layers, int heads,
                           int kv_heads, int vocab, int seq_len, uint32_t seed);
+
+// A small random llama2.c target (d 32, 1 layer, vocab 50) written to DIR/t.bin,
+// loaded, with its fingerprint (computed, not cached): for drafter files.
+struct SmallTarget {
+  model::LoadedModel lm;
+  std::string fingerprint;
+};
+SmallTarget small_llama2c_target(const std::string& dir);
 
 }  // namespace mtp::test

@@ -59,6 +59,7 @@ struct BenchTarget {
   std::string held;  // held_types(): the precision the numbers were measured at
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::string> kinds;  // [prompt]: "kind" of the prompts file ("" = none)
+  std::vector<std::string> labels;  // [prompt]: its "id" in the prompts file, else its number
 };
 
 speculative::BenchInputs inputs(const BenchTarget& t, BenchArgs& a) {
@@ -66,6 +67,7 @@ speculative::BenchInputs inputs(const BenchTarget& t, BenchArgs& a) {
                        t.prompts, t.session.pool.get()};
   in.sampling = sampler_options(a.sampling);
   in.mode = spec_sampling_mode(a.sampling);
+  in.labels = t.labels;
   return in;
 }
 
@@ -92,8 +94,12 @@ BenchTarget open_target(const BenchArgs& a, bool drafter_required = true) {
     t.drafter_name = t.drafter ? t.drafter->path() : "none";
     auto prompts = io::read_prompts(a.prompts);
     if (a.max_prompts > 0 && int(prompts.size()) > a.max_prompts) prompts.resize(a.max_prompts);
+    const PromptBound bound = prompt_bound(t.session, 0);
     for (const auto& p : prompts) {
-      t.prompts.push_back(t.session.tokenizer->encode(p.prompt, true));
+      t.labels.push_back(p.label(t.prompts.size() + 1));
+      t.prompts.push_back(encode_prompt(t.session, p.prompt, true, bound,
+                                        fmt::format("--prompts '{}' prompt {}", a.prompts,
+                                                    t.labels.back())));
       t.kinds.push_back(p.kind);
     }
     return t;

@@ -28,6 +28,7 @@
 #include "app/commands.h"
 #include "app/subprocess.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "core/mapped_file.h"
 #include "core/progress.h"
 #include "io/safetensors.h"
@@ -261,14 +262,7 @@ class Demo {
   }
 
   static json read_json(const fs::path& p) {
-    std::ifstream in(p);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    try {
-      return json::parse(ss.str());
-    } catch (const json::exception& e) {
-      fail<FormatError>("{}: not the JSON the stage should have written ({})", p.string(), e.what());
-    }
+    return parse_json(read_file(p.string()), p.string() + " (the JSON the stage should have written)");
   }
 
   // What the drafter file says about itself: stored precision and draft vocabulary.
@@ -278,7 +272,12 @@ class Demo {
     json info = {{"stored", nullptr}, {"draft_vocab", nullptr}};
     auto it = meta.find("training");
     if (it == meta.end()) return info;
-    const json tr = json::parse(it->second, nullptr, false);
+    json tr;
+    try {
+      tr = parse_json(it->second, path + ": training");
+    } catch (const FormatError&) {
+      return info;
+    }
     if (!tr.is_object()) return info;
     info["stored"] = tr.value("stored", json());
     info["draft_vocab"] = tr.value("draft_vocab", json());

@@ -74,9 +74,11 @@ void run_generate_batch(GenerateArgs& a) {
   };
   if (sched.speculates() && so.adaptive) print_curve("", false);
   std::vector<uint64_t> ids;
+  const PromptBound bound = prompt_bound(s, a.ctx);
   for (const io::PromptEntry& p : prompts) {
     speculative::Request r;
-    r.prompt = s.tokenizer->encode(p.prompt, !a.no_special);
+    r.prompt = encode_prompt(s, p.prompt, !a.no_special, bound,
+                             fmt::format("--prompts '{}' prompt {}", a.prompts, p.label(ids.size() + 1)));
     r.n_new = a.n;
     r.sampler = sampler;
     r.stop = a.stop;
@@ -84,8 +86,8 @@ void run_generate_batch(GenerateArgs& a) {
     try {
       ids.push_back(sched.submit(std::move(r)));
     } catch (const InputError& e) {  // a refused prompt is named: which one of the file
-      fail<InputError>("--prompts '{}', prompt {} of {}: {}", a.prompts, ids.size() + 1,
-                       prompts.size(), e.what());
+      fail<InputError>("--prompts '{}', prompt {} of {}: {}", a.prompts,
+                       prompts[ids.size()].label(ids.size() + 1), prompts.size(), e.what());
     }
   }
   long total = 0;
@@ -97,11 +99,12 @@ void run_generate_batch(GenerateArgs& a) {
     total += t.n_gen;
     per_seq += t.gen_tok_s();
     if (!a.json) {
-      fmt::print("--- prompt {} ({}) ---\n{}{}\n", idx, r.finish_reason, prompts[idx].prompt, r.text);
+      fmt::print("--- prompt {} ({}) ---\n{}{}\n", prompts[idx].label(idx), r.finish_reason,
+                 prompts[idx].prompt, r.text);
       return;
     }
     nlohmann::json j;
-    j["id"] = idx;
+    j["id"] = prompts[idx].id_or(idx);  // the JSONL's "id" when it has one
     j["text"] = r.text;
     j["token_ids"] = r.token_ids;
     j["prompt_ids"] = r.prompt_ids;
@@ -136,15 +139,16 @@ void run_generate(GenerateArgs a) {
   refuse_lookups_without_spec(a.spec, a.lookup);
   check_speculation_flags(a.spec, a.sampling);
   if (!a.prompts.empty()) return run_generate_batch(a);
-  std::string prompt = a.prompt;
-  if (!a.prompt_file.empty()) prompt = read_file(a.prompt_file);
-  if (!io::is_valid_utf8(prompt)) fail<InputError>("the prompt is not valid UTF-8");
   speculative::GenerateOptions o;
   o.sampler = sampler_options(a.sampling);
   Session s = open_session(a.model);
+  const PromptBound bound = prompt_bound(s, a.ctx);
+  const std::string prompt =
+      a.prompt_file.empty() ? a.prompt : read_prompt_file(a.prompt_file, bound);
+  if (!io::is_valid_utf8(prompt)) fail<InputError>("the prompt is not valid UTF-8");
   std::unique_ptr<drafter::Drafter> dr;
   if (!a.spec.no_spec) dr = open_drafter(a.model, a.spec, *s.model);
-  std::vector<int32_t> ids = s.tokenizer->encode(prompt, !a.no_special);
+  std::vector<int32_t> ids = encode_prompt(s, prompt, !a.no_special, bound, "the prompt");
   // The engine with one slot: what this generation needs (prompt + -n +
   // the longest draft), or --ctx.
   speculative::SchedulerOptions so =
@@ -225,7 +229,7 @@ void add_generate(CLI::App& root) {
   cmd->add_option("--prompts", a->prompts,
                   "Generate for every prompt of a JSON Lines set ({\"prompt\": ...} per line), "
                   "--parallel at a time, each exactly as alone; with --json one line per prompt "
-                  "(id = its line's index among the prompts)")
+                  "(id = the line's \"id\", else its index among the prompts)")
       ->excludes(p);
   cmd->add_option("--parallel", a->parallel,
                   "With --prompts: sequences decoded at once (slots of the KV cache; --ctx "

@@ -58,8 +58,10 @@ void remove_tokenizer_files(const fs::path& dir) {
 }
 
 void train_tokenizer(const std::vector<const std::string*>& docs, int vocab, int threads,
-                     uint64_t seed, const fs::path& out) {
-  const std::string proto = io::train_sentencepiece_bpe(docs, vocab, threads, seed);
+                     uint64_t seed, const fs::path& out, const std::vector<std::string>& corpus) {
+  std::string names;
+  for (const std::string& c : corpus) names += (names.empty() ? "'" : ", '") + c + "'";
+  const std::string proto = io::train_sentencepiece_bpe(docs, vocab, threads, seed, names);
   remove_tokenizer_files(out);
   write_file_atomic((out / "tokenizer.model").string(), proto);
 }
@@ -156,7 +158,7 @@ void prepare_data(const PretrainArgs& a, const model::PretrainPreset& preset, bo
   if (trained) {
     fmt::print("training a {}-piece SentencePiece BPE tokenizer on {} documents...\n", vocab,
                train_docs.size());
-    train_tokenizer(train_docs, vocab, threads, a.o.seed, out);
+    train_tokenizer(train_docs, vocab, threads, a.o.seed, out, a.corpus);
   } else {
     remove_tokenizer_files(out);
     for (auto& [name, bytes] : given) write_file_atomic((out / name).string(), bytes);

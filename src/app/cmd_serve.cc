@@ -23,6 +23,7 @@
 #include "app/spec_common.h"
 #include "cli/checks.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "io/gguf.h"
 #include "serve/chat_template.h"
 #include "serve/engine.h"
@@ -49,6 +50,8 @@ struct ServeArgs {
   std::string api_key, chat_format;
   size_t max_body = 1 << 20;
   int timeout = 30;
+  int request_timeout = 10;
+  int max_conns_per_client = 64;
   double grace = 10;
 };
 
@@ -93,6 +96,8 @@ void run_serve(ServeArgs a) {
   so.api_key = a.api_key;
   so.max_body = a.max_body;
   so.timeout_s = a.timeout;
+  so.request_timeout_s = a.request_timeout;
+  so.max_conns_per_client = a.max_conns_per_client;
   so.http_threads = std::max(8, 4 * a.parallel + 4);
 
   serve::EngineInfo info;
@@ -123,11 +128,11 @@ void run_serve(ServeArgs a) {
     int sig = 0;
     sigwait(&sigs, &sig);
     if (sig == SIGTERM || sig == SIGINT) {
-      fmt::print(stderr, "mtpspec serve: signal {}: finishing in-flight requests\n", sig);
+      note("mtpspec serve: signal {}: finishing in-flight requests\n", sig);
       server.stop_accepting();
       std::unique_lock<std::mutex> lk(mu);
       if (!cv.wait_for(lk, std::chrono::duration<double>(a.grace), [&] { return listening_done; })) {
-        fmt::print(stderr, "mtpspec serve: cancelling what is left after {} s\n", a.grace);
+        note("mtpspec serve: cancelling what is left after {} s\n", a.grace);
         engine->shutdown(/*cancel_all=*/true);
       }
     }
@@ -184,8 +189,18 @@ void add_serve(CLI::App& root) {
   cmd->add_option("--max-body", a->max_body, "Largest request body in bytes (larger: 413)")
       ->check(cli::Range(64, 1 << 30))
       ->capture_default_str();
-  cmd->add_option("--timeout", a->timeout, "Socket read/write timeout in seconds (slow clients)")
+  cmd->add_option("--timeout", a->timeout,
+                  "Socket write timeout in seconds (a client that stops reading its response)")
       ->check(cli::Range(1, 3600))
+      ->capture_default_str();
+  cmd->add_option("--request-timeout", a->request_timeout,
+                  "Seconds a connection has to send a whole request, head and body (else 408; "
+                  "at most --timeout); slow senders never hold a worker meanwhile")
+      ->check(cli::Range(1, 3600))
+      ->capture_default_str();
+  cmd->add_option("--max-conns-per-client", a->max_conns_per_client,
+                  "Connections open at once per client address (more: 429)")
+      ->check(cli::Range(1, 100000))
       ->capture_default_str();
   cmd->add_option("--shutdown-grace", a->grace,
                   "Seconds in-flight requests may run on after SIGTERM before they are cancelled")

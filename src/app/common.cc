@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "core/setting.h"
 #include "model/loader.h"
 #include "model/random_model.h"
@@ -24,6 +25,26 @@ model::Hold parse_hold(const std::string& s) {
 kernels::WeightType drafter_weight_type(const std::string& s) {
   const kernels::WeightType t = model::resolve_hold(parse_hold(s), DType::F32);
   return kernels::weight_type_quantized(t) ? kernels::WeightType::BF16 : t;
+}
+
+PromptBound prompt_bound(const Session& s, int ctx) {
+  PromptBound b;
+  const int max = s.model->config().max_position;
+  b.ctx = ctx > 0 && (max <= 0 || ctx < max) ? ctx : max;
+  b.max_bytes = io::max_prompt_bytes(*s.tokenizer, b.ctx);
+  return b;
+}
+
+std::string read_prompt_file(const std::string& path, const PromptBound& b) {
+  return read_file(path, b.max_bytes,
+                   fmt::format("more than a context of {} tokens holds with this tokenizer: "
+                               "shorten it or raise --ctx", b.ctx));
+}
+
+std::vector<int32_t> encode_prompt(const Session& s, const std::string& text, bool add_special,
+                                   const PromptBound& b, const std::string& what) {
+  io::check_prompt_bytes(text.size(), b.max_bytes, b.ctx, what);
+  return s.tokenizer->encode(text, add_special);
 }
 
 Session open_session(const ModelArgs& a) {

@@ -26,6 +26,22 @@ Session open_session(const ModelArgs& a);
 // (Session::tokenizer is null) — for benchmarks on token ids only.
 Session open_random_session(const std::string& preset, const ModelArgs& a, uint64_t seed);
 
+// What a prompt may hold for a context of `ctx` tokens (0: the model's
+// maximum): io::max_prompt_bytes of the session's tokenizer. A longer prompt
+// is refused before it is read whole or tokenized.
+struct PromptBound {
+  int64_t ctx = 0;
+  size_t max_bytes = 0;
+};
+PromptBound prompt_bound(const Session& s, int ctx);
+// The -f prompt file, read only up to the bound (a never-ending FIFO stops
+// there).
+std::string read_prompt_file(const std::string& path, const PromptBound& b);
+// `text` tokenized after its bytes are checked against the bound (`what`
+// names it in the refusal: "the prompt", "--prompts 'p.jsonl' prompt 3").
+std::vector<int32_t> encode_prompt(const Session& s, const std::string& text, bool add_special,
+                                   const PromptBound& b, const std::string& what);
+
 kernels::WeightType parse_weight_type(const std::string& s);
 
 // The weight matrices one decode step streams (not the embedding: one row).

@@ -23,18 +23,57 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/output_file.h"
 
 namespace mtp::cli {
 
 namespace detail {
 
-// Parses s as a finite number; "" on success, else the message.
-inline std::string parse_finite(const std::string& s, double& v) {
-  const char* b = s.c_str();
-  char* e = nullptr;
-  v = std::strtod(b, &e);
-  if (s.empty() || e == b || *e != '\0') return fmt::format("must be a number; got '{}'", s);
-  if (!std::isfinite(v)) return fmt::format("must be a finite number; got '{}'", s);
+// THE number syntax of every numeric flag, in both executables: decimal
+// only — an optional sign, digits, and for a real number an optional
+// fraction and exponent ("-3", "0.5", "1e-3"). Refused: "" (CLI11 read it as
+// 0 or the default), trailing junk ("5x"), hex ("0x10"), "inf" / "nan".
+// Leading zeros are dropped ("010" -> "10"): CLI11 converts integers with
+// base detection and read "010" as octal 8. Returns "" and normalises `s` on
+// success, else the message.
+inline std::string decimal_number(std::string& s, bool integer) {
+  const std::string what = integer ? "a whole number" : "a number";
+  size_t i = 0;
+  std::string sign;
+  if (i < s.size() && (s[i] == '-' || s[i] == '+')) sign = s[i++] == '-' ? "-" : "";
+  const size_t int_begin = i;
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+  const size_t int_end = i;
+  size_t frac_digits = 0;
+  if (!integer && i < s.size() && s[i] == '.') {
+    ++i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i, ++frac_digits;
+  }
+  bool ok = int_end > int_begin || frac_digits > 0;
+  if (ok && !integer && i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+    const size_t exp_begin = i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+    ok = i > exp_begin;
+  }
+  if (!ok || i != s.size()) {
+    return s.empty() ? fmt::format("must be {}; got an empty value", what)
+                     : fmt::format("must be {} in decimal; got '{}'", what, s);
+  }
+  size_t z = int_begin;
+  while (z + 1 < int_end && s[z] == '0') ++z;
+  s = sign + s.substr(z);
+  return "";
+}
+
+// Parses s (decimal_number syntax) as a finite number; "" on success, else
+// the message.
+inline std::string parse_finite(const std::string& text, double& v) {
+  std::string s = text;
+  if (std::string err = decimal_number(s, /*integer=*/false); !err.empty()) return err;
+  v = std::strtod(s.c_str(), nullptr);
+  if (!std::isfinite(v)) return fmt::format("must be a finite number; got '{}'", text);
   return "";
 }
 
@@ -68,6 +107,21 @@ inline CLI::Validator Range(double lo, double hi) {
         return "";
       },
       desc, "RANGE");
+}
+
+// Puts decimal_number in front of every option of an integer or real type
+// (CLI11's type names INT, UINT, FLOAT), in every subcommand: called by
+// run_cli before parsing, so no numeric flag can miss it.
+inline void strict_numbers(CLI::App& app) {
+  for (CLI::Option* o : app.get_options()) {
+    if (o->get_type_size() == 0) continue;  // a switch
+    const std::string type = o->get_type_name().substr(0, o->get_type_name().find(':'));
+    if (type != "INT" && type != "UINT" && type != "FLOAT") continue;
+    const bool integer = type != "FLOAT";
+    o->transform(CLI::Validator(
+        [integer](std::string& s) { return detail::decimal_number(s, integer); }, "", "DECIMAL"));
+  }
+  for (CLI::App* sub : app.get_subcommands({})) strict_numbers(*sub);
 }
 
 // value >= 0.
@@ -116,8 +170,9 @@ inline const CLI::Validator NonEmpty = CLI::Validator(
 
 // Output paths, checked when the flags are parsed — before any work — so a run
 // that cannot write its result never starts (and leaves nothing behind):
-//  - OutputFile: not an existing directory (nor a name ending in '/'), in a
-//    folder that exists and that we may write to;
+//  - OutputFile: not an existing directory, block device or socket (nor a
+//    name ending in '/'), in a folder that exists and that we may write to —
+//    or a path written in place (a character device, a FIFO, /dev/stdout);
 //  - OutputDir: not an existing file; created by the command if absent, so
 //    only its nearest existing ancestor must be writable.
 // A full disk or a file-size limit is still found when writing
@@ -140,6 +195,12 @@ inline const CLI::Validator OutputFile = CLI::Validator(
       if (s.empty()) return "needs a file name";
       if (s.back() == '/' || fs::is_directory(s, ec))
         return fmt::format("'{}' is a directory; give a file name", s);
+      // A device, FIFO or /dev/stdout is written in place, a socket or block
+      // device refused (core/output_file.h: the one rule).
+      if (std::string why = OutputFile::refusal(s); !why.empty()) {
+        return fmt::format("cannot write '{}': {}", s, why);
+      }
+      if (OutputFile::in_place(s)) return "";
       fs::path parent = fs::path(s).parent_path();
       if (parent.empty()) parent = ".";
       return detail::writable_folder(parent, "'" + s + "'");

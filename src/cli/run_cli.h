@@ -16,10 +16,14 @@
 #include <fmt/core.h>
 
 #include <csignal>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <string>
+#include <system_error>
 
+#include "cli/checks.h"
 #include "cli/setting_flags.h"
 #include "core/error.h"
 
@@ -75,32 +79,74 @@ inline void refuse_empty_list_items(CLI::App& app, int argc, char** argv) {
   }
 }
 
+namespace detail {
+// Writes to stderr without throwing (fmt::print throws when the write fails:
+// an unwritable stderr turned a plain user error into an abort, exit 134).
+inline void say(const std::string& s) noexcept {
+  std::fwrite(s.data(), 1, s.size(), stderr);
+  std::fflush(stderr);
+}
+// The standard stream a write failed on ("" when none): stdout is flushed
+// here, so output still buffered is checked too.
+inline std::string failed_stream(int& err) {
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    err = errno;
+    return "standard output";
+  }
+  if (std::ferror(stderr)) {
+    err = errno;
+    return "standard error";
+  }
+  return "";
+}
+}  // namespace detail
+
+// Every write to stdout and stderr is checked: a command whose output could
+// not be written (stdout on /dev/full, a file-size limit, stderr unwritable)
+// exits 2, with a message where one can still be written.
 inline int run_cli(CLI::App& app, int argc, char** argv) {
   // A file-size limit (RLIMIT_FSIZE) must end a write with EFBIG — a clear
   // error naming the file, and no partial file — not kill the process.
   std::signal(SIGXFSZ, SIG_IGN);
   const FlagWarnings warnings(app);
+  int status = kExitOk;
+  std::string message;
   try {
+    strict_numbers(app);
     refuse_empty_list_items(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help / --version are "errors" with code 0 in CLI11; it prints them.
     const int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitUserError;
+    status = code == 0 ? kExitOk : kExitUserError;
   } catch (const mtp::Error& e) {
-    std::fflush(stdout);
-    fmt::print(stderr, "error: {}{}\n", flag_prefix(app, e), e.what());
-    return kExitUserError;
+    status = kExitUserError;
+    message = fmt::format("error: {}{}\n", flag_prefix(app, e), e.what());
   } catch (const mtp::InternalError& e) {
-    std::fflush(stdout);
-    fmt::print(stderr, "internal error: {}\n", e.what());
-    return kExitInternalError;
+    status = kExitInternalError;
+    message = fmt::format("internal error: {}\n", e.what());
+  } catch (const std::system_error& e) {
+    // fmt::print throws this when a write to stdout or stderr fails.
+    int err = 0;
+    const std::string stream = detail::failed_stream(err);
+    status = stream.empty() ? kExitInternalError : kExitUserError;
+    message = stream.empty()
+                  ? fmt::format("internal error: {} (this is a bug in mtpspec)\n", e.what())
+                  : fmt::format("error: cannot write to {}: {}\n", stream, e.what());
   } catch (const std::exception& e) {
-    std::fflush(stdout);
-    fmt::print(stderr, "internal error: {} (this is a bug in mtpspec)\n", e.what());
-    return kExitInternalError;
+    status = kExitInternalError;
+    message = fmt::format("internal error: {} (this is a bug in mtpspec)\n", e.what());
   }
-  return kExitOk;
+  int err = 0;
+  const std::string stream = detail::failed_stream(err);
+  if (!stream.empty() && status == kExitOk) {
+    status = kExitUserError;
+    message = fmt::format("error: cannot write to {}{}{}\n", stream, err ? ": " : "",
+                          err ? std::strerror(err) : "");
+  }
+  if (!message.empty()) detail::say(message);
+  return status;
 }
 
 }  // namespace mtp::cli

@@ -35,7 +35,8 @@ DType dtype_from_name(std::string_view s) {
   if (s == "I32") return DType::I32;
   if (s == "I64") return DType::I64;
   if (s == "U8") return DType::U8;
-  fail<FormatError>("unsupported tensor dtype '{}' (supported: F32, BF16, F16, I32, I64, U8)", s);
+  fail<FormatError>("unsupported tensor dtype '{}' (supported: F32, BF16, F16, I32, I64, U8)",
+                    clip_value(s));
 }
 
 float f16_to_f32(uint16_t h) {

@@ -6,8 +6,10 @@
 #pragma once
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace mtp {
 
@@ -48,9 +50,25 @@ class InternalError : public std::logic_error {
   using std::logic_error::logic_error;
 };
 
+// A value quoted in a message, clipped: the first `max` bytes (never cutting
+// a UTF-8 sequence) and how long it was. Error messages name the offending
+// value; a 4 MB value is named by its start.
+inline std::string clip_value(std::string_view s, size_t max = 120) {
+  if (s.size() <= max) return std::string(s);
+  size_t n = max;
+  while (n > 0 && (uint8_t(s[n]) & 0xC0) == 0x80) --n;
+  return fmt::format("{}... ({} bytes)", s.substr(0, n), s.size());
+}
+
+// The longest message fail() throws: a value no site clipped (a 4 MB token,
+// key or string) is cut here, so no error dumps megabytes.
+inline constexpr size_t kMaxErrorMessage = 2048;
+
 template <class E = Error, class... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) {
-  throw E(fmt::format(f, std::forward<Args>(args)...));
+  std::string m = fmt::format(f, std::forward<Args>(args)...);
+  if (m.size() > kMaxErrorMessage) m = clip_value(m, kMaxErrorMessage);
+  throw E(std::move(m));
 }
 
 namespace detail {

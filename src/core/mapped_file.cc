@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/output_file.h"
 
 namespace mtp {
 
@@ -109,7 +111,15 @@ void check_before_write(const std::string& path, uint64_t bytes) {
   check_free_space(path, bytes);
 }
 
-std::string read_file(const std::string& path) {
+std::string read_file(const std::string& path) { return read_file(path, kMaxPipeBytes, ""); }
+
+std::string read_file(const std::string& path, size_t max_bytes, const std::string& why) {
+  auto too_big = [&] {
+    if (why.empty()) {
+      fail<IoError>("cannot read '{}': a pipe that gave more than {} MiB", path, max_bytes >> 20);
+    }
+    fail<InputError>("'{}' is more than {} bytes, {}", path, max_bytes, why);
+  };
   // An ifstream opens a directory and reads nothing: it would be an empty
   // file (an empty prompt, an empty config) instead of an error.
   std::error_code ec;
@@ -127,45 +137,25 @@ std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) fail<IoError>("cannot open '{}': {}", path, std::strerror(errno));
   if (regular) {
+    if (!why.empty() && uint64_t(st.st_size) > max_bytes) too_big();
     std::ostringstream ss;
     ss << f.rdbuf();
     return ss.str();
   }
   std::string out;
   std::vector<char> buf(size_t(1) << 16);
-  while (f.read(buf.data(), std::streamsize(buf.size())) || f.gcount() > 0) {
+  while (f.read(buf.data(), std::streamsize(std::min(buf.size(), max_bytes + 1 - out.size()))) ||
+         f.gcount() > 0) {
     out.append(buf.data(), size_t(f.gcount()));
-    if (out.size() > kMaxPipeBytes) {
-      fail<IoError>("cannot read '{}': a pipe that gave more than {} MiB", path, kMaxPipeBytes >> 20);
-    }
+    if (out.size() > max_bytes) too_big();
   }
   return out;
 }
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (path.empty() || path.back() == '/' || fs::is_directory(path, ec)) {
-    fail<IoError>("cannot write '{}': it is a directory", path);
-  }
-  check_before_write(path, bytes.size());
-  const std::string tmp = path + ".tmp";
-  // Any failure removes the temporary file: nothing partial is left behind
-  // (and nothing blocks a rerun).
-  auto fail_removing = [&](const std::string& what, int err) {
-    std::remove(tmp.c_str());
-    fail<IoError>("{} '{}': {}", what, path, std::strerror(err));
-  };
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail<IoError>("cannot write '{}': {}", tmp, std::strerror(errno));
-  bool ok = bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  int err = ok ? 0 : errno;
-  if (std::fclose(f) != 0 && ok) {
-    ok = false;
-    err = errno;
-  }
-  if (!ok) fail_removing("write failed for", err);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail_removing("cannot rename the new", errno);
+  OutputFile f(path, bytes.size());
+  f.write(bytes);
+  f.commit();
 }
 
 }  // namespace mtp

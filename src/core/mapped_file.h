@@ -37,8 +37,12 @@ class MappedFile {
 // /dev/zero) is refused; a pipe is read to its end, at most kMaxPipeBytes.
 inline constexpr size_t kMaxPipeBytes = size_t(1) << 30;
 std::string read_file(const std::string& path);
-// Writes atomically: temp file in the same folder, then rename;
-// check_before_write first.
+// The same, but a file (or pipe) of more than `max_bytes` is an InputError
+// naming it, the bound and `why` (what the bound is), found before it is read
+// whole: a never-ending FIFO is read only to the bound.
+std::string read_file(const std::string& path, size_t max_bytes, const std::string& why);
+// Writes the whole file or nothing (core/output_file.h: a unique temporary
+// file beside it renamed over it; devices and FIFOs written in place).
 void write_file_atomic(const std::string& path, const std::string& bytes);
 
 // Every file writer calls this before it writes `bytes` to `path` (both

@@ -72,11 +72,10 @@ void Progress::draw(bool final) {
                                  done_, total_, unit_, produced_ >= 0 ? " planned" : "", made, eta,
                                  extra_.empty() ? "" : " | ", extra_);
   if (tty_) {
-    fmt::print(stderr, "\r\033[K{}{}", line, final ? "\n" : "");
+    note("\r\033[K{}{}", line, final ? "\n" : "");
   } else {
-    fmt::print(stderr, "{}\n", line);
+    note("{}\n", line);
   }
-  std::fflush(stderr);
 }
 
 }  // namespace mtp

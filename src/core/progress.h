@@ -2,10 +2,27 @@
 // On a terminal it redraws one line at most ~4 times a second; in logs (stderr
 // not a TTY) it prints a plain line every 10% so CI output stays readable.
 #pragma once
+#include <fmt/format.h>
+
 #include <chrono>
+#include <cstdio>
 #include <string>
 
 namespace mtp {
+
+// A diagnostic on stderr that never throws: fmt::print throws when the write
+// fails, which in a destructor, a signal watcher or a worker thread aborts the
+// process. A failed write leaves ferror(stderr) set, and run_cli
+// (cli/run_cli.h) exits 2 for it once the command ends.
+template <class... Args>
+void note(fmt::format_string<Args...> f, Args&&... args) noexcept {
+  try {
+    const std::string s = fmt::format(f, std::forward<Args>(args)...);
+    std::fwrite(s.data(), 1, s.size(), stderr);
+    std::fflush(stderr);
+  } catch (...) {  // out of memory formatting a diagnostic: drop it
+  }
+}
 
 class Progress {
  public:

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "core/setting.h"
 #include "core/ggml_type.h"
 #include "kernels/quant_blocks.h"
@@ -32,15 +33,11 @@ std::string utc_now() {
 nlohmann::json parse_meta(const io::Metadata& m, const std::string& key, const std::string& path) {
   auto it = m.find(key);
   if (it == m.end()) fail<FormatError>("drafter '{}': __metadata__ has no '{}'", path, key);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(it->second);
-  } catch (const std::exception& e) {
-    fail<FormatError>("drafter '{}': __metadata__['{}'] is not JSON: {}", path, key, e.what());
-  }
+  const nlohmann::json j =
+      parse_json(it->second, fmt::format("drafter '{}': __metadata__['{}']", path, key));
   if (!j.is_object()) {
     fail<FormatError>("drafter '{}': __metadata__['{}'] is not a JSON object: {}", path, key,
-                      it->second.substr(0, 80));
+                      clip_value(it->second, 80));
   }
   return j;
 }
@@ -147,19 +144,19 @@ nlohmann::json DrafterConfig::to_json() const {
           {"module_input", "module k row t: (h_{k-1}[t], embed(tok[t+k+1])) -> tok[t+k+2]"}};
 }
 
-DrafterConfig DrafterConfig::from_json(const nlohmann::json& j) {
+DrafterConfig DrafterConfig::from_json(const nlohmann::json& j, const std::string& where) {
   DrafterConfig d;
   // Integers only: nlohmann would truncate K = 2.5 to 2 and wrap 2^40.
   auto integer = [&](const char* key, int64_t def, int64_t lo, int64_t hi) -> int64_t {
-    if (!j.is_object()) fail<FormatError>("drafter config: not a JSON object");
+    if (!j.is_object()) fail<FormatError>("{}: not a JSON object", where);
     auto it = j.find(key);
     if (it == j.end()) {
-      if (def < lo) fail<FormatError>("drafter config: missing '{}'", key);
+      if (def < lo) fail<FormatError>("{}: missing '{}'", where, key);
       return def;
     }
     if (!it->is_number_integer() || it->get<int64_t>() < lo || it->get<int64_t>() > hi) {
-      fail<FormatError>("drafter config: {} = {} (must be an integer in {}..{})", key,
-                        it->dump(), lo, hi);
+      fail<FormatError>("{}: {} = {} (must be an integer in {}..{})", where, key,
+                        json_excerpt(*it), lo, hi);
     }
     return it->get<int64_t>();
   };
@@ -169,15 +166,17 @@ DrafterConfig DrafterConfig::from_json(const nlohmann::json& j) {
   // vocabulary before anything is read.
   d.draft_vocab.resize(size_t(integer("draft_vocab", 0, 0, 1 << 24)));
   try {
-    d.hidden_dtype = dtype_from_name(j.value("hidden_dtype", std::string("BF16")));
-  } catch (const nlohmann::json::exception& e) {
-    fail<FormatError>("drafter config: {}", e.what());
+    d.hidden_dtype =
+        dtype_from_name(json_value<std::string>(j, "hidden_dtype", std::string("BF16"), where));
+  } catch (const FormatError& e) {
+    if (std::string_view(e.what()).find(where) == 0) throw;
+    fail<FormatError>("{}: hidden_dtype: {}", where, e.what());
   }
-  if (d.K < 1 || d.K > 16) fail<FormatError>("drafter config: K = {} (must be 1..16)", d.K);
-  if (d.window < 0) fail<FormatError>("drafter config: window = {} (must be >= 0)", d.window);
+  if (d.K < 1 || d.K > 16) fail<FormatError>("{}: K = {} (must be 1..16)", where, d.K);
+  if (d.window < 0) fail<FormatError>("{}: window = {} (must be >= 0)", where, d.window);
   if (d.hidden_dtype != DType::BF16 && d.hidden_dtype != DType::F16 &&
       d.hidden_dtype != DType::F32) {
-    fail<FormatError>("drafter config: hidden_dtype {} (must be BF16, F16 or F32)",
+    fail<FormatError>("{}: hidden_dtype {} (must be BF16, F16 or F32)", where,
                       dtype_name(d.hidden_dtype));
   }
   return d;
@@ -269,7 +268,8 @@ Drafter Drafter::from_tensor_set(const io::TensorSet& ts, const std::string& pat
                  fmt::format("{}; running it anyway (the target-mismatch policy is warn): the "
                              "output is still the target's, acceptance may be lower", why));
   }
-  dr.cfg_ = DrafterConfig::from_json(parse_meta(dr.meta_, "config", path));
+  dr.cfg_ = DrafterConfig::from_json(parse_meta(dr.meta_, "config", path),
+                                     fmt::format("drafter '{}': __metadata__['config']", path));
   if (dr.cfg_.draft_vocab.size() > size_t(target.vocab)) {
     fail<FormatError>("drafter '{}': draft_vocab = {} exceeds the target's vocabulary of {}",
                       path, dr.cfg_.draft_vocab.size(), target.vocab);

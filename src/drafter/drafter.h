@@ -48,7 +48,9 @@ struct DrafterConfig {
   // config JSON records its size.
   std::vector<int32_t> draft_vocab;
   nlohmann::json to_json() const;
-  static DrafterConfig from_json(const nlohmann::json& j);  // FormatError on bad values
+  // FormatError on bad values, naming `where` (the file and field it came from).
+  static DrafterConfig from_json(const nlohmann::json& j,
+                                 const std::string& where = "drafter config");
 };
 
 inline constexpr const char* kDraftVocabTensor = "draft_vocab";

@@ -1,8 +1,12 @@
 #include "drafter/mtp_runner.h"
 
+#include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <cstring>
 
 #include "core/error.h"
+#include "core/progress.h"
 #include "kernels/ops.h"
 
 namespace mtp::drafter {
@@ -47,7 +51,33 @@ void MtpRunner::forward(int mk, std::span<const model::Row> rows, const float* h
   kv.end_rows(rows);
 
   if (h_out) std::memcpy(h_out, x_.data(), q * d * sizeof(float));
-  if (logits) target_.logits_for_rows(x_.data(), q, mask, logits, pool, head_);
+  if (logits) {
+    target_.logits_for_rows(x_.data(), q, mask, logits, pool, head_);
+    neutralise_non_finite(mk, q, mask, logits);
+  }
+}
+
+// A drafter whose weights are finite but whose forward overflows fp32 (one
+// all-3e38 matrix passes the load checks) gives NaN or infinite logits; a
+// sampler fed them broke the request (a cancelled stream, token id -1 from
+// rejection sampling, the target's weights blamed). Such a row becomes all
+// zeros — a uniform draft distribution, valid for every verifier, so the
+// output is what it would be without the drafter — and one warning names the
+// drafter. Rows of a sound drafter are left untouched.
+void MtpRunner::neutralise_non_finite(int mk, size_t q, const uint8_t* mask, float* logits) {
+  static std::atomic<bool> warned{false};
+  const size_t w = logits_width();
+  for (size_t r = 0; r < q; ++r) {
+    if (mask && !mask[r]) continue;
+    float* row = logits + r * w;
+    if (std::all_of(row, row + w, [](float x) { return std::isfinite(x); })) continue;
+    std::fill(row, row + w, 0.f);
+    if (!warned.exchange(true)) {
+      note("warning: drafter '{}': module {} gives non-finite logits (its forward pass overflows "
+           "fp32: the drafter's weights are broken); its drafts at such rows are ignored — the "
+           "output is unchanged, speculation gains nothing there\n", d_.path(), mk);
+    }
+  }
 }
 
 }  // namespace mtp::drafter

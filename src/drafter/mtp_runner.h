@@ -29,7 +29,9 @@ class MtpRunner {
   const model::Model& target() const { return target_; }
 
   // h_in, h_out: [q, d]. logits: [q, logits_width()] for rows whose mask is 1
-  // (mask null = every row; logits null = none). h_out may be null.
+  // (mask null = every row; logits null = none). h_out may be null. A row with
+  // a NaN or infinite logit (the drafter's forward overflowed) is given as all
+  // zeros, with one warning on stderr naming the drafter.
   void forward(int k, std::span<const model::Row> rows, const float* h_in, float* h_out,
                float* logits, const uint8_t* mask, ThreadPool* pool);
 
@@ -44,6 +46,7 @@ class MtpRunner {
   }
 
  private:
+  void neutralise_non_finite(int mk, size_t q, const uint8_t* mask, float* logits);
   const model::Model& target_;
   const Drafter& d_;
   std::vector<model::KVCache> kv_;

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "core/setting.h"
 #include "core/mapped_file.h"
 
@@ -118,24 +119,34 @@ Shard read_shard(const std::string& path) {
 }
 
 nlohmann::json read_manifest(const std::string& dir) {
-  std::string path = (std::filesystem::path(dir) / "manifest.json").string();
-  nlohmann::json m;
-  try {
-    m = nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    fail<FormatError>("'{}' is not JSON: {}", path, e.what());
-  }
-  for (const char* k : {"format", "version", "target_fingerprint", "seq_len", "hidden_dtype",
-                        "d_model", "shards"}) {
-    if (!m.contains(k)) fail<FormatError>("'{}' has no '{}'", path, k);
-  }
-  if (m["format"] != kShardsFormat) {
+  const std::string path = (std::filesystem::path(dir) / "manifest.json").string();
+  const std::string where = "'" + path + "'";
+  const nlohmann::json m = parse_json(read_file(path), where);
+  // Every field a reader takes, type-checked here once (train/data.cc,
+  // draft_vocab.cc then read them with plain get<>).
+  if (json_get<std::string>(m, "format", where) != kShardsFormat) {
     fail<FormatError>("'{}' is not an mtpspec shards manifest (format {})", path,
-                      m["format"].dump());
+                      json_excerpt(m["format"]));
   }
-  if (!m["version"].is_number_integer() || m["version"].get<int64_t>() > kShardsVersion) {
+  if (json_get<int64_t>(m, "version", where) > kShardsVersion) {
     fail<FormatError>("'{}' has version {}; this mtpspec reads up to {}", path,
                       m["version"].dump(), kShardsVersion);
+  }
+  json_get<std::string>(m, "target_fingerprint", where);
+  json_get<std::string>(m, "hidden_dtype", where);
+  for (const char* k : {"seq_len", "d_model"}) {
+    if (json_get<int32_t>(m, k, where) < 1) {
+      fail<FormatError>("{}: field '{}' must be at least 1; got {}", where, k, m[k].dump());
+    }
+  }
+  json_find<nlohmann::json::object_t>(m, "target", where);
+  const auto shards = json_get<nlohmann::json::array_t>(m, "shards", where);
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const std::string field = fmt::format("shards[{}]", i);
+    json_as<nlohmann::json::object_t>(shards[i], field, where);
+    json_get<std::string>(shards[i], "file", where + " " + field);
+    json_find<std::string>(shards[i], "split", where + " " + field);
+    json_find<int32_t>(shards[i], "sequences", where + " " + field);
   }
   return m;
 }

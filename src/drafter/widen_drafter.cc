@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "drafter/drafter.h"
 
 namespace mtp::drafter {
@@ -58,7 +59,7 @@ void widen_drafter(const Drafter& src, const std::string& src_path,
   auto it = src.metadata().find("training");
   if (it != src.metadata().end()) {
     try {
-      training["original"] = nlohmann::json::parse(it->second);
+      training["original"] = parse_json(it->second, "drafter '" + src_path + "': training");
     } catch (const std::exception&) {
       training["original"] = it->second;
     }

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "core/mapped_file.h"
 #include "io/utf8.h"
 
@@ -55,16 +56,12 @@ CorpusFile read_corpus(const std::string& path, std::vector<std::string>& docs) 
       pos = nl == std::string::npos ? data.size() : nl + 1;
       ++line_no;
       if (blank(line)) continue;
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::exception& e) {
-        fail<FormatError>("{}:{}: not JSON: {}", path, line_no, e.what());
+      const std::string where = fmt::format("corpus {}:{}", path, line_no);
+      const nlohmann::json j = parse_json(line, where);
+      if (!j.is_object()) {
+        fail<FormatError>("{}: expected an object with a string \"text\" field", where);
       }
-      if (!j.is_object() || !j.contains("text") || !j["text"].is_string()) {
-        fail<FormatError>("{}:{}: expected an object with a string \"text\" field", path, line_no);
-      }
-      std::string t = j["text"].get<std::string>();
+      std::string t = json_get<std::string>(j, "text", where);
       if (!blank(t)) docs.push_back(std::move(t)), ++f.documents;
     }
     return f;

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "io/safetensors.h"
 
 namespace mtp::io {
@@ -70,7 +71,7 @@ nlohmann::json info_of(const SafetensorsFile& f) {
   if (it == m.end() || it->second != kPretrainTokensFormat || !m.count("info")) {
     fail<FormatError>("'{}' is not an mtpspec pretraining tokens file", f.path());
   }
-  nlohmann::json info = nlohmann::json::parse(m.at("info"), nullptr, false);
+  nlohmann::json info = parse_json(m.at("info"), "'" + f.path() + "': __metadata__['info']");
   if (!info.is_object() || !info.contains("vocab") || !info["vocab"].is_number_integer()) {
     fail<FormatError>("'{}': bad info metadata", f.path());
   }

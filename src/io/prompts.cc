@@ -1,9 +1,9 @@
 #include "io/prompts.h"
 
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "core/mapped_file.h"
 #include "io/utf8.h"
 
@@ -15,28 +15,35 @@ std::vector<PromptEntry> read_prompts(const std::string& path) {
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      fail<FormatError>("{}:{}: not JSON ({})", path, n, e.what());
+    const std::string where = fmt::format("{}:{}", path, n);
+    const nlohmann::json j = parse_json(line, where);
+    if (!j.is_object()) {
+      fail<FormatError>("{}: expected {{\"prompt\": \"...\", \"lang\": \"..\"}}", where);
     }
-    if (!j.is_object() || !j.contains("prompt") || !j["prompt"].is_string()) {
-      fail<FormatError>("{}:{}: expected {{\"prompt\": \"...\", \"lang\": \"..\"}}", path, n);
-    }
-    auto optional_string = [&](const char* key) -> std::string {
-      if (!j.contains(key) || j[key].is_null()) return "";
-      if (!j[key].is_string()) {
-        fail<FormatError>("{}:{}: \"{}\" must be a string, got {}", path, n, key, j[key].dump());
+    PromptEntry e{json_get<std::string>(j, "prompt", where),
+                  json_value<std::string>(j, "lang", "", where),
+                  json_value<std::string>(j, "kind", "", where)};
+    if (auto it = j.find("id"); it != j.end() && !it->is_null()) {
+      if (!it->is_string() && !it->is_number()) {
+        fail<FormatError>("{}: field 'id' must be a string or a number; got {} {}", where,
+                          json_type_name(*it), json_excerpt(*it));
       }
-      return j[key].get<std::string>();
-    };
-    PromptEntry e{j["prompt"].get<std::string>(), optional_string("lang"), optional_string("kind")};
-    if (!is_valid_utf8(e.prompt)) fail<InputError>("{}:{}: prompt is not valid UTF-8", path, n);
+      e.id = *it;
+    }
+    if (!is_valid_utf8(e.prompt)) fail<InputError>("{}: prompt is not valid UTF-8", where);
     out.push_back(std::move(e));
   }
   if (out.empty()) fail<InputError>("'{}' holds no prompts", path);
   return out;
+}
+
+nlohmann::json PromptEntry::id_or(size_t index) const {
+  return id.is_null() ? nlohmann::json(index) : id;
+}
+
+std::string PromptEntry::label(size_t number) const {
+  if (id.is_null()) return std::to_string(number);
+  return id.is_string() ? clip_value(id.get<std::string>(), 60) : id.dump();
 }
 
 }  // namespace mtp::io

@@ -13,6 +13,9 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "core/json.h"
+#include "core/mapped_file.h"
+#include "core/output_file.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -88,24 +91,19 @@ SafetensorsFile::SafetensorsFile(const std::string& path, const SkipTensor& skip
   if (n < 2 || hbeg[0] != '{') {
     fail<FormatError>("'{}' has a corrupt safetensors header: it must be a JSON object", path);
   }
-  json header;
-  try {
-    // nlohmann keeps the last of duplicate keys; the reference implementation
-    // refuses them, and so do we (two entries for one tensor name, or two
-    // __metadata__ keys, would otherwise pick one silently).
-    std::set<std::string> seen;
-    auto no_duplicates = [&](int depth, json::parse_event_t ev, json& parsed) {
-      if (ev == json::parse_event_t::key && depth == 1 &&
-          !seen.insert(parsed.get<std::string>()).second) {
-        fail<FormatError>("'{}' has a corrupt safetensors header: key '{}' appears twice", path,
-                          parsed.get<std::string>());
-      }
-      return true;
-    };
-    header = json::parse(hbeg, hbeg + n, no_duplicates);
-  } catch (const json::exception& e) {
-    fail<FormatError>("'{}' has a corrupt JSON header: {}", path, e.what());
-  }
+  // nlohmann keeps the last of duplicate keys; the reference implementation
+  // refuses them, and so do we (two entries for one tensor name, or two
+  // __metadata__ keys, would otherwise pick one silently).
+  std::set<std::string> seen;
+  auto no_duplicates = [&](int depth, const std::string& key) {
+    if (depth == 1 && !seen.insert(key).second) {
+      fail<FormatError>("'{}' has a corrupt safetensors header: key '{}' appears twice", path,
+                        clip_value(key));
+    }
+  };
+  const json header =
+      parse_json(std::string_view(hbeg, n), fmt::format("'{}' has a corrupt JSON header", path),
+                 no_duplicates);
   if (!header.is_object()) {
     fail<FormatError>("'{}' has a corrupt safetensors header: not a JSON object", path);
   }
@@ -306,12 +304,7 @@ TensorSet TensorSet::open_dir(const std::string& dir, const SkipTensor& skip) {
                            : "";
     fail<IoError>("no model.safetensors or model.safetensors.index.json in '{}'{}", dir, hint);
   }
-  json j;
-  try {
-    j = json::parse(read_file(index.string()));
-  } catch (const json::exception& e) {
-    fail<FormatError>("'{}' is not valid JSON: {}", index.string(), e.what());
-  }
+  const json j = parse_json(read_file(index.string()), "'" + index.string() + "'");
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
     fail<FormatError>("'{}' has no \"weight_map\" object", index.string());
   }
@@ -460,32 +453,13 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
 
   uint64_t total = 8 + h.size();
   for (const TensorView* t : order) total += t->nbytes;
-  check_before_write(path, total);
-  // Unique temp name in the same folder: rename() is then atomic, and two
-  // writers of different files in one folder never collide.
-  static std::atomic<uint64_t> counter{0};
-  std::string tmp = fmt::format("{}.tmp-{}-{}", path, ::getpid(), counter.fetch_add(1));
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail<IoError>("cannot write '{}': {}", tmp, std::strerror(errno));
-  bool ok = std::fwrite(len, 1, 8, f) == 8 && std::fwrite(h.data(), 1, h.size(), f) == h.size();
-  for (size_t i = 0; ok && i < order.size(); ++i) {
-    const TensorView& t = *order[i];
-    ok = t.nbytes == 0 || std::fwrite(t.data, 1, t.nbytes, f) == t.nbytes;
+  OutputFile f(path, total);
+  f.write(len, 8);
+  f.write(h);
+  for (const TensorView* t : order) {
+    if (t->nbytes > 0) f.write(t->data, t->nbytes);
   }
-  int err = ok ? 0 : errno;
-  if (std::fclose(f) != 0 && ok) {
-    ok = false;
-    err = errno;
-  }
-  if (!ok) {
-    std::remove(tmp.c_str());
-    fail<IoError>("write to '{}' failed: {}", tmp, std::strerror(err));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    err = errno;
-    std::remove(tmp.c_str());
-    fail<IoError>("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(err));
-  }
+  f.commit();
 }
 
 }  // namespace mtp::io

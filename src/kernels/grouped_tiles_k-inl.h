@@ -7,6 +7,18 @@
 // for anyone else.
 // NOLINT(build/header_guard)
 
+// TileInK's members by name, as references: not a structured binding, which
+// clang < 16 cannot capture in a lambda (the fuzz build uses clang 14).
+#ifndef MTP_TILE_IN_K_NAMES
+#define MTP_TILE_IN_K_NAMES(in)                                                   \
+  const auto& cg = (in).cg;                                                       \
+  const auto& mg = (in).mg;                                                       \
+  const auto& xq = (in).xq;                                                       \
+  const auto& xd = (in).xd;                                                       \
+  const auto& xs = (in).xs;                                                       \
+  const auto& x16 = (in).x16
+#endif
+
 // What a K-type tile of kQ activation rows (from j0) reads of group g
 // (code and meta bytes per (group, block): grouped_blocks.h).
 template <size_t kQ, GgmlType kT>
@@ -49,7 +61,7 @@ template <size_t kQ, bool kVnni, bool kQ5 = false>
 HWY_INLINE void tile_ky(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
   using In = TileInK<kQ, kQ5 ? GgmlType::Q5_K : GgmlType::Q4_K>;
   const In in(a, g, j0);
-  const auto& [cg, mg, xq, xd, xs, x16] = in;
+  MTP_TILE_IN_K_NAMES(in);
   constexpr size_t kCode = In::kCode;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[kQ][2];
@@ -141,7 +153,7 @@ template <size_t kQ, bool kVnni>
 HWY_INLINE void tile_6y(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
   using In = TileInK<kQ, GgmlType::Q6_K>;
   const In in(a, g, j0);
-  const auto& [cg, mg, xq, xd, xs, x16] = in;
+  MTP_TILE_IN_K_NAMES(in);
   constexpr size_t kCode = In::kCode;
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[kQ][2];
@@ -208,7 +220,7 @@ template <size_t kQ, bool kQ5 = false>
 HWY_INLINE void tile_kz(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
   using In = TileInK<kQ, kQ5 ? GgmlType::Q5_K : GgmlType::Q4_K>;
   const In in(a, g, j0);
-  const auto& [cg, mg, xq, xd, xs, x16] = in;
+  MTP_TILE_IN_K_NAMES(in);
   constexpr size_t kCode = In::kCode, kH = kQ <= 4 ? 2 : 1;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   __m512 acc[kQ];
@@ -280,7 +292,7 @@ template <size_t kQ>
 HWY_INLINE void tile_6z(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
   using In = TileInK<kQ, GgmlType::Q6_K>;
   const In in(a, g, j0);
-  const auto& [cg, mg, xq, xd, xs, x16] = in;
+  MTP_TILE_IN_K_NAMES(in);
   constexpr size_t kCode = In::kCode, kKs = kQ <= 2 ? 4 : kQ <= 4 ? 2 : 1;
   __m512 acc[kQ];
 #pragma GCC unroll 8

@@ -42,6 +42,8 @@
 // rows), AVX2 and AVX-512 without VNNI (ymm: maddubs and madd; Q8_0 by the
 // sign trick, |c| against x·sign(c), exact: pairs <= 2·128·127), others the
 // reference on gathered rows.
+#include <cpuid.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -200,6 +202,17 @@ HWY_INLINE void for_quads(const uint8_t* cb, size_t h, F&& f) {
   }
 }
 
+// TileIn's members by name, as references: not a structured binding, which
+// clang < 16 cannot capture in a lambda (the fuzz build uses clang 14).
+#ifndef MTP_TILE_IN_NAMES
+#define MTP_TILE_IN_NAMES(in)                                                     \
+  const auto& cg = (in).cg;                                                       \
+  const auto& sg = (in).sg;                                                       \
+  const auto& xq = (in).xq;                                                       \
+  const auto& xd = (in).xd;                                                       \
+  const auto& xc = (in).xc
+#endif
+
 // What a tile of kQ activation rows (from j0) reads of group g: the group's
 // codes and scales (d fp16 [16] per block; min kinds then m fp16 [16]), and
 // each row's codes, scales and xcorr.
@@ -225,7 +238,7 @@ struct TileIn {
 template <int K, size_t kQ, bool kVnni>
 HWY_INLINE void tile_y(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
   const TileIn<K, kQ> in(a, g, j0);
-  const auto& [cg, sg, xq, xd, xc] = in;
+  MTP_TILE_IN_NAMES(in);
   constexpr size_t kCode = TileIn<K, kQ>::kCode, kMetaH = TileIn<K, kQ>::kMetaH;
   __m256 acc[kQ][2];
 #pragma GCC unroll 8
@@ -314,7 +327,7 @@ HWY_INLINE __m512i dpbusd_bcast(__m512i acc, __m512i u, const int8_t* x) {
 template <int K, size_t kQ>
 HWY_INLINE void tile_z(const GroupedArgs& a, size_t g, size_t j0, bool pf) {
   const TileIn<K, kQ> in(a, g, j0);
-  const auto& [cg, sg, xq, xd, xc] = in;
+  MTP_TILE_IN_NAMES(in);
   constexpr size_t kCode = TileIn<K, kQ>::kCode, kMetaH = TileIn<K, kQ>::kMetaH;
   __m512 acc[kQ];
 #pragma GCC unroll 8
@@ -456,9 +469,18 @@ namespace {
 std::atomic<bool> g_vnni_allowed{true};
 }  // namespace
 
+// AVX-VNNI is CPUID.(EAX=7, ECX=1):EAX[4], read directly: clang 14's
+// __builtin_cpu_supports does not know "avxvnni" (the fuzz build uses it).
+// Asked only for the AVX2 target, which Highway picks only where the OS keeps
+// the YMM state.
+static bool cpuid_avx_vnni() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid_count(7, 1, &a, &b, &c, &d) != 0 && ((a >> 4) & 1u) != 0;
+}
+
 bool cpu_has_quant_vnni(std::string_view target) {
   static const bool avx512 = __builtin_cpu_supports("avx512vnni");
-  static const bool avx = __builtin_cpu_supports("avxvnni");
+  static const bool avx = cpuid_avx_vnni();
   if (target.starts_with("AVX3")) return avx512;
   if (target == "AVX2") return avx;
   return false;

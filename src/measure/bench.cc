@@ -81,7 +81,8 @@ InterleavedRuns run_interleaved(const BenchInputs& in, const std::vector<int>& K
       bt += generated_steps(plain), bs += plain.timings.gen_s;
       out.plain_total_s += plain.timings.prompt_s + plain.timings.gen_s;
       std::string line = fmt::format("[bench] repeat {}/{}, prompt {}/{}: plain {:.1f} tok/s", r + 1,
-                                     repeat, p + 1, in.prompts.size(),
+                                     repeat, p < in.labels.size() ? in.labels[p] : std::to_string(p + 1),
+                                     in.prompts.size(),
                                      rate(generated_steps(plain), plain.timings.gen_s));
       for (size_t i = 0; i < Ks.size(); ++i) {
         GenerateResult sp = generate(*engines[i], ids, go, nullptr, specs[i]);

@@ -35,6 +35,9 @@ struct BenchInputs {
   // samples at temperature > 0.
   SamplerOptions sampling;
   SpecSampling mode = SpecSampling::Coupled;
+  // [prompt]: how the progress lines name it (the prompts file's "id"); empty:
+  // by its number.
+  std::vector<std::string> labels;
 };
 
 // Speculative runs at one draft length, summed over repeats and prompts.

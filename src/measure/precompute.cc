@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "core/setting.h"
 #include "core/mapped_file.h"
 #include "core/progress.h"
@@ -269,7 +270,11 @@ PrecomputeReport precompute(const model::Model& m, const io::Tokenizer& tok,
   }
   nlohmann::json old;
   if (fs::exists(plan_path)) {
-    old = nlohmann::json::parse(read_file(plan_path.string()), nullptr, false);
+    try {
+      old = parse_json(read_file(plan_path.string()), "'" + plan_path.string() + "'");
+    } catch (const FormatError&) {
+      old = nlohmann::json(nlohmann::json::value_t::discarded);
+    }
   }
   if (has_shards && (old.is_discarded() || !old.is_object() || old.value("plan_id", "") != plan_id)) {
     std::string differ;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "core/mapped_file.h"
 #include "core/ggml_type.h"
 #include "io/gguf.h"
@@ -157,7 +158,7 @@ static std::string stored_fingerprint(const LoadedModel& lm, bool use_cache) {
   nlohmann::json db = nlohmann::json::object();
   if (use_cache) {
     try {
-      db = nlohmann::json::parse(read_file(cache.string()));
+      db = parse_json(read_file(cache.string()), "'" + cache.string() + "'");
       if (db.contains(key)) return db[key].get<std::string>();
     } catch (const std::exception&) {
       db = nlohmann::json::object();  // missing or unreadable cache: recompute

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "core/mapped_file.h"
 #include "model/family.h"
 
@@ -467,13 +468,8 @@ ModelConfig parse_hf_config(const json& config, const json* generation_config,
 ModelConfig read_hf_config(const std::string& dir) {
   fs::path cfg = fs::path(dir) / "config.json";
   if (!fs::exists(cfg)) fail<IoError>("no config.json in '{}'", dir);
-  auto parse = [](const fs::path& p) {
-    try {
-      return json::parse(read_file(p.string()));
-    } catch (const json::exception& e) {
-      fail<FormatError>("'{}' is not valid JSON: {}", p.string(), e.what());
-    }
-  };
+  // The one bounded JSON reader (core/json.h): depth limited, errors name the file.
+  auto parse = [](const fs::path& p) { return parse_json(read_file(p.string()), "'" + p.string() + "'"); };
   json config = parse(cfg);
   fs::path gen = fs::path(dir) / "generation_config.json";
   json gen_json;

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "core/mapped_file.h"
 #include "io/safetensors.h"
 #include "model/family.h"
@@ -215,7 +216,8 @@ json widened_hf_config(const LoadedModel& src, const WidenPlan& p, DType dtype) 
   const ModelConfig& b = p.dst;
   json c;
   if (p.src.source == "hf") {
-    c = json::parse(read_file((fs::path(src.path) / "config.json").string()));
+    const std::string cfg = (fs::path(src.path) / "config.json").string();
+    c = parse_json(read_file(cfg), "'" + cfg + "'");
     if (c.contains("text_config") && c.at("text_config").is_object()) {  // multimodal
       const Family& f = family(p.src.arch);
       c = json(c.at("text_config"));

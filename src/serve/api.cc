@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/json.h"
 
 namespace mtp::serve {
 
@@ -82,7 +83,7 @@ std::string text_of_content(const json& c, const std::string& param) {
     if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
       bad(p, "must be an object with a string 'type'");
     }
-    if (part["type"] != "text") bad(p + ".type", "'" + part["type"].get<std::string>() +
+    if (part["type"] != "text") bad(p + ".type", "'" + clip_value(part["type"].get<std::string>()) +
                                                    "' is not supported (text only)");
     if (!part.contains("text") || !part["text"].is_string()) bad(p + ".text", "must be a string");
     out += part["text"].get<std::string>();
@@ -129,7 +130,7 @@ void parse_messages(const json& body, ApiRequest& r) {
     cm.role = e["role"].get<std::string>();
     if (cm.role == "developer") cm.role = "system";  // OpenAI's newer name for it
     if (cm.role != "system" && cm.role != "user" && cm.role != "assistant") {
-      bad(p + ".role", "'" + cm.role + "' is not system, user or assistant");
+      bad(p + ".role", "'" + clip_value(cm.role) + "' is not system, user or assistant");
     }
     cm.content = text_of_content(e.contains("content") ? e["content"] : json(), p + ".content");
     r.messages.push_back(std::move(cm));
@@ -139,8 +140,12 @@ void parse_messages(const json& body, ApiRequest& r) {
 }  // namespace
 
 ApiRequest parse_request(std::string_view body, Endpoint endpoint) {
-  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw ApiError(400, "the request body is not valid JSON");
+  json j;
+  try {
+    j = parse_json(body, "the request body");
+  } catch (const FormatError& e) {  // not JSON, or nested too deep
+    throw ApiError(400, e.what());
+  }
   if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object");
   ApiRequest r;
   r.endpoint = endpoint;

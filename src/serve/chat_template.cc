@@ -3,10 +3,11 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json.h"
+#include "core/mapped_file.h"
 #include "io/gguf.h"
 #include "model/family.h"
 
@@ -193,6 +194,30 @@ std::string ChatTemplate::end_of_turn() const {
   return "";
 }
 
+namespace {
+// A literal default system turn in the template's source,
+//   '<|im_start|>system\nTEXT<|im_end|>\n'   (TEXT without ' or \),
+// the first one; "" when there is none. One forward scan: each candidate's
+// TEXT ends at the first quote or backslash, which is where the next
+// candidate can start, so no byte is looked at twice (a std::regex recursed
+// per character and overflowed the stack on a 50 KB prompt).
+std::string literal_default_system(std::string_view j) {
+  static constexpr std::string_view open = "'<|im_start|>system\\n", end = "<|im_end|>",
+                                    tail = "\\n'";
+  for (size_t at = j.find(open); at != std::string_view::npos; at = j.find(open, at)) {
+    const size_t b = at + open.size();
+    const size_t e = j.find_first_of("'\\", b);
+    if (e == std::string_view::npos) return "";
+    if (e - b >= end.size() && j.compare(e - end.size(), end.size(), end) == 0 &&
+        j.compare(e, tail.size(), tail) == 0) {
+      return std::string(j.substr(b, e - end.size() - b));
+    }
+    at = e;
+  }
+  return "";
+}
+}  // namespace
+
 ChatTemplate recognise_template(const std::string& j, const std::string& where) {
   // The markers of each chat format live in the family table (model/family.h).
   const std::string format = model::chat_format_of(j);
@@ -204,10 +229,7 @@ ChatTemplate recognise_template(const std::string& j, const std::string& where) 
   t.format = parse_chat_format(format);
   if (t.format == ChatFormat::ChatML) {
     t.strip_think = j.find("</think>") != std::string::npos;
-    // A literal default system turn: '<|im_start|>system\nTEXT<|im_end|>\n'.
-    static const std::regex def(R"('<\|im_start\|>system\\n([^'\\]*)<\|im_end\|>\\n')");
-    std::smatch m;
-    if (std::regex_search(j, m, def)) t.default_system = m[1].str();
+    t.default_system = literal_default_system(j);
   }
   return t;
 }
@@ -229,9 +251,8 @@ ChatTemplate load_chat_template(const std::string& dir, const std::string& overr
   const fs::path p = fs::path(dir) / "tokenizer_config.json";
   nlohmann::json cfg = nlohmann::json::object();
   if (fs::exists(p)) {
-    std::ifstream f(p);
-    cfg = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
-    if (cfg.is_discarded() || !cfg.is_object()) {
+    cfg = parse_json(read_file(p.string()), p.string());
+    if (!cfg.is_object()) {
       fail<FormatError>("{}: not a JSON object", p.string());
     }
   }

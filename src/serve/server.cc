@@ -15,21 +15,11 @@
 #include "core/error.h"
 #include "serve/api.h"
 #include "serve/connection.h"
+#include "serve/intake.h"
 #include "serve/page.h"
 #include "serve/response.h"
 
 namespace mtp::serve {
-
-// httplib's stop() also ends every chunked stream (its providers stop once the
-// listening socket is invalid). Shutting the socket down instead makes accept()
-// fail, so listen() stops accepting and waits for the handlers, which run on.
-class HttpServer : public httplib::Server {
- public:
-  void stop_accepting() {
-    const socket_t s = svr_sock_;
-    if (s != INVALID_SOCKET) ::shutdown(s, SHUT_RDWR);
-  }
-};
 
 namespace {
 
@@ -45,10 +35,25 @@ bool same_secret(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+static IntakeOptions intake_options(const ServerOptions& o) {
+  IntakeOptions i;
+  i.request_timeout_ms = 1000 * std::min(o.request_timeout_s, o.timeout_s);
+  i.keep_alive_ms = 2000;
+  i.write_timeout_ms = 1000 * o.timeout_s;
+  i.max_per_client = o.max_conns_per_client;
+  i.max_pending = o.max_pending_conns;
+  i.max_body = o.max_body;
+  i.workers = o.http_threads;
+  return i;
+}
+
 Server::Server(Engine& engine, const io::Tokenizer& tok, ServerOptions o)
-    : engine_(engine), tok_(tok), opt_(std::move(o)), http_(std::make_unique<HttpServer>()) {
-  const int n = opt_.http_threads;
-  http_->new_task_queue = [n] { return new httplib::ThreadPool(size_t(n)); };
+    : engine_(engine), tok_(tok), opt_(std::move(o)) {
+  http_ = std::make_unique<HttpServer>(intake_options(opt_), [this](int status,
+                                                                    const std::string& msg) {
+    metrics_.http_error(status);
+    return error_body(ApiError(status, msg)).dump();
+  });
   http_->set_payload_max_length(opt_.max_body);
   http_->set_read_timeout(opt_.timeout_s, 0);
   http_->set_write_timeout(opt_.timeout_s, 0);
@@ -68,6 +73,7 @@ int Server::bind() {
   }
   if (port < 0) fail<ConfigError>("cannot listen on {}:{} (in use, or not an address here)",
                                   opt_.host, opt_.port);
+  http_->raise_backlog();
   return port;
 }
 

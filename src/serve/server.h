@@ -19,8 +19,11 @@
 // request waits for its completion within disconnect_poll_ms (connection.h:
 // its socket is peeked at, its bytes unchanged: same status, Content-Type,
 // Content-Length body);
-// read/write timeouts drop slow clients; stop_accepting() refuses new
-// connections and lets the in-flight requests finish.
+// slow clients never hold a worker: a request is read whole by the intake
+// (intake.h) within request_timeout_s before a worker takes it, and each
+// client address has at most max_conns_per_client connections;
+// stop_accepting() refuses new connections and lets the in-flight requests
+// finish.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -36,15 +39,18 @@
 
 namespace mtp::serve {
 
-class HttpServer;  // httplib::Server with a graceful stop (server.cc)
+class HttpServer;  // httplib::Server with the intake and a graceful stop (intake.h)
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                    // 0: any free port (bind() returns it)
   std::string api_key;                // "" = no authentication
   size_t max_body = 1 << 20;          // bytes
-  int timeout_s = 30;                 // socket read/write timeout
-  int http_threads = 8;               // connections served at once
+  int timeout_s = 30;                 // socket write timeout, and the cap of request_timeout_s
+  int request_timeout_s = 10;         // a request's head and body must arrive within this (intake.h)
+  int max_conns_per_client = 64;      // connections open at once per client address (429 past it)
+  int max_pending_conns = 512;        // connections waiting for their requests, in all (503)
+  int http_threads = 8;               // requests served at once (complete requests only)
   int disconnect_poll_ms = 100;       // a non-streamed request's client is checked this often (>= 1)
   ChatTemplate chat;
 };

@@ -37,9 +37,9 @@ class LineIterator : public sentencepiece::SentenceIterator {
 }  // namespace
 
 std::string train_sentencepiece_bpe(const std::vector<const std::string*>& docs, int vocab,
-                                    int threads, uint64_t seed) {
+                                    int threads, uint64_t seed, const std::string& corpus) {
   LineIterator it(docs);
-  if (it.done()) fail<InputError>("the corpus has no text to train a tokenizer on");
+  if (it.done()) fail<InputError>("the corpus {} has no text to train a tokenizer on", corpus);
   const std::unordered_map<std::string, std::string> spec = {
       {"model_type", "bpe"},
       {"vocab_size", std::to_string(vocab)},
@@ -65,10 +65,10 @@ std::string train_sentencepiece_bpe(const std::vector<const std::string*>& docs,
     std::string why = st.ToString();
     if (auto p = why.find("] "); p != std::string::npos) why = why.substr(p + 2);
     if (why.find("smaller than required_chars") != std::string::npos) {
-      fail_setting<InputError>("vocab", "a vocabulary of {} is too small for this corpus: {}",
-                               vocab, why);
+      fail_setting<InputError>("vocab", "a vocabulary of {} is too small for the corpus {}: {}",
+                               vocab, corpus, why);
     }
-    fail<InputError>("training the tokenizer failed: {}", why);
+    fail<InputError>("training the tokenizer on the corpus {} failed: {}", corpus, why);
   }
   return proto;
 }

@@ -12,8 +12,9 @@ namespace mtp::io {
 // of `docs` (<unk> 0, <s> 1, </s> 2, identity normalisation, whitespace kept,
 // a dummy prefix, digits split), seeded; returns the serialized .model bytes.
 // InputError when the corpus has no text, or the vocabulary is too small for
-// it (the message says so), or libsentencepiece refuses.
+// it (the message says so), or libsentencepiece refuses; `corpus` names the
+// files the documents came from in these messages.
 std::string train_sentencepiece_bpe(const std::vector<const std::string*>& docs, int vocab,
-                                    int threads, uint64_t seed);
+                                    int threads, uint64_t seed, const std::string& corpus);
 
 }  // namespace mtp::io

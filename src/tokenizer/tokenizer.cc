@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "core/mapped_file.h"
 #include "tokenizer/tokenizer_gguf.h"
 #include "tokenizer/tokenizer_hf.h"
@@ -138,12 +139,7 @@ std::string config_path_for(const std::string& file) {
 TokenizerConfig read_tokenizer_config(const std::string& path) {
   TokenizerConfig cfg;
   if (path.empty()) return cfg;
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    fail<FormatError>("'{}' is not valid JSON: {}", path, e.what());
-  }
+  const nlohmann::json j = parse_json(read_file(path), "'" + path + "'");
   if (!j.is_object()) fail<FormatError>("'{}': expected a JSON object", path);
   cfg.present = true;
   auto flag = [&](const char* key) -> std::optional<bool> {
@@ -228,6 +224,22 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
       "tokenizer '{}': unrecognised file type (expected tokenizer.json, a SentencePiece .model, "
       "a llama2.c .bin, a GPT-2 encoder.json or a GGUF file)",
       path);
+}
+
+size_t max_prompt_bytes(const Tokenizer& tok, int64_t ctx) {
+  size_t longest = 1;
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) {
+    longest = std::max(longest, tok.token_bytes(id, -1).size());
+  }
+  const uint64_t bound = uint64_t(std::max<int64_t>(ctx, 1)) * longest * 4;
+  return size_t(std::min<uint64_t>(bound, uint64_t(1) << 40));
+}
+
+void check_prompt_bytes(size_t bytes, size_t max_bytes, int64_t ctx, const std::string& what) {
+  if (bytes <= max_bytes) return;
+  fail<InputError>("{} is {} bytes; a context of {} tokens holds at most {} bytes of text with "
+                   "this tokenizer, so it cannot fit: shorten it or raise --ctx", what, bytes, ctx,
+                   max_bytes);
 }
 
 }  // namespace mtp::io

@@ -54,6 +54,15 @@ inline constexpr std::string_view kNoPiece = "\xEF\xBF\xBD";
 void check_tokenizer_covers(int64_t model_vocab, const Tokenizer& tok,
                             const std::string& tokenizer_path, std::FILE* warn = stderr);
 
+// The most bytes of text a prompt of fewer than `ctx` tokens can hold with
+// `tok`: 4 x ctx x its longest token's bytes (a normalizer may shrink text,
+// NFKC by up to 3x). A longer prompt cannot fit the context, so it is refused
+// before it is read whole or tokenized (a 50 MB prompt for a 512-token
+// context took 35 s and 1.3 GB to refuse).
+size_t max_prompt_bytes(const Tokenizer& tok, int64_t ctx);
+// InputError when `bytes` (the size of the prompt `what`) is over that bound.
+void check_prompt_bytes(size_t bytes, size_t max_bytes, int64_t ctx, const std::string& what);
+
 // Opens a tokenizer by path: a directory (tokenizer.json, else tokenizer.model,
 // else tokenizer.bin / tok*.bin), tokenizer.json, a SentencePiece .model, a
 // llama2.c tokenizer .bin, GPT-2 encoder.json (vocab.bpe beside it), or a GGUF

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "core/mapped_file.h"
 #include "tokenizer/tokenizer_internal.h"
 
@@ -25,7 +26,7 @@ constexpr int64_t kMaxTokenId = int64_t(1) << 24;
 // get<int>() casts 1e300 or 2^40 without a check (undefined behaviour).
 int32_t token_id_field(const json& v, const std::string& source, const char* what) {
   if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= kMaxTokenId) {
-    fail<FormatError>("{}: {} must be a token id, got {}", source, what, v.dump());
+    fail<FormatError>("{}: {} must be a token id, got {}", source, what, json_excerpt(v));
   }
   return int32_t(v.get<int64_t>());
 }
@@ -176,7 +177,7 @@ struct Loader {
       const json start = d.value("start", json(0));
       if (!start.is_number_integer())
         fail<FormatError>("{}: Strip decoder \"start\" must be an integer, got {}", source,
-                          start.dump());
+                          json_excerpt(start));
       if (start.get<int64_t>() > 0 && d.value("content", std::string(" ")) == " ")
         parts.strip_leading_space = true;
     } else if (type == "Metaspace") {
@@ -234,7 +235,7 @@ BpeModel::Merge parse_merge(const json& m, const std::string& source, size_t ran
     if (sp != std::string::npos && s.find(' ', sp + 1) == std::string::npos)
       return {s.substr(0, sp), s.substr(sp + 1)};
   }
-  fail<FormatError>("{}: merge #{} is malformed: {}", source, rank, m.dump().substr(0, 80));
+  fail<FormatError>("{}: merge #{} is malformed: {}", source, rank, json_excerpt(m));
 }
 
 HfTokenizer::Parts parse_tokenizer_json(const json& j, const std::string& source) {
@@ -276,8 +277,8 @@ HfTokenizer::Parts parse_tokenizer_json(const json& j, const std::string& source
   std::vector<std::string> names;  // id -> vocab key, for duplicate messages
   for (auto it = v.begin(); it != v.end(); ++it) {
     if (!it.value().is_number_integer())
-      fail<FormatError>("{}: token '{}' has id {}, not an integer", source, it.key(),
-                        it.value().dump());
+      fail<FormatError>("{}: token '{}' has id {}, not an integer", source,
+                        clip_value(it.key()), json_excerpt(it.value()));
     const int64_t id = it.value().get<int64_t>();
     if (id < 0 || id >= kMaxTokenId)
       fail<FormatError>("{}: token '{}' has id {}", source, it.key(), id);
@@ -320,7 +321,8 @@ HfTokenizer::Parts parse_tokenizer_json(const json& j, const std::string& source
     t.content = a.at("content").get<std::string>();
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= kMaxTokenId ||
         t.content.empty())
-      fail<FormatError>("{}: added token '{}' has id {}", source, t.content, id.dump());
+      fail<FormatError>("{}: added token '{}' has id {}", source, clip_value(t.content),
+                        json_excerpt(id));
     t.id = int32_t(id.get<int64_t>());
     for (const auto& o : parts.added) {
       if (o.id == t.id && o.content != t.content)
@@ -361,12 +363,11 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& path) {
   const std::string text = read_file(path);  // IoError when missing
   HfTokenizer::Parts parts;
   try {
-    const json j = json::parse(text);
+    const json j = parse_json(text, "'" + path + "'");
     parts = parse_tokenizer_json(j, path);
-  } catch (const json::parse_error& e) {
-    fail<FormatError>("'{}' is not valid JSON: {}", path, e.what());
   } catch (const json::exception& e) {
-    fail<FormatError>("'{}' is not a valid tokenizer.json: {}", path, e.what());
+    fail<FormatError>("'{}' is not a valid tokenizer.json: {}", path,
+                      clip_value(e.what(), 200));
   }
 
   // BOS: the template's (already in parts.prefix), else the config's.
@@ -407,17 +408,17 @@ std::unique_ptr<Tokenizer> load_gpt2_tokenizer(const std::string& encoder_json,
 
   detail::StringMap<int32_t> vocab;
   try {
-    const nlohmann::json j = nlohmann::json::parse(enc_text);
+    const nlohmann::json j = parse_json(enc_text, "'" + encoder_json + "'");
     if (!j.is_object() || j.empty())
       fail<FormatError>("'{}': expected a JSON object of token ids", encoder_json);
     vocab.reserve(j.size());
     for (auto it = j.begin(); it != j.end(); ++it) {
       if (!it.value().is_number_integer())
-        fail<FormatError>("'{}': token '{}' has id {}, not an integer", encoder_json, it.key(),
-                          it.value().dump());
+        fail<FormatError>("'{}': token '{}' has id {}, not an integer", encoder_json,
+                          clip_value(it.key()), json_excerpt(it.value()));
       const int64_t id = it.value().get<int64_t>();
       if (id < 0 || id >= kMaxTokenId)
-        fail<FormatError>("'{}': token '{}' has id {}", encoder_json, it.key(), id);
+        fail<FormatError>("'{}': token '{}' has id {}", encoder_json, clip_value(it.key()), id);
       std::string raw = byte_level_decode(it.key()).value_or(it.key());
       if (size_t(id) >= parts.model_tokens.size()) {
         parts.model_tokens.resize(size_t(id) + 1);
@@ -425,13 +426,14 @@ std::unique_ptr<Tokenizer> load_gpt2_tokenizer(const std::string& encoder_json,
       }
       if (parts.model_present[size_t(id)])
         fail<FormatError>("'{}': id {} is given to two tokens (the second is '{}')",
-                          encoder_json, id, it.key());
+                          encoder_json, id, clip_value(it.key()));
       parts.model_present[size_t(id)] = 1;
       parts.model_tokens[size_t(id)] = raw;
       vocab.emplace(std::move(raw), int32_t(id));
     }
   } catch (const nlohmann::json::exception& e) {
-    fail<FormatError>("'{}' is not a valid GPT-2 encoder.json: {}", encoder_json, e.what());
+    fail<FormatError>("'{}' is not a valid GPT-2 encoder.json: {}", encoder_json,
+                      clip_value(e.what(), 200));
   }
 
   std::vector<BpeModel::Merge> merges;

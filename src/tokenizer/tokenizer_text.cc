@@ -3,7 +3,6 @@
 #include <unicode/bytestream.h>
 #include <unicode/locid.h>
 #include <unicode/normalizer2.h>
-#include <unicode/regex.h>
 #include <unicode/uchar.h>
 #include <unicode/unistr.h>
 
@@ -11,7 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "tokenizer/tokenizer_internal.h"
+#include "tokenizer/tokenizer_regex.h"
 
 namespace mtp::io {
 namespace {
@@ -21,28 +22,6 @@ using json = nlohmann::json;
 // The pattern of GPT-2's ByteLevel pre-tokenizer.
 constexpr const char* kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-
-// Oniguruma \s / \S -> ICU property classes (see the header).
-std::string onig_to_icu(const std::string& p) {
-  std::string out;
-  out.reserve(p.size() + 32);
-  for (size_t i = 0; i < p.size(); ++i) {
-    if (p[i] == '\\' && i + 1 < p.size()) {
-      const char c = p[++i];
-      if (c == 's') {
-        out += "\\p{White_Space}";
-      } else if (c == 'S') {
-        out += "\\P{White_Space}";
-      } else {
-        out += '\\';
-        out += c;
-      }
-    } else {
-      out += p[i];
-    }
-  }
-  return out;
-}
 
 bool is_space_cp(std::string_view s, size_t i) {
   size_t j = i;
@@ -137,7 +116,8 @@ std::vector<AddedTokenMatcher::Match> AddedTokenMatcher::find_all(std::string_vi
 // ---------------------------------------------------------------- patterns
 
 struct TextPattern::Regex {
-  std::unique_ptr<icu::RegexPattern> pattern;
+  explicit Regex(const std::string& p) : re(p) {}
+  BoundedRegex re;
 };
 
 TextPattern::~TextPattern() = default;
@@ -152,16 +132,7 @@ TextPattern TextPattern::literal(std::string s) {
 
 TextPattern TextPattern::regex(const std::string& pattern) {
   TextPattern p;
-  UErrorCode st = U_ZERO_ERROR;
-  UParseError pe{};
-  const std::string icu_pat = onig_to_icu(pattern);
-  p.re_ = std::make_unique<Regex>();
-  p.re_->pattern.reset(
-      icu::RegexPattern::compile(icu::UnicodeString::fromUTF8(icu_pat), 0, pe, st));
-  if (U_FAILURE(st) || !p.re_->pattern) {
-    fail<ConfigError>("tokenizer regex '{}' is not supported: {} at offset {}", pattern,
-                      u_errorName(st), pe.offset);
-  }
+  p.re_ = std::make_unique<Regex>(pattern);
   return p;
 }
 
@@ -171,7 +142,7 @@ TextPattern TextPattern::from_json(const json& j, const std::string& source) {
   if (j.is_object() && j.contains("Regex") && j["Regex"].is_string())
     return regex(j["Regex"].get<std::string>());
   fail<FormatError>("{}: pattern must be {{\"String\": ...}} or {{\"Regex\": ...}}, got {}", source,
-                    j.dump().substr(0, 80));
+                    json_excerpt(j));
 }
 
 std::vector<std::pair<size_t, size_t>> TextPattern::find_all(std::string_view text) const {
@@ -184,28 +155,7 @@ std::vector<std::pair<size_t, size_t>> TextPattern::find_all(std::string_view te
     }
     return out;
   }
-  const icu::UnicodeString us =
-      icu::UnicodeString::fromUTF8(icu::StringPiece(text.data(), int32_t(text.size())));
-  // UTF-16 index -> UTF-8 byte offset (only code point boundaries are used).
-  std::vector<uint32_t> off(size_t(us.length()) + 1, 0);
-  size_t i8 = 0;
-  int32_t i16 = 0;
-  while (i8 < text.size()) {
-    off[size_t(i16)] = uint32_t(i8);
-    const size_t n = std::max<size_t>(1, detail::utf8_len_at(text, i8));
-    i16 += n == 4 ? 2 : 1;
-    i8 += n;
-  }
-  off[size_t(us.length())] = uint32_t(text.size());
-  UErrorCode st = U_ZERO_ERROR;
-  std::unique_ptr<icu::RegexMatcher> m(re_->pattern->matcher(us, st));
-  if (U_FAILURE(st)) fail<ConfigError>("cannot run tokenizer regex: {}", u_errorName(st));
-  while (m->find(st) && U_SUCCESS(st)) {
-    const int32_t b = m->start(st), e = m->end(st);
-    if (e > b) out.emplace_back(off[size_t(b)], off[size_t(e)]);
-  }
-  if (U_FAILURE(st)) fail<InputError>("tokenizer regex failed on the input: {}", u_errorName(st));
-  return out;
+  return re_->re.find_all(text);
 }
 
 // ---------------------------------------------------------------- normalizers

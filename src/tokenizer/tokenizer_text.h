@@ -5,10 +5,9 @@
 // Contracts (semantics follow the Rust `tokenizers` library):
 // - Added tokens are matched leftmost-longest on the raw text; they are never
 //   normalized or split further.
-// - Regex patterns are the Oniguruma patterns HF stores; we run them with ICU
-//   (std::regex has no \p{L}). \s and \S are rewritten to \p{White_Space} /
-//   \P{White_Space}, which is what Oniguruma means by them (ICU's own \s lacks
-//   U+000B and U+0085).
+// - Regex patterns are the Oniguruma patterns HF stores, run with PCRE2 under
+//   bounded work (io/tokenizer_regex.h: the escapes rewritten, the limits,
+//   an InputError naming the pattern when a search exceeds them).
 // - Unsupported component types throw ConfigError naming the type, rather than
 //   silently tokenizing differently from the reference.
 #pragma once
@@ -54,7 +53,7 @@ class AddedTokenMatcher {
 class TextPattern {
  public:
   static TextPattern literal(std::string s);
-  static TextPattern regex(const std::string& pattern);  // throws ConfigError
+  static TextPattern regex(const std::string& pattern);  // throws ConfigError (tokenizer_regex.h)
   static TextPattern from_json(const nlohmann::json& j, const std::string& source);
   ~TextPattern();
   TextPattern(TextPattern&&) noexcept;

@@ -1,8 +1,11 @@
 #include "train/checkpoint.h"
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "core/setting.h"
 #include "core/mapped_file.h"
 #include "io/safetensors.h"
@@ -30,6 +33,40 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
   io::write_safetensors(path, views, meta);
 }
 
+namespace {
+// Every field of a state that a reader takes, type-checked once here (the
+// trainer, pretraining and export then read them with plain get<>).
+void check_state(const nlohmann::json& s, const std::string& where) {
+  using obj = nlohmann::json::object_t;
+  for (const char* k : {"step", "total_steps"}) {
+    if (json_value<int64_t>(s, k, 0, where) < 0) {
+      fail<FormatError>("{}: field '{}' must be >= 0; got {}", where, k, s[k].dump());
+    }
+  }
+  json_find<obj>(s, "trajectory", where);
+  json_find<obj>(s, "drafter_config", where);
+  if (auto shards = json_find<obj>(s, "shards", where)) {
+    json_find<std::string>(nlohmann::json(*shards), "dir", where + " shards");
+  }
+  if (auto t = json_find<obj>(s, "target", where)) {
+    const nlohmann::json tgt(*t);
+    json_find<std::string>(tgt, "path", where + " target");
+    json_find<std::string>(tgt, "fingerprint", where + " target");
+  }
+  if (auto layout = json_find<nlohmann::json::array_t>(s, "layout", where)) {
+    for (size_t i = 0; i < layout->size(); ++i) {
+      const std::string w = fmt::format("{} layout[{}]", where, i);
+      const nlohmann::json& e = (*layout)[i];
+      json_get<std::string>(e, "name", w);
+      json_get<int64_t>(e, "offset", w);
+      for (const auto& d : json_get<nlohmann::json::array_t>(e, "shape", w)) {
+        json_as<int64_t>(d, "shape", w);
+      }
+    }
+  }
+}
+}  // namespace
+
 Checkpoint load_checkpoint(const std::string& path) {
   io::SafetensorsFile f(path);
   const io::Metadata& m = f.metadata();
@@ -38,11 +75,11 @@ Checkpoint load_checkpoint(const std::string& path) {
     fail<FormatError>("'{}' is not an mtpspec training checkpoint", path);
   }
   Checkpoint c;
-  try {
-    c.state = nlohmann::json::parse(m.at("state"));
-  } catch (const std::exception& e) {
-    fail<FormatError>("checkpoint '{}': bad state: {}", path, e.what());
-  }
+  const std::string where = fmt::format("checkpoint '{}': __metadata__['state']", path);
+  auto state = m.find("state");
+  if (state == m.end()) fail<FormatError>("{} is missing", where);
+  c.state = parse_json(state->second, where);
+  check_state(c.state, where);
   auto read = [&](const char* name, std::vector<float>& out, bool required) {
     const io::TensorView* v = f.find(name);
     if (!v) {
@@ -73,7 +110,7 @@ std::map<std::string, std::vector<float>> checkpoint_tensors(const Checkpoint& c
   }
   const std::vector<float>& flat = ema ? c.ema : c.params;
   std::map<std::string, std::vector<float>> out;
-  for (const auto& e : c.state.at("layout")) {
+  for (const auto& e : json_get<nlohmann::json::array_t>(c.state, "layout", "checkpoint state")) {
     const int64_t off = e.at("offset").get<int64_t>();
     int64_t n = 1;
     for (auto s : e.at("shape")) n *= s.get<int64_t>();
@@ -88,7 +125,8 @@ std::map<std::string, std::vector<float>> checkpoint_tensors(const Checkpoint& c
 
 void check_trajectory(const Checkpoint& c, const nlohmann::json& traj, const std::string& run_dir,
                       const std::string& same) {
-  const nlohmann::json& old = c.state.at("trajectory");
+  const nlohmann::json old(
+      json_value<nlohmann::json::object_t>(c.state, "trajectory", {}, "checkpoint state"));
   for (auto& [key, val] : traj.items()) {
     if (!old.contains(key) || old[key] != val) {
       fail<InputError>("cannot resume '{}': {} was {} and is now {} (a resumed run must use {})",
@@ -120,13 +158,21 @@ std::ofstream open_metrics(const std::string& path, long step, bool resumed) {
     // checkpoint. A line cut by a kill does not parse and is dropped.
     std::string kept;
     if (resumed) {
-      std::ifstream in(path);
+      std::istringstream in(read_file(path));
       std::string line;
-      while (std::getline(in, line)) {
-        auto j = nlohmann::json::parse(line, nullptr, false);
-        if (j.is_discarded() || !j.is_object()) continue;
-        const long s = j.value("step", 0L);
-        if (s < step || (s == step && j.value("kind", "") != "parity")) kept += line + "\n";
+      for (int n = 1; std::getline(in, line); ++n) {
+        nlohmann::json j;
+        try {
+          j = parse_json(line, fmt::format("{}:{}", path, n));
+        } catch (const FormatError&) {
+          continue;  // a line cut by a kill
+        }
+        if (!j.is_object()) continue;
+        const std::string where = fmt::format("{}:{}", path, n);
+        const int64_t s = json_value<int64_t>(j, "step", 0, where);
+        if (s < step || (s == step && json_value<std::string>(j, "kind", "", where) != "parity")) {
+          kept += line + "\n";
+        }
       }
     }
     write_file_atomic(path, kept);

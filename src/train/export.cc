@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "core/setting.h"
 #include "core/thread_pool.h"
 #include "drafter/draft_vocab.h"
@@ -66,7 +67,9 @@ ExportReport export_drafter(const ExportOptions& o) {
   LoadedRun run = load_run(o.run_dir, o.model);
   const nlohmann::json& s = run.ckpt.state;
   const model::ModelConfig& cfg = run.target->config();
-  drafter::DrafterConfig dc = drafter::DrafterConfig::from_json(s.at("drafter_config"));
+  drafter::DrafterConfig dc = drafter::DrafterConfig::from_json(
+      json_get<nlohmann::json::object_t>(s, "drafter_config", "checkpoint state"),
+      "checkpoint state: drafter_config");
   ExportReport rep;
   nlohmann::json dv_meta = nullptr;
   if (o.draft_vocab > 0) {
@@ -156,10 +159,11 @@ ParityReport parity_for_run(const RunParityOptions& o) {
   drafter::DrafterStorage stored;
   auto it = eng.metadata().find("training");
   if (it != eng.metadata().end()) {
-    auto tr = nlohmann::json::parse(it->second, nullptr, false);
-    if (!tr.is_discarded() && tr.is_object()) {
-      ema = tr.value("weights", std::string("raw")) == "ema";
-      stored = storage_from_label(tr.value("stored", std::string("F32")));
+    const std::string where = "drafter '" + o.drafter + "': __metadata__['training']";
+    const nlohmann::json tr = parse_json(it->second, where);
+    if (tr.is_object()) {
+      ema = json_value<std::string>(tr, "weights", "raw", where) == "ema";
+      stored = storage_from_label(json_value<std::string>(tr, "stored", "F32", where));
     }
   }
   auto tensors = checkpoint_tensors(run.ckpt, ema);

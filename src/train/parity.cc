@@ -9,6 +9,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "drafter/module_rows.h"
 #include "drafter/mtp_runner.h"
 #include "kernels/ops.h"
@@ -121,7 +122,9 @@ ParityReport run_parity(const model::Model& target_as_loaded, const drafter::Dra
   if (!o.shards_dir.empty() && o.shard_sequences > 0) {
     std::string fp;
     try {
-      fp = nlohmann::json::parse(engine.metadata().at("target")).at("fingerprint").get<std::string>();
+      const std::string where = "drafter '" + engine.path() + "': __metadata__['target']";
+      fp = json_get<std::string>(parse_json(engine.metadata().at("target"), where),
+                                 "fingerprint", where);
     } catch (const std::exception&) {
       fail<FormatError>("drafter '{}' records no target fingerprint", engine.path());
     }

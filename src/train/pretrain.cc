@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/json.h"
 #include "core/mapped_file.h"
 #include "core/progress.h"
 #include "core/setting.h"
@@ -213,7 +214,10 @@ PretrainReport run_pretrain(const PretrainOptions& o) {
                           {"data", info},
                           {"command_line", o.command_line}})
                         .dump(1));
-  auto log = [&](const json& j) { metrics << j.dump() << "\n" << std::flush; };
+  auto log = [&](const json& j) {
+    metrics << j.dump() << "\n" << std::flush;
+    if (!metrics) fail<IoError>("cannot write '{}/metrics.jsonl' (disk full?)", scratch);
+  };
   auto save = [&] {
     Checkpoint c;
     c.state = {
@@ -321,12 +325,7 @@ PretrainReport run_pretrain(const PretrainOptions& o) {
 std::vector<float> torch_logits(const std::string& model_dir, const std::vector<int32_t>& tokens) {
   torch::NoGradGuard ng;
   const std::string cfg_path = (fs::path(model_dir) / "config.json").string();
-  json config;
-  try {
-    config = json::parse(read_file(cfg_path));
-  } catch (const json::exception& e) {
-    fail<FormatError>("'{}' is not valid JSON: {}", cfg_path, e.what());
-  }
+  const json config = parse_json(read_file(cfg_path), "'" + cfg_path + "'");
   TorchLlama m(parse_config(config, cfg_path), torch::kCPU);
   io::SafetensorsFile f((fs::path(model_dir) / "model.safetensors").string());
   std::vector<float> flat(size_t(m.layout().total));

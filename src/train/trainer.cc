@@ -157,7 +157,9 @@ TrainReport run_training(const TrainOptions& o) {
     write_file_atomic((fs::path(o.run_dir) / "run.json").string(), run.dump(1));
   }
   auto log = [&](nlohmann::json j) {
-    if (lead) metrics << j.dump() << "\n" << std::flush;
+    if (!lead) return;
+    metrics << j.dump() << "\n" << std::flush;
+    if (!metrics) fail<IoError>("cannot write '{}/metrics.jsonl' (disk full?)", o.run_dir);
   };
 
   StepContext ctx{tm, data, w, o, dist, total, warmup};

@@ -9,6 +9,7 @@
 #include "cli/train_commands.h"
 #include "train_cli/commands.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "train/pretrain.h"
 
 namespace mtp::train_cli {
@@ -22,7 +23,7 @@ void add_pretrain_model(CLI::App& root) {
                   "`mtpspec pretrain --help` for their meaning)")
       ->required();
   cmd->callback([options] {
-    const nlohmann::json j = nlohmann::json::parse(*options, nullptr, false);
+    const nlohmann::json j = parse_json(*options, "pretrain-model --options");
     if (!j.is_object()) fail<InputError>("pretrain-model: --options is not a JSON object");
     train::PretrainOptions o;
     try {

@@ -21,18 +21,6 @@ using nlohmann::json;
 namespace mtp::drafter {
 namespace {
 
-struct MetaTarget {
-  model::LoadedModel lm;
-  std::string fingerprint;
-};
-
-MetaTarget meta_target(const std::string& dir) {
-  test::write_random_llama2c(dir + "/t.bin", 32, 64, 1, 4, 4, 50, 64, 1);
-  MetaTarget t;
-  t.lm = model::load_model(dir + "/t.bin", {});
-  t.fingerprint = model::target_fingerprint(t.lm, /*use_cache=*/false);
-  return t;
-}
 
 // Rewrites `src` into `dst` with __metadata__ key `key` set to `value`
 // (tensors unchanged), or with `drop` tensors removed.
@@ -53,7 +41,7 @@ using test::expect_error;
 
 TEST(DrafterMetadata, KMustMatchTheModulesPresent) {
   std::string dir = test::temp_dir("drafter-meta");
-  MetaTarget t = meta_target(dir);
+  test::SmallTarget t = test::small_llama2c_target(dir);
   DrafterConfig dc;
   dc.K = 3;
   std::string good = dir + "/d3.safetensors";
@@ -110,7 +98,7 @@ TEST(DrafterMetadata, ConfigValuesAreCheckedBeforeUse) {
 
 TEST(DrafterMetadata, DraftVocabLargerThanTheTargetIsRefused) {
   std::string dir = test::temp_dir("drafter-meta2");
-  MetaTarget t = meta_target(dir);
+  test::SmallTarget t = test::small_llama2c_target(dir);
   DrafterConfig dc;
   std::string good = dir + "/d.safetensors";
   write_drafter(good, t.lm.config, t.fingerprint, dc, random_drafter_tensors(t.lm.config, dc, 7),

@@ -382,3 +382,48 @@ out("gguf", "gpt2_vocab.gguf", gguf(
      ("tokenizer.ggml.tokens", "arr", ("str", ["a", "b", "ab", "\u0120", "<|endoftext|>"])),
      ("tokenizer.ggml.token_type", "arr", ("i32", [1, 1, 1, 1, 3])),
      ("tokenizer.ggml.merges", "arr", ("str", ["a b"]))], []))
+
+# ---------------------------------------------------------------- deep and mistyped
+# Every JSON reader gets documents nested past core/json.h's limit (64) and
+# fields of the wrong type: what the first corpus missed (issue 60).
+def deep(n, open_="[", close="]", inner="1"):
+    return open_ * n + inner + close * n
+
+
+out("json", "object.json", json.dumps({"a": [1, {"b": "x"}], "step": 3, "id": "q"}))
+out("json", "deep_array.json", deep(2000))
+out("json", "deep_object.json", deep(2000, '{"a":', "}"))
+out("json", "mistyped.json", json.dumps({"step": "x", "d_model": "64", "shards": 5, "id": [1]}))
+out("json", "deep_unterminated.json", "[" * 5000)
+out("corpus", "docs.jsonl", '{"text": "one"}\n\n{"text": "two"}\n')
+out("corpus", "deep.jsonl", '{"text": "a"}\n{"text": ' + deep(1000) + "}\n")
+out("corpus", "mistyped.jsonl", '{"text": 5}\n')
+out("chat_template", "chatml.json", json.dumps({
+    "chat_template": "{{ '<|im_start|>system\\nYou are kind.<|im_end|>\\n' }}<|im_start|><|im_end|>",
+    "bos_token": "<s>", "eos_token": {"content": "</s>"}}))
+out("chat_template", "named.json", json.dumps({"chat_template": [
+    {"name": "default", "template": "<|start_header_id|><|eot_id|>"}]}))
+out("chat_template", "deep.json", '{"chat_template": ' + deep(1000) + "}")
+out("chat_template", "mistyped.json", json.dumps({"chat_template": 5, "bos_token": [1]}))
+out("safetensors_index", "index.json", json.dumps(
+    {"metadata": {"total_size": 8}, "weight_map": {"a": "model-00001-of-00001.safetensors"}}))
+out("safetensors_index", "deep.json", '{"weight_map": ' + deep(1000, '{"a":', "}") + "}")
+out("safetensors_index", "mistyped.json", json.dumps({"weight_map": {"a": 5}}))
+for target, name, doc in [
+        ("hf_config", "deep.json", dict(base, rope_scaling=json.loads(deep(500, '{"x":', "}")))),
+        ("hf_config", "mistyped.json", dict(base, hidden_size="64", num_hidden_layers=[2])),
+        ("shards_manifest", "mistyped.json", {"format": "mtpspec-shards", "version": 1,
+                                              "target_fingerprint": 5, "seq_len": "4",
+                                              "hidden_dtype": [], "d_model": "64", "shards": 5}),
+        ("prompts", "mistyped.jsonl", {"prompt": "x", "id": {"a": 1}, "lang": 3})]:
+    out(target, name, json.dumps(doc))
+out("shards_manifest", "deep.json", '{"format": ' + deep(1000) + "}")
+out("prompts", "deep.jsonl", '{"prompt": "x", "kind": ' + deep(1000) + "}\n")
+out("tokenizer_json", "deep.json", '{"model": {"type": "BPE", "vocab": {}, "merges": []}, '
+    '"normalizer": ' + deep(500, '{"type": "Sequence", "normalizers": [', "]}", "null") + "}")
+out("tokenizer_json", "mistyped.json", json.dumps({
+    "model": {"type": "BPE", "vocab": {"a": "0"}, "merges": [5]},
+    "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(a+)+$"}, "behavior": 3}}))
+out("http_request", "deep", b"\x01" + ('{"messages": [{"role": "user", "content": '
+                                       + "[" * 3000).encode())
+out("http_request", "mistyped", b"\x00" + json.dumps({"prompt": {"a": 1}, "max_tokens": "9"}).encode())

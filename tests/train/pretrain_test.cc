@@ -324,8 +324,9 @@ TEST(Pretrain, CommandEndToEndAndErrors) {
   std::ofstream(tmp + "/empty.txt") << "\n\n  \n";
   error("pretrain --corpus " + test::shell_quote(tmp + "/empty.txt") + fresh, "no documents");
   error("pretrain --corpus " + test::shell_quote(corpus) + fresh + " --vocab 100", "too small");
+  // The corpus is named (it was "this corpus").
   error("pretrain --corpus " + test::shell_quote(corpus) + fresh + " --vocab 270",
-        "--vocab: a vocabulary of 270 is too small for this corpus");
+        "--vocab: a vocabulary of 270 is too small for the corpus '" + corpus + "'");
   error("pretrain --corpus " + test::shell_quote(corpus) + fresh + " --preset huge",
         "unknown preset 'huge'");
   EXPECT_FALSE(fs::exists(tmp + "/fresh/model.safetensors"));
