@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/setting.h"
 #include "core/json.h"
 #include "core/mapped_file.h"
 #include "tokenizer/tokenizer_gguf.h"
@@ -237,9 +238,9 @@ size_t max_prompt_bytes(const Tokenizer& tok, int64_t ctx) {
 
 void check_prompt_bytes(size_t bytes, size_t max_bytes, int64_t ctx, const std::string& what) {
   if (bytes <= max_bytes) return;
-  fail<InputError>("{} is {} bytes; a context of {} tokens holds at most {} bytes of text with "
-                   "this tokenizer, so it cannot fit: shorten it or raise --ctx", what, bytes, ctx,
-                   max_bytes);
+  fail_setting<InputError>("ctx", "{} is {} bytes; a context of {} tokens holds at most {} bytes "
+                           "of text with this tokenizer, so it cannot fit: shorten it or raise "
+                           "the context", what, bytes, ctx, max_bytes);
 }
 
 }  // namespace mtp::io
