@@ -19,7 +19,7 @@ std::string venv_dir(const std::string& name) {
   std::string var = "MTPSPEC_" + name + "_VENV";
   std::transform(var.begin(), var.end(), var.begin(), [](unsigned char c) { return std::toupper(c); });
   if (const char* v = std::getenv(var.c_str()); v && *v) return v;
-  return std::string(MTPSPEC_SOURCE_DIR) + "/.venv/" + name;
+  return std::string(MTPSPEC_VENV_DIR) + "/" + name;
 }
 
 std::string venv_python(const std::string& name) {

@@ -6,8 +6,8 @@
 //              (label `reference`);
 //   real       bench/real-models.sh: llama-cpp-python and the PyPI model
 //              packages (label `real`).
-// Each lives in .venv/<name> of the source tree unless the environment
-// variable MTPSPEC_<NAME>_VENV names another folder.
+// Each lives in <MTPSPEC_VENV_DIR>/<name> (CMake; default .venv of the source
+// tree) unless the environment variable MTPSPEC_<NAME>_VENV names another folder.
 #pragma once
 #include <string>
 
