@@ -71,4 +71,8 @@ void write_random_llama2c(const std::string& path, int dim, int hidden, int laye
   if (vocab < 0) put(size_t(V) * dim, ws, 0);         // wcls
 }
 
+double fp32_forward_tolerance(int K, int L, double row_scale) {
+  return 64.0 * std::ldexp(1.0, -23) * std::sqrt(double(K) * L) * row_scale;
+}
+
 }  // namespace mtp::test

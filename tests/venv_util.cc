@@ -27,6 +27,11 @@ std::string venv_python(const std::string& name) {
   return std::filesystem::exists(py) ? py : "";
 }
 
+std::string real_model_path(const std::string& file_name) {
+  const std::string p = venv_dir("real") + "/models/" + file_name;
+  return std::filesystem::exists(p) ? p : "";
+}
+
 int run_python(const std::string& python, const std::string& args, std::string* out) {
   const std::string err_path = temp_dir("py") + "/stderr";
   const std::string cmd = shell_quote(python) + " " + args + " 2>" + shell_quote(err_path);

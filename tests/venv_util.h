@@ -17,6 +17,9 @@ namespace mtp::test {
 std::string venv_python(const std::string& name);
 // The folder venv_python looks in (for skip messages).
 std::string venv_dir(const std::string& name);
+// A real model's GGUF that bench/real-models.sh --install put in
+// <real venv>/models/, or "" when absent.
+std::string real_model_path(const std::string& file_name);
 // Runs `python script args` (args shell-quoted by the caller); stdout in
 // `out`, stderr appended to it on failure. Returns the exit status.
 int run_python(const std::string& python, const std::string& args, std::string* out);

@@ -377,8 +377,7 @@ RefOut reference_forward(const model::Model& m, const RefConfig& rc,
 // error in DetectsPerturbations lands ≥ 700× above it. (Observed on a correct
 // engine: ≤ 0.03 · tol.)
 double tolerance(const RefConfig& rc, int n_tokens, double row_scale) {
-  const double K = std::max({double(rc.d), double(rc.H * rc.hd), double(rc.ffn), double(n_tokens)});
-  return 64.0 * std::ldexp(1.0, -23) * std::sqrt(K * rc.L) * row_scale;
+  return fp32_forward_tolerance(std::max({rc.d, rc.H * rc.hd, rc.ffn, n_tokens}), rc.L, row_scale);
 }
 
 struct Comparison {

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Creates the venv of the `reference` test label: transformers as the
+# reference implementation (tests/model/transformers_reference_test.cc,
+# tests/python/hf_reference.py): .venv/reference (or
+# $MTPSPEC_REFERENCE_VENV), from PyPI, pinned. PyPI's torch wheel carries
+# CUDA libraries (~5.5 GB installed); it runs here on the CPU. Not part of
+# the default suite or CI. Idempotent: a venv holding exactly these pins is
+# kept. Then: ctest --test-dir build -L reference
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=${MTPSPEC_REFERENCE_VENV:-.venv/reference}
+pins=(torch==2.15.0 transformers==5.25.0 tokenizers==0.23.3 safetensors==0.8.0 gguf==0.19.0
+      numpy==2.4.6 sentencepiece==0.2.3 jinja2==3.1.6)
+stamp=$venv/.mtpspec-pins
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${pins[*]}" ]; then
+  echo "[reference-venv] $venv: ${pins[*]}"
+  exit 0
+fi
+start=$(date +%s)
+rm -rf "$venv"
+python3 -m venv "$venv"
+if ! "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input "${pins[@]}"; then
+  rm -rf "$venv"
+  echo "[reference-venv] pip install ${pins[*]} failed" >&2
+  exit 1
+fi
+echo "${pins[*]}" > "$stamp"
+echo "[reference-venv] $venv: ${pins[*]} ($(( $(date +%s) - start )) s)"
