@@ -10,7 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${MTPSPEC_REFERENCE_VENV:-.venv/reference}
 pins=(torch==2.15.0 transformers==5.25.0 tokenizers==0.23.3 safetensors==0.8.0 gguf==0.19.0
-      numpy==2.4.6 sentencepiece==0.2.3 jinja2==3.1.6)
+      numpy==2.4.6 sentencepiece==0.2.3 jinja2==3.1.6
+      accelerate==1.16.0 psutil==7.2.2)  # accelerate: transformers loading a GGUF
 stamp=$venv/.mtpspec-pins
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${pins[*]}" ]; then
   echo "[reference-venv] $venv: ${pins[*]}"

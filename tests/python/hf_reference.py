@@ -13,7 +13,7 @@ same fp32 weights.
   hf_reference.py greedy MODEL IDS N [GGUF_FILE]
       N greedy steps: {"ids": [...], "margins": [top1 - top2 logit, ...]}.
   hf_reference.py dequantize IN.gguf OUT.gguf
-      The same metadata; every tensor as F32.
+      The same metadata; every tensor as F32. Prints {"written": OUT}.
 """
 import json
 import sys
@@ -95,6 +95,7 @@ def main(a):
         print(json.dumps(greedy(a[1], ids(a[2]), int(a[3]), a[4] if len(a) == 5 else None)))
     elif a[:1] == ["dequantize"] and len(a) == 3:
         dequantize(a[1], a[2])
+        print(json.dumps({"written": a[2]}))
     else:
         raise SystemExit(__doc__)
 
