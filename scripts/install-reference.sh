@@ -5,7 +5,10 @@
 # $MTPSPEC_REFERENCE_VENV), from PyPI, pinned. PyPI's torch wheel carries
 # CUDA libraries (~5.5 GB installed); it runs here on the CPU. Not part of
 # the default suite or CI. Idempotent: a venv holding exactly these pins is
-# kept. Then: ctest --test-dir build -L reference
+# kept. Also unpacks the source distribution of llama-cpp-python (the
+# current llama.cpp) into <venv>/src, for its HF -> GGUF converter
+# (convert_hf_to_gguf.py, run from the venv by the tests; never built,
+# vendored or committed). Then: ctest --test-dir build -L reference
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${MTPSPEC_REFERENCE_VENV:-.venv/reference}
@@ -25,5 +28,8 @@ if ! "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input "${p
   echo "[reference-venv] pip install ${pins[*]} failed" >&2
   exit 1
 fi
+"$venv/bin/pip" download --quiet --disable-pip-version-check --no-input --no-deps \
+  --no-binary :all: llama-cpp-python==0.3.36 -d "$venv/src"
+tar -xzf "$venv/src/llama_cpp_python-0.3.36.tar.gz" -C "$venv/src"
 echo "${pins[*]}" > "$stamp"
 echo "[reference-venv] $venv: ${pins[*]} ($(( $(date +%s) - start )) s)"

