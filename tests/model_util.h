@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/forward.h"
+#include "model/loader.h"
 
 namespace mtp::test {
 
@@ -21,6 +22,11 @@ struct RowOutputs {
 RowOutputs run_chunks(const model::Model& m, model::KVCache& kv, int seq,
                       const std::vector<int32_t>& tokens, const std::vector<int>& chunk_sizes,
                       ThreadPool* pool);
+
+// The logits [n, vocab] of `tokens` run through a fresh model and KV cache
+// of `lm` in calls of the given sizes (cycled), on 2 threads.
+std::vector<float> logits_of(const model::LoadedModel& lm, const std::vector<int32_t>& tokens,
+                             const std::vector<int>& chunk_sizes);
 
 // Random token ids in [lo, vocab).
 std::vector<int32_t> random_tokens(std::mt19937& rng, int n, int vocab, int lo = 3);

@@ -42,14 +42,8 @@ TEST_P(GgufPackageModel, LogitsEqualTheCheckpoint) {
   EXPECT_EQ(gg.config.source, "gguf");
   std::mt19937 rng(5);
   const auto tokens = test::random_tokens(rng, 20, hf.config.vocab);
-  std::vector<float> out[2];
-  int k = 0;
-  for (const LoadedModel* lm : {&hf, &gg}) {
-    Model m(*lm);
-    KVCache kv(m.config(), 1, 64);
-    ThreadPool pool(2);
-    out[k++] = test::run_chunks(m, kv, 0, tokens, {1, 4, 7}, &pool).logits;
-  }
+  const std::vector<float> out[2] = {test::logits_of(hf, tokens, {1, 4, 7}),
+                                     test::logits_of(gg, tokens, {1, 4, 7})};
   ASSERT_EQ(out[0].size(), out[1].size());
   EXPECT_EQ(test::first_bit_difference(out[0], out[1]), -1);
 }

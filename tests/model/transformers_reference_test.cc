@@ -102,10 +102,7 @@ TEST_P(TransformersRef, LogitsAndGreedyIds) {
   const LoadedModel lm = load_hf(dir, {Hold{kernels::WeightType::F32}});
   std::mt19937 rng(9);
   const auto tokens = test::random_tokens(rng, 24, lm.config.vocab);
-  Model m(lm);
-  KVCache kv(m.config(), 1, 64);
-  ThreadPool pool(2);
-  const auto ours = test::run_chunks(m, kv, 0, tokens, {5, 1, 18}, &pool).logits;
+  const auto ours = test::logits_of(lm, tokens, {5, 1, 18});
   const json ref = run_reference(py, "logits " + test::shell_quote(dir) + " " + csv(tokens));
   ASSERT_FALSE(ref.is_null());
   const auto& rows = ref.at("logits");
@@ -174,14 +171,8 @@ TEST_P(TransformersRefConverter, GgufEqualsTheCheckpoint) {
   const LoadedModel gg = load_model(gguf, {f32});
   std::mt19937 rng(4);
   const auto tokens = test::random_tokens(rng, 16, hf.config.vocab);
-  std::vector<float> out[2];
-  int k = 0;
-  for (const LoadedModel* lm : {&hf, &gg}) {
-    Model m(*lm);
-    KVCache kv(m.config(), 1, 32);
-    ThreadPool pool(2);
-    out[k++] = test::run_chunks(m, kv, 0, tokens, {3, 13}, &pool).logits;
-  }
+  const std::vector<float> out[2] = {test::logits_of(hf, tokens, {3, 13}),
+                                     test::logits_of(gg, tokens, {3, 13})};
   EXPECT_EQ(test::first_bit_difference(out[0], out[1]), -1);
   const auto theirs = io::load_tokenizer(gguf), ours = io::load_tokenizer(dir);
   const std::string text =
