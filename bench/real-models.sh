@@ -99,6 +99,10 @@ drafter() {
   local m=$1 gguf=$2 d=$OUT/$1 steps tokens dv
   if [ "$m" = smollm2 ]; then steps=${TRAIN_STEPS:-120}; tokens=${DISTILL_TOKENS:-300000}; dv=${DRAFT_VOCAB:-0}
   else steps=${TRAIN_STEPS:-40}; tokens=${DISTILL_TOKENS:-100000}; dv=${DRAFT_VOCAB:-8192}; fi
+  if [ -f "$d/drafter.safetensors" ]; then
+    cp "$d/drafter.safetensors" "$VENV/models/$m.drafter.safetensors"  # the `real` tests' drafter
+    return
+  fi
   [ -f "$d/distill.jsonl" ] || "$PY" "$HELP" distill-corpus "$gguf" \
     ../shared/corpora/gutenberg-en-16MB.txt "$d/distill.jsonl" 6000
   if [ ! -f "$d/shards/manifest.json" ]; then
@@ -107,18 +111,17 @@ drafter() {
       --seq-len 384 --prompt-tokens 200 --prompt-tokens-min 200 --max-tokens "$tokens" \
       --threads 2 --no-progress
   fi
-  if [ ! -f "$d/drafter.safetensors" ]; then
-    log "$m: train K = $K, $steps steps"
-    local t0; t0=$(date +%s)
-    $B train --shards "$d/shards" -m "$gguf" -o "$d/run" --k "$K" --steps "$steps" --batch 8 \
-      --lr 1e-3 --threads 2 --no-parity --no-progress
-    echo "{\"train_steps\": $steps, \"train_s\": $(( $(date +%s) - t0 ))}" > "$d/train-time.json"
-    local vocab=(); [ "$dv" -gt 0 ] && vocab=(--draft-vocab "$dv")
-    $B export --run "$d/run" --ema -o "$d/drafter.safetensors" --dtype bf16 "${vocab[@]}"
-    $B parity -m "$gguf" --drafter "$d/drafter.safetensors" --run "$d/run" --shards "$d/shards" \
-      | tee "$d/parity.txt"
-  fi
-  cp "$d/drafter.safetensors" "$VENV/models/$m.drafter.safetensors"  # the `real` tests' drafter
+  log "$m: train K = $K, $steps steps"
+  local t0 resume=(); t0=$(date +%s)
+  [ -f "$d/run/checkpoint.safetensors" ] && resume=(--resume)
+  $B train --shards "$d/shards" -m "$gguf" -o "$d/run" --k "$K" --steps "$steps" --batch 8 \
+    --lr 1e-3 --threads 2 --no-parity --no-progress "${resume[@]}"
+  echo "{\"train_steps\": $steps, \"train_s\": $(( $(date +%s) - t0 ))}" > "$d/train-time.json"
+  local vocab=(); [ "$dv" -gt 0 ] && vocab=(--draft-vocab "$dv")
+  $B export --run "$d/run" --ema -o "$d/drafter.safetensors" --dtype bf16 "${vocab[@]}"
+  $B parity -m "$gguf" --drafter "$d/drafter.safetensors" --run "$d/run" --shards "$d/shards" \
+    | tee "$d/parity.txt"
+  cp "$d/drafter.safetensors" "$VENV/models/$m.drafter.safetensors"
 }
 
 measure() {

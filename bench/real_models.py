@@ -323,23 +323,33 @@ def fmt(x, spec="{:.1f}"):
 
 
 def report(out_dir, models):
-    lines = ["| model | threads | ours plain tok/s | llama.cpp plain tok/s (Py API) | "
-             "ours speculative tok/s | llama.cpp prompt lookup tok/s (Py API) | "
-             "acceptance per module | tokens per cycle | outputs differing |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    """Ratios from runs that interleave what they compare: ours vs llama.cpp
+    plain (stage 2), speculative vs plain (mtpspec bench)."""
+    lines = ["| model | threads | plain tok/s: ours / llama.cpp (Py API) | ours ÷ llama.cpp | "
+             "speculative tok/s (ours) | speculative ÷ plain (ours; T 0.7) | llama.cpp prompt "
+             "lookup tok/s (Py API) | live acceptance per module | tokens per cycle | outputs "
+             "differing | m(q) q=2,4,8: ours / llama.cpp |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for m in models:
         s = load_json(f"{out_dir}/{m}/summary.json")
         if not s:
             continue
         for t, row in s["threads"].items():
             spec = row.get("spec") or {}
-            greedy = next((r for r in spec.get("rows", spec.get("modes", []))
-                           if r.get("temperature", 0) == 0), {}) if isinstance(spec, dict) else {}
-            lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
-                m, t, fmt(row.get("plain_ours_tok_s")), fmt(row.get("plain_llama_tok_s")),
-                fmt(greedy.get("spec_tok_s")), fmt(row.get("lookup_llama_tok_s")),
-                greedy.get("acceptance", "–"), fmt(greedy.get("tokens_per_cycle"), "{:.2f}"),
-                greedy.get("outputs_differing", "–")))
+            ours, theirs = row.get("plain_ours_tok_s"), row.get("plain_llama_tok_s")
+            temps = {round(x["temperature"], 1): x for x in spec.get("by_temperature", [])}
+            acc = spec.get("acceptance_live")
+            m_o, m_l = row.get("m_ours"), row.get("m_llama")
+            mq = "–" if not (m_o and m_l) else " ".join(
+                f"{m_o[q - 1]:.2f}/{m_l[q - 1]:.2f}" for q in (2, 4, 8))
+            lines.append("| {} | {} | {} / {} | {} | {} | {} ({}) | {} | {} | {} | {} | {} |".format(
+                m, t, fmt(ours), fmt(theirs), fmt(ours / theirs if ours and theirs else None, "{:.2f}"),
+                fmt(spec.get("spec_tok_s")), fmt(spec.get("speedup"), "{:.2f}"),
+                fmt(temps.get(0.7, {}).get("speedup"), "{:.2f}"), fmt(row.get("lookup_llama_tok_s")),
+                "–" if acc is None else " ".join(f"{a:.2f}" for a in acc),
+                fmt(spec.get("tokens_per_cycle"), "{:.2f}"),
+                "–" if not spec else sum(x.get("flips", 0) for x in temps.values()) + spec.get("flips", 0),
+                mq))
     return "\n".join(lines)
 
 
