@@ -23,7 +23,7 @@
 #  2. plain greedy decode, ours vs llama.cpp (Python API), at THREADS (1 2),
 #     interleaved per round (REPEAT rounds): decode tok/s, prompt excluded;
 #  3. the verify cost m(q), q = 1..8, of both engines at each thread count;
-#  4. our drafter pipeline on the real model: self-distilled shards (the
+#  4. (models in DRAFTER_MODELS, default all) our drafter pipeline: self-distilled shards (the
 #     model's own answers to requests about Gutenberg passages through its
 #     chat template, or its continuations of Gutenberg passages for the base
 #     model; DISTILL_TOKENS), a K-module drafter trained TRAIN_STEPS steps
@@ -49,6 +49,7 @@ N=${N:-128}            # new tokens per generation
 PROMPTS=${PROMPTS:-8}  # prompts per run
 REPEAT=${REPEAT:-2}    # interleaved rounds
 K=${K:-2}
+DRAFTER_MODELS=${DRAFTER_MODELS:-$MODELS}  # models that get stages 4-5 (a drafter)
 PY=$VENV/bin/python
 HELP=bench/real_models.py
 log() { echo "== $*"; uptime; }
@@ -97,7 +98,7 @@ plain_decode() {
 # Stage 4: self-distilled shards, drafter, export, parity.
 drafter() {
   local m=$1 gguf=$2 d=$OUT/$1 steps tokens dv
-  if [ "$m" = smollm2 ]; then steps=${TRAIN_STEPS:-120}; tokens=${DISTILL_TOKENS:-300000}; dv=${DRAFT_VOCAB:-0}
+  if [ "$m" = smollm2 ]; then steps=${TRAIN_STEPS:-220}; tokens=${DISTILL_TOKENS:-300000}; dv=${DRAFT_VOCAB:-0}
   else steps=${TRAIN_STEPS:-40}; tokens=${DISTILL_TOKENS:-100000}; dv=${DRAFT_VOCAB:-8192}; fi
   if [ -f "$d/drafter.safetensors" ]; then
     cp "$d/drafter.safetensors" "$VENV/models/$m.drafter.safetensors"  # the `real` tests' drafter
@@ -137,12 +138,13 @@ measure() {
       | tail -1 > "$d/mq-ours-t$t.json"
     [ -f "$d/mq-llama-t$t.json" ] || "$PY" "$HELP" mq "$gguf" "$t" 8 256 > "$d/mq-llama-t$t.json"
   done
-  drafter "$m" "$gguf"
+  local spec=0
+  case " $DRAFTER_MODELS " in *" $m "*) spec=1; drafter "$m" "$gguf" ;; esac
   log "$m: speculative vs plain (greedy and T 0.7), and llama.cpp prompt lookup"
   for t in $THREADS; do
-    [ -f "$d/spec-t$t.json" ] || $B bench -m "$gguf" --drafter "$d/drafter.safetensors" \
-      --prompts "$d/prompts.jsonl" -n "$N" --repeat "$REPEAT" --threads "$t" --temps 0,0.7 \
-      --report "$d/spec-t$t.md" --json | tail -1 > "$d/spec-t$t.json"
+    [ "$spec" = 0 ] || [ -f "$d/spec-t$t.json" ] || $B bench -m "$gguf" \
+      --drafter "$d/drafter.safetensors" --prompts "$d/prompts.jsonl" -n "$N" --repeat "$REPEAT" \
+      --threads "$t" --temps 0,0.7 --report "$d/spec-t$t.md" --json | tail -1 > "$d/spec-t$t.json"
     [ -f "$d/lookup-llama-t$t.json" ] || "$PY" "$HELP" decode "$gguf" "$d/prompts.jsonl" "$N" \
       "$t" lookup > "$d/lookup-llama-t$t.json"
   done
