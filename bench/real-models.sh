@@ -53,6 +53,15 @@ DRAFTER_MODELS=${DRAFTER_MODELS:-$MODELS}  # models that get stages 4-5 (a draft
 PY=$VENV/bin/python
 HELP=bench/real_models.py
 log() { echo "== $*"; uptime; }
+# produce FILE CMD...: CMD's stdout to FILE unless FILE exists; FILE appears
+# only when CMD succeeds (a rerun redoes a failed stage).
+last_line() { "$@" | tail -1; }  # a --json command's object after its text
+produce() {
+  local f=$1; shift
+  [ -f "$f" ] && return
+  "$@" > "$f.tmp"
+  mv "$f.tmp" "$f"
+}
 
 install() {
   # llama-cpp-python compiles llama.cpp (CMAKE_ARGS reach its build).
@@ -87,10 +96,9 @@ plain_decode() {
   local m=$1 gguf=$2 d=$OUT/$1
   for r in $(seq "$REPEAT"); do
     for t in $THREADS; do
-      [ -f "$d/plain-ours-t$t-r$r.json" ] || "$PY" "$HELP" ours-decode "$B" "$gguf" \
-        "$d/prompts.jsonl" "$N" "$t" > "$d/plain-ours-t$t-r$r.json"
-      [ -f "$d/plain-llama-t$t-r$r.json" ] || "$PY" "$HELP" decode "$gguf" "$d/prompts.jsonl" \
-        "$N" "$t" > "$d/plain-llama-t$t-r$r.json"
+      produce "$d/plain-ours-t$t-r$r.json" "$PY" "$HELP" ours-decode "$B" "$gguf" \
+        "$d/prompts.jsonl" "$N" "$t"
+      produce "$d/plain-llama-t$t-r$r.json" "$PY" "$HELP" decode "$gguf" "$d/prompts.jsonl" "$N" "$t"
     done
   done
 }
@@ -134,21 +142,20 @@ measure() {
   plain_decode "$m" "$gguf"
   log "$m: verify cost m(q)"
   for t in $THREADS; do
-    [ -f "$d/mq-ours-t$t.json" ] || $B bench-decode -m "$gguf" --threads "$t" --q-max 8 --json \
-      | tail -1 > "$d/mq-ours-t$t.json"
-    [ -f "$d/mq-llama-t$t.json" ] || "$PY" "$HELP" mq "$gguf" "$t" 8 256 > "$d/mq-llama-t$t.json"
+    produce "$d/mq-ours-t$t.json" last_line $B bench-decode -m "$gguf" --threads "$t" --q-max 8 --json
+    produce "$d/mq-llama-t$t.json" "$PY" "$HELP" mq "$gguf" "$t" 8 256
   done
   local spec=0
   case " $DRAFTER_MODELS " in *" $m "*) spec=1; drafter "$m" "$gguf" ;; esac
   log "$m: speculative vs plain (greedy and T 0.7), and llama.cpp prompt lookup"
   for t in $THREADS; do
-    [ "$spec" = 0 ] || [ -f "$d/spec-t$t.json" ] || $B bench -m "$gguf" \
+    [ "$spec" = 0 ] || produce "$d/spec-t$t.json" last_line $B bench -m "$gguf" \
       --drafter "$d/drafter.safetensors" --prompts "$d/prompts.jsonl" -n "$N" --repeat "$REPEAT" \
-      --threads "$t" --temps 0,0.7 --report "$d/spec-t$t.md" --json | tail -1 > "$d/spec-t$t.json"
-    [ -f "$d/lookup-llama-t$t.json" ] || "$PY" "$HELP" decode "$gguf" "$d/prompts.jsonl" "$N" \
-      "$t" lookup > "$d/lookup-llama-t$t.json"
+      --threads "$t" --temps 0,0.7 --report "$d/spec-t$t.md" --json
+    produce "$d/lookup-llama-t$t.json" "$PY" "$HELP" decode "$gguf" "$d/prompts.jsonl" "$N" "$t" lookup
   done
-  "$PY" "$HELP" summary "$d" "$m" > "$d/summary.json"
+  rm -f "$d/summary.json"
+  produce "$d/summary.json" "$PY" "$HELP" summary "$d" "$m"
 }
 
 [ -x "$PY" ] && [ -f "$VENV/models/gemma-3-270m-q4_k_m.gguf" ] || install

@@ -326,7 +326,7 @@ def report(out_dir, models):
     """Ratios from runs that interleave what they compare: ours vs llama.cpp
     plain (stage 2), speculative vs plain (mtpspec bench)."""
     lines = ["| model | threads | plain tok/s: ours / llama.cpp (Py API) | ours ÷ llama.cpp | "
-             "speculative tok/s (ours) | speculative ÷ plain (ours; T 0.7) | llama.cpp prompt "
+             "speculative tok/s (ours) | speculative ÷ plain (ours; end to end; T 0.7) | llama.cpp prompt "
              "lookup tok/s (Py API) | live acceptance per module | tokens per cycle | outputs "
              "differing | m(q) q=2,4,8: ours / llama.cpp |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -342,9 +342,10 @@ def report(out_dir, models):
             m_o, m_l = row.get("m_ours"), row.get("m_llama")
             mq = "–" if not (m_o and m_l) else " ".join(
                 f"{m_o[q - 1]:.2f}/{m_l[q - 1]:.2f}" for q in (2, 4, 8))
-            lines.append("| {} | {} | {} / {} | {} | {} | {} ({}) | {} | {} | {} | {} | {} |".format(
+            lines.append("| {} | {} | {} / {} | {} | {} | {} ({}; {}) | {} | {} | {} | {} | {} |".format(
                 m, t, fmt(ours), fmt(theirs), fmt(ours / theirs if ours and theirs else None, "{:.2f}"),
                 fmt(spec.get("spec_tok_s")), fmt(spec.get("speedup"), "{:.2f}"),
+                fmt(spec.get("end_to_end_speedup"), "{:.2f}"),
                 fmt(temps.get(0.7, {}).get("speedup"), "{:.2f}"), fmt(row.get("lookup_llama_tok_s")),
                 "–" if acc is None else " ".join(f"{a:.2f}" for a in acc),
                 fmt(spec.get("tokens_per_cycle"), "{:.2f}"),
