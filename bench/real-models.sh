@@ -49,7 +49,7 @@ N=${N:-128}            # new tokens per generation
 PROMPTS=${PROMPTS:-8}  # prompts per run
 REPEAT=${REPEAT:-2}    # interleaved rounds
 K=${K:-2}
-DRAFTER_MODELS=${DRAFTER_MODELS:-$MODELS}  # models that get stages 4-5 (a drafter)
+DRAFTER_MODELS=${DRAFTER_MODELS-$MODELS}  # models that get stages 4-5 (a drafter; "" = none)
 PY=$VENV/bin/python
 HELP=bench/real_models.py
 log() { echo "== $*"; uptime; }
