@@ -207,14 +207,21 @@ TEST_P(TransformersRefGguf, GreedyIdsOnTheDequantizedWeights) {
   ASSERT_TRUE(fs::exists(f32));
   const LoadedModel lm = load_model(f32, {Hold{kernels::WeightType::F32}});
   const auto tok = io::load_tokenizer(f32);
+  // One transformers load (it dequantizes the GGUF in Python) for every prompt.
+  std::vector<std::vector<int32_t>> prompts;
+  std::string arg;
   for (const char* text : {"The capital of France is", "def fibonacci(n):\n",
                            "Once upon a time, in a small village,"}) {
-    const auto prompt = tok->encode(text);
-    const json ref = run_reference(py, "greedy " + test::shell_quote(fs::path(gguf).parent_path().string()) +
-                                           " " + csv(prompt) + " 24 " +
-                                           test::shell_quote(fs::path(gguf).filename().string()));
-    ASSERT_FALSE(ref.is_null());
-    expect_greedy_equal(greedy(lm, prompt, 24), ref);
+    prompts.push_back(tok->encode(text));
+    arg += (arg.empty() ? "" : ";") + csv(prompts.back());
+  }
+  const json ref = run_reference(py, "greedy " + test::shell_quote(fs::path(gguf).parent_path().string()) +
+                                         " " + test::shell_quote(arg) + " 24 " +
+                                         test::shell_quote(fs::path(gguf).filename().string()));
+  ASSERT_FALSE(ref.is_null());
+  ASSERT_EQ(ref.at("runs").size(), prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    expect_greedy_equal(greedy(lm, prompts[i], 24), ref["runs"][i]);
   }
 }
 

@@ -12,6 +12,8 @@ same fp32 weights.
       (one row per position, fp32, eager attention).
   hf_reference.py greedy MODEL IDS N [GGUF_FILE]
       N greedy steps: {"ids": [...], "margins": [top1 - top2 logit, ...]}.
+      IDS may hold several prompts separated by ';' (the model loads once):
+      then {"runs": [{"ids": ..., "margins": ...}, ...]}.
   hf_reference.py dequantize IN.gguf OUT.gguf
       The same metadata; every tensor as F32. Prints {"written": OUT}.
 """
@@ -45,17 +47,20 @@ def logits(model, ids, gguf_file=None):
     return {"logits": out.tolist()}
 
 
-def greedy(model, ids, n, gguf_file=None):
+def greedy(model, prompts, n, gguf_file=None):
     import torch
     m = load(model, gguf_file)
-    seq, margins = list(ids), []
-    with torch.no_grad():
-        for _ in range(n):
-            row = m(torch.tensor([seq])).logits[0, -1]
-            top = torch.topk(row, 2)
-            margins.append(float(top.values[0] - top.values[1]))
-            seq.append(int(top.indices[0]))
-    return {"ids": seq[len(ids):], "margins": margins}
+    runs = []
+    for ids in prompts:
+        seq, margins = list(ids), []
+        with torch.no_grad():
+            for _ in range(n):
+                row = m(torch.tensor([seq])).logits[0, -1]
+                top = torch.topk(row, 2)
+                margins.append(float(top.values[0] - top.values[1]))
+                seq.append(int(top.indices[0]))
+        runs.append({"ids": seq[len(ids):], "margins": margins})
+    return runs[0] if len(runs) == 1 else {"runs": runs}
 
 
 def dequantize(src, out):
@@ -92,7 +97,8 @@ def main(a):
     elif a[:1] == ["logits"] and len(a) in (3, 4):
         print(json.dumps(logits(a[1], ids(a[2]), a[3] if len(a) == 4 else None)))
     elif a[:1] == ["greedy"] and len(a) in (4, 5):
-        print(json.dumps(greedy(a[1], ids(a[2]), int(a[3]), a[4] if len(a) == 5 else None)))
+        prompts = [ids(p) for p in a[2].split(";")]
+        print(json.dumps(greedy(a[1], prompts, int(a[3]), a[4] if len(a) == 5 else None)))
     elif a[:1] == ["dequantize"] and len(a) == 3:
         dequantize(a[1], a[2])
         print(json.dumps({"written": a[2]}))
