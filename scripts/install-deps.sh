@@ -10,11 +10,9 @@ pkgs=(build-essential cmake pkg-config git
       libpcre2-dev               # tokenizer.json regexes (JIT, bounded work)
       fortunes                   # the demo's default corpus (plain text, ~2.6 MB)
       python3-jinja2             # tests: the reference rendering of chat templates
+      python3-venv               # the test venv (scripts/install-test-venv.sh: PyPI packages)
       chromium                   # tests: the page of `mtpspec serve` in a headless browser
       wrk curl)                  # the server's load benchmark (docs/PERFORMANCE.md); test scripts
-# Node test clients (the openai package, playwright-core; npm installs them at
-# test time): Debian's nodejs/npm unless a node is already installed.
-command -v npm > /dev/null || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

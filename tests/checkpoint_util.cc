@@ -197,6 +197,10 @@ json hf_config_json(const RandomSpec& s) {
   c["use_cache"] = true;
   c["transformers_version"] = "4.50.0";
   const float qpas = s.query_pre_attn_scalar > 0 ? s.query_pre_attn_scalar : float(s.head_dim);
+  // An integer where it is one, as real Gemma configs write it (transformers
+  // 5 refuses a float there).
+  const nlohmann::json qpas_json =
+      qpas == float(int64_t(qpas)) ? nlohmann::json(int64_t(qpas)) : nlohmann::json(qpas);
   switch (s.arch) {
     case Arch::Llama:
       c["architectures"] = {"LlamaForCausalLM"};
@@ -280,7 +284,7 @@ json hf_config_json(const RandomSpec& s) {
       c["attention_bias"] = false;
       c["attn_logit_softcapping"] = 50.0;
       c["final_logit_softcapping"] = 30.0;
-      c["query_pre_attn_scalar"] = qpas;
+      c["query_pre_attn_scalar"] = qpas_json;
       c["sliding_window"] = s.sliding_window;
       c["cache_implementation"] = "hybrid";
       c["pad_token_id"] = 0;
@@ -293,7 +297,7 @@ json hf_config_json(const RandomSpec& s) {
       c["attention_bias"] = false;
       c["attn_logit_softcapping"] = nullptr;
       c["final_logit_softcapping"] = nullptr;
-      c["query_pre_attn_scalar"] = qpas;
+      c["query_pre_attn_scalar"] = qpas_json;
       c["rope_local_base_freq"] = 10000.0;
       c["rope_scaling"] = nullptr;
       c["sliding_window"] = s.sliding_window;

@@ -81,4 +81,16 @@ SmallTarget small_llama2c_target(const std::string& dir) {
   return t;
 }
 
+std::vector<float> logits_of(const model::LoadedModel& lm, const std::vector<int32_t>& tokens,
+                             const std::vector<int>& chunk_sizes) {
+  model::Model m(lm);
+  model::KVCache kv(m.config(), 1, int(tokens.size()) + 1);
+  ThreadPool pool(2);
+  return run_chunks(m, kv, 0, tokens, chunk_sizes, &pool).logits;
+}
+
+double fp32_forward_tolerance(double K, int L, double row_scale) {
+  return 64.0 * std::ldexp(1.0, -23) * std::sqrt(double(K) * L) * row_scale;
+}
+
 }  // namespace mtp::test

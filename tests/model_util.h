@@ -23,8 +23,19 @@ RowOutputs run_chunks(const model::Model& m, model::KVCache& kv, int seq,
                       const std::vector<int32_t>& tokens, const std::vector<int>& chunk_sizes,
                       ThreadPool* pool);
 
+// The logits [n, vocab] of `tokens` run through a fresh model and KV cache
+// of `lm` in calls of the given sizes (cycled), on 2 threads.
+std::vector<float> logits_of(const model::LoadedModel& lm, const std::vector<int32_t>& tokens,
+                             const std::vector<int>& chunk_sizes);
+
 // Random token ids in [lo, vocab).
 std::vector<int32_t> random_tokens(std::mt19937& rng, int n, int vocab, int lo = 3);
+
+// Tolerance of an fp32 forward's output row against a reference computed in
+// another order (reference_forward_test.cc explains the derivation):
+// 64 · 2^-23 · sqrt(K · L) · row_scale, K the longest reduction (max of d,
+// heads · head_dim, ffn, tokens), L the layers, row_scale ‖ref_row‖∞.
+double fp32_forward_tolerance(double K, int L, double row_scale);
 
 // Index of the first element where a and b differ bitwise, or -1.
 long first_bit_difference(const std::vector<float>& a, const std::vector<float>& b);

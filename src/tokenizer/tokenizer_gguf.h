@@ -1,24 +1,34 @@
-// Tokenizer from a GGUF file's tokenizer.ggml.* metadata (llama.cpp's
-// convention, docs/FORMATS.md "GGUF"), built on the existing engines:
+// Tokenizer from a GGUF file's tokenizer.ggml.* metadata, loaded by
+// llama.cpp's rules (llama-vocab.cpp, read not copied; docs/FORMATS.md
+// "GGUF"), so that every vocabulary llama.cpp loads, we load, built on the
+// existing engines:
 //
 // - tokenizer.ggml.model "llama": SentencePiece-style BPE over `tokens`,
-//   `scores` and `token_type` (1 normal, 2 unknown, 3 control, 4
-//   user-defined, 5 unused, 6 byte — sentencepiece's piece types; 0 =
-//   undefined is read as normal). add_space_prefix (default true) is the
-//   dummy prefix, remove_extra_whitespaces (default false); BOS added unless
-//   add_bos_token is false.
+//   `scores` (F32, or INT32) and `token_type` (1 normal, 2 unknown, 3
+//   control, 4 user-defined, 5 unused, 6 byte; 0 and unknown values are
+//   undefined, read as normal). Default ids: BOS 1, EOS 2, unknown 0 — the
+//   unknown id need not be typed unknown (the converter types "<unk>"
+//   CONTROL when tokenizer_config marks it special). add_space_prefix
+//   (default true) is the dummy prefix, remove_extra_whitespaces (default
+//   false); BOS added unless add_bos_token is false. Control, unknown and
+//   user-defined token texts are matched in the raw input.
 // - "gpt2": byte-level BPE over `tokens` (GPT-2's printable alphabet) and
-//   `merges` ("a b" by rank); control and user-defined tokens are added
-//   tokens, matched in the raw text. The pre-tokenizer comes from
-//   tokenizer.ggml.pre, mapped to the Hugging Face pipeline that name stands
-//   for: "gpt-2" (GPT-2's ByteLevel regex), "llama3"/"llama-v3"/"llama-bpe"
-//   (Llama 3's Split regex, ignore_merges), "qwen2"/"deepseek-r1-qwen"
-//   (Qwen2's Split regex after NFC). Any other name is refused (ConfigError)
-//   rather than tokenized differently. BOS is added for the llama3 names
-//   (llama.cpp's default) unless add_bos_token says otherwise.
+//   `merges` ("a b" by rank); control, unknown and user-defined tokens are
+//   added tokens, matched in the raw text. Default ids: BOS = EOS = 11.
+//   tokenizer.ggml.pre selects llama.cpp's pre-tokenizer type (the table in
+//   tokenizer_gguf.cc: llama3 names, gpt-2 names, starcoder/smollm names,
+//   qwen2 names, qwen35, dbrx/smaug-bpe, "default" — also used, with a
+//   warning, when the key is missing); its regexes run in order, each
+//   isolating its matches, then the byte-level mapping (no normalizer, as
+//   in llama.cpp). BOS is added by default for the llama3 names only.
+//   Any other name is refused (ConfigError naming the supported ones)
+//   rather than tokenized differently.
 //
-// IDs: bos_token_id, eos_token_id; eot_token_id and eom_token_id are EOS ids
-// too (each ends generation). Ids outside the vocabulary are a FormatError.
+// Special ids: a key inside the vocabulary replaces the default; one outside
+// keeps the default with a warning on stderr; a default outside the
+// vocabulary is no id. Generation ends at EOS, EOT, EOM and at the tokens
+// llama.cpp recognises by text (<|eot_id|>, <|im_end|>, <end_of_turn>,
+// <|endoftext|>, ...). An empty token text reads as "[EMPTY_<id>]".
 #pragma once
 #include <memory>
 #include <string>

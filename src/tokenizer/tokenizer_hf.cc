@@ -81,7 +81,8 @@ HfTokenizer::HfTokenizer(Parts parts) : p_(std::move(parts)) {
     }
     bytes_[size_t(a.id)] = std::move(s);
   }
-  if (p_.bos >= 0 && size_t(p_.bos) < bytes_.size()) bytes_[size_t(p_.bos)].clear();
+  if (p_.bos_decodes_empty && p_.bos >= 0 && size_t(p_.bos) < bytes_.size())
+    bytes_[size_t(p_.bos)].clear();
 }
 
 int32_t HfTokenizer::token_id(std::string_view text) const { return resolve_token(p_, text); }

@@ -59,6 +59,7 @@ class HfTokenizer final : public Tokenizer {
     // Post-processor / config.
     std::vector<int32_t> prefix, suffix;
     int32_t bos = -1;
+    bool bos_decodes_empty = true;  // false: BOS gives its text (a GGUF's normal-typed BOS)
     std::vector<int32_t> eos;
   };
 

@@ -126,10 +126,15 @@ SentencePieceTokenizer::SentencePieceTokenizer(Spec spec) : path_(std::move(spec
   add_eos_ = spec.add_eos;
   bos_ = spec.bos;
   eos_ = std::move(spec.eos);
-  build();
+  user_defined_raw_ = spec.user_defined_in_raw_text;
+  if (spec.unk < -1 || spec.unk >= int32_t(pieces_.size())) {
+    fail<FormatError>("{}: unknown id {} is outside the vocabulary of {} pieces", path_, spec.unk,
+                      pieces_.size());
+  }
+  build(spec.unk);
 }
 
-void SentencePieceTokenizer::build() {
+void SentencePieceTokenizer::build(std::optional<int32_t> unk) {
   const std::string& path = path_;
   std::vector<AddedTokenMatcher::Token> specials, user;
   bytes_.resize(pieces_.size());
@@ -161,13 +166,16 @@ void SentencePieceTokenizer::build() {
         break;
       }
       case PieceType::UserDefined:
-        user.push_back({p.text, id});
+        (user_defined_raw_ ? specials : user).push_back({p.text, id});
         [[fallthrough]];
       default:
         bytes_[i] = replace_all(p.text, kMetaspace, " ");
     }
   }
-  if (unk_ < 0) fail<FormatError>("SentencePiece model '{}' has no unknown piece", path);
+  if (unk_ < 0) {
+    if (!unk) fail<FormatError>("SentencePiece model '{}' has no unknown piece", path);
+    unk_ = *unk;
+  }
   specials_ = std::make_unique<AddedTokenMatcher>(std::move(specials));
   build_pairs();
   user_defined_ = std::make_unique<AddedTokenMatcher>(std::move(user));
@@ -412,6 +420,13 @@ void SentencePieceTokenizer::encode_plain(std::string_view raw, std::vector<int3
     maybe_add(l, true);
   }
 
+  auto unk_of = [&](std::string_view w) {
+    if (unk_ < 0) {
+      fail<InputError>("{}: the text '{}' has no piece, no byte piece and the vocabulary no "
+                       "unknown token", path_, w.substr(0, 40));
+    }
+    return unk_;
+  };
   auto emit = [&](auto&& self, std::string_view w, int32_t id) -> void {
     if (id >= 0 && pieces_[size_t(id)].type == PieceType::Unused) {
       auto it = rev_merge.find(w);
@@ -428,9 +443,9 @@ void SentencePieceTokenizer::encode_plain(std::string_view raw, std::vector<int3
     if (id >= 0 && id != unk_ && pieces_[size_t(id)].type != PieceType::Unused) {
       out.push_back(id);
     } else if (byte_fallback_) {
-      for (char c : w) out.push_back(byte_ids_[uint8_t(c)] >= 0 ? byte_ids_[uint8_t(c)] : unk_);
+      for (char c : w) out.push_back(byte_ids_[uint8_t(c)] >= 0 ? byte_ids_[uint8_t(c)] : unk_of(w));
     } else {
-      out.push_back(unk_);
+      out.push_back(unk_of(w));
     }
   };
   for (int32_t i = 0; i >= 0; i = syms[size_t(i)].next)

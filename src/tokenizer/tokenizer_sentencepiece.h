@@ -26,6 +26,7 @@
 #pragma once
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,15 +58,21 @@ class SentencePieceTokenizer final : public Tokenizer {
   // tokenizer.ggml.* arrays, tokenizer_gguf.cc): the same engine and
   // contracts; byte fallback when there are byte pieces; no
   // tokenizer_config.json is read. `source` names it in messages.
+  // `unk`: the unknown id when no piece is typed Unknown (-1: none; text
+  // that is no piece and has no byte pieces is then an InputError).
+  // `user_defined_in_raw_text`: user-defined pieces are matched in the raw
+  // input like control pieces (llama.cpp's rule for GGUF vocabularies)
+  // instead of in the normalized text (sentencepiece's).
   struct Spec {
     std::string source;
     std::vector<std::string> pieces;
     std::vector<float> scores;
     std::vector<PieceType> types;
-    int32_t bos = -1;
+    int32_t bos = -1, unk = -1;
     std::vector<int32_t> eos;
     bool add_bos = true, add_eos = false;
     bool add_dummy_prefix = true, remove_extra_whitespaces = false;
+    bool user_defined_in_raw_text = false;
   };
   explicit SentencePieceTokenizer(Spec spec);
   ~SentencePieceTokenizer() override;
@@ -95,7 +102,9 @@ class SentencePieceTokenizer final : public Tokenizer {
     PieceType type;
   };
   void parse(const std::string& data);
-  void build();  // the lookup tables, from pieces_
+  // The lookup tables, from pieces_. `unk`: the unknown id when no piece is
+  // typed Unknown (-1: none); nullopt: such a model is refused (.model files).
+  void build(std::optional<int32_t> unk = std::nullopt);
   std::string normalize(std::string_view text) const;
   void encode_plain(std::string_view text, std::vector<int32_t>& out) const;
   int32_t lookup(std::string_view piece) const;  // -1 when not a mergeable piece
@@ -116,6 +125,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   bool bpe_ = false, byte_fallback_ = false;
   bool add_dummy_prefix_ = true, remove_extra_whitespaces_ = true, escape_whitespaces_ = true;
   bool add_bos_ = true, add_eos_ = false;
+  bool user_defined_raw_ = false;
 };
 
 // The native tokenizer, or the libsentencepiece one for model kinds it does

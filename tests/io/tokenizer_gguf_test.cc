@@ -15,6 +15,7 @@
 #include "tokenizer/tokenizer.h"
 #include "io/tokenizer_fixture.h"
 #include "tokenizer/tokenizer_gguf.h"
+#include "gguf_util.h"
 #include "test_util.h"
 
 namespace mtp::test {
@@ -155,19 +156,121 @@ TEST(GgufTokenizer, UnsupportedOrMissingPiecesAreRefusedClearly) {
   const std::vector<std::string> toks = {"a", "b", "ab"};
   GgufMetadata kv = bpe_metadata(toks, {1, 1, 1}, {"a b"}, "deepseek-coder");
   expect_error<ConfigError>([&] { io::load_tokenizer(write_tmp("pre", kv)); },
-                            {"tokenizer.ggml.pre", "deepseek-coder", "not supported"});
+                            {"tokenizer.ggml.pre", "deepseek-coder", "not supported", "smollm"});
   GgufMetadata t5 = {{"tokenizer.ggml.model", GgufValue::str("t5")}};
   expect_error<ConfigError>([&] { io::load_tokenizer(write_tmp("t5", t5)); },
                             {"tokenizer.ggml.model", "t5"});
   expect_error<FormatError>([&] { io::load_tokenizer(write_tmp("none", {})); },
                             {"no tokenizer", "give a tokenizer file"});
-  GgufMetadata bad = bpe_metadata(toks, {1, 1, 1}, {"a b"}, "gpt-2");
-  bad.push_back({"tokenizer.ggml.eos_token_id", GgufValue::u32(7)});
-  expect_error<FormatError>([&] { io::load_tokenizer(write_tmp("eos", bad)); },
-                            {"eos_token_id", "7", "outside"});
   GgufMetadata types = bpe_metadata(toks, {1, 1}, {"a b"}, "gpt-2");
   expect_error<FormatError>([&] { io::load_tokenizer(write_tmp("types", types)); },
                             {"token_type", "2 entries", "3 tokens"});
+}
+
+// llama.cpp's rules for special ids (llama-vocab.cpp load()): each tokenizer
+// model has defaults ("llama": BOS 1, EOS 2, unknown 0; "gpt2": BOS = EOS =
+// 11); a key inside the vocabulary replaces the default, one outside it keeps
+// the default with a warning, and a default outside the vocabulary is no id.
+TEST(GgufTokenizer, SpecialIdsFollowLlamaCppDefaults) {
+  GgufMetadata spm;
+  add_test_vocab(spm, 300);
+  std::erase_if(spm, [](const auto& kv) { return kv.first.find("_token_id") != std::string::npos; });
+  const auto s = io::load_tokenizer(write_tmp("spm-defaults", spm));
+  EXPECT_EQ(s->bos_id(), 1);
+  EXPECT_EQ(s->eos_ids(), (std::vector<int32_t>{2}));
+  EXPECT_TRUE(s->adds_bos());
+
+  std::vector<std::string> toks = {"a", "b", "ab"};
+  GgufMetadata small = bpe_metadata(toks, {1, 1, 1}, {"a b"}, "gpt-2");
+  const auto b = io::load_tokenizer(write_tmp("bpe-small", small));
+  EXPECT_EQ(b->bos_id(), -1);  // default 11 is outside 3 tokens
+  EXPECT_TRUE(b->eos_ids().empty());
+  small.push_back({"tokenizer.ggml.eos_token_id", GgufValue::u32(7)});
+  small.push_back({"tokenizer.ggml.bos_token_id", GgufValue::u32(2)});
+  testing::internal::CaptureStderr();
+  const auto bad = io::load_tokenizer(write_tmp("bpe-bad-eos", small));
+  const std::string warn = testing::internal::GetCapturedStderr();
+  EXPECT_NE(warn.find("eos_token_id = 7 is outside"), std::string::npos) << warn;
+  EXPECT_TRUE(bad->eos_ids().empty());
+  EXPECT_EQ(bad->bos_id(), 2);
+  EXPECT_FALSE(bad->adds_bos());  // "gpt-2": BOS only when add_bos_token says so
+
+  for (int i = 0; i < 12; ++i) toks.push_back("t" + std::to_string(i));
+  const auto big = io::load_tokenizer(
+      write_tmp("bpe-big", bpe_metadata(toks, std::vector<int32_t>(toks.size(), 1), {"a b"}, "gpt-2")));
+  EXPECT_EQ(big->bos_id(), 11);
+  EXPECT_EQ(big->eos_ids(), (std::vector<int32_t>{11}));
+  EXPECT_EQ(big->decode(std::vector<int32_t>{11}), "t8");  // a normal-typed BOS keeps its text
+}
+
+// A Llama-2-style vocabulary as llama.cpp's converter writes it from a
+// checkpoint whose tokenizer_config marks <unk> special: <unk> typed
+// CONTROL, no unknown_token_id. It loads; text without a piece falls back to
+// byte pieces; "<unk>" in the text is token 0.
+TEST(GgufTokenizer, SpmWithoutAnUnknownTypedPieceLoads) {
+  GgufMetadata kv;
+  add_test_vocab(kv, 300);
+  for (auto& [k, v] : kv) {
+    if (k == "tokenizer.ggml.token_type") v.arr[0] = GgufValue::i32(3);
+  }
+  std::erase_if(kv, [](const auto& e) { return e.first == "tokenizer.ggml.unknown_token_id"; });
+  const auto tok = io::load_tokenizer(write_tmp("spm-unk-control", kv));
+  const auto ids = tok->encode("a\xE2\x82\xAC<unk>", false);  // "a€<unk>"
+  EXPECT_EQ(ids, (std::vector<int32_t>{259, 3 + 0xE2, 3 + 0x82, 3 + 0xAC, 0}));
+  EXPECT_EQ(tok->decode(ids), "a\xE2\x82\xAC");
+  // An unknown_token_id outside the vocabulary keeps the default 0; without
+  // byte pieces, text that is no piece becomes that id.
+  GgufMetadata tiny = {{"tokenizer.ggml.model", GgufValue::str("llama")},
+                       {"tokenizer.ggml.tokens", GgufValue::strings({"<s>", "</s>", "\xE2\x96\x81" "a"})},
+                       {"tokenizer.ggml.token_type", GgufValue::i32s({3, 3, 1})},
+                       {"tokenizer.ggml.bos_token_id", GgufValue::u32(0)},
+                       {"tokenizer.ggml.eos_token_id", GgufValue::u32(1)},
+                       {"tokenizer.ggml.unknown_token_id", GgufValue::u32(9)}};
+  testing::internal::CaptureStderr();
+  const auto t = io::load_tokenizer(write_tmp("spm-tiny", tiny));
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("unknown_token_id = 9"), std::string::npos);
+  EXPECT_EQ(t->encode("a", false), (std::vector<int32_t>{2}));
+  const auto unk = t->encode("b", false);
+  EXPECT_FALSE(unk.empty());
+  EXPECT_TRUE(std::all_of(unk.begin(), unk.end(), [](int32_t id) { return id == 0; }));
+}
+
+// User-defined tokens of a GGUF vocabulary are matched in the raw text, as
+// llama.cpp does (Gemma 3 stores runs of spaces and newlines that way).
+TEST(GgufTokenizer, SpmUserDefinedTokensMatchTheRawText) {
+  GgufMetadata kv;
+  add_test_vocab(kv, 300);
+  for (auto& [k, v] : kv) {
+    if (k == "tokenizer.ggml.tokens") v.arr[299] = GgufValue::str("  ");
+    if (k == "tokenizer.ggml.token_type") v.arr[299] = GgufValue::i32(4);
+  }
+  kv.push_back({"tokenizer.ggml.add_space_prefix", GgufValue::boolean(false)});
+  const auto tok = io::load_tokenizer(write_tmp("spm-user", kv));
+  const auto ids = tok->encode("a  b", false);
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(ids[1], 299);
+  EXPECT_EQ(tok->decode(ids), "a  b");
+}
+
+// tokenizer.ggml.pre names map to llama.cpp's pre-tokenizer types: "smollm"
+// (SmolLM2) isolates each digit before GPT-2's regex; a missing name is
+// llama.cpp's "default" (with a warning); tokens named like llama.cpp's
+// end-of-generation list end generation.
+TEST(GgufTokenizer, PreTokenizerNamesAndEndOfGenerationTexts) {
+  std::vector<std::string> toks = {"1", "2", "12", "\xC4\xA0", "x", "<|im_end|>", "<|endoftext|>"};
+  std::vector<int32_t> types = {1, 1, 1, 1, 1, 3, 3};
+  GgufMetadata kv = bpe_metadata(toks, types, {"1 2"}, "smollm");
+  kv.push_back({"tokenizer.ggml.eos_token_id", GgufValue::u32(5)});
+  const auto smol = io::load_tokenizer(write_tmp("smollm", kv));
+  EXPECT_EQ(smol->encode("12", false), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(smol->eos_ids(), (std::vector<int32_t>{5, 6}));
+  const auto gpt2 = io::load_tokenizer(write_tmp("gpt2-digits", bpe_metadata(toks, types, {"1 2"}, "gpt-2")));
+  EXPECT_EQ(gpt2->encode("12", false), (std::vector<int32_t>{2}));
+  std::erase_if(kv, [](const auto& e) { return e.first == "tokenizer.ggml.pre"; });
+  testing::internal::CaptureStderr();
+  const auto dflt = io::load_tokenizer(write_tmp("no-pre", kv));
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("'default'"), std::string::npos);
+  EXPECT_EQ(dflt->encode("12 x", false), (std::vector<int32_t>{2, 3, 4}));
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "model_util.h"
+
 namespace mtp::test {
 
 // Per-row tolerance, relative to the row's magnitude ‖ref_row‖∞:
@@ -28,7 +30,7 @@ namespace mtp::test {
 // error in the perturbation tests lands far above it. (Observed on a correct
 // engine: ≤ 0.03 · tol.)
 inline double ref_tolerance(double K, int layers, double row_scale) {
-  return 64.0 * std::ldexp(1.0, -23) * std::sqrt(K * layers) * row_scale;
+  return test::fp32_forward_tolerance(K, layers, row_scale);
 }
 
 struct RefComparison {
