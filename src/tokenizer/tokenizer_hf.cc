@@ -93,13 +93,9 @@ std::vector<int32_t> HfTokenizer::encode(std::string_view text, bool add_special
   out.reserve(text.size() / 3 + 4);
   if (add_special) out.insert(out.end(), p_.prefix.begin(), p_.prefix.end());
   Cache cache;
-  size_t pos = 0;
-  for (const auto& m : raw_added_->find_all(text)) {
-    encode_segment(text.substr(pos, m.begin - pos), pos == 0, cache, out);
-    out.push_back(m.id);
-    pos = m.end;
-  }
-  encode_segment(text.substr(pos), pos == 0, cache, out);
+  raw_added_->encode_around(text, out, [&](std::string_view run, bool at_start) {
+    encode_segment(run, at_start, cache, out);
+  });
   if (add_special) out.insert(out.end(), p_.suffix.begin(), p_.suffix.end());
   return out;
 }
@@ -112,13 +108,9 @@ void HfTokenizer::encode_segment(std::string_view text, bool first, Cache& cache
     encode_normalized(std::move(norm), first, cache, out);
     return;
   }
-  size_t pos = 0;
-  for (const auto& m : normalized_added_->find_all(norm)) {
-    encode_normalized(norm.substr(pos, m.begin - pos), first && pos == 0, cache, out);
-    out.push_back(m.id);
-    pos = m.end;
-  }
-  encode_normalized(norm.substr(pos), first && pos == 0, cache, out);
+  normalized_added_->encode_around(norm, out, [&](std::string_view run, bool at_start) {
+    encode_normalized(std::string(run), first && at_start, cache, out);
+  });
 }
 
 void HfTokenizer::encode_normalized(std::string text, bool first, Cache& cache,

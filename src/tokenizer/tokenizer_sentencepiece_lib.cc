@@ -79,13 +79,7 @@ class LibSentencePieceTokenizer final : public Tokenizer {
     detail::require_valid_utf8(text);
     std::vector<int32_t> out;
     if (add_special && adds_bos()) out.push_back(bos_);
-    size_t pos = 0;
-    for (const auto& m : specials_->find_all(text)) {
-      encode_plain(text.substr(pos, m.begin - pos), out);
-      out.push_back(m.id);
-      pos = m.end;
-    }
-    encode_plain(text.substr(pos), out);
+    specials_->encode_around(text, out, [&](std::string_view run, bool) { encode_plain(run, out); });
     if (add_special && add_eos_ && !eos_.empty()) out.push_back(eos_.front());
     return out;
   }

@@ -42,6 +42,20 @@ class AddedTokenMatcher {
   std::vector<Match> find_all(std::string_view text) const;
   bool empty() const { return tokens_.empty(); }
 
+  // Splits `text` at the matches: plain(run, at_start) encodes each run of text
+  // between matches (the last one too, possibly empty; at_start: the run begins
+  // the text), and each match appends its id to `out`, in text order.
+  template <class Plain>
+  void encode_around(std::string_view text, std::vector<int32_t>& out, Plain&& plain) const {
+    size_t pos = 0;
+    for (const Match& m : find_all(text)) {
+      plain(text.substr(pos, m.begin - pos), pos == 0);
+      out.push_back(m.id);
+      pos = m.end;
+    }
+    plain(text.substr(pos), pos == 0);
+  }
+
  private:
   std::vector<Token> tokens_;
   std::vector<int32_t> terminal_;                // trie node -> token index or -1
