@@ -81,17 +81,20 @@ struct PolicyRun {
 
 // Runs the prompts one after another on ONE engine with these sources
 // (adaptive, fixed m(q)), checking each output against plain generation.
+// row_cost: a verify row's price in decodes on the curve the engine starts
+// from; learn: the engine follows the forwards it times (CostCurve::observe).
 PolicyRun run_engine(const test::Target& t, const std::vector<std::string>& sources,
-        const std::vector<std::vector<int32_t>>& prompts, int n_new, bool adaptive = true) {
+                     const std::vector<std::vector<int32_t>>& prompts, int n_new,
+                     bool adaptive = true, double row_cost = 0.05, bool learn = false) {
   SchedulerOptions so;
   so.parallel = 1;
   so.ctx = 256;
   so.sources = sources;
   so.adaptive = adaptive;
   std::vector<std::pair<int, double>> pts;
-  for (int q = 1; q <= 64; ++q) pts.push_back({q, 1e-3 * (1 + 0.05 * (q - 1))});
+  for (int q = 1; q <= 64; ++q) pts.push_back({q, 1e-3 * (1 + row_cost * (q - 1))});
   so.cost = CostCurve(pts);
-  so.learn_costs = false;
+  so.learn_costs = learn;
   PolicyRun out;
   so.trace = [&](const CycleTrace& c) { out.trace.push_back(c); };
   Scheduler engine(*t.model, nullptr, nullptr, so, nullptr);
@@ -198,6 +201,26 @@ TEST_F(Policy, WhatOneSequenceTaughtCarriesToTheNext) {
   const long first = verified(r.results[0], "wrong-test"), second = verified(r.results[1], "wrong-test");
   EXPECT_GT(first, 0) << "the prior never let the source be tried";
   EXPECT_LT(second, first);
+}
+
+TEST_F(Policy, ARightSourceOutpricedByACurveTimedHighIsProbedBackIn) {
+  // The engine starts from a curve on which a verify row costs 3 decodes (as
+  // a start-up timing on a busy host can read): no draft pays on it. The
+  // target's real forwards are overhead-bound (a row costs a fraction of a
+  // decode); only verified drafts can teach the curve that, so the right
+  // source must be probed and then verified at length. Without probes of
+  // free proposals it is never verified.
+  const PolicyRun r = run_engine(t_, {"right-test"}, prompts_, kNew, /*adaptive=*/true,
+                                 /*row_cost=*/3.0, /*learn=*/true);
+  ASSERT_TRUE(r.results.back().stats.has_value());
+  long probes = 0;
+  for (const auto& s : r.results) {
+    const auto it = s.stats->sources.find("right-test");
+    if (it != s.stats->sources.end()) probes += it->second.probes;
+  }
+  EXPECT_GT(probes, 0) << "the outpriced source was never probed";
+  EXPECT_GT(r.results.back().stats->tokens_per_cycle(), 2.0)
+      << "the right source stayed outpriced by the start-up curve";
 }
 
 }  // namespace

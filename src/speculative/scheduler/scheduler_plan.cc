@@ -14,9 +14,14 @@ using scheduler_detail::depth0;
 using scheduler_detail::seconds;
 
 namespace {
-// A sequence's priced source probes (one draft) after this many steps
-// without a draft (see plan_drafts).
+// A sequence probes (verifies one draft) after this many steps without a
+// draft: of its priced source, or of its best free proposal (see plan_drafts).
 constexpr int kProbeEvery = 8;
+// A free proposal is probed only when its arm expects its first draft
+// accepted at least this often: a probe then costs at most about half a
+// decode where verify rows are dear, and a source judged useless is never
+// verified for it.
+constexpr double kFreeProbeAccept = 0.5;
 }  // namespace
 
 void Scheduler::propose_free(std::span<Seq* const> dec) {
@@ -82,9 +87,11 @@ std::vector<int> Scheduler::plan_drafts(std::span<Seq* const> dec, int rows) {
   const double row_s = draft_ratio_ * priced_cost_.row_s;
   const bool trees = opt_.tree.is_tree();
   std::vector<BudgetSeq> b(dec.size());
+  std::vector<int> free_best(dec.size(), -1);  // [i] its best free proposal worth a probe (-1: none)
   for (size_t i = 0; i < dec.size(); ++i) {
     Seq& q = *dec[i];
     q.chosen = -1;
+    q.probe = false;
     if (q.spec_k == 0) continue;
     if (q.draft_k > 0) {
       b[i].p = q.counters.estimate(q.draft_k, prior);
@@ -100,6 +107,7 @@ std::vector<int> Scheduler::plan_drafts(std::span<Seq* const> dec, int rows) {
     if (q.free_k == 0) continue;
     BudgetSeq fr = q.free.choose(arms_, q.spec->draft_limit(q.free_k));
     if (fr.p.empty()) continue;
+    if (fr.p[0] >= kFreeProbeAccept) free_best[i] = q.free.best();
     bool take;
     if (b[i].p.empty()) {
       take = true;
@@ -134,13 +142,28 @@ std::vector<int> Scheduler::plan_drafts(std::span<Seq* const> dec, int rows) {
     // sequence the priced source has not drafted for kProbeEvery steps
     // drafts one (a probe). Without probes a few unlucky drafts priced the
     // drafter out for good: its counters forget toward the pooled prior,
-    // which only drafts feed.
+    // which only drafts feed. A free proposal its arm expects right
+    // (kFreeProbeAccept) not verified for kProbeEvery steps is probed the
+    // same way: the arm is judged without verifies, but the cost curve
+    // learns a verify row's price only from verifies — a curve timed high at
+    // start, on a busy host, otherwise kept a good free source out for good.
     for (size_t i = 0; i < dec.size(); ++i) {
       Seq& q = *dec[i];
-      if (q.draft_k == 0) continue;
-      const bool explore = pool_d < 3 && q.stats.cycles == 0;
-      if (k[i] == 0 && q.chosen < 0 && (explore || q.priced_idle >= kProbeEvery)) k[i] = 1;
-      q.priced_idle = k[i] > 0 && q.chosen < 0 ? 0 : q.priced_idle + 1;
+      if (q.draft_k > 0) {
+        const bool explore = pool_d < 3 && q.stats.cycles == 0;
+        if (k[i] == 0 && q.chosen < 0 && (explore || q.priced_idle >= kProbeEvery)) {
+          k[i] = 1;
+          q.probe = true;
+        }
+        q.priced_idle = k[i] > 0 && q.chosen < 0 ? 0 : q.priced_idle + 1;
+      }
+      if (free_best[i] < 0) continue;
+      if (k[i] == 0 && q.free_idle >= kProbeEvery) {
+        k[i] = 1;
+        q.chosen = free_best[i];
+        q.probe = true;
+      }
+      q.free_idle = k[i] > 0 ? 0 : q.free_idle + 1;
     }
   } else {
     for (size_t i = 0; i < dec.size(); ++i) {
@@ -167,7 +190,9 @@ void Scheduler::draft(std::span<Seq* const> dec, std::span<const int> k) {
       const size_t n = std::min(p.tokens.size(), size_t(limit));
       const char* name = free_[size_t(p.source)]->name();
       s.prepared.prepared().assign_chain(std::span(p.tokens).first(n), name);
-      ++s.stats.sources[name].chosen;
+      DepthCounts& c = s.stats.sources[name];
+      ++c.chosen;
+      c.probes += s.probe ? 1 : 0;
       continue;
     }
     ProposeJob j;
@@ -232,6 +257,7 @@ void Scheduler::draft(std::span<Seq* const> dec, std::span<const int> k) {
     if (!jobs[i].out->empty()) {  // chosen and drafted
       DepthCounts& c = s.stats.sources[priced_->name()];
       ++c.chosen;
+      c.probes += s.probe ? 1 : 0;
       c.proposed += long(jobs[i].out->size());
       c.time_s += wall * share;
     }

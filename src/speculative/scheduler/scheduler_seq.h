@@ -75,6 +75,8 @@ struct Scheduler::Seq {
   SeqProposals free;              // this step's free proposals, judged as the text grows
   int chosen = -1;  // this step: the free proposal verified (-1: the priced source's drafts or none)
   int priced_idle = 0;            // steps since the priced source last drafted for it
+  int free_idle = 0;              // steps with a free proposal but no draft verified
+  bool probe = false;             // this step's draft is a probe (plan_drafts)
   std::vector<int32_t> committed;
   // Text the sink streamed, by the index of the token it became final with
   // (closing: held-back text flushed at the end).
