@@ -584,14 +584,17 @@ TEST(TreeShape, ACycleVerifyTimePricesItsShape) {
 // The forwards a choice times run inside a cycle; they are not its cost.
 TEST(TreeShape, TimedPointsAreLeftOutOfTheCycle) {
   int calls = 0;
+  double slept = 0;  // the timing calls' wall seconds, as measured (a busy host oversleeps)
   TreeChooser ch(CostCurve({{1, 1.0}, {2, 1.01}, {4, 1.03}}), 1.0, 3, 32, [&](int q) {
     ++calls;
+    const auto t0 = std::chrono::steady_clock::now();
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    slept += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return 1.0 + 0.01 * (q - 1);
   });
   const std::vector<int> w = ch.widths();  // prior acceptance 0.6 on a flat curve: a tree
   ASSERT_GT(calls, 0) << widths_text(w);
-  ch.observe_cycle(w, ch.cycle_seconds(w) + 0.030 * calls);  // wall time incl. the timing
+  ch.observe_cycle(w, ch.cycle_seconds(w) + slept);  // wall time incl. the timing
   EXPECT_NEAR(ch.overhead_seconds(), 0.0, 0.01) << calls << " timed forwards";
 }
 
