@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -74,20 +75,23 @@ void run(BenchDecodeArgs a) {
                             model::resolve_hold(lo.weights, DType::F32), a.seed)
       : model::load_model(a.model, lo);
   model::Model m(std::move(lm));
+  // The human report: stdout, or stderr under --json (stdout then holds the
+  // one JSON object alone).
+  std::FILE* report = a.json ? stderr : stdout;
   const auto& c = m.config();
   if (a.pos == 0) a.pos = std::min(256, c.max_position / 2);
   if (a.pos + a.q_max + 1 > c.max_position) fail<InputError>("--pos {} + q-max exceeds the model's context {}", a.pos, c.max_position);
   const double bytes = bytes_per_token(m, a.pos);
   nlohmann::json rows = nlohmann::json::array();
   const std::string held = held_types(m);
-  fmt::print("model: {} ({} layers, d {}), matrices held as {}, SIMD {}, huge pages {}, context position {}\n",
+  fmt::print(report, "model: {} ({} layers, d {}), matrices held as {}, SIMD {}, huge pages {}, context position {}\n",
              m.loaded().path, c.n_layers, c.d_model, held, simd, huge_pages_description(), a.pos);
-  fmt::print("bytes read per decoded token: {:.1f} MB\n", bytes / 1e6);
+  fmt::print(report, "bytes read per decoded token: {:.1f} MB\n", bytes / 1e6);
   const auto& w = m.weights();
   auto table_mb = [](const model::EmbeddingTable& t) {
     return double(t.rows) * double(t.cols) * (t.dtype == DType::F32 ? 4 : 2) / 1e6;
   };
-  fmt::print("resident set after load: {:.0f} MB; token table {:.0f} MB{}, head {:.0f} MB "
+  fmt::print(report, "resident set after load: {:.0f} MB; token table {:.0f} MB{}, head {:.0f} MB "
              "packed{} (tables are used in place: a checkpoint's stay in its memory map, "
              "resident as rows are read; a random target's per-layer table is never-written "
              "zero pages)\n",
@@ -104,7 +108,7 @@ void run(BenchDecodeArgs a) {
     const std::vector<double> times = speculative::forward_times(m, a.pos, a.q_max, a.reps, &pool);
     const double t1 = times[0];
     const double limit = bw / bytes;  // tok/s if every byte streamed at bandwidth
-    fmt::print("threads {}: decode {:.2f} ms = {:.1f} tok/s; bandwidth {:.1f} GB/s -> limit {:.1f} "
+    fmt::print(report, "threads {}: decode {:.2f} ms = {:.1f} tok/s; bandwidth {:.1f} GB/s -> limit {:.1f} "
                "tok/s; decode reaches {:.1f}% of the limit\n",
                t, t1 * 1e3, 1 / t1, bw / 1e9, limit, 100.0 / t1 / limit);
     std::string ms;
@@ -114,7 +118,7 @@ void run(BenchDecodeArgs a) {
       mult.push_back(mq);
       ms += fmt::format(" q{}={:.2f}", q, mq);
     }
-    fmt::print("  verify multiplier m(q):{}\n", ms);
+    fmt::print(report, "  verify multiplier m(q):{}\n", ms);
     rows.push_back({{"threads", t}, {"decode_s", t1}, {"decode_tok_s", 1 / t1},
                     {"bandwidth_bytes_s", bw}, {"bytes_per_token", bytes},
                     {"limit_tok_s", limit}, {"fraction_of_limit", 1 / t1 / limit},
@@ -130,11 +134,11 @@ void run(BenchDecodeArgs a) {
            {"T 0.8, top-p 0.95", {0.8f, 0, 0.95f, 0.f, 0}},
            {"T 0.8, min-p 0.05", {0.8f, 0, 1.f, 0.05f, 0}}}) {
     const double ts = speculative::sampling_seconds(size_t(c.vocab), so, 41);
-    fmt::print("sampling ({}): {:.3f} ms per token = {:.2f}% of a decode\n", label, ts * 1e3,
+    fmt::print(report, "sampling ({}): {:.3f} ms per token = {:.2f}% of a decode\n", label, ts * 1e3,
                t_dec > 0 ? 100 * ts / t_dec : 0.0);
     sampling.push_back({{"setting", label}, {"seconds", ts}, {"fraction_of_decode", t_dec > 0 ? ts / t_dec : 0}});
   }
-  fmt::print("resident set after the runs: {:.0f} MB\n", resident_bytes() / 1e6);
+  fmt::print(report, "resident set after the runs: {:.0f} MB\n", resident_bytes() / 1e6);
   if (a.json) {
     fmt::print("{}\n", nlohmann::json{{"model", m.loaded().path}, {"weights", a.weights}, {"held", held},
                                       {"sampling", sampling},
@@ -170,7 +174,7 @@ void add_bench_decode(CLI::App& root) {
   cmd->add_option("--q-max", a->q_max, "Largest q for the verify multiplier")->check(cli::Range(1, 16));
   cmd->add_option("--reps", a->reps, "Timed repetitions per q (median reported)")->check(cli::Positive);
   cmd->add_option("--random-seed", a->seed, "Seed of the random target (--random)");
-  cmd->add_flag("--json", a->json, "Also print one JSON object");
+  cmd->add_flag("--json", a->json, "Print one JSON object on stdout (the report goes to stderr)");
   cmd->callback([a] { run(*a); });
 }
 

@@ -224,8 +224,8 @@ TEST(GgufCli, BenchDecodeNamesTheHeldTypesOfAQuantizedFile) {
   convert_hf_to_gguf(hf, gguf, c);
   CliResult r = run_cli("bench-decode -m " + shell_quote(gguf) + " --threads 1 --q-max 2 --reps 1 --json");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.out.find("matrices held as q8_0 "), std::string::npos) << r.out;
-  const auto j = nlohmann::json::parse(r.out.substr(r.out.find("{\"held\"")));
+  EXPECT_NE(r.err.find("matrices held as q8_0 "), std::string::npos) << r.err;
+  const auto j = nlohmann::json::parse(r.out);  // --json: stdout is the one object
   const std::string held = j["held"];
   EXPECT_NE(held.find("q8_0"), std::string::npos) << held;
   EXPECT_NE(held.find("q4_0"), std::string::npos) << held;
