@@ -94,9 +94,9 @@ Prepared Server::prepare(const std::string& body, Endpoint endpoint) {
   Request& r = p.req;
   try {
     if (endpoint == Endpoint::Chat) {
-      r.prompt = encode_chat(tok_, opt_.chat.render(p.api.messages));
-      const std::string eot = opt_.chat.end_of_turn();
-      if (!eot.empty()) p.api.stop.push_back(eot);
+      r.prompt = encode_chat(tok_, opt_.chat.render(p.api.messages, p.api.extras));
+      for (const std::string& e : opt_.chat.turn_ends()) p.api.stop.push_back(e);
+      p.reply_format = opt_.chat.format;
     } else if (p.api.prompt_is_ids) {
       for (int64_t t : p.api.prompt_ids) {
         if (t < 0 || t >= tok_.vocab_size()) {
