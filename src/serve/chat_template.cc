@@ -284,7 +284,12 @@ ChatTemplate load_chat_template(const std::string& dir, const std::string& overr
       }
     }
   }
-  return chat_template_from(jinja, p.string() + ": chat_template", override_name,
+  std::string where = p.string() + ": chat_template";
+  if (const fs::path file = fs::path(dir) / "chat_template.jinja"; fs::exists(file)) {
+    jinja = read_file(file.string());
+    where = file.string();
+  }
+  return chat_template_from(jinja, where, override_name,
                             special_token(cfg, "bos_token"), special_token(cfg, "eos_token"));
 }
 

@@ -93,8 +93,10 @@ struct ChatTemplate {
 ChatTemplate recognise_template(const std::string& jinja, const std::string& where);
 
 // The template for a model: tokenizer_config.json in `dir` (its chat_template,
-// bos_token, eos_token), recognised, unless `override_name` is given (then
-// only the special tokens are read). No chat_template and no override: plain.
+// bos_token, eos_token) — chat_template.jinja beside it, where present, is the
+// template instead, as transformers reads it (Gemma 4's checkpoints ship
+// theirs so) — recognised, unless `override_name` is given (then only the
+// special tokens are read). No template and no override: plain.
 ChatTemplate load_chat_template(const std::string& dir, const std::string& override_name);
 // The same from a GGUF file's tokenizer.chat_template (special tokens from
 // tokenizer.ggml.tokens at the BOS/EOS ids).

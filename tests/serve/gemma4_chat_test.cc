@@ -116,6 +116,23 @@ TEST(Gemma4Chat, RendersAsThePublishedTemplateRenderedNow) {
   expect_renders(json::parse(rendered));
 }
 
+// Gemma 4's checkpoints ship their template as chat_template.jinja; as in
+// transformers, it wins over tokenizer_config.json's chat_template.
+TEST(Gemma4Chat, ChatTemplateJinjaBesideTheConfigIsTheTemplate) {
+  const std::string dir = test::temp_dir("gemma4_chat_jinja");
+  std::ofstream(dir + "/tokenizer_config.json")
+      << json{{"chat_template", "{% for m in messages %}<|im_start|>{{ m.content }}<|im_end|>"
+                                "{% endfor %}"},
+              {"bos_token", "<bos>"}}.dump();
+  EXPECT_EQ(load_chat_template(dir, "").format, ChatFormat::ChatML);
+  std::ofstream(dir + "/chat_template.jinja")
+      << "{{ bos_token }}{% for m in messages %}<|turn>{{ m.role }}\n{{ m.content }}<turn|>\n"
+         "{% endfor %}";
+  const ChatTemplate t = load_chat_template(dir, "");
+  EXPECT_EQ(t.format, ChatFormat::Gemma4);
+  EXPECT_EQ(t.bos, "<bos>");
+}
+
 TEST(Gemma4Chat, OtherFormatsRefuseToolsAndThinking) {
   ChatTemplate t;
   t.format = ChatFormat::ChatML;
