@@ -7,7 +7,8 @@ namespace mtp::serve {
 namespace {
 
 constexpr std::string_view kChannelOpen = "<|channel>", kChannelClose = "<channel|>",
-                           kCallOpen = "<|tool_call>", kCallClose = "<tool_call|>";
+                           kCallOpen = "<|tool_call>", kCallClose = "<tool_call|>",
+                           kThoughtName = "thought\n";
 
 // The length of the longest suffix of `s` that is a proper prefix of one of
 // `markers`: text that must wait for the next piece.
@@ -84,15 +85,12 @@ ReplyDelta ReplyParser::drain(bool final) {
         state_ = is_channel ? State::ChannelName : State::Call;
         break;
       }
-      case State::ChannelName: {  // "thought\n": the channel's name line
-        const size_t nl = buf_.find('\n');
-        if (nl == std::string::npos) {
-          if (!final) return d;
-          buf_.clear();
-          state_ = State::Content;
-          return d;
+      case State::ChannelName: {  // an optional "thought\n" (the published response schema's)
+        const size_t n = std::min(buf_.size(), kThoughtName.size());
+        if (buf_.compare(0, n, kThoughtName, 0, n) == 0 && n < kThoughtName.size() && !final) {
+          return d;  // could still be the name line
         }
-        buf_.erase(0, nl + 1);
+        if (n == kThoughtName.size() && buf_.compare(0, n, kThoughtName) == 0) buf_.erase(0, n);
         state_ = State::Thought;
         break;
       }

@@ -1,7 +1,7 @@
 // A chat reply read as it is generated: the text the client sees as
 // `content`, the model's thinking as `reasoning_content` and its tool calls
 // as OpenAI `tool_calls`, for the chat formats whose templates define them
-// (gemma4: <|channel>NAME\n...<channel|> is thinking, <|tool_call>call:NAME{
+// (gemma4: <|channel>[thought\n]...<channel|> is thinking, <|tool_call>call:NAME{
 // ARGS}<tool_call|> a call, serve/gemma4_chat.h); every other format's reply
 // is all content.
 //

@@ -208,6 +208,18 @@ TEST(Gemma4Chat, ReplyParserReadsThoughtsAndCallsWholeOrByteByByte) {
   EXPECT_EQ(o.reasoning, "still");
   EXPECT_TRUE(o.calls.empty());
 
+  // The channel's name line is optional (the published response schema's
+  // `(?:thought\n)?`): a thought without it ends at <channel|>, not at a newline.
+  for (size_t piece : {size_t(1), size_t(100)}) {
+    const std::string text = "<|channel>Hmm<channel|>Answer\nMore";
+    ReplyParser nameless(ChatFormat::Gemma4);
+    ReplyDelta n;
+    for (size_t at = 0; at < text.size(); at += piece) n.append(nameless.feed(text.substr(at, piece)));
+    n.append(nameless.finish());
+    EXPECT_EQ(n.reasoning, "Hmm");
+    EXPECT_EQ(n.content, "Answer\nMore");
+  }
+
   ReplyParser plain(ChatFormat::ChatML);
   EXPECT_EQ(plain.feed(kReply).content, kReply);  // other formats: all content
 }
