@@ -66,6 +66,19 @@ void ReplyParser::end_call(ReplyDelta& d) {
   call_.clear();
 }
 
+bool ReplyParser::take_until(std::string_view close, std::string& sink, bool final) {
+  const size_t end = buf_.find(close);
+  if (end == std::string::npos) {
+    const size_t keep = final ? 0 : pending_prefix(buf_, {close});
+    sink += buf_.substr(0, buf_.size() - keep);
+    buf_.erase(0, buf_.size() - keep);
+    return false;
+  }
+  sink += buf_.substr(0, end);
+  buf_.erase(0, end + close.size());
+  return true;
+}
+
 ReplyDelta ReplyParser::drain(bool final) {
   ReplyDelta d;
   for (;;) {
@@ -94,34 +107,18 @@ ReplyDelta ReplyParser::drain(bool final) {
         state_ = State::Thought;
         break;
       }
-      case State::Thought: {
-        const size_t end = buf_.find(kChannelClose);
-        if (end == std::string::npos) {
-          const size_t keep = final ? 0 : pending_prefix(buf_, {kChannelClose});
-          d.reasoning += buf_.substr(0, buf_.size() - keep);
-          buf_.erase(0, buf_.size() - keep);
+      case State::Thought:
+        if (!take_until(kChannelClose, d.reasoning, final)) {
           if (final) state_ = State::Content;
           return d;
         }
-        d.reasoning += buf_.substr(0, end);
-        buf_.erase(0, end + kChannelClose.size());
         state_ = State::Content;
         break;
-      }
-      case State::Call: {
-        const size_t end = buf_.find(kCallClose);
-        if (end == std::string::npos) {
-          const size_t keep = final ? 0 : pending_prefix(buf_, {kCallClose});
-          call_ += buf_.substr(0, buf_.size() - keep);
-          buf_.erase(0, buf_.size() - keep);
-          return d;
-        }
-        call_ += buf_.substr(0, end);
-        buf_.erase(0, end + kCallClose.size());
+      case State::Call:
+        if (!take_until(kCallClose, call_, final)) return d;
         end_call(d);
         state_ = State::Content;
         break;
-      }
     }
   }
 }

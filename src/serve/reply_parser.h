@@ -43,6 +43,9 @@ class ReplyParser {
   // Consumes buf_ as far as it can decide; `final`: nothing more will come.
   ReplyDelta drain(bool final);
   void end_call(ReplyDelta& d);
+  // Moves buf_ up to `close` into `sink` and drops `close` (true), or, with
+  // no `close` yet, all of buf_ but a tail that may begin it (false).
+  bool take_until(std::string_view close, std::string& sink, bool final);
 
   bool structured_;
   State state_ = State::Content;

@@ -118,6 +118,22 @@ double logit_tolerance(const std::string& dir) {
   return 64.0 * groups * std::ldexp(1.0, -24) * std::sqrt(n) * ref;
 }
 
+// 32 tokens of the synthetic recurrence from BOS, with a stray token every 9th.
+std::vector<int32_t> probe_tokens() {
+  std::vector<int32_t> tokens = {1, 17, 100};
+  while (tokens.size() < 32) {
+    tokens.push_back(tokens.size() % 9 == 0 ? 200
+                                            : next_token(tokens.back(), tokens[tokens.size() - 2]));
+  }
+  return tokens;
+}
+
+double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, std::fabs(double(x)));
+  return m;
+}
+
 struct Compared {
   double max_diff = 0, tol = 0;
   long decided = 0, agreed = 0;
@@ -199,11 +215,7 @@ TEST(Pretrain, EngineLogitsMatchLibtorch) {
   EXPECT_EQ(lm.config.bos_id, 1);
   EXPECT_EQ(lm.config.max_position, 32);
 
-  std::vector<int32_t> tokens = {1, 17, 100};
-  while (tokens.size() < 32) {
-    tokens.push_back(tokens.size() % 9 == 0 ? 200
-                                            : next_token(tokens.back(), tokens[tokens.size() - 2]));
-  }
+  const std::vector<int32_t> tokens = probe_tokens();
   const std::vector<float> ref = torch_logits(dir, tokens);
   const double tol = logit_tolerance(dir);
   const Compared ok = compare(dir, ref, tokens, tol);
@@ -212,9 +224,7 @@ TEST(Pretrain, EngineLogitsMatchLibtorch) {
   EXPECT_GT(ok.decided, 24);  // most positions have a clear winner after training
   EXPECT_EQ(ok.agreed, ok.decided);
   // The tolerance is far below the logits' own scale: the check can tell.
-  double spread = 0;
-  for (float x : ref) spread = std::max(spread, std::fabs(double(x)));
-  EXPECT_LT(tol, 1e-3 * spread);
+  EXPECT_LT(tol, 1e-3 * max_abs(ref));
 
   // A layout error (interleaved RoPE rows) is caught by exactly this check.
   const std::string bad = test::temp_dir("pretrain_parity_bad") + "/model";
@@ -263,11 +273,7 @@ TEST(Pretrain, Gemma4EngineLogitsMatchLibtorch) {
   EXPECT_EQ(c.layer_kind(0).head_dim, 2 * c.layer_kind(1).head_dim);
   EXPECT_EQ(c.layer_kind(2).ffn, 2 * c.layer_kind(1).ffn);
 
-  std::vector<int32_t> tokens = {1, 17, 100};
-  while (tokens.size() < 32) {
-    tokens.push_back(tokens.size() % 9 == 0 ? 200
-                                            : next_token(tokens.back(), tokens[tokens.size() - 2]));
-  }
+  const std::vector<int32_t> tokens = probe_tokens();
   const std::vector<float> ref = torch_logits(dir, tokens);
   const double tol = logit_tolerance(dir);
   const Compared ok = compare(dir, ref, tokens, tol);
@@ -276,9 +282,7 @@ TEST(Pretrain, Gemma4EngineLogitsMatchLibtorch) {
   EXPECT_LE(ok.max_diff, tol);
   EXPECT_GT(ok.decided, 24);
   EXPECT_EQ(ok.agreed, ok.decided);
-  double spread = 0;
-  for (float x : ref) spread = std::max(spread, std::fabs(double(x)));
-  EXPECT_LT(tol, 1e-3 * spread);
+  EXPECT_LT(tol, 1e-3 * max_abs(ref));
 
   // The check can tell: a window twice as wide (the prompt is longer than
   // both), or proportional RoPE rotating every pair, is far outside it.
