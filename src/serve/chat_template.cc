@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "core/mapped_file.h"
+#include "core/setting.h"
 #include "io/gguf.h"
 #include "model/family.h"
 #include "serve/gemma4_chat.h"
@@ -132,8 +133,10 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& msgs, const Cha
                                  bool gen) const {
   if (format == ChatFormat::Gemma4) return render_gemma4(*this, msgs, extras, gen);
   const std::string why = fmt::format("the {} chat format has", chat_format_name(format));
-  if (!extras.tools.empty()) fail<InputError>("tools: {} no tools (gemma4 has)", why);
-  if (extras.enable_thinking) fail<InputError>("enable_thinking: {} no thinking switch", why);
+  if (!extras.tools.empty()) fail_setting<InputError>("tools", "tools: {} no tools (gemma4 has)", why);
+  if (extras.enable_thinking) {
+    fail_setting<InputError>("enable_thinking", "enable_thinking: {} no thinking switch", why);
+  }
   for (size_t i = 0; i < msgs.size(); ++i) {
     const std::string& r = msgs[i].role;
     if (r != "system" && r != "user" && r != "assistant") {

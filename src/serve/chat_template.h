@@ -79,7 +79,8 @@ struct ChatTemplate {
   bool strip_think = false;    // chatml: drop <think>...</think> of assistant turns
 
   // InputError for a role the family cannot take, a broken alternation, or
-  // tools, tool calls or thinking given to a format without them.
+  // tools, tool calls or thinking given to a format without them (the tools
+  // and the thinking switch: about setting "tools" / "enable_thinking").
   std::string render(const std::vector<ChatMessage>& messages,
                      bool add_generation_prompt = true) const;
   std::string render(const std::vector<ChatMessage>& messages, const ChatExtras& extras,

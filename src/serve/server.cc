@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include "core/error.h"
+#include "core/setting.h"
 #include "serve/api.h"
 #include "serve/connection.h"
 #include "serve/intake.h"
@@ -110,7 +111,9 @@ Prepared Server::prepare(const std::string& body, Endpoint endpoint) {
       r.prompt = tok_.encode(p.api.prompt, /*add_special=*/true);
     }
   } catch (const InputError& e) {
-    throw ApiError(400, e.what(), endpoint == Endpoint::Chat ? "messages" : "prompt");
+    // A refusal about one field (the tools, the thinking switch) names it.
+    const char* field = setting_of(e);
+    throw ApiError(400, e.what(), field ? field : endpoint == Endpoint::Chat ? "messages" : "prompt");
   }
   if (r.prompt.empty()) throw ApiError(400, "the prompt is empty (and the model adds no BOS)",
                                        "prompt");

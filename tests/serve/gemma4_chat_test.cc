@@ -337,5 +337,31 @@ TEST(Gemma4Chat, ServerReturnsToolCallsAndReasoning) {
   th.join();
 }
 
+// A format without tools or thinking answers 400 naming the field.
+TEST(Gemma4Chat, ServerOfAnotherFormatNamesToolsAndThinkingIn400) {
+  test::ByteTokenizer tok;
+  ScriptEngine engine("hi");
+  ServerOptions o;
+  o.port = 0;
+  o.chat.format = ChatFormat::ChatML;
+  Server server(engine, tok, o);
+  const int port = server.bind();
+  std::thread th([&] { server.listen(); });
+  httplib::Client c("127.0.0.1", port);
+  const json msgs = {{{"role", "user"}, {"content", "Weather?"}}};
+  for (const auto& [body, param] :
+       {std::pair{json({{"messages", msgs}, {"tools", case_named("tools").at("tools")}}), "tools"},
+        std::pair{json({{"messages", msgs},
+                        {"chat_template_kwargs", {{"enable_thinking", true}}}}),
+                  "enable_thinking"}}) {
+    auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << r->body;
+    EXPECT_EQ(json::parse(r->body)["error"]["param"], param) << r->body;
+  }
+  server.stop();
+  th.join();
+}
+
 }  // namespace
 }  // namespace mtp::serve::gemma4_chat_test
