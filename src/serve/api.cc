@@ -211,6 +211,7 @@ void parse_messages(const json& body, ApiRequest& r) {
     cm.content = text_of_content(e.contains("content") ? e["content"] : json(), p + ".content");
     if (cm.role == "assistant") {
       cm.reasoning = string_field(e, "reasoning_content", p);
+      if (cm.reasoning.empty()) cm.reasoning = string_field(e, "reasoning", p);  // vLLM's name
       cm.tool_calls = parse_tool_calls(e, p);
     }
     if (cm.role == "tool") {

@@ -8,7 +8,7 @@
 // "spec_sampling": "coupled" | "rejection"; as vLLM and llama.cpp,
 // "chat_template_kwargs": {"enable_thinking": bool}. Chat messages may carry
 // OpenAI's tool_calls (assistant; arguments a JSON object's text),
-// reasoning_content (assistant) and role "tool" (tool_call_id, name); a
+// reasoning_content (assistant; also as vLLM's "reasoning") and role "tool" (tool_call_id, name); a
 // request's "tools" are functions ({"type": "function", "function": {"name",
 // "description", "parameters"}}); "tool_choice" "auto" (the default) offers them,
 // "none" does not, a forced choice is refused.
