@@ -72,7 +72,10 @@ int64_t get_int(const json& o, const char* key, int64_t def, int64_t lo, int64_t
   return x;
 }
 
-std::string text_of_content(const json& c, const std::string& param) {
+// The text of a message's content; `parts` receives each text part's own
+// text when the content is an array of them (gemma4 renders them one by one).
+std::string text_of_content(const json& c, const std::string& param,
+                            std::vector<std::string>* parts) {
   if (c.is_null()) return "";
   if (c.is_string()) return c.get<std::string>();
   if (!c.is_array()) bad(param, "must be a string or an array of content parts");
@@ -87,6 +90,7 @@ std::string text_of_content(const json& c, const std::string& param) {
                                                    "' is not supported (text only)");
     if (!part.contains("text") || !part["text"].is_string()) bad(p + ".text", "must be a string");
     out += part["text"].get<std::string>();
+    parts->push_back(part["text"].get<std::string>());
   }
   return out;
 }
@@ -208,7 +212,8 @@ void parse_messages(const json& body, ApiRequest& r) {
     if (cm.role != "system" && cm.role != "user" && cm.role != "assistant" && cm.role != "tool") {
       bad(p + ".role", "'" + clip_value(cm.role) + "' is not system, user, assistant or tool");
     }
-    cm.content = text_of_content(e.contains("content") ? e["content"] : json(), p + ".content");
+    cm.content = text_of_content(e.contains("content") ? e["content"] : json(), p + ".content",
+                                 &cm.content_parts);
     if (cm.role == "assistant") {
       cm.reasoning = string_field(e, "reasoning_content", p);
       if (cm.reasoning.empty()) cm.reasoning = string_field(e, "reasoning", p);  // vLLM's name

@@ -58,6 +58,7 @@ struct ToolCall {
 struct ChatMessage {
   std::string role;     // "system" | "user" | "assistant" | "tool"
   std::string content;
+  std::vector<std::string> content_parts;  // the texts of a content array (its join: content)
   std::string reasoning;                // assistant: reasoning_content
   std::vector<ToolCall> tool_calls;     // assistant
   std::string tool_call_id, name;       // tool: the call it answers, the tool's name

@@ -287,10 +287,14 @@ std::string render_gemma4(const ChatTemplate& t, const std::vector<ChatMessage>&
       responded = true;
       prev = Prev::ToolResponse;
     }
-    out += model ? strip_thinking(m.content) : trim(m.content);
+    // A content array: each text part on its own, as the template renders it.
+    if (m.content_parts.empty()) {
+      out += model ? strip_thinking(m.content) : trim(m.content);
+    }
+    for (const std::string& part : m.content_parts) out += model ? strip_thinking(part) : trim(part);
     if (prev == Prev::ToolCall && !responded) {
       out += "<|tool_response>";
-    } else if (!(responded && m.content.empty())) {
+    } else if (!(responded && m.content.empty() && m.content_parts.empty())) {
       out += "<turn|>\n";
     }
   }

@@ -15,6 +15,10 @@
 //       unless thinking is on; none after tool calls (the model goes on after
 //       their results, or is cued by <|tool_response>)
 //
+// Content given as an array of text parts: each part trimmed (a model turn's:
+// stripped of thoughts) on its own, as the template does; a system message's
+// parts are joined first (the template would print the array itself).
+//
 // Values inside declarations and calls are Gemma's own notation (format_value):
 // strings in <|"|>...<|"|>, objects {key:value,...} with keys sorted, lists
 // [a,b], true/false, numbers as Python prints them.
