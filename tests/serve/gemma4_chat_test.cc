@@ -273,17 +273,35 @@ class ScriptEngine : public Engine {
   std::vector<std::thread> threads_;
 };
 
-TEST(Gemma4Chat, ServerReturnsToolCallsAndReasoning) {
+// A server of chat format `f` over a ScriptEngine replying `reply`, listening
+// on a loopback port until destroyed; `client` talks to it.
+struct ScriptServer {
   test::ByteTokenizer tok;
-  ScriptEngine engine(kReply);
-  ServerOptions o;
-  o.port = 0;
-  o.chat.format = ChatFormat::Gemma4;
-  Server server(engine, tok, o);
-  const int port = server.bind();
-  std::thread th([&] { server.listen(); });
-  httplib::Client c("127.0.0.1", port);
-  c.set_read_timeout(10, 0);
+  ScriptEngine engine;
+  Server server;
+  std::thread th;
+  httplib::Client client;
+  static ServerOptions options(ChatFormat f) {
+    ServerOptions o;
+    o.port = 0;
+    o.chat.format = f;
+    return o;
+  }
+  ScriptServer(ChatFormat f, std::string reply)
+      : engine(std::move(reply)), server(engine, tok, options(f)), client("127.0.0.1", server.bind()) {
+    th = std::thread([this] { server.listen(); });
+    client.set_read_timeout(10, 0);
+  }
+  ~ScriptServer() {
+    server.stop();
+    th.join();
+  }
+};
+
+TEST(Gemma4Chat, ServerReturnsToolCallsAndReasoning) {
+  ScriptServer s(ChatFormat::Gemma4, kReply);
+  ScriptEngine& engine = s.engine;
+  httplib::Client& c = s.client;
   const std::string body = json({{"messages", {{{"role", "user"}, {"content", "Weather?"}}}},
                                  {"tools", case_named("tools").at("tools")},
                                  {"chat_template_kwargs", {{"enable_thinking", true}}}})
@@ -334,21 +352,12 @@ TEST(Gemma4Chat, ServerReturnsToolCallsAndReasoning) {
   EXPECT_EQ(calls[0]["index"], 0);
   EXPECT_EQ(json::parse(calls[0]["function"]["arguments"].get<std::string>()), args);
   EXPECT_EQ(finish, "tool_calls");
-  server.stop();
-  th.join();
 }
 
 // A format without tools or thinking answers 400 naming the field.
 TEST(Gemma4Chat, ServerOfAnotherFormatNamesToolsAndThinkingIn400) {
-  test::ByteTokenizer tok;
-  ScriptEngine engine("hi");
-  ServerOptions o;
-  o.port = 0;
-  o.chat.format = ChatFormat::ChatML;
-  Server server(engine, tok, o);
-  const int port = server.bind();
-  std::thread th([&] { server.listen(); });
-  httplib::Client c("127.0.0.1", port);
+  ScriptServer s(ChatFormat::ChatML, "hi");
+  httplib::Client& c = s.client;
   const json msgs = {{{"role", "user"}, {"content", "Weather?"}}};
   for (const auto& [body, param] :
        {std::pair{json({{"messages", msgs}, {"tools", case_named("tools").at("tools")}}), "tools"},
@@ -360,8 +369,6 @@ TEST(Gemma4Chat, ServerOfAnotherFormatNamesToolsAndThinkingIn400) {
     EXPECT_EQ(r->status, 400) << r->body;
     EXPECT_EQ(json::parse(r->body)["error"]["param"], param) << r->body;
   }
-  server.stop();
-  th.join();
 }
 
 }  // namespace
