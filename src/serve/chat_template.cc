@@ -1,5 +1,7 @@
 #include "serve/chat_template.h"
 
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -114,8 +116,14 @@ ChatFormat parse_chat_format(const std::string& name) {
   for (const auto& f : kFormats) {
     if (name == f.name) return f.f;
   }
-  fail<InputError>("--chat-format '{}' is not one of llama3, chatml, gemma, llama2, mistral, "
-                   "gemma4, plain", name);
+  fail<InputError>("--chat-format '{}' is not one of {}", name,
+                   fmt::join(chat_format_names(), ", "));
+}
+
+std::vector<std::string> chat_format_names() {
+  std::vector<std::string> out;
+  for (const auto& f : kFormats) out.push_back(f.name);
+  return out;
 }
 
 const char* chat_format_name(ChatFormat f) {

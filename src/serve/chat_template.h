@@ -46,6 +46,8 @@ enum class ChatFormat { Llama3, ChatML, Gemma, Llama2, Mistral, Gemma4, Plain };
 // InputError otherwise.
 ChatFormat parse_chat_format(const std::string& name);
 const char* chat_format_name(ChatFormat f);
+// Every format's name, in the order above (the CLI's choices).
+std::vector<std::string> chat_format_names();
 
 // A tool call of an assistant message: OpenAI's {id, function: {name,
 // arguments}}, the arguments as a JSON object (or, when a client sent text

@@ -134,6 +134,13 @@ TEST(Gemma4Chat, ChatTemplateJinjaBesideTheConfigIsTheTemplate) {
   EXPECT_EQ(t.bos, "<bos>");
 }
 
+// The names serve's --chat-format accepts are the formats' own (gemma4 among them).
+TEST(Gemma4Chat, FormatNamesRoundTrip) {
+  const std::vector<std::string> names = chat_format_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "gemma4"), names.end());
+  for (const std::string& n : names) EXPECT_EQ(chat_format_name(parse_chat_format(n)), n);
+}
+
 TEST(Gemma4Chat, OtherFormatsRefuseToolsAndThinking) {
   ChatTemplate t;
   t.format = ChatFormat::ChatML;
