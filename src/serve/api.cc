@@ -72,7 +72,10 @@ int64_t get_int(const json& o, const char* key, int64_t def, int64_t lo, int64_t
   return x;
 }
 
-std::string text_of_content(const json& c, const std::string& param) {
+// The text of a message's content; `parts` receives each text part's own
+// text when the content is an array of them (gemma4 renders them one by one).
+std::string text_of_content(const json& c, const std::string& param,
+                            std::vector<std::string>* parts) {
   if (c.is_null()) return "";
   if (c.is_string()) return c.get<std::string>();
   if (!c.is_array()) bad(param, "must be a string or an array of content parts");
@@ -87,6 +90,7 @@ std::string text_of_content(const json& c, const std::string& param) {
                                                    "' is not supported (text only)");
     if (!part.contains("text") || !part["text"].is_string()) bad(p + ".text", "must be a string");
     out += part["text"].get<std::string>();
+    parts->push_back(part["text"].get<std::string>());
   }
   return out;
 }
@@ -117,6 +121,82 @@ void parse_prompt(const json& body, ApiRequest& r) {
   }
 }
 
+std::string string_field(const json& o, const char* key, const std::string& param) {
+  const json* v = field(o, key);
+  if (!v) return "";
+  if (!v->is_string()) bad(param + "." + key, "must be a string");
+  return v->get<std::string>();
+}
+
+// An assistant message's tool_calls: [{id, type: "function", function: {name,
+// arguments}}]; arguments the text of a JSON object (kept as text otherwise).
+std::vector<ToolCall> parse_tool_calls(const json& e, const std::string& p) {
+  std::vector<ToolCall> out;
+  const json* tc = field(e, "tool_calls");
+  if (!tc) return out;
+  if (!tc->is_array()) bad(p + ".tool_calls", "must be an array");
+  for (size_t i = 0; i < tc->size(); ++i) {
+    const std::string q = p + ".tool_calls[" + std::to_string(i) + "]";
+    const json& c = (*tc)[i];
+    if (!c.is_object()) bad(q, "must be an object");
+    const json* fn = field(c, "function");
+    if (!fn || !fn->is_object()) bad(q + ".function", "must be an object");
+    ToolCall call;
+    call.id = string_field(c, "id", q);
+    call.name = string_field(*fn, "name", q + ".function");
+    if (call.name.empty()) bad(q + ".function.name", "must be a non-empty string");
+    if (const json* a = field(*fn, "arguments")) {
+      if (a->is_object()) {
+        call.arguments = *a;
+      } else if (a->is_string()) {
+        call.arguments = *a;
+        try {
+          json parsed = parse_json(a->get<std::string>(), q + ".function.arguments");
+          if (parsed.is_object()) call.arguments = std::move(parsed);
+        } catch (const FormatError&) {
+          // not JSON: rendered as the text it is, as the template does
+        }
+      } else {
+        bad(q + ".function.arguments", "must be a string (a JSON object's text) or an object");
+      }
+    } else {
+      call.arguments = json::object();
+    }
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+// tools: [{"type": "function", "function": {"name", "description"?, "parameters"?}}].
+// tool_choice "none": the tools are not offered.
+void parse_tools(const json& body, ApiRequest& r) {
+  bool offered = true;
+  if (const json* c = field(body, "tool_choice")) {
+    if (!c->is_string() || (*c != "auto" && *c != "none")) {
+      bad("tool_choice", "must be \"auto\" or \"none\" (a forced tool choice is not supported)");
+    }
+    offered = *c == "auto";
+  }
+  const json* tools = field(body, "tools");
+  if (!tools) return;
+  if (!tools->is_array()) bad("tools", "must be an array");
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const std::string p = "tools[" + std::to_string(i) + "]";
+    const json& t = (*tools)[i];
+    if (!t.is_object()) bad(p, "must be an object");
+    if (string_field(t, "type", p) != "function") bad(p + ".type", "must be \"function\"");
+    const json* fn = field(t, "function");
+    if (!fn || !fn->is_object()) bad(p + ".function", "must be an object");
+    if (string_field(*fn, "name", p + ".function").empty()) {
+      bad(p + ".function.name", "must be a non-empty string");
+    }
+    string_field(*fn, "description", p + ".function");
+    const json* params = field(*fn, "parameters");
+    if (params && !params->is_object()) bad(p + ".function.parameters", "must be an object");
+  }
+  if (offered) r.extras.tools = *tools;
+}
+
 void parse_messages(const json& body, ApiRequest& r) {
   const json* m = field(body, "messages");
   if (!m) bad("messages", "is required");
@@ -129,11 +209,28 @@ void parse_messages(const json& body, ApiRequest& r) {
     ChatMessage cm;
     cm.role = e["role"].get<std::string>();
     if (cm.role == "developer") cm.role = "system";  // OpenAI's newer name for it
-    if (cm.role != "system" && cm.role != "user" && cm.role != "assistant") {
-      bad(p + ".role", "'" + clip_value(cm.role) + "' is not system, user or assistant");
+    if (cm.role != "system" && cm.role != "user" && cm.role != "assistant" && cm.role != "tool") {
+      bad(p + ".role", "'" + clip_value(cm.role) + "' is not system, user, assistant or tool");
     }
-    cm.content = text_of_content(e.contains("content") ? e["content"] : json(), p + ".content");
+    cm.content = text_of_content(e.contains("content") ? e["content"] : json(), p + ".content",
+                                 &cm.content_parts);
+    if (cm.role == "assistant") {
+      cm.reasoning = string_field(e, "reasoning_content", p);
+      if (cm.reasoning.empty()) cm.reasoning = string_field(e, "reasoning", p);  // vLLM's name
+      cm.tool_calls = parse_tool_calls(e, p);
+    }
+    if (cm.role == "tool") {
+      cm.tool_call_id = string_field(e, "tool_call_id", p);
+      cm.name = string_field(e, "name", p);
+    }
     r.messages.push_back(std::move(cm));
+  }
+  parse_tools(body, r);
+  if (const json* k = field(body, "chat_template_kwargs")) {
+    if (!k->is_object()) bad("chat_template_kwargs", "must be an object");
+    const json* t = field(*k, "enable_thinking");
+    if (t && !t->is_boolean()) bad("chat_template_kwargs.enable_thinking", "must be a boolean");
+    r.extras.enable_thinking = t && t->get<bool>();
   }
 }
 

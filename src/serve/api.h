@@ -5,7 +5,13 @@
 // counts as absent. A `model` naming another model is accepted and served by
 // ours (the response's `model` says which). Extensions (not OpenAI's):
 // top_k, min_p, "drafter": false (plain decoding for this request) and
-// "spec_sampling": "coupled" | "rejection".
+// "spec_sampling": "coupled" | "rejection"; as vLLM and llama.cpp,
+// "chat_template_kwargs": {"enable_thinking": bool}. Chat messages may carry
+// OpenAI's tool_calls (assistant; arguments a JSON object's text),
+// reasoning_content (assistant; also as vLLM's "reasoning") and role "tool" (tool_call_id, name); a
+// request's "tools" are functions ({"type": "function", "function": {"name",
+// "description", "parameters"}}); "tool_choice" "auto" (the default) offers them,
+// "none" does not, a forced choice is refused.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -44,6 +50,7 @@ struct ApiRequest {
   std::vector<int64_t> prompt_ids;
   bool prompt_is_ids = false;
   std::vector<ChatMessage> messages;   // Chat
+  ChatExtras extras;                   // Chat: tools, thinking
   bool stream = false, include_usage = false;
   int64_t max_tokens = 0;              // 0 = not given: to the context
   std::vector<std::string> stop;

@@ -1,5 +1,7 @@
 #include "serve/chat_template.h"
 
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -8,8 +10,10 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "core/mapped_file.h"
+#include "core/setting.h"
 #include "io/gguf.h"
 #include "model/family.h"
+#include "serve/gemma4_chat.h"
 
 namespace fs = std::filesystem;
 
@@ -23,7 +27,8 @@ struct FormatName {
 };
 constexpr FormatName kFormats[] = {{ChatFormat::Llama3, "llama3"},   {ChatFormat::ChatML, "chatml"},
                                    {ChatFormat::Gemma, "gemma"},     {ChatFormat::Llama2, "llama2"},
-                                   {ChatFormat::Mistral, "mistral"}, {ChatFormat::Plain, "plain"}};
+                                   {ChatFormat::Mistral, "mistral"}, {ChatFormat::Gemma4, "gemma4"},
+                                   {ChatFormat::Plain, "plain"}};
 
 // Jinja's `trim` / Python's str.strip() on ASCII whitespace.
 std::string trim(const std::string& s) {
@@ -111,8 +116,14 @@ ChatFormat parse_chat_format(const std::string& name) {
   for (const auto& f : kFormats) {
     if (name == f.name) return f.f;
   }
-  fail<InputError>("--chat-format '{}' is not one of llama3, chatml, gemma, llama2, mistral, plain",
-                   name);
+  fail<InputError>("--chat-format '{}' is not one of {}", name,
+                   fmt::join(chat_format_names(), ", "));
+}
+
+std::vector<std::string> chat_format_names() {
+  std::vector<std::string> out;
+  for (const auto& f : kFormats) out.push_back(f.name);
+  return out;
 }
 
 const char* chat_format_name(ChatFormat f) {
@@ -123,11 +134,23 @@ const char* chat_format_name(ChatFormat f) {
 }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& msgs, bool gen) const {
+  return render(msgs, ChatExtras{}, gen);
+}
+
+std::string ChatTemplate::render(const std::vector<ChatMessage>& msgs, const ChatExtras& extras,
+                                 bool gen) const {
+  if (format == ChatFormat::Gemma4) return render_gemma4(*this, msgs, extras, gen);
+  const std::string why = fmt::format("the {} chat format has", chat_format_name(format));
+  if (!extras.tools.empty()) fail_setting<InputError>("tools", "tools: {} no tools (gemma4 has)", why);
+  if (extras.enable_thinking) {
+    fail_setting<InputError>("enable_thinking", "enable_thinking: {} no thinking switch", why);
+  }
   for (size_t i = 0; i < msgs.size(); ++i) {
     const std::string& r = msgs[i].role;
     if (r != "system" && r != "user" && r != "assistant") {
       fail<InputError>("messages[{}].role '{}' is not system, user or assistant", i, r);
     }
+    if (!msgs[i].tool_calls.empty()) fail<InputError>("messages[{}].tool_calls: {} none", i, why);
   }
   std::string system, out;
   bool has_system = false;
@@ -175,6 +198,7 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& msgs, bool gen)
       }
       return out;  // the model's turn follows [/INST] directly
     }
+    case ChatFormat::Gemma4:  // rendered above
     case ChatFormat::Plain:
       for (size_t i = 0; i < msgs.size(); ++i) out += (i ? "\n" : "") + msgs[i].content;
       return out;
@@ -182,16 +206,17 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& msgs, bool gen)
   return out;
 }
 
-std::string ChatTemplate::end_of_turn() const {
+std::vector<std::string> ChatTemplate::turn_ends() const {
   switch (format) {
-    case ChatFormat::Llama3: return "<|eot_id|>";
-    case ChatFormat::ChatML: return "<|im_end|>";
-    case ChatFormat::Gemma: return "<end_of_turn>";
+    case ChatFormat::Llama3: return {"<|eot_id|>"};
+    case ChatFormat::ChatML: return {"<|im_end|>"};
+    case ChatFormat::Gemma: return {"<end_of_turn>"};
+    case ChatFormat::Gemma4: return {"<turn|>", "<|tool_response>"};
     case ChatFormat::Llama2:
-    case ChatFormat::Mistral: return eos;
-    case ChatFormat::Plain: return "";
+    case ChatFormat::Mistral: return eos.empty() ? std::vector<std::string>{} : std::vector{eos};
+    case ChatFormat::Plain: return {};
   }
-  return "";
+  return {};
 }
 
 namespace {
@@ -270,7 +295,12 @@ ChatTemplate load_chat_template(const std::string& dir, const std::string& overr
       }
     }
   }
-  return chat_template_from(jinja, p.string() + ": chat_template", override_name,
+  std::string where = p.string() + ": chat_template";
+  if (const fs::path file = fs::path(dir) / "chat_template.jinja"; fs::exists(file)) {
+    jinja = read_file(file.string());
+    where = file.string();
+  }
+  return chat_template_from(jinja, where, override_name,
                             special_token(cfg, "bos_token"), special_token(cfg, "eos_token"));
 }
 

@@ -20,6 +20,12 @@
 //            system text in <<SYS>>\n...\n<</SYS>>\n\n inside the first user turn.
 //   mistral  bos, [INST] TEXT [/INST], assistant TEXT eos; (the template has no
 //            system role; we prepend the system text + "\n\n" to the first user turn).
+//   gemma4   bos, <|turn>system|user|model\n...<turn|>\n: a system turn for the
+//            system text, the tool declarations and the thinking switch; an
+//            assistant's tool calls and the tool results after it in its own
+//            turn; the prompt <|turn>model\n, with an empty thought channel
+//            unless thinking is on (serve/gemma4_chat.h). The only format
+//            that takes tools, tool calls, tool results and thinking.
 //   plain    the messages' texts joined by "\n" (base models; no markers).
 // The rendered text starts with the BOS text where the family has one; the
 // server tokenizes it without adding another (prompt_ids: no double BOS).
@@ -28,19 +34,45 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "tokenizer/tokenizer.h"
 
 namespace mtp::serve {
 
-enum class ChatFormat { Llama3, ChatML, Gemma, Llama2, Mistral, Plain };
+enum class ChatFormat { Llama3, ChatML, Gemma, Llama2, Mistral, Gemma4, Plain };
 
-// "llama3" | "chatml" | "gemma" | "llama2" | "mistral" | "plain"; InputError otherwise.
+// "llama3" | "chatml" | "gemma" | "llama2" | "mistral" | "gemma4" | "plain";
+// InputError otherwise.
 ChatFormat parse_chat_format(const std::string& name);
 const char* chat_format_name(ChatFormat f);
+// Every format's name, in the order above (the CLI's choices).
+std::vector<std::string> chat_format_names();
+
+// A tool call of an assistant message: OpenAI's {id, function: {name,
+// arguments}}, the arguments as a JSON object (or, when a client sent text
+// that is not one, that text).
+struct ToolCall {
+  std::string id, name;
+  nlohmann::json arguments;
+};
 
 struct ChatMessage {
-  std::string role;     // "system" | "user" | "assistant"
+  std::string role;     // "system" | "user" | "assistant" | "tool"
   std::string content;
+  std::vector<std::string> content_parts;  // the texts of a content array (its join: content)
+  std::string reasoning;                // assistant: reasoning_content
+  std::vector<ToolCall> tool_calls;     // assistant
+  std::string tool_call_id, name;       // tool: the call it answers, the tool's name
+};
+
+// What a chat request adds to its messages: OpenAI's tools (an array of
+// {"type": "function", "function": {name, description, parameters}}, checked
+// by the API) and the template's thinking switch (chat_template_kwargs
+// enable_thinking).
+struct ChatExtras {
+  nlohmann::json tools = nlohmann::json::array();
+  bool enable_thinking = false;
 };
 
 struct ChatTemplate {
@@ -49,19 +81,26 @@ struct ChatTemplate {
   std::string default_system;  // chatml: used when the messages have no system turn
   bool strip_think = false;    // chatml: drop <think>...</think> of assistant turns
 
-  // InputError for a role the family cannot take or a broken alternation.
+  // InputError for a role the family cannot take, a broken alternation, or
+  // tools, tool calls or thinking given to a format without them (the tools
+  // and the thinking switch: about setting "tools" / "enable_thinking").
   std::string render(const std::vector<ChatMessage>& messages,
                      bool add_generation_prompt = true) const;
-  // Text that ends an assistant turn: a stop string for chat completions.
-  std::string end_of_turn() const;
+  std::string render(const std::vector<ChatMessage>& messages, const ChatExtras& extras,
+                     bool add_generation_prompt = true) const;
+  // Texts that end an assistant turn: stop strings for chat completions
+  // (gemma4: the end of the turn and the cue for a tool's result).
+  std::vector<std::string> turn_ends() const;
 };
 
 // The family of a Jinja chat template (ConfigError naming `where` if none).
 ChatTemplate recognise_template(const std::string& jinja, const std::string& where);
 
 // The template for a model: tokenizer_config.json in `dir` (its chat_template,
-// bos_token, eos_token), recognised, unless `override_name` is given (then
-// only the special tokens are read). No chat_template and no override: plain.
+// bos_token, eos_token) — chat_template.jinja beside it, where present, is the
+// template instead, as transformers reads it (Gemma 4's checkpoints ship
+// theirs so) — recognised, unless `override_name` is given (then only the
+// special tokens are read). No template and no override: plain.
 ChatTemplate load_chat_template(const std::string& dir, const std::string& override_name);
 // The same from a GGUF file's tokenizer.chat_template (special tokens from
 // tokenizer.ggml.tokens at the BOS/EOS ids).

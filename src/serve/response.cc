@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include "serve/reply_parser.h"
+
 namespace mtp::serve {
 
 using nlohmann::json;
@@ -63,6 +65,26 @@ json envelope(const Prepared& p, bool chunk) {
   return {{"id", p.id}, {"object", object}, {"created", p.created}, {"model", p.model}};
 }
 
+// OpenAI's tool_calls entries of the reply's calls, numbered from `first`
+// (ids "call_<response id>_<n>"; streamed chunks also carry the index).
+json tool_calls_json(const Prepared& p, const std::vector<ReplyCall>& calls, size_t first,
+                     bool chunk) {
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json c = {{"id", "call_" + p.id + "_" + std::to_string(first + i)},
+              {"type", "function"},
+              {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (chunk) c["index"] = first + i;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// The finish reason of a chat reply that called tools: "tool_calls".
+json finish_of(const json& finish, bool called) {
+  return called && finish == "stop" ? json("tool_calls") : finish;
+}
+
 // One choice holding `text` (chunk: as a delta).
 json choice(const Prepared& p, const std::string& text, bool chunk, const json& finish) {
   json c = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish}};
@@ -73,6 +95,20 @@ json choice(const Prepared& p, const std::string& text, bool chunk, const json& 
     if (!text.empty()) c["delta"]["content"] = text;
   } else {
     c["message"] = {{"role", "assistant"}, {"content", text}};
+  }
+  return c;
+}
+
+// One chat choice holding a parsed reply (whole, or a streamed delta whose
+// calls are numbered from `first_call`).
+json chat_choice(const Prepared& p, const ReplyDelta& r, bool chunk, const json& finish,
+                 size_t first_call = 0) {
+  json c = choice(p, r.content, chunk, finish);
+  json& m = c[chunk ? "delta" : "message"];
+  if (!r.reasoning.empty()) m["reasoning_content"] = r.reasoning;
+  if (!r.calls.empty()) {
+    m["tool_calls"] = tool_calls_json(p, r.calls, first_call, chunk);
+    if (!chunk && r.content.empty()) m["content"] = nullptr;
   }
   return c;
 }
@@ -95,7 +131,15 @@ bool respond(httplib::Response& res, const Prepared& p, Channel& ch,
         return true;
       }
       json r = envelope(p, false);
-      r["choices"] = json::array({choice(p, text, false, e.finish_reason)});
+      if (is_chat(p)) {
+        ReplyParser parser(p.reply_format);
+        ReplyDelta reply = parser.feed(text);
+        reply.append(parser.finish());
+        r["choices"] = json::array(
+            {chat_choice(p, reply, false, finish_of(e.finish_reason, !reply.calls.empty()))});
+      } else {
+        r["choices"] = json::array({choice(p, text, false, e.finish_reason)});
+      }
       r["usage"] = usage_json(e);
       r["mtpspec"] = extension_json(e);
       res.set_content(dump(r), "application/json");
@@ -108,11 +152,13 @@ bool respond(httplib::Response& res, const Prepared& p, Channel& ch,
 void stream_response(httplib::Response& res, std::shared_ptr<Prepared> p,
                      std::shared_ptr<Channel> ch, std::function<void()> drop) {
   auto sent_role = std::make_shared<bool>(false);
+  auto parser = std::make_shared<ReplyParser>(p->reply_format);
+  auto calls = std::make_shared<size_t>(0);  // tool calls streamed so far
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [drop, p, ch, sent_role](size_t, httplib::DataSink& sink) {
+      [drop, p, ch, sent_role, parser, calls](size_t, httplib::DataSink& sink) {
         auto write = [&](const std::string& s) {
           if (sink.write(s.data(), s.size())) return true;
           drop();  // the client went away: free its slot
@@ -139,9 +185,17 @@ void stream_response(httplib::Response& res, std::shared_ptr<Prepared> p,
           tokens.push_back({{"id", e.token}, {"text", e.text}, {"origin", e.origin.name()}});
         }
         std::string out;
+        // A chat delta: the reply parsed so far (text that may open a marker
+        // waits for the next batch); the rest when done.
+        auto delta = [&](const ReplyDelta& r, const json& finish) {
+          json c = chat_choice(*p, r, true, finish, *calls);
+          *calls += r.calls.size();
+          return c;
+        };
         if (!tokens.empty()) {
           json c = envelope(*p, true);
-          c["choices"] = json::array({choice(*p, text, true, nullptr)});
+          c["choices"] = json::array({is_chat(*p) ? delta(parser->feed(text), nullptr)
+                                                  : choice(*p, text, true, nullptr)});
           c["mtpspec"] = {{"tokens", tokens}};
           out += sse(c);
         }
@@ -151,7 +205,13 @@ void stream_response(httplib::Response& res, std::shared_ptr<Prepared> p,
                                            "server_error")));
           } else {
             json c = envelope(*p, true);
-            c["choices"] = json::array({choice(*p, "", true, done->finish_reason)});
+            if (is_chat(*p)) {
+              const ReplyDelta rest = parser->finish();
+              c["choices"] = json::array(
+                  {delta(rest, finish_of(done->finish_reason, *calls + rest.calls.size() > 0))});
+            } else {
+              c["choices"] = json::array({choice(*p, "", true, done->finish_reason)});
+            }
             c["mtpspec"] = extension_json(*done);
             out += sse(c);
             if (p->api.include_usage) {

@@ -30,6 +30,9 @@ struct Prepared {
   Request req;
   std::string id, model;  // response id; the served model's id
   std::time_t created = 0;
+  // Chat: how the reply's text is read back (content, reasoning_content,
+  // tool_calls: serve/reply_parser.h).
+  ChatFormat reply_format = ChatFormat::Plain;
 };
 
 // One request's events, from the engine thread to the HTTP thread.

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include "core/error.h"
+#include "core/setting.h"
 #include "serve/api.h"
 #include "serve/connection.h"
 #include "serve/intake.h"
@@ -94,9 +95,9 @@ Prepared Server::prepare(const std::string& body, Endpoint endpoint) {
   Request& r = p.req;
   try {
     if (endpoint == Endpoint::Chat) {
-      r.prompt = encode_chat(tok_, opt_.chat.render(p.api.messages));
-      const std::string eot = opt_.chat.end_of_turn();
-      if (!eot.empty()) p.api.stop.push_back(eot);
+      r.prompt = encode_chat(tok_, opt_.chat.render(p.api.messages, p.api.extras));
+      for (const std::string& e : opt_.chat.turn_ends()) p.api.stop.push_back(e);
+      p.reply_format = opt_.chat.format;
     } else if (p.api.prompt_is_ids) {
       for (int64_t t : p.api.prompt_ids) {
         if (t < 0 || t >= tok_.vocab_size()) {
@@ -110,7 +111,9 @@ Prepared Server::prepare(const std::string& body, Endpoint endpoint) {
       r.prompt = tok_.encode(p.api.prompt, /*add_special=*/true);
     }
   } catch (const InputError& e) {
-    throw ApiError(400, e.what(), endpoint == Endpoint::Chat ? "messages" : "prompt");
+    // A refusal about one field (the tools, the thinking switch) names it.
+    const char* field = setting_of(e);
+    throw ApiError(400, e.what(), field ? field : endpoint == Endpoint::Chat ? "messages" : "prompt");
   }
   if (r.prompt.empty()) throw ApiError(400, "the prompt is empty (and the model adds no BOS)",
                                        "prompt");

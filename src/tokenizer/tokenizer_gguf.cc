@@ -97,9 +97,10 @@ nlohmann::json splits_then_byte_level(const std::vector<const char*>& regexes) {
 
 // Token texts that end generation besides the EOS/EOT/EOM ids (llama.cpp
 // marks them by text when the file names no id for them).
-constexpr std::array<const char*, 9> kEndOfGenerationTexts = {
-    "<|eot_id|>", "<|eom_id|>",      "<|im_end|>", "<|end|>",           "<end_of_turn>",
-    "<|endoftext|>", "<|end_of_text|>", "<EOT>",   "<end_of_utterance>"};
+constexpr std::array<const char*, 12> kEndOfGenerationTexts = {
+    "<|eot_id|>",    "<|eom_id|>",      "<|im_end|>", "<|end|>",           "<end_of_turn>",
+    "<|endoftext|>", "<|end_of_text|>", "<EOT>",      "<end_of_utterance>", "<eos>",
+    "<turn|>",       "<|tool_response>"};
 
 // Special ids as llama.cpp resolves them: the tokenizer model's default,
 // then the file's key when it lies inside the vocabulary (a key outside it
@@ -234,7 +235,9 @@ std::unique_ptr<Tokenizer> spm_tokenizer(const GgufFile& f) {
   return std::make_unique<SentencePieceTokenizer>(std::move(s));
 }
 
-std::vector<BpeModel::Merge> read_merges(const GgufFile& f) {
+// byte_level: the merges are written in GPT-2's printable byte alphabet
+// ("gpt2"); otherwise as raw text ("gemma4").
+std::vector<BpeModel::Merge> read_merges(const GgufFile& f, bool byte_level) {
   std::vector<BpeModel::Merge> merges;
   const auto* ms = f.get_array("tokenizer.ggml.merges", GgufType::String);
   if (!ms) fail<FormatError>("GGUF file '{}' has no tokenizer.ggml.merges (gpt2 model)", f.path());
@@ -246,7 +249,9 @@ std::vector<BpeModel::Merge> read_merges(const GgufFile& f) {
       fail<FormatError>("GGUF file '{}': tokenizer.ggml.merges entry '{}' is not \"a b\"", f.path(),
                         m.s.substr(0, 80));
     }
-    auto side = [](std::string_view s) { return byte_level_decode(s).value_or(std::string(s)); };
+    auto side = [&](std::string_view s) {
+      return byte_level ? byte_level_decode(s).value_or(std::string(s)) : std::string(s);
+    };
     merges.emplace_back(side(std::string_view(m.s).substr(0, sp)),
                         side(std::string_view(m.s).substr(sp + 1)));
   }
@@ -290,13 +295,54 @@ std::unique_ptr<Tokenizer> bpe_tokenizer(const GgufFile& f) {
   BpeModel::Options opts;
   opts.byte_level = true;
   opts.ignore_merges = rule->ignore_merges;
-  p.model = std::make_unique<BpeModel>(opts, std::move(vocab), read_merges(f), p.source);
+  p.model = std::make_unique<BpeModel>(opts, std::move(vocab), read_merges(f, true), p.source);
   p.bos = c.ids.bos;
   // llama.cpp decodes a token by its type: only a control-typed BOS is empty
   // (the "gpt2" model's default BOS 11 is "," in GPT-2-style vocabularies).
   p.bos_decodes_empty = c.ids.bos >= 0 && c.types[size_t(c.ids.bos)] == 3;
   p.eos = c.eog;
   if (c.add_bos.value_or(rule->add_bos) && c.ids.bos >= 0) p.prefix.push_back(c.ids.bos);
+  if (c.add_eos.value_or(false) && c.ids.eos >= 0) p.suffix.push_back(c.ids.eos);
+  return std::make_unique<HfTokenizer>(std::move(p));
+}
+
+// "gemma4": SentencePiece-style BPE by merge rank over raw UTF-8 — spaces
+// normalized to '▁', text split into runs of newlines and the lines between
+// them, unknown characters as <0xNN> byte tokens — with control and
+// user-defined tokens matched in the raw text. BOS is always added (llama.cpp
+// overrides add_bos_token for Gemma 4).
+std::unique_ptr<Tokenizer> gemma4_tokenizer(const GgufFile& f) {
+  HfTokenizer::Parts p;
+  p.source = "GGUF file '" + f.path() + "'";
+  p.kind = "gguf-gemma4";
+  p.normalizer = make_normalizer(
+      {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}}, p.source);
+  p.pre_tokenizer = make_pre_tokenizer({{"type", "Split"},
+                                        {"pattern", {{"Regex", "[^\\n]+|[\\n]+"}}},
+                                        {"behavior", "Isolated"},
+                                        {"invert", false}},
+                                       p.source);
+  Common c = read_common(f, {/*bos=*/-1, /*eos=*/-1, /*unk=*/-1});
+  const size_t n = c.tokens.size();
+  detail::StringMap<int32_t> vocab;
+  vocab.reserve(n);
+  p.model_tokens = c.tokens;
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t type = c.types[i];
+    if (type == 2 || type == 3 || type == 4) {
+      p.added.push_back({c.tokens[i], int32_t(i), /*special=*/type != 4});
+    }
+    vocab.emplace(c.tokens[i], int32_t(i));
+  }
+  BpeModel::Options opts;
+  opts.byte_fallback = true;
+  opts.unk_id = c.ids.unk;
+  p.model = std::make_unique<BpeModel>(opts, std::move(vocab), read_merges(f, false), p.source);
+  p.replacements = {{"\u2581", " "}};
+  p.decode_byte_fallback = true;
+  p.bos = c.ids.bos;
+  p.eos = c.eog;
+  if (c.ids.bos >= 0) p.prefix.push_back(c.ids.bos);
   if (c.add_eos.value_or(false) && c.ids.eos >= 0) p.suffix.push_back(c.ids.eos);
   return std::make_unique<HfTokenizer>(std::move(p));
 }
@@ -311,8 +357,9 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& f) {
   }
   if (model == "llama") return spm_tokenizer(f);
   if (model == "gpt2") return bpe_tokenizer(f);
+  if (model == "gemma4") return gemma4_tokenizer(f);
   fail<ConfigError>("GGUF file '{}': tokenizer.ggml.model '{}' is not supported (supported: "
-                    "llama, gpt2)", f.path(), model);
+                    "llama, gpt2, gemma4)", f.path(), model);
 }
 
 std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& path) {

@@ -31,13 +31,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (ep == Endpoint::Chat) {
     if (r.messages.empty()) std::abort();
     for (ChatFormat f : {ChatFormat::Llama3, ChatFormat::ChatML, ChatFormat::Gemma,
-                         ChatFormat::Llama2, ChatFormat::Mistral, ChatFormat::Plain}) {
+                         ChatFormat::Llama2, ChatFormat::Mistral, ChatFormat::Gemma4,
+                         ChatFormat::Plain}) {
       ChatTemplate t;
       t.format = f;
       t.bos = "<s>";
       t.eos = "</s>";
       t.strip_think = true;
-      mtp::fuzz::expect_typed([&] { (void)t.render(r.messages); });
+      mtp::fuzz::expect_typed([&] { (void)t.render(r.messages, r.extras); });
     }
   }
   return 0;

@@ -20,8 +20,8 @@ const std::vector<std::string>& all_tokenizer_paths();
 std::string corpus_sample(const std::string& rel, size_t max_bytes);
 
 // llama.cpp tokenizer test vectors: the .inp strings (each followed by
-// "\n__ggml_vocab_test__\n", as llama.cpp's convert script writes them) and the
-// .out ids, one line per string.
+// "\n__ggml_vocab_test__\n", or separated by it in newer files, as llama.cpp's
+// convert script writes them) and the .out ids, one line per string.
 struct Vectors {
   std::vector<std::string> inputs;
   std::vector<std::vector<int32_t>> ids;

@@ -167,6 +167,26 @@ TEST(Gemma4Load, ConfigsTheTensorsContradictAreRefused) {
   EXPECT_NO_THROW(load_model(dir, {}));
 }
 
+// A GGUF of the mixture-of-experts 26B-A4B carries llama.cpp's expert_count
+// (its shared-expert MLP has the dense names, so it would load without its
+// experts): refused, naming the key and its value.
+TEST(Gemma4Gguf, MixtureOfExpertsIsRefused) {
+  const std::string dir = test::random_hf_checkpoint("g4-gguf-moe", gemma4());
+  const std::string gguf = test::temp_dir("g4-gguf-moe") + "/moe.gguf";
+  test::GgufConvert opt;
+  opt.edit = [](io::GgufMetadata& kv, std::vector<io::GgufWriteTensor>&) {
+    kv.push_back({"gemma4.expert_count", io::GgufValue::u32(128)});
+  };
+  test::convert_hf_to_gguf(dir, gguf, opt);
+  test::expect_error<ConfigError>([&] { load_model(gguf, {}); },
+                                  {"gemma4.expert_count = 128", "mixture-of-experts", "26B-A4B"});
+  opt.edit = [](io::GgufMetadata& kv, std::vector<io::GgufWriteTensor>&) {
+    kv.push_back({"gemma4.expert_count", io::GgufValue::u32(0)});
+  };
+  test::convert_hf_to_gguf(dir, gguf, opt);
+  EXPECT_NO_THROW(load_model(gguf, {}));
+}
+
 // GGUF copies converted as llama.cpp does (ours: every matrix in one type,
 // our quantizer) compute what the HF checkpoint requantized at load computes.
 TEST(Gemma4Gguf, QuantizedCopiesEqualTheRequantizedCheckpoint) {

@@ -90,8 +90,11 @@ TEST(Api, WrongTypesAndRangesName400AndTheParam) {
   EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0})",
                      Endpoint::Chat).param,
             "max_completion_tokens");
-  EXPECT_EQ(error_of(R"({"messages": [{"role": "tool", "content": "x"}]})", Endpoint::Chat).param,
+  EXPECT_EQ(error_of(R"({"messages": [{"role": "function", "content": "x"}]})", Endpoint::Chat).param,
             "messages[0].role");
+  EXPECT_EQ(error_of(R"({"messages": [{"role": "tool", "content": "x", "tool_call_id": 3}]})",
+                     Endpoint::Chat).param,
+            "messages[0].tool_call_id");
   EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
                      Endpoint::Chat).param,
             "messages[0].content[0].type");
