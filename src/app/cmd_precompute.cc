@@ -1,4 +1,4 @@
-// `mtpspec precompute`: corpus → training shards (see speculative/precompute.h).
+// `mtpspec precompute`: corpus → training shards (see measure/precompute.h).
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
@@ -84,6 +84,8 @@ void add_precompute(CLI::App& root) {
   cmd->add_option("--seed", a->o.seed, "Self-distillation: random seed")
       ->check(cli::kSeedRange)
       ->needs(sd);
+  cmd->add_flag("--force", a->o.force,
+                "Write the shards even when the budget says they do not fit the free disk");
   cmd->add_flag("!--no-progress", a->o.progress, "Do not show a progress line");
   cmd->callback([a, cmd] {
     std::string line = "mtpspec precompute";
