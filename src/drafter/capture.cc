@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/json.h"
 
 namespace mtp::drafter {
 
@@ -11,6 +12,25 @@ std::vector<uint8_t> capture_loss_mask(size_t n, size_t prompt_tokens, bool self
   const size_t masked = self_distilled ? prompt_tokens : 1;
   std::fill_n(mask.begin(), std::min(masked, n), uint8_t(0));
   return mask;
+}
+
+Continuations::Continuations(std::span<const CaptureJob* const> jobs)
+    : active_(jobs.size()), budget_(jobs.size()) {
+  for (size_t b = 0; b < jobs.size(); ++b) budget_[b] = jobs[b]->gen, active_[b] = budget_[b] > 0;
+}
+
+bool Continuations::any() const {
+  return std::any_of(active_.begin(), active_.end(), [](bool a) { return a; });
+}
+
+void Continuations::accept(size_t b, int32_t t, std::vector<int32_t>& seq,
+                           const CaptureOptions& o) {
+  if (std::binary_search(o.stops.begin(), o.stops.end(), t) || --budget_[b] < 0) {
+    active_[b] = false;
+    return;
+  }
+  seq.push_back(t);
+  if (budget_[b] == 0 || int(seq.size()) >= o.seq_len) active_[b] = false;
 }
 
 namespace {
@@ -116,22 +136,14 @@ std::vector<Captured> capture_jobs(const model::Model& m, std::span<const Captur
   if (generates && !o.choose) fail<InternalError>("capture_jobs: generating jobs need a token rule");
   BatchForward fw(m, seq, T, o.rows_per_call, pool);
   if (generates) {
-    std::vector<bool> active(B);
-    std::vector<int> budget(B);
-    for (size_t b = 0; b < B; ++b) budget[b] = jobs[b]->gen, active[b] = budget[b] > 0;
+    Continuations gen(jobs);
     fw.prefill_prompts();  // the prompts, then one token per step
-    while (std::any_of(active.begin(), active.end(), [](bool a) { return a; })) {
+    while (gen.any()) {
       fw.pending(true);
       for (size_t b = 0; b < B; ++b) {
         const float* lg = fw.logits_of(b);
-        if (!active[b] || !lg) continue;
-        const int32_t t = o.choose(b, lg, fw.vocab(), int64_t(seq[b].size()));
-        if (std::binary_search(o.stops.begin(), o.stops.end(), t) || --budget[b] < 0) {
-          active[b] = false;
-          continue;
-        }
-        seq[b].push_back(t);
-        if (budget[b] == 0 || int(seq[b].size()) >= T) active[b] = false;
+        if (!gen.active(b) || !lg) continue;
+        gen.accept(b, o.choose(b, lg, fw.vocab(), int64_t(seq[b].size())), seq[b], o);
       }
     }
   }
@@ -144,6 +156,48 @@ std::vector<Captured> capture_jobs(const model::Model& m, std::span<const Captur
     out[b].tokens = std::move(seq[b]);
   }
   return out;
+}
+
+nlohmann::json CaptureSpec::to_json() const {
+  return {{"seq_len", seq_len}, {"self_distill", self_distill}, {"gen_tokens", gen_tokens},
+          {"temp", temp}, {"stops", stops}};
+}
+
+CaptureSpec CaptureSpec::from_json(const nlohmann::json& j, const std::string& where) {
+  CaptureSpec s;
+  s.seq_len = json_get<int>(j, "seq_len", where);
+  s.self_distill = json_get<bool>(j, "self_distill", where);
+  s.gen_tokens = json_get<int>(j, "gen_tokens", where);
+  s.temp = float(json_get<double>(j, "temp", where));
+  for (const auto& t : json_get<nlohmann::json::array_t>(j, "stops", where)) {
+    s.stops.push_back(json_as<int32_t>(t, "stops", where));
+  }
+  if (s.seq_len < 4 || s.gen_tokens < 0 || !(s.temp >= 0) ||
+      !std::is_sorted(s.stops.begin(), s.stops.end())) {
+    fail<FormatError>("{}: a capture spec with seq_len {}, gen_tokens {}, temp {} and {} stop "
+                      "tokens (sorted: {}) is not one mtpspec writes", where, s.seq_len,
+                      s.gen_tokens, s.temp, s.stops.size(),
+                      std::is_sorted(s.stops.begin(), s.stops.end()));
+  }
+  return s;
+}
+
+std::vector<CaptureJob> jobs_of_stream(const io::TokenStream& s, long first_id,
+                                       const CaptureSpec& spec) {
+  std::vector<CaptureJob> jobs(s.starts.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const size_t b = size_t(s.starts[i]);
+    const size_t e = i + 1 < jobs.size() ? size_t(s.starts[i + 1]) : s.tokens.size();
+    CaptureJob& j = jobs[i];
+    j.tokens.assign(s.tokens.begin() + long(b), s.tokens.begin() + long(e));
+    j.id = first_id + long(i);
+    if (spec.self_distill) j.gen = self_distill_gen(int(j.tokens.size()), spec.seq_len, spec.gen_tokens);
+    if (int(j.tokens.size()) > spec.seq_len || (spec.self_distill && j.gen < 1)) {
+      fail<FormatError>("capture job {} holds {} tokens, which leaves no room in sequences of {}",
+                        j.id, j.tokens.size(), spec.seq_len);
+    }
+  }
+  return jobs;
 }
 
 }  // namespace mtp::drafter

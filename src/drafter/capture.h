@@ -17,7 +17,10 @@
 #include <span>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/thread_pool.h"
+#include "io/pretrain_data.h"
 #include "model/forward.h"
 
 namespace mtp::drafter {
@@ -51,6 +54,24 @@ std::vector<Captured> capture_jobs(const model::Model& m,
                                    std::span<const CaptureJob* const> jobs,
                                    const CaptureOptions& o, ThreadPool* pool);
 
+// The generation rule of a batch of jobs, for every forward that continues
+// them (capture_jobs here, the libtorch target in mtpspec-train): which jobs
+// still generate, and what a chosen token does.
+class Continuations {
+ public:
+  explicit Continuations(std::span<const CaptureJob* const> jobs);
+  bool any() const;
+  bool active(size_t b) const { return active_[b]; }
+  // Token t chosen for job b, whose sequence is seq: a stop token or a spent
+  // budget ends the job (t not kept); else t is appended, and the job ends
+  // when its budget or the sequence (seq_len) is full.
+  void accept(size_t b, int32_t t, std::vector<int32_t>& seq, const CaptureOptions& o);
+
+ private:
+  std::vector<bool> active_;
+  std::vector<int> budget_;
+};
+
 // The loss mask of a sequence of n tokens whose first `prompt` tokens are the
 // job's (the whole prompt of a self-distilled job; a plain job masks its first
 // token: BOS, or a token nothing precedes): 0 there, 1 after.
@@ -68,5 +89,24 @@ inline int self_distill_gen(int prompt_len, int seq_len, int gen_tokens) {
 inline uint64_t self_distill_seed(uint64_t seed, long id) {
   return seed * 1000003ull + uint64_t(id);
 }
+
+// How the jobs of an online training run are captured: written by `mtpspec`
+// (which has the tokenizer) into the jobs file's info["capture"], read by
+// mtpspec-train (docs/FORMATS.md "Online training jobs").
+struct CaptureSpec {
+  int seq_len = 0;
+  bool self_distill = false;
+  int gen_tokens = 0;           // self_distill_gen's cap (0 = fill the sequence)
+  float temp = 0.f;             // the token rule: 0 = greedy, else sampled (self_distill_seed)
+  std::vector<int32_t> stops;   // sorted
+  nlohmann::json to_json() const;
+  // FormatError naming `where` and the field.
+  static CaptureSpec from_json(const nlohmann::json& j, const std::string& where);
+};
+
+// The jobs of one split of a jobs file: document i of the stream is job
+// first_id + i (its prompt, or its sequence), gen by self_distill_gen.
+std::vector<CaptureJob> jobs_of_stream(const io::TokenStream& s, long first_id,
+                                       const CaptureSpec& spec);
 
 }  // namespace mtp::drafter

@@ -13,6 +13,7 @@
 #include "core/run_budget.h"
 #include "drafter/shards.h"
 #include "io/corpus.h"
+#include "io/prompts.h"
 #include "model/fingerprint.h"
 #include "speculative/scheduler/generate.h"
 #include "speculative/cycle/sampler.h"
@@ -23,27 +24,7 @@ namespace mtp::speculative {
 
 namespace {
 
-// Prompts for measuring live acceptance on documents no training sequence came
-// from: the opening tokens of each held-out document (the self-distillation
-// prompt itself when there is one), as text, in the prompts-file format.
 constexpr int kPlainPromptTokens = 16;
-void write_heldout_prompts(const std::vector<drafter::CaptureJob>& held,
-                           const io::Tokenizer& tok, bool bos, int prompt_tokens,
-                           const std::string& path) {
-  std::string out;
-  for (const drafter::CaptureJob& j : held) {
-    const size_t b = bos ? 1 : 0;
-    const size_t e = std::min(j.tokens.size(), b + size_t(prompt_tokens));
-    if (e <= b) continue;
-    // Decoded from BOS on, so the tokenizer strips the dummy-prefix space it adds
-    // back on encode (the prompt re-encodes to the tokens the target saw).
-    const std::string text = tok.decode(std::span(j.tokens).first(e));
-    // A cut inside a multi-byte character is replaced (U+FFFD), not an error.
-    out += nlohmann::json{{"prompt", text}}.dump(-1, ' ', false,
-                                                 nlohmann::json::error_handler_t::replace) + "\n";
-  }
-  write_file_atomic(path, out);
-}
 
 uint64_t fnv1a(std::string_view s) {
   uint64_t h = 1469598103934665603ull;
@@ -76,6 +57,27 @@ void run_batch(const model::Model& m, const std::vector<const drafter::CaptureJo
 
 }  // namespace
 
+void write_heldout_prompts(const std::vector<drafter::CaptureJob>& held,
+                           const io::Tokenizer& tok, bool bos, const PrecomputeOptions& o,
+                           const std::string& path) {
+  const size_t prompt_tokens = !o.prompts.empty() ? SIZE_MAX
+                               : o.self_distill   ? size_t(o.prompt_tokens)
+                                                  : size_t(kPlainPromptTokens);
+  std::string out;
+  for (const drafter::CaptureJob& j : held) {
+    const size_t b = bos ? 1 : 0;
+    const size_t e = std::min(j.tokens.size(), b + std::min(prompt_tokens, j.tokens.size()));
+    if (e <= b) continue;
+    // Decoded from BOS on, so the tokenizer strips the dummy-prefix space it adds
+    // back on encode (the prompt re-encodes to the tokens the target saw).
+    const std::string text = tok.decode(std::span(j.tokens).first(e));
+    // A cut inside a multi-byte character is replaced (U+FFFD), not an error.
+    out += nlohmann::json{{"prompt", text}}.dump(-1, ' ', false,
+                                                 nlohmann::json::error_handler_t::replace) + "\n";
+  }
+  write_file_atomic(path, out);
+}
+
 double shard_bytes(long sequences, int seq_len, int d, DType hidden) {
   // tokens I32 + loss_mask U8 + hidden per position, length I32 per sequence.
   return double(sequences) *
@@ -94,7 +96,10 @@ PrecomputeOptions resolve_precompute_options(const PrecomputeOptions& asked,
     fail_setting<InputError>("heldout", "the held-out fraction must be in [0, 1), got {}",
                              o.heldout);
   }
-  if (o.corpus.empty()) fail_setting<InputError>("corpus", "precompute needs a corpus file");
+  if (o.corpus.empty() == o.prompts.empty()) {
+    fail_setting<InputError>("corpus", "the capture needs a corpus or a prompts file (one of them)");
+  }
+  if (!o.prompts.empty()) o.self_distill = true;
   if (o.batch < 1) {
     fail_setting<InputError>("batch", "sequences per forward call must be >= 1, got {}", o.batch);
   }
@@ -102,7 +107,7 @@ PrecomputeOptions resolve_precompute_options(const PrecomputeOptions& asked,
     fail_setting<InputError>("prompt_tokens", "a prompt length must be >= 1 token, got {}",
                              o.prompt_tokens);
   }
-  if (o.self_distill && !o.whole_prompts && o.prompt_tokens >= o.seq_len) {
+  if (o.self_distill && o.prompts.empty() && o.prompt_tokens >= o.seq_len) {
     fail_setting<InputError>("prompt_tokens", "prompts of {} tokens leave no room to generate in "
                              "sequences of {} tokens", o.prompt_tokens, o.seq_len);
   }
@@ -126,6 +131,14 @@ CapturePlan plan_capture(const io::Tokenizer& tok, const PrecomputeOptions& o) {
     p.corpus.push_back({{"path", fs::absolute(path).string()}, {"sha256", f.sha256},
                         {"bytes", f.bytes}, {"documents", f.documents}});
   }
+  const bool whole_prompts = !o.prompts.empty();
+  if (whole_prompts) {
+    const std::string bytes = read_file(o.prompts);
+    for (io::PromptEntry& e : io::read_prompts(o.prompts)) docs.push_back(std::move(e.prompt));
+    p.corpus.push_back({{"path", fs::absolute(o.prompts).string()},
+                        {"sha256", model::sha256_hex(bytes)}, {"bytes", bytes.size()},
+                        {"documents", docs.size()}, {"prompts", true}});
+  }
   p.documents = docs.size();
   p.bos = tok.adds_bos() && tok.bos_id() >= 0;
   for (size_t i = 0; i < docs.size() && (o.max_tokens <= 0 || p.planned < o.max_tokens); ++i) {
@@ -138,8 +151,8 @@ CapturePlan plan_capture(const io::Tokenizer& tok, const PrecomputeOptions& o) {
     if (o.self_distill) {
       drafter::CaptureJob j;
       if (p.bos) j.tokens.push_back(tok.bos_id());
-      size_t np = o.whole_prompts ? ids.size() : size_t(o.prompt_tokens);
-      if (!o.whole_prompts && o.prompt_tokens_min > 0) {  // other bits of the hash than the split's
+      size_t np = whole_prompts ? ids.size() : size_t(o.prompt_tokens);
+      if (!whole_prompts && o.prompt_tokens_min > 0) {  // other bits of the hash than the split's
         np = size_t(o.prompt_tokens_min) +
              size_t((hash >> 32) % uint64_t(o.prompt_tokens - o.prompt_tokens_min + 1));
       }
@@ -198,7 +211,7 @@ PrecomputeReport precompute(const model::Model& m, const io::Tokenizer& tok,
                              {"heldout", o.heldout}, {"self_distill", o.self_distill},
                              {"prompt_tokens", o.prompt_tokens}, {"gen_tokens", o.gen_tokens},
                              {"prompt_tokens_min", o.prompt_tokens_min}, {"temp", o.temp}, {"seed", o.seed}, {"tokenizer", tok.kind()}};
-  if (o.whole_prompts) identity["whole_prompts"] = true;
+  if (!o.prompts.empty()) identity["prompts"] = true;
   const std::string plan_id = model::sha256_hex(identity.dump());
   fs::create_directories(o.out_dir);
   const fs::path plan_path = fs::path(o.out_dir) / "plan.json";
@@ -333,8 +346,7 @@ PrecomputeReport precompute(const model::Model& m, const io::Tokenizer& tok,
       {"shards", shards},
       {"command_line", o.command_line}};
   write_file_atomic((fs::path(o.out_dir) / "manifest.json").string(), man.dump(1));
-  write_heldout_prompts(held, tok, bos, o.self_distill ? o.prompt_tokens : kPlainPromptTokens,
-                        (fs::path(o.out_dir) / "heldout_prompts.jsonl").string());
+  write_heldout_prompts(held, tok, bos, o, (fs::path(o.out_dir) / "heldout_prompts.jsonl").string());
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   return rep;
 }

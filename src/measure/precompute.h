@@ -62,9 +62,10 @@ struct PrecomputeOptions {
   bool progress = true;
   // The shards would not fit the free disk: write them anyway (core/run_budget.h).
   bool force = false;
-  // Self-distillation prompts are whole documents (a prompts file), not their
-  // first prompt_tokens; a prompt that leaves fewer than 2 positions is skipped.
-  bool whole_prompts = false;
+  // A prompts file (io/prompts.h) instead of a corpus: self-distillation from
+  // each whole prompt (not its first prompt_tokens); a prompt that leaves
+  // fewer than 2 positions to generate is skipped.
+  std::string prompts;
 };
 
 // The options with their defaults resolved against the model (seq_len) and
@@ -86,6 +87,14 @@ struct CapturePlan {
   bool bos = false;              // sequences start with the tokenizer's BOS
 };
 CapturePlan plan_capture(const io::Tokenizer& tok, const PrecomputeOptions& o);
+
+// Prompts for measuring live acceptance on documents no training sequence came
+// from: the opening tokens of each held-out job as text (the self-distillation
+// prompt itself, the whole prompt of a prompts file, or a plain sequence's
+// first 16 tokens), in the prompts-file format (io/prompts.h).
+void write_heldout_prompts(const std::vector<drafter::CaptureJob>& held,
+                           const io::Tokenizer& tok, bool bos, const PrecomputeOptions& o,
+                           const std::string& path);
 
 // Bytes of the shards of `sequences` sequences (each stored at seq_len
 // positions: tokens, loss mask, the hidden in its dtype) of width d.

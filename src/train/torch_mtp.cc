@@ -253,7 +253,8 @@ torch::Tensor TorchMtp::block(int k, const P& flat, torch::Tensor x) const {
 
 torch::Tensor decoder_layer(const model::ModelConfig& c,
                             const std::function<torch::Tensor(const std::string&)>& W,
-                            torch::Tensor x, const RopeTables& rope, const torch::Tensor& mask) {
+                            torch::Tensor x, const RopeTables& rope, const torch::Tensor& mask,
+                            LayerKV* kv) {
   const int64_t B = x.size(0), R = x.size(1), H = c.n_heads, KV = c.n_kv_heads,
                 hd = c.head_dim;
   const float eps = c.norm_eps;
@@ -279,11 +280,18 @@ torch::Tensor decoder_layer(const model::ModelConfig& c,
   q = apply_rope(c, q, rope).permute({0, 2, 1, 3});    // [B, H, R, hd]
   kk = apply_rope(c, kk, rope).permute({0, 2, 1, 3});  // [B, KV, R, hd]
   v = v.permute({0, 2, 1, 3});
+  if (kv) {  // this call's rows into the cache, then attention over every cached position
+    const auto at = kv->pos.view({B, 1, R, 1}).expand({B, KV, R, hd});
+    kv->k.scatter_(2, at, kk.to(kv->k.scalar_type()));
+    kv->v.scatter_(2, at, v.to(kv->v.scalar_type()));
+    kk = kv->k;
+    v = kv->v;
+  }
   if (H != KV) {  // GQA: query head h uses KV head h / (H / KV)
     kk = kk.repeat_interleave(H / KV, 1);
     v = v.repeat_interleave(H / KV, 1);
   }
-  auto scores = torch::matmul(q, kk.transpose(-1, -2)) * c.score_scale();  // [B, H, R, R]
+  auto scores = torch::matmul(q, kk.transpose(-1, -2)) * c.score_scale();  // [B, H, R, R or T]
   if (c.attn_softcap > 0) scores = torch::tanh(scores / c.attn_softcap) * c.attn_softcap;
   scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
   auto att = torch::matmul(torch::softmax(scores, -1), v);  // [B, H, R, hd]

@@ -76,12 +76,22 @@ RopeTables rope_tables(const model::Rope& rope, bool local, int64_t R, int64_t h
 // t - j < W (block.cc: lo = t + 1 - W).
 torch::Tensor causal_mask(int64_t R, int window, torch::Device dev);
 
+// A layer's K/V over T positions of B sequences (train/torch_target.h): k, v
+// [B, KV, T, hd]; pos [B, R] the positions of the rows a call forwards.
+struct LayerKV {
+  torch::Tensor k, v, pos;
+};
+
 // One decoder layer of family c (model/block.cc) over x [B, R, d], with autograd.
 // weight(name): the layer's tensor by Hugging Face name ("self_attn.q_proj.weight");
 // norm weights as stored (Gemma's 1 + w is applied here, in fp32).
+// Without kv: rows are positions 0..R-1, rope [1, R, 1, hd/2], mask [R, R].
+// With kv: the rows' K/V are written at kv->pos and the rows attend over all
+// T cached positions: rope [B, R, 1, hd/2] at kv->pos, mask [B, 1, R, T].
 torch::Tensor decoder_layer(const model::ModelConfig& c,
                             const std::function<torch::Tensor(const std::string&)>& weight,
-                            torch::Tensor x, const RopeTables& rope, const torch::Tensor& mask);
+                            torch::Tensor x, const RopeTables& rope, const torch::Tensor& mask,
+                            LayerKV* kv = nullptr);
 
 // A tensor's values on the host (fp32).
 std::vector<float> to_host(const torch::Tensor& t);
