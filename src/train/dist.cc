@@ -25,6 +25,20 @@ int env_int(const char* name, int fallback) {
     fail<InputError>("environment variable {}='{}' is not an integer", name, v);
   }
 }
+// Waits for a collective. A rank that died (killed, crashed, out of memory)
+// surfaces here: Gloo reports the closed connection at once (an exception
+// that is no c10::Error), a rank that hangs at the collective timeout.
+void wait_collective(const c10::intrusive_ptr<c10d::Work>& work, int rank, const char* what) {
+  try {
+    work->wait();
+  } catch (const c10::Error& e) {
+    fail<IoError>("{} failed on rank {} (another rank stopped, or the timeout passed): {}", what,
+                  rank, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    fail<IoError>("{} failed on rank {} (another rank stopped, or the timeout passed): {}", what,
+                  rank, e.what());
+  }
+}
 }  // namespace
 
 DistOptions resolve_dist(DistOptions o) {
@@ -88,11 +102,7 @@ torch::Tensor DistGroup::sum_in_rank_order(const torch::Tensor& x) {
   std::vector<at::Tensor> in = {x};
   std::vector<std::vector<at::Tensor>> out(1);
   for (int r = 0; r < world_; ++r) out[0].push_back(torch::empty_like(x));
-  try {
-    impl_->pg->allgather(out, in)->wait();
-  } catch (const c10::Error& e) {
-    fail<IoError>("gradient allgather failed on rank {}: {}", rank_, e.what_without_backtrace());
-  }
+  wait_collective(impl_->pg->allgather(out, in), rank_, "the gradient allgather");
   torch::Tensor sum = out[0][0].clone();
   for (int r = 1; r < world_; ++r) sum.add_(out[0][size_t(r)]);
   return sum;
@@ -104,7 +114,7 @@ void DistGroup::check_same(uint64_t value, const std::string& what) {
   std::vector<at::Tensor> in = {t};
   std::vector<std::vector<at::Tensor>> out(1);
   for (int r = 0; r < world_; ++r) out[0].push_back(torch::empty_like(t));
-  impl_->pg->allgather(out, in)->wait();
+  wait_collective(impl_->pg->allgather(out, in), rank_, "a consistency check");
   for (int r = 0; r < world_; ++r) {
     if (out[0][size_t(r)].item<int64_t>() != int64_t(value)) {
       fail<InputError>("rank {} has a different {} than rank {}: every rank must run the same "
@@ -114,7 +124,7 @@ void DistGroup::check_same(uint64_t value, const std::string& what) {
 }
 
 void DistGroup::barrier() {
-  if (world_ > 1) impl_->pg->barrier()->wait();
+  if (world_ > 1) wait_collective(impl_->pg->barrier(), rank_, "a barrier");
 }
 
 }  // namespace mtp::train
