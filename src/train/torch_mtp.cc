@@ -171,12 +171,17 @@ void set_threads(int n) {
   if (auto f = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) f(n);
 }
 
-torch::Device training_device(const std::string& name) {
+torch::Device training_device(const std::string& name, int local_rank) {
   if (name == "cuda") {
     if (!torch::cuda::is_available()) {
-      fail_setting<InputError>("device", "the device cuda: this libtorch build sees no CUDA device");
+      fail_setting<InputError>("device", "the device cuda: {}",
+                               at::hasCUDA() ? "this libtorch build sees no CUDA device"
+                                             : "this libtorch build has no CUDA (a CPU build: "
+                                               "docs/TRAINING.md \"CUDA\" says how to build "
+                                               "against a CUDA libtorch)");
     }
-    return torch::Device(torch::kCUDA);
+    const int n = int(torch::cuda::device_count());
+    return torch::Device(torch::kCUDA, c10::DeviceIndex(local_rank % n));
   }
   if (name != "cpu") {
     fail_setting<InputError>("device", "the training device must be cpu or cuda, got '{}'", name);

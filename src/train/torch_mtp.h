@@ -159,9 +159,11 @@ class TorchMtp {
 // of being mmapped and page-faulted afresh.
 void set_threads(int n);
 
-// The training device named "cpu" or "cuda" (InputError for another name, or
-// for cuda when this libtorch build sees no CUDA device).
-torch::Device training_device(const std::string& name);
+// The training device named "cpu" or "cuda" (InputError naming the setting
+// `device` for another name, or for cuda when this libtorch build has no CUDA
+// or sees no CUDA device). cuda: device local_rank mod the devices visible
+// (one GPU per local rank).
+torch::Device training_device(const std::string& name, int local_rank = 0);
 
 // Rounds fp32 values to `t` (BF16/F16: round to nearest even, as f32_to_bf16).
 torch::Tensor round_to_dtype(const torch::Tensor& x, DType t);

@@ -113,7 +113,6 @@ TrainReport run_training(const TrainOptions& o) {
   }
   const int threads = resolve_threads(o.threads);
   set_threads(threads);
-  const torch::Device dev = training_device(o.device);
   if (o.hidden_dtype != "bf16" && o.hidden_dtype != "fp16" && o.hidden_dtype != "fp32") {
     fail_setting<InputError>("hidden_dtype", "the capture is held as bf16, fp16 or fp32, got '{}'",
                              o.hidden_dtype);
@@ -125,13 +124,19 @@ TrainReport run_training(const TrainOptions& o) {
   dopt.master_addr = o.master_addr;
   dopt.master_port = o.master_port;
   dopt.timeout_s = o.dist_timeout_s;
-  DistGroup dist(resolve_dist(dopt));
+  const DistOptions resolved = resolve_dist(dopt);
+  const torch::Device dev = training_device(o.device, resolved.local_rank);
+  DistGroup dist(resolved, dev);
   const bool lead = dist.rank() == 0;
   auto say = [&](const std::string& s) {  // summaries and the parity table (lead rank)
     if (!lead) return;
     fmt::print("{}\n", s);
     std::fflush(stdout);  // before the progress line on stderr
   };
+  if (dist.world() > 1) {
+    say(fmt::format("data parallel: {} ranks, c10d {} on {}", dist.world(), dist.backend(),
+                    dev.str()));
+  }
 
   // ---- target, data, modules ----
   model::LoadedModel lm = model::load_model(o.model_path, {});
