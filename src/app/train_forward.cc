@@ -62,7 +62,10 @@ void add_train_forwarders(CLI::App& root) {
     const std::string name = c.name;
     cmd->callback([cmd, name] {
       std::vector<std::string> args = cmd->remaining();
-      if (name == cli::kTrain.name && wants_online(args)) args = prepare_online_training(args);
+      if (name == cli::kTrain.name && wants_online(args)) {
+        args = prepare_online_training(args);
+        if (args.empty()) return;  // --jobs-only: nothing to train here
+      }
       exec_train(name, args);
     });
   }

@@ -9,6 +9,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <filesystem>
 
 #include "app/common.h"
@@ -35,7 +38,20 @@ struct OnlineArgs {
   std::string run_dir;
   bool force = false;
   bool progress = true;
+  bool jobs_only = false;  // write the jobs, print the training command, do not train
 };
+
+// A word of a POSIX shell command line: as is when it needs no quoting.
+std::string shell_word(const std::string& s) {
+  const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) ||
+           (ch != 0 && std::strchr("_./=:,+-@%", ch));
+  });
+  if (plain) return s;
+  std::string q = "'";
+  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
 
 io::TokenStream stream_of(const std::vector<drafter::CaptureJob>& jobs) {
   io::TokenStream s;
@@ -131,6 +147,7 @@ std::vector<std::string> prepare_online_training(const std::vector<std::string>&
   p.add_option("-o,--output", a.run_dir)->required()->check(cli::OutputDir);
   p.add_flag("--force", a.force);
   p.add_flag("!--no-progress", a.progress);
+  p.add_flag("--jobs-only", a.jobs_only);
   add_capture_flags(&p, a.capture);
   std::vector<std::string> argv_s = {"mtpspec train"};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
@@ -145,6 +162,13 @@ std::vector<std::string> prepare_online_training(const std::vector<std::string>&
   if (a.force) out.push_back("--force");
   if (!a.progress) out.push_back("--no-progress");
   for (const std::string& s : p.remaining()) out.push_back(s);
+  if (a.jobs_only) {
+    // For a machine with a CUDA libtorch and no tokenizer side (docs/TRAINING.md "CUDA").
+    std::string cmd = "mtpspec-train train";
+    for (const std::string& s : out) cmd += " " + shell_word(s);
+    fmt::print("jobs written; train them with:\n{}\n", cmd);
+    return {};
+  }
   return out;
 }
 

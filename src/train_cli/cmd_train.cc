@@ -109,8 +109,8 @@ void add_train(CLI::App& root) {
       ->check(cli::Positive);
   cmd->add_option("--nproc", *nproc,
                   "Start this many data-parallel ranks on this machine (processes; c10d Gloo, "
-                  "a FileStore in the run folder): the same weights as one process with "
-                  "--accum x N")
+                  "or NCCL with --device cuda, one GPU per rank; a FileStore in the run "
+                  "folder): the same weights as one process with --accum x N")
       ->check(cli::Range(1, 256))
       ->excludes("--rank")
       ->excludes("--world-size")
@@ -126,7 +126,9 @@ void add_train(CLI::App& root) {
       "does (its flags --tokenizer, --seq-len, --max-tokens, --heldout, --self-distill, "
       "--prompt-tokens, --prompt-tokens-min, --gen-tokens, --temp), writes "
       "RUN/online/jobs.safetensors and runs this command with --online-jobs on it and the other "
-      "flags; self-distillation samples with --seed.");
+      "flags; self-distillation samples with --seed. With --jobs-only it writes the jobs and "
+      "prints this command instead (to train on another machine, e.g. a CUDA build: "
+      "docs/TRAINING.md).");
   cmd->callback([o, no_parity, nproc, cmd] {
     if (*nproc > 1) {
       const int st = run_local_ranks(*nproc, own_arguments(), o->run_dir, 30);

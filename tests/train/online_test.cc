@@ -8,6 +8,7 @@
 // are part of what must agree). Runs the CLI as a user would.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -162,6 +163,30 @@ TEST(OnlineTraining, RunFolderWithOtherJobsIsRefused) {
   // The same flags resume (the jobs are reused).
   test::CliResult resume = test::run_cli(base + " --seq-len 32 --max-tokens 1000 --resume");
   EXPECT_EQ(resume.status, 0) << resume.err;
+}
+
+// --jobs-only writes the jobs and prints the mtpspec-train command that trains
+// them (on another machine); that command, run as printed, trains.
+TEST(OnlineTraining, JobsOnlyPrintsTheTrainingCommand) {
+  MTP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  MTP_REQUIRE_SHARED(corpus, "corpora/gutenberg-en-16MB.txt");
+  const std::string text = corpus_slice(corpus), run = test::temp_dir("online jobs only") + "/run";
+  test::CliResult r = test::run_cli("train --online --jobs-only -m " + shell_quote(model) +
+                                    " --corpus " + shell_quote(text) + " -o " + shell_quote(run) +
+                                    " --seq-len 32 --max-tokens 1000 --k 1 --steps 2 --batch 2 "
+                                    "--threads 1 --no-parity");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(run + "/online/jobs.safetensors"));
+  EXPECT_FALSE(fs::exists(checkpoint_path(run)));
+  const size_t at = r.out.find("mtpspec-train train --online-jobs ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  std::string cmd = r.out.substr(at + std::string("mtpspec-train").size());
+  cmd = cmd.substr(0, cmd.find('\n'));
+  EXPECT_NE(cmd.find("--steps 2"), std::string::npos) << cmd;
+  EXPECT_NE(cmd.find("'" + run + "/online/jobs.safetensors'"), std::string::npos) << cmd;
+  const int st = std::system((std::string(MTPSPEC_TRAIN_BIN_PATH) + cmd + " > /dev/null").c_str());
+  EXPECT_EQ(st, 0) << cmd;
+  EXPECT_TRUE(fs::exists(checkpoint_path(run)));
 }
 
 }  // namespace
