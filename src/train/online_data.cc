@@ -56,14 +56,14 @@ OnlineData::OnlineData(const OnlineDataOptions& o, const model::ModelConfig& tar
   info_ = d.info;
   const std::string where = "'" + o.jobs_path + "': __metadata__['info']";
   if (json_value<std::string>(info_, "kind", "", where) != "online-capture") {
-    fail<FormatError>("'{}' is a token file but not the jobs of an online training run (written "
-                      "by `mtpspec train --online`)", o.jobs_path);
+    fail<FormatError>("'{}' is a token file but not the jobs of an online training run (info "
+                      "kind online-capture)", o.jobs_path);
   }
   const nlohmann::json identity = json_get<nlohmann::json::object_t>(info_, "identity", where);
   const std::string fp = json_get<std::string>(identity, "target_fingerprint", where + "['identity']");
   if (fp != fingerprint) {
-    fail<ConfigError>("the online jobs in '{}' were tokenized for target {}; this target is {}. "
-                      "Run `mtpspec train --online` with this model", o.jobs_path, fp, fingerprint);
+    fail<ConfigError>("the online jobs in '{}' were tokenized for target {}; this target is {}: "
+                      "write the jobs with this model", o.jobs_path, fp, fingerprint);
   }
   if (json_get<int64_t>(info_, "vocab", where) != target.vocab) {
     fail<FormatError>("{}: vocab {} differs from the target's {}", where,

@@ -11,6 +11,7 @@
 
 #include "checkpoint_util.h"
 #include "core/dtype.h"
+#include "core/error.h"
 #include "drafter/capture.h"
 #include "io/pretrain_data.h"
 #include "kernels/ops.h"
@@ -128,6 +129,29 @@ TEST(OnlineCapture, EngineDecodeCaptureEqualsOnlineCaptureEveryFamily) {
 
 TEST(OnlineCapture, GreedySelfDistillationIsTheEnginesDecodeEveryFamily) {
   for (model::Arch a : test::every_arch()) check_capture_family(a, true);
+}
+
+// Jobs written for another target, or a token file that is no jobs file, are
+// refused before any capture.
+TEST(OnlineCapture, JobsOfAnotherTargetOrKindAreRefused) {
+  test::RandomSpec spec = test::RandomSpec::for_arch(model::Arch::Llama);
+  spec.vocab = 96;
+  test::Target t = test::load_target(test::random_hf_checkpoint("capture_refused", spec));
+  drafter::CaptureSpec cs;
+  cs.seq_len = 16;
+  OnlineDataOptions o;
+  o.jobs_path = write_jobs(t, {{3, 4, 5, 6}}, cs, "capture_refused_jobs");
+  test::expect_error<ConfigError>(
+      [&] { OnlineData d(o, t.model->config(), "other", engine_capture(*t.model, 1)); },
+      {"tokenized for target " + t.fingerprint, "this target is other"});
+  io::PretrainData plain;
+  plain.train.add_document({3, 4, 5}, -1, -1);
+  plain.info = {{"kind", "pretrain"}, {"vocab", 96}};
+  o.jobs_path = test::temp_dir("capture_refused_kind") + "/tokens.safetensors";
+  io::write_pretrain_data(o.jobs_path, plain);
+  test::expect_error<FormatError>(
+      [&] { OnlineData d(o, t.model->config(), t.fingerprint, engine_capture(*t.model, 1)); },
+      {"not the jobs of an online training run"});
 }
 
 }  // namespace
