@@ -21,9 +21,18 @@ py=${1:-python3}
 build=${2:-build-cuda}
 shift $(( $# < 2 ? $# : 2 ))
 prefix=$("$py" -c 'import torch; print(torch.utils.cmake_prefix_path)')
+site=$("$py" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
 "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
       "nccl", torch.distributed.is_nccl_available())'
+# libtorch_cuda.so finds the wheels' CUDA and NCCL libraries through its
+# $ORIGIN rpath at run time; the linker is told the same folders, else it may
+# resolve libnccl.so.2 to an older system copy and miss symbols.
+rpath_link=
+for d in "$site"/nvidia/*/lib "$site"/torch/lib; do
+  if [ -d "$d" ]; then rpath_link=${rpath_link:+$rpath_link:}$d; fi
+done
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DMTPSPEC_TRAIN_ONLY=ON \
-  -DCMAKE_PREFIX_PATH="$prefix" -DTORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-8.0;9.0}" "$@"
+  -DCMAKE_PREFIX_PATH="$prefix" -DTORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-8.0;9.0}" \
+  ${rpath_link:+-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,$rpath_link} "$@"
 cmake --build "$build" -j"$(nproc 2>/dev/null || echo 2)" --target mtpspec-train
 echo "built $build/bin/mtpspec-train"

@@ -175,10 +175,12 @@ torch::Device training_device(const std::string& name, int local_rank) {
   if (name == "cuda") {
     if (!torch::cuda::is_available()) {
       fail_setting<InputError>("device", "the device cuda: {}",
-                               at::hasCUDA() ? "this libtorch build sees no CUDA device"
-                                             : "this libtorch build has no CUDA (a CPU build: "
-                                               "docs/TRAINING.md \"CUDA\" says how to build "
-                                               "against a CUDA libtorch)");
+                               at::globalContext().hasCUDART()
+                                   ? "this libtorch build has CUDA but sees no CUDA device "
+                                     "(driver, CUDA_VISIBLE_DEVICES)"
+                                   : "this libtorch build has no CUDA (a CPU build: "
+                                     "docs/TRAINING.md \"CUDA\" says how to build against a "
+                                     "CUDA libtorch)");
     }
     const int n = int(torch::cuda::device_count());
     return torch::Device(torch::kCUDA, c10::DeviceIndex(local_rank % n));

@@ -17,7 +17,8 @@ namespace mtp::train {
 namespace {
 
 const char* no_cuda_reason() {
-  return at::hasCUDA() ? "sees no CUDA device" : "this libtorch build has no CUDA";
+  return at::globalContext().hasCUDART() ? "has CUDA but sees no CUDA device"
+                                         : "this libtorch build has no CUDA";
 }
 
 TEST(TrainingDevice, CudaWithoutCudaNamesTheSetting) {
