@@ -37,6 +37,43 @@ void add_model_flags(CLI::App* cmd, ModelArgs& a) {
       ->check(cli::NonNegative);
 }
 
+void add_capture_flags(CLI::App* cmd, speculative::PrecomputeOptions& o) {
+  cmd->add_option("--corpus", o.corpus,
+                  "Corpus files: plain text (documents separated by blank lines) or .jsonl with "
+                  "a \"text\" field (repeatable)");
+  cmd->add_option("--prompts", o.prompts,
+                  "Instead of a corpus: a prompts file (JSON Lines, \"prompt\" field) whose "
+                  "whole prompts the target continues (self-distillation)")
+      ->excludes("--corpus");
+  cmd->add_option("--seq-len", o.seq_len, "Tokens per sequence (0 = min(512, the model's context))")
+      ->check(cli::NonNegative);
+  cmd->add_option("--max-tokens", o.max_tokens,
+                  "Stop after this many tokens (0 = all); with --self-distill, prompt + generation "
+                  "budget per sequence (a generation may end earlier at a stop token)")
+      ->check(cli::NonNegative);
+  cmd->add_option("--heldout", o.heldout, "Fraction of documents held out for evaluation")
+      ->check(cli::Range(0, 1));
+  CLI::Option* sd = cmd->add_flag(
+      "--self-distill", o.self_distill,
+      "Let the target continue prompts taken from the corpus and train on its own text");
+  // The self-distillation settings need --self-distill: without it they would
+  // be accepted and do nothing (a corpus run, not what was asked for).
+  cmd->add_option("--prompt-tokens", o.prompt_tokens, "Self-distillation: prompt length")
+      ->needs(sd);
+  cmd->add_option("--prompt-tokens-min", o.prompt_tokens_min,
+                  "Self-distillation: vary the prompt length per document between this and "
+                  "--prompt-tokens (0 = fixed), so the drafter also sees short prompts")
+      ->needs(sd);
+  cmd->add_option("--gen-tokens", o.gen_tokens,
+                  "Self-distillation: tokens to generate per prompt (0 = fill the sequence)")
+      ->needs(sd);
+  cmd->add_option("--temp", o.temp,
+                  "Self-distillation: sampling temperature (0 = greedy, the default decoding; "
+                  "use the temperature the drafter will be used at)")
+      ->capture_default_str()
+      ->needs(sd);
+}
+
 void add_drafter_flags(CLI::App* cmd, DrafterArgs& a, unsigned which,
                        const std::string& drafter_help, const std::string& draft_k_help) {
   if (which & kFlagDrafter) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "drafter/drafter.h"  // TargetMismatch
+#include "measure/precompute.h"
 #include "speculative/cycle/sampler.h"
 #include "speculative/policy/tree_shape.h"
 
@@ -36,6 +37,11 @@ struct ModelArgs {
 
 // Adds -m/--model (required), --tokenizer, --weights and --threads.
 void add_model_flags(CLI::App* cmd, ModelArgs& a);
+
+// What the target captures for training (precompute's shards, online
+// training): --corpus or --prompts, --seq-len, --max-tokens, --heldout,
+// --self-distill with --prompt-tokens, --prompt-tokens-min, --gen-tokens, --temp.
+void add_capture_flags(CLI::App* cmd, speculative::PrecomputeOptions& o);
 
 // Speculation: --drafter, --draft-k, --draft-p-min, --no-spec.
 struct DrafterArgs {

@@ -1,4 +1,4 @@
-// `mtpspec precompute`: corpus → training shards (see speculative/precompute.h).
+// `mtpspec precompute`: corpus → training shards (see measure/precompute.h).
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
@@ -42,48 +42,21 @@ void add_precompute(CLI::App& root) {
   CLI::App* cmd = root.add_subcommand(
       "precompute", "Run the target over a corpus and write training shards (tokens + capture hidden)");
   add_model_flags(cmd, a->model);
-  cmd->add_option("--corpus", a->o.corpus,
-                  "Corpus files: plain text (documents separated by blank lines) or .jsonl with "
-                  "a \"text\" field (repeatable)")
-      ->required();
+  add_capture_flags(cmd, a->o);
   cmd->add_option("-o,--output", a->o.out_dir, "Shards folder (created; resumable)")->required()
       ->check(cli::OutputDir);
-  cmd->add_option("--seq-len", a->o.seq_len, "Tokens per sequence (0 = min(512, the model's context))")
-      ->check(cli::NonNegative);
-  cmd->add_option("--max-tokens", a->o.max_tokens,
-                  "Stop after this many tokens (0 = all); with --self-distill, prompt + generation "
-                  "budget per sequence (a generation may end earlier at a stop token)")
-      ->check(cli::NonNegative);
   cmd->add_option("--shard-tokens", a->o.shard_tokens, "Positions per shard file")
       ->check(cli::Positive);
   cmd->add_option("--hidden-dtype", a->hidden_dtype, "Storage type of the capture hidden")
       ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
-  cmd->add_option("--heldout", a->o.heldout, "Fraction of documents held out for evaluation")
-      ->check(cli::Range(0, 1));
   cmd->add_option("--batch", a->o.batch, "Sequences per forward call")
       ->check(cli::Positive);
-  CLI::Option* sd = cmd->add_flag(
-      "--self-distill", a->o.self_distill,
-      "Let the target continue prompts taken from the corpus and train on its own text");
-  // The self-distillation settings need --self-distill: without it they would
-  // be accepted and do nothing (a corpus run, not what was asked for).
-  cmd->add_option("--prompt-tokens", a->o.prompt_tokens, "Self-distillation: prompt length")
-      ->needs(sd);
-  cmd->add_option("--prompt-tokens-min", a->o.prompt_tokens_min,
-                  "Self-distillation: vary the prompt length per document between this and "
-                  "--prompt-tokens (0 = fixed), so the drafter also sees short prompts")
-      ->needs(sd);
-  cmd->add_option("--gen-tokens", a->o.gen_tokens,
-                  "Self-distillation: tokens to generate per prompt (0 = fill the sequence)")
-      ->needs(sd);
-  cmd->add_option("--temp", a->o.temp,
-                  "Self-distillation: sampling temperature (0 = greedy, the default decoding; "
-                  "use the temperature the drafter will be used at)")
-      ->capture_default_str()
-      ->needs(sd);
+  CLI::Option* sd = cmd->get_option("--self-distill");
   cmd->add_option("--seed", a->o.seed, "Self-distillation: random seed")
       ->check(cli::kSeedRange)
       ->needs(sd);
+  cmd->add_flag("--force", a->o.force,
+                "Write the shards even when the budget says they do not fit the free disk");
   cmd->add_flag("!--no-progress", a->o.progress, "Do not show a progress line");
   cmd->callback([a, cmd] {
     std::string line = "mtpspec precompute";

@@ -60,7 +60,14 @@ void add_train_forwarders(CLI::App& root) {
     cmd->prefix_command();  // stop parsing: everything after the name is passed on
     cmd->set_help_flag();   // --help too (mtpspec-train documents the flags)
     const std::string name = c.name;
-    cmd->callback([cmd, name] { exec_train(name, cmd->remaining()); });
+    cmd->callback([cmd, name] {
+      std::vector<std::string> args = cmd->remaining();
+      if (name == cli::kTrain.name && wants_online(args)) {
+        args = prepare_online_training(args);
+        if (args.empty()) return;  // --jobs-only: nothing to train here
+      }
+      exec_train(name, args);
+    });
   }
 }
 

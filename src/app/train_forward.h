@@ -28,4 +28,12 @@ void require_train_binary(const std::string& what);
 // passive unless set). Fails like require_train_binary, or IoError.
 [[noreturn]] void exec_train(const std::string& name, const std::vector<std::string>& args);
 
+// `train --online` (app/train_online.cc): whether args ask for it, and the
+// arguments for `mtpspec-train train` once the capture jobs are written
+// (tokenized here, where the tokenizer is; --online-jobs PATH replaces the
+// corpus and capture flags). --help is passed on unchanged. --jobs-only:
+// the jobs are written and the training command printed; returns {}.
+bool wants_online(const std::vector<std::string>& args);
+std::vector<std::string> prepare_online_training(const std::vector<std::string>& args);
+
 }  // namespace mtp::app

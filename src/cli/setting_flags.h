@@ -60,6 +60,7 @@ inline constexpr std::pair<const char*, const char*> kSettingFlags[] = {
     {"device", "--device"},
     {"resume", "--resume"},
     {"shards", "--shards"},
+    {"force", "--force"},
 };
 
 // The flag of `setting` when the command that ran (the deepest parsed

@@ -10,7 +10,8 @@ struct TrainCommand {
 };
 
 inline constexpr TrainCommand kTrain{
-    "train", "Train the MTP drafter modules against the frozen target on precomputed shards"};
+    "train", "Train the MTP drafter modules against the frozen target on precomputed shards, "
+             "or online (--online: the target computes the capture as training runs)"};
 inline constexpr TrainCommand kExport{
     "export", "Write the drafter file of a training run (checked by the parity gate)"};
 inline constexpr TrainCommand kParity{

@@ -1,8 +1,9 @@
 // precompute: corpus → shards of (tokens, target capture hidden, loss mask).
 //
-// The capture comes from Model::forward — the SAME function the speculative
-// engine calls (invariant 2) — with rows of several sequences per call and the
-// logits skipped. Rounded to the hidden dtype when stored (docs/SEMANTICS.md).
+// The capture comes from drafter::capture_jobs on Model::forward — the SAME
+// function the speculative engine calls (invariant 2) and online training
+// runs — with rows of several sequences per call and the logits skipped.
+// Rounded to the hidden dtype when stored (docs/SEMANTICS.md).
 //
 // Plain mode: every document is tokenized; long documents are cut into
 // sequences of seq_len tokens, each starting with BOS when the tokenizer uses
@@ -19,8 +20,11 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "drafter/capture.h"
 #include "tokenizer/tokenizer.h"
 #include "model/forward.h"
 
@@ -56,7 +60,45 @@ struct PrecomputeOptions {
   // Recorded in the manifest.
   std::string model_path, tokenizer_path, command_line;
   bool progress = true;
+  // The shards would not fit the free disk: write them anyway (core/run_budget.h).
+  bool force = false;
+  // A prompts file (io/prompts.h) instead of a corpus: self-distillation from
+  // each whole prompt (not its first prompt_tokens); a prompt that leaves
+  // fewer than 2 positions to generate is skipped.
+  std::string prompts;
 };
+
+// The options with their defaults resolved against the model (seq_len) and
+// checked (InputError about the setting).
+PrecomputeOptions resolve_precompute_options(const PrecomputeOptions& o,
+                                             const model::ModelConfig& c);
+
+// The corpus cut into capture jobs, in a deterministic order: training jobs
+// (ids 0..) then held-out jobs (ids after them); documents are held out by a
+// hash of their text. Plain mode: each document as sequences of seq_len
+// tokens, each starting with BOS when the tokenizer uses one; self-
+// distillation: one prompt per document and the tokens to generate after it
+// (drafter::self_distill_gen). `o` resolved.
+struct CapturePlan {
+  std::vector<drafter::CaptureJob> train, held;
+  long planned = 0;              // positions: sequences, or prompts + generation budgets
+  size_t documents = 0, documents_held = 0;
+  nlohmann::json corpus;         // per file: path, sha256, bytes, documents
+  bool bos = false;              // sequences start with the tokenizer's BOS
+};
+CapturePlan plan_capture(const io::Tokenizer& tok, const PrecomputeOptions& o);
+
+// Prompts for measuring live acceptance on documents no training sequence came
+// from: the opening tokens of each held-out job as text (the self-distillation
+// prompt itself, the whole prompt of a prompts file, or a plain sequence's
+// first 16 tokens), in the prompts-file format (io/prompts.h).
+void write_heldout_prompts(const std::vector<drafter::CaptureJob>& held,
+                           const io::Tokenizer& tok, bool bos, const PrecomputeOptions& o,
+                           const std::string& path);
+
+// Bytes of the shards of `sequences` sequences (each stored at seq_len
+// positions: tokens, loss mask, the hidden in its dtype) of width d.
+double shard_bytes(long sequences, int seq_len, int d, DType hidden);
 
 struct PrecomputeReport {
   long sequences = 0, tokens = 0;  // written by this run

@@ -48,7 +48,7 @@ inline const PretrainPreset& pretrain_preset(const std::string& name) {
   fail<InputError>("unknown preset '{}' (known: {})", name, names);
 }
 
-// The families pretraining builds (train/torch_target.h): "llama" (untied
+// The families pretraining builds (train/pretrain_target.h): "llama" (untied
 // LlamaForCausalLM) and "gemma4" (Gemma4ForCausalLM, train/gemma4_torch.h).
 inline constexpr std::array<const char*, 2> kPretrainArchs = {"llama", "gemma4"};
 

@@ -118,6 +118,16 @@ Batch ShardSet::gather(Split s, const std::vector<size_t>& idx) const {
   return b;
 }
 
+nlohmann::json ShardSet::trajectory() const { return {{"shards", manifest_["shards"]}}; }
+
+std::pair<std::string, nlohmann::json> ShardSet::record() const {
+  return {"shards",
+          {{"dir", dir_},
+           {"seq_len", seq_len_},
+           {"counts", manifest_.value("counts", nlohmann::json())},
+           {"corpus", manifest_.value("corpus", nlohmann::json())}}};
+}
+
 size_t DataOrder::at(uint64_t gi) {
   if (n_ == 0) fail<InputError>("no training sequences");
   const uint64_t e = gi / n_;

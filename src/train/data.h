@@ -1,6 +1,7 @@
-// Training data: the shards written by `mtpspec precompute` (docs/SEMANTICS.md
-// "Shards", drafter/shards.h), read in place (memory-mapped), and the
-// deterministic order in which training visits them.
+// Training data: the sequences a run trains on (TrainData) — the shards written
+// by `mtpspec precompute` (docs/SEMANTICS.md "Shards", drafter/shards.h), read
+// in place (memory-mapped), or the online capture (train/online_data.h) —
+// and the deterministic order in which training visits them.
 //
 // The order is a pure function of (seed, global sequence index), so the data
 // cursor of a run is its step number: a resumed run, and every rank of a
@@ -31,7 +32,22 @@ struct Batch {
   long real_tokens = 0;         // sum of the sequences' real lengths
 };
 
-class ShardSet {
+// A split's sequences by index, as batches of capture, tokens and loss mask.
+class TrainData {
+ public:
+  virtual ~TrainData() = default;
+  virtual int seq_len() const = 0;
+  virtual DType hidden_dtype() const = 0;
+  virtual size_t size(Split s) const = 0;
+  // The sequences `idx` (indices into the split) as one batch.
+  virtual Batch gather(Split s, const std::vector<size_t>& idx) const = 0;
+  // What fixes the sequences (and so the weights): joins the run's trajectory.
+  virtual nlohmann::json trajectory() const = 0;
+  // The data as a run's checkpoint and run.json record it: {key, value}.
+  virtual std::pair<std::string, nlohmann::json> record() const = 0;
+};
+
+class ShardSet final : public TrainData {
  public:
   // Reads dir/manifest.json and every shard it lists. Refuses (ConfigError)
   // shards whose target_fingerprint differs from `target_fingerprint`, and
@@ -40,13 +56,16 @@ class ShardSet {
 
   const nlohmann::json& manifest() const { return manifest_; }
   const std::string& dir() const { return dir_; }
-  int seq_len() const { return seq_len_; }
-  DType hidden_dtype() const { return hidden_dtype_; }
-  size_t size(Split s) const { return (s == Split::Train ? train_ : held_).size(); }
+  int seq_len() const override { return seq_len_; }
+  DType hidden_dtype() const override { return hidden_dtype_; }
+  size_t size(Split s) const override { return (s == Split::Train ? train_ : held_).size(); }
   long tokens(Split s) const { return s == Split::Train ? train_tokens_ : held_tokens_; }
 
-  // The sequences `idx` (indices into the split) as one batch.
-  Batch gather(Split s, const std::vector<size_t>& idx) const;
+  Batch gather(Split s, const std::vector<size_t>& idx) const override;
+  // {"shards": the manifest's shard list}
+  nlohmann::json trajectory() const override;
+  // {"shards", {dir, seq_len, counts, corpus}}
+  std::pair<std::string, nlohmann::json> record() const override;
 
  private:
   struct Ref {

@@ -14,6 +14,7 @@
 #include "model/fingerprint.h"
 #include "model/loader.h"
 #include "train/checkpoint.h"
+#include "train/online_data.h"
 
 namespace mtp::train {
 
@@ -60,6 +61,28 @@ std::string default_shards(const Checkpoint& c, const std::string& given) {
   return !dir.empty() && fs::exists(fs::path(dir) / "manifest.json") ? dir : std::string();
 }
 
+// An online run's data (its jobs file, captured by the engine: what the
+// engine serves), or null for a run on shards or a jobs file that is gone.
+std::unique_ptr<OnlineData> online_data(const LoadedRun& run) {
+  const nlohmann::json& s = run.ckpt.state;
+  if (!s.contains("online") || !s["online"].is_object()) return nullptr;
+  const std::string where = "checkpoint state: online";
+  OnlineDataOptions o;
+  o.jobs_path = json_get<std::string>(s["online"], "jobs", where);
+  if (!fs::exists(o.jobs_path)) return nullptr;
+  o.hidden_dtype = dtype_from_name(json_get<std::string>(s["online"], "hidden_dtype", where));
+  o.seed = json_get<uint64_t>(s["online"], "seed", where);
+  return std::make_unique<OnlineData>(o, run.target->config(), run.fingerprint,
+                                      engine_capture(*run.target, resolve_threads(0)));
+}
+
+// The parity gate's inputs beyond the random ones: shards, or an online run's capture.
+void parity_inputs(ParityOptions& po, const LoadedRun& run, const std::string& shards_given,
+                   std::unique_ptr<OnlineData>& online) {
+  po.shards_dir = default_shards(run.ckpt, shards_given);
+  if (po.shards_dir.empty() && (online = online_data(run))) po.data = online.get();
+}
+
 
 }  // namespace
 
@@ -72,7 +95,20 @@ ExportReport export_drafter(const ExportOptions& o) {
       "checkpoint state: drafter_config");
   ExportReport rep;
   nlohmann::json dv_meta = nullptr;
-  if (o.draft_vocab > 0) {
+  if (o.draft_vocab > 0 && o.shards_dir.empty() && run.ckpt.state.contains("online")) {
+    std::unique_ptr<OnlineData> online = online_data(run);
+    if (!online) {
+      fail_setting<InputError>("draft_vocab", "a draft vocabulary counts the training labels of "
+                               "the run's online jobs, which are not where the run says");
+    }
+    drafter::DraftVocab dv = drafter::top_tokens(online->label_counts(), o.draft_vocab);
+    dc.draft_vocab = dv.ids;
+    rep.draft_vocab = long(dv.ids.size());
+    rep.draft_coverage = dv.coverage();
+    dv_meta = {{"size", dv.ids.size()}, {"asked", o.draft_vocab}, {"labels", dv.labels},
+               {"distinct_labels", dv.distinct}, {"coverage", dv.coverage()},
+               {"online_jobs", online->record().second["jobs"]}};
+  } else if (o.draft_vocab > 0) {
     const std::string dir = default_shards(run.ckpt, o.shards_dir);
     if (dir.empty()) {
       fail_setting<InputError>("shards", "a draft vocabulary counts the training labels of the "
@@ -110,6 +146,7 @@ ExportReport export_drafter(const ExportOptions& o) {
       {"complete", rep.step >= total},
       {"metrics", s.value("last_eval", nlohmann::json())},
       {"shards", s.value("shards", nlohmann::json())},
+      {"online", s.value("online", nlohmann::json())},
       {"optimizer", {{"lr", traj.value("lr", 0.0)}, {"batch", traj.value("batch", 0)},
                      {"accum", traj.value("accum", 1)}, {"world", traj.value("world", 1)},
                      {"loss_weights", traj.value("loss_weights", nlohmann::json())},
@@ -129,7 +166,8 @@ ExportReport export_drafter(const ExportOptions& o) {
         o.stored.quantized() ? drafter::DrafterStorage(DType::F32) : o.stored,
         kernels::WeightType::F32);
     ParityOptions po;
-    po.shards_dir = default_shards(run.ckpt, o.shards_dir);
+    std::unique_ptr<OnlineData> online;
+    parity_inputs(po, run, o.shards_dir, online);
     po.threads = resolve_threads(o.threads);
     ThreadPool pool(resolve_threads(o.threads));
     rep.parity = run_parity(*run.target, eng, tensors, po, &pool);
@@ -169,7 +207,8 @@ ParityReport parity_for_run(const RunParityOptions& o) {
   auto tensors = checkpoint_tensors(run.ckpt, ema);
   drafter::round_to_storage(tensors, cfg, eng.config(), stored);
   ParityOptions po;
-  po.shards_dir = default_shards(run.ckpt, o.shards_dir);
+  std::unique_ptr<OnlineData> online;
+  parity_inputs(po, run, o.shards_dir, online);
   po.threads = resolve_threads(o.threads);
   ThreadPool pool(resolve_threads(o.threads));
   return run_parity(*run.target, eng, tensors, po, &pool);

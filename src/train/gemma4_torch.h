@@ -22,7 +22,7 @@
 #include "model/block.h"
 #include "model/config.h"
 #include "model/pretrain_options.h"
-#include "train/torch_target.h"
+#include "train/pretrain_target.h"
 
 namespace mtp::train {
 
@@ -44,7 +44,7 @@ nlohmann::json gemma4_pretrain_config(const model::PretrainPreset& p, int vocab,
 // the layers (model/layer_io.h: their kinds), the final norm; no lm_head (tied).
 model::TensorShapes gemma4_tensor_shapes(const model::ModelConfig& c);
 
-class TorchGemma4 final : public TorchTarget {
+class TorchGemma4 final : public PretrainTarget {
  public:
   // c: a tied Gemma 4 config (ConfigError otherwise).
   TorchGemma4(const model::ModelConfig& c, torch::Device dev);
@@ -53,7 +53,7 @@ class TorchGemma4 final : public TorchTarget {
   const FlatLayout& layout() const override { return layout_; }
   torch::Device device() const override { return dev_; }
 
-  // init_flat_params (train/torch_target.h) with per_layer_projection counted
+  // init_flat_params (train/pretrain_target.h) with per_layer_projection counted
   // as a residual projection.
   std::vector<float> init_params(uint64_t seed) const override;
 

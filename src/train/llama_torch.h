@@ -18,7 +18,7 @@
 
 #include "model/block.h"
 #include "model/config.h"
-#include "train/torch_target.h"
+#include "train/pretrain_target.h"
 
 namespace mtp::train {
 
@@ -26,7 +26,7 @@ namespace mtp::train {
 // embedding, the layers (model/layer_io.h), the final norm, the lm_head (untied).
 model::TensorShapes llama_tensor_shapes(const model::ModelConfig& c);
 
-class TorchLlama final : public TorchTarget {
+class TorchLlama final : public PretrainTarget {
  public:
   // c: an untied Llama config (ConfigError otherwise).
   TorchLlama(const model::ModelConfig& c, torch::Device dev);
@@ -35,7 +35,7 @@ class TorchLlama final : public TorchTarget {
   const FlatLayout& layout() const override { return layout_; }
   torch::Device device() const override { return dev_; }
 
-  // init_flat_params (train/torch_target.h): the residual projections are
+  // init_flat_params (train/pretrain_target.h): the residual projections are
   // o_proj and down_proj.
   std::vector<float> init_params(uint64_t seed) const override;
 

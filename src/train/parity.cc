@@ -119,16 +119,20 @@ ParityReport run_parity(const model::Model& target_as_loaded, const drafter::Dra
     rep.inputs.push_back(fmt::format("random x{} ({} positions)", o.random_sequences,
                                      std::max(3, o.random_len)));
   }
-  if (!o.shards_dir.empty() && o.shard_sequences > 0) {
-    std::string fp;
-    try {
-      const std::string where = "drafter '" + engine.path() + "': __metadata__['target']";
-      fp = json_get<std::string>(parse_json(engine.metadata().at("target"), where),
-                                 "fingerprint", where);
-    } catch (const std::exception&) {
-      fail<FormatError>("drafter '{}' records no target fingerprint", engine.path());
+  if ((o.data || !o.shards_dir.empty()) && o.shard_sequences > 0) {
+    std::unique_ptr<ShardSet> own;
+    if (!o.data) {
+      std::string fp;
+      try {
+        const std::string where = "drafter '" + engine.path() + "': __metadata__['target']";
+        fp = json_get<std::string>(parse_json(engine.metadata().at("target"), where),
+                                   "fingerprint", where);
+      } catch (const std::exception&) {
+        fail<FormatError>("drafter '{}' records no target fingerprint", engine.path());
+      }
+      own = std::make_unique<ShardSet>(o.shards_dir, fp, c.d_model);
     }
-    ShardSet shards(o.shards_dir, fp, c.d_model);
+    const TrainData& shards = o.data ? *o.data : *own;
     const Split sp = shards.size(Split::Heldout) > 0 ? Split::Heldout : Split::Train;
     const size_t n = std::min(shards.size(sp), size_t(o.shard_sequences));
     for (size_t i = 0; i < n; ++i) {
@@ -136,14 +140,15 @@ ParityReport run_parity(const model::Model& target_as_loaded, const drafter::Dra
       const int T = std::min(b.L, o.shard_len);
       if (T < 3) continue;
       Input in;
-      in.source = "shards";
+      in.source = o.data ? "online" : "shards";
       in.tokens.assign(b.tokens.begin(), b.tokens.begin() + T);
       in.capture.assign(b.hidden.begin(), b.hidden.begin() + size_t(T) * d);
       inputs.push_back(std::move(in));
     }
     rep.inputs.push_back(fmt::format("{} {} sequences of {} (≤ {} positions)", n,
                                      sp == Split::Heldout ? "held-out" : "training",
-                                     o.shards_dir, o.shard_len));
+                                     o.data ? std::string("the online capture") : o.shards_dir,
+                                     o.shard_len));
   }
   if (inputs.empty()) fail<InputError>("parity: no inputs (random sequences 0 and no shards)");
 

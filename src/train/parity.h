@@ -27,9 +27,12 @@
 
 namespace mtp::train {
 
+class TrainData;  // train/data.h
+
 struct ParityOptions {
   int random_sequences = 2, random_len = 40;
   std::string shards_dir;  // "" = random inputs only
+  const TrainData* data = nullptr;  // instead of shards_dir: a run's data (online)
   int shard_sequences = 2, shard_len = 64;
   uint64_t seed = 1;
   float hidden_scale = 1.0f;  // std-dev of the random capture

@@ -19,7 +19,7 @@
 #include "train/checkpoint.h"
 #include "train/data.h"
 #include "train/gemma4_torch.h"
-#include "train/torch_target.h"
+#include "train/pretrain_target.h"
 #include "train/step.h"
 
 namespace mtp::train {
@@ -71,7 +71,7 @@ torch::Tensor windows(const io::TokenStream& s, const std::vector<int64_t>& offs
 }
 
 // Mean next-token cross-entropy of the windows' tokens [B, R + 1].
-torch::Tensor window_loss(const TorchTarget& m, const std::vector<torch::Tensor>& P,
+torch::Tensor window_loss(const PretrainTarget& m, const std::vector<torch::Tensor>& P,
                           const torch::Tensor& w) {
   const int64_t R = w.size(1) - 1;
   torch::Tensor logits = m.forward(P, w.narrow(1, 0, R));
@@ -80,7 +80,7 @@ torch::Tensor window_loss(const TorchTarget& m, const std::vector<torch::Tensor>
 }
 
 // Held-out loss over non-overlapping windows (each target predicted once).
-double evaluate_heldout(const TorchTarget& m, const torch::Tensor& flat, const io::TokenStream& s,
+double evaluate_heldout(const PretrainTarget& m, const torch::Tensor& flat, const io::TokenStream& s,
                         int seq_len, int batch, int max_windows) {
   torch::NoGradGuard ng;
   const int64_t M = int64_t(s.tokens.size());
@@ -102,7 +102,7 @@ model::ModelConfig parse_config(const json& j, const std::string& where) {
   return model::parse_hf_config(j, nullptr, where);
 }
 
-void write_model(const std::string& dir, const TorchTarget& m, const json& config,
+void write_model(const std::string& dir, const PretrainTarget& m, const json& config,
                  const std::vector<float>& flat, const json& summary) {
   auto tensors = m.layout().unflatten(flat.data(), int64_t(flat.size()));
   std::vector<io::TensorView> views;
@@ -167,8 +167,8 @@ PretrainReport run_pretrain(const PretrainOptions& o) {
   const json config = o.arch == "gemma4" ? gemma4_pretrain_config(pre, vocab, bos, eos, seq_len)
                                          : llama_config_json(pre, vocab, bos, eos, seq_len);
   const model::ModelConfig cfg = parse_config(config, "the pretraining config");
-  const std::unique_ptr<TorchTarget> model = make_torch_target(cfg, dev);
-  const TorchTarget& m = *model;
+  const std::unique_ptr<PretrainTarget> model = make_pretrain_target(cfg, dev);
+  const PretrainTarget& m = *model;
   const int64_t V = cfg.vocab;
 
   // Everything that fixes the trajectory: must match on resume.
@@ -334,9 +334,9 @@ std::vector<float> torch_logits(const std::string& model_dir, const std::vector<
   torch::NoGradGuard ng;
   const std::string cfg_path = (fs::path(model_dir) / "config.json").string();
   const json config = parse_json(read_file(cfg_path), "'" + cfg_path + "'");
-  const std::unique_ptr<TorchTarget> model = make_torch_target(parse_config(config, cfg_path),
+  const std::unique_ptr<PretrainTarget> model = make_pretrain_target(parse_config(config, cfg_path),
                                                                 torch::kCPU);
-  const TorchTarget& m = *model;
+  const PretrainTarget& m = *model;
   io::SafetensorsFile f((fs::path(model_dir) / "model.safetensors").string());
   std::vector<float> flat(size_t(m.layout().total));
   for (const auto& e : m.layout().entries) {

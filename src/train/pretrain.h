@@ -1,5 +1,5 @@
 // `mtpspec pretrain`, the libtorch half: trains a Llama or Gemma 4 target
-// (PretrainOptions::arch; train/torch_target.h) from scratch on the token
+// (PretrainOptions::arch; train/pretrain_target.h) from scratch on the token
 // streams the main binary prepared (MODEL_DIR/pretrain/tokens.safetensors,
 // io/pretrain_data.h) and writes a Hugging Face directory the engine loads
 // like any other checkpoint: config.json (LlamaForCausalLM, or

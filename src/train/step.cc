@@ -238,7 +238,7 @@ StepResult train_step(const StepContext& c, OptimState& st, DataOrder& order, lo
   }
   torch::NoGradGuard ng;
   if (c.dist.world() > 1) {
-    gsum = c.dist.sum_in_rank_order(gsum.to(torch::kCPU).contiguous()).to(c.tm.device());
+    gsum = c.dist.sum_in_rank_order(gsum);
   }
   gsum.div_(double(c.dist.world() * o.accum));
   r.grad_norm = optimizer_step(st, gsum, c.tm.layout(), lr, step,

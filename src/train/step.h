@@ -22,7 +22,7 @@ struct OptimState {
 
 struct StepContext {
   const TorchMtp& tm;
-  const ShardSet& data;
+  const TrainData& data;
   const std::vector<double>& loss_weights;  // [K]
   const TrainOptions& o;
   DistGroup& dist;

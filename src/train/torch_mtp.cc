@@ -175,12 +175,19 @@ void set_threads(int n) {
   if (auto f = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) f(n);
 }
 
-torch::Device training_device(const std::string& name) {
+torch::Device training_device(const std::string& name, int local_rank) {
   if (name == "cuda") {
     if (!torch::cuda::is_available()) {
-      fail_setting<InputError>("device", "the device cuda: this libtorch build sees no CUDA device");
+      fail_setting<InputError>("device", "the device cuda: {}",
+                               at::globalContext().hasCUDART()
+                                   ? "this libtorch build has CUDA but sees no CUDA device "
+                                     "(driver, CUDA_VISIBLE_DEVICES)"
+                                   : "this libtorch build has no CUDA (a CPU build: "
+                                     "docs/TRAINING.md \"CUDA\" says how to build against a "
+                                     "CUDA libtorch)");
     }
-    return torch::Device(torch::kCUDA);
+    const int n = int(torch::cuda::device_count());
+    return torch::Device(torch::kCUDA, c10::DeviceIndex(local_rank % n));
   }
   if (name != "cpu") {
     fail_setting<InputError>("device", "the training device must be cpu or cuda, got '{}'", name);
@@ -258,7 +265,7 @@ torch::Tensor TorchMtp::block(int k, const P& flat, torch::Tensor x) const {
 torch::Tensor decoder_layer(const model::ModelConfig& c,
                             const std::function<torch::Tensor(const std::string&)>& W,
                             torch::Tensor x, const RopeTables& rope, const torch::Tensor& mask,
-                            const LayerContext& lc) {
+                            const LayerContext& lc, LayerKV* kv) {
   const model::LayerKind kind = c.layer_kind(lc.layer);
   const int64_t B = x.size(0), R = x.size(1), H = c.n_heads, KV = kind.n_kv_heads,
                 hd = kind.head_dim;
@@ -287,6 +294,13 @@ torch::Tensor decoder_layer(const model::ModelConfig& c,
     if (c.v_norm) v = v * torch::rsqrt(v.pow(2).mean(-1, /*keepdim=*/true) + eps);
     kk = apply_rope(c, kk, rope).permute({0, 2, 1, 3});  // [B, KV, R, hd]
     v = v.permute({0, 2, 1, 3});
+    if (kv) {  // this call's rows into the cache, then attention over every cached position
+      const auto at = kv->pos.view({B, 1, R, 1}).expand({B, KV, R, hd});
+      kv->k.scatter_(2, at, kk.to(kv->k.scalar_type()));
+      kv->v.scatter_(2, at, v.to(kv->v.scalar_type()));
+      kk = kv->k;
+      v = kv->v;
+    }
     if (lc.shared_kv) (*lc.shared_kv)[lc.layer] = {kk, v};
   } else {
     MTP_CHECK(lc.shared_kv && lc.shared_kv->count(kind.kv_source),
@@ -299,7 +313,7 @@ torch::Tensor decoder_layer(const model::ModelConfig& c,
     v = v.repeat_interleave(H / KV, 1);
   }
   const float scale = c.query_scale > 0.f ? c.query_scale : 1.0f / std::sqrt(float(hd));
-  auto scores = torch::matmul(q, kk.transpose(-1, -2)) * scale;  // [B, H, R, R]
+  auto scores = torch::matmul(q, kk.transpose(-1, -2)) * scale;  // [B, H, R, R or T]
   if (c.attn_softcap > 0) scores = torch::tanh(scores / c.attn_softcap) * c.attn_softcap;
   scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
   auto att = torch::matmul(torch::softmax(scores, -1), v);  // [B, H, R, hd]

@@ -87,14 +87,23 @@ struct LayerContext {
   torch::Tensor ple;
 };
 
+// A layer's K/V over T positions of B sequences (train/torch_target.h): k, v
+// [B, KV, T, hd]; pos [B, R] the positions of the rows a call forwards.
+struct LayerKV {
+  torch::Tensor k, v, pos;
+};
+
 // One decoder layer of family c (model/block.cc) over x [B, R, d], with autograd.
 // weight(name): the layer's tensor by Hugging Face name ("self_attn.q_proj.weight");
 // norm weights as stored (Gemma's 1 + w is applied here, in fp32). rope: the
 // tables of the layer's kind (its head width).
+// Without kv: rows are positions 0..R-1, rope [1, R, 1, hd/2], mask [R, R].
+// With kv: the rows' K/V are written at kv->pos and the rows attend over all
+// T cached positions: rope [B, R, 1, hd/2] at kv->pos, mask [B, 1, R, T].
 torch::Tensor decoder_layer(const model::ModelConfig& c,
                             const std::function<torch::Tensor(const std::string&)>& weight,
                             torch::Tensor x, const RopeTables& rope, const torch::Tensor& mask,
-                            const LayerContext& lc = {});
+                            const LayerContext& lc = {}, LayerKV* kv = nullptr);
 
 // A tensor's values on the host (fp32).
 std::vector<float> to_host(const torch::Tensor& t);
@@ -162,9 +171,11 @@ class TorchMtp {
 // of being mmapped and page-faulted afresh.
 void set_threads(int n);
 
-// The training device named "cpu" or "cuda" (InputError for another name, or
-// for cuda when this libtorch build sees no CUDA device).
-torch::Device training_device(const std::string& name);
+// The training device named "cpu" or "cuda" (InputError naming the setting
+// `device` for another name, or for cuda when this libtorch build has no CUDA
+// or sees no CUDA device). cuda: device local_rank mod the devices visible
+// (one GPU per local rank).
+torch::Device training_device(const std::string& name, int local_rank = 0);
 
 // Rounds fp32 values to `t` (BF16/F16: round to nearest even, as f32_to_bf16).
 torch::Tensor round_to_dtype(const torch::Tensor& x, DType t);

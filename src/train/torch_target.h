@@ -1,11 +1,25 @@
-// A pretrainable target in libtorch: what `mtpspec pretrain` trains and the
-// reference tests compare the engine with. One class per family
-// (train/llama_torch.h, train/gemma4_torch.h), each computing exactly the
-// engine's function (model/forward.cc + model/block.cc) with the layer code
-// the MTP modules are trained with (train/torch_mtp.h decoder_layer).
-// Parameters live in one flat fp32 vector (FlatLayout: the Hugging Face tensor
-// names and shapes load_hf expects, sorted by name).
-// Internal to the train layer (torch types).
+// The target in libtorch: the engine's function (model/forward.cc) for the
+// online capture on the training device, for every family whose layers
+// train::decoder_layer computes — Llama (llama3 RoPE scaling included: the
+// engine's own model::Rope tables), Qwen2, Qwen3, Mistral, Gemma 2, Gemma 3.
+// Gemma 4 (per-layer embeddings, shared K/V, proportional RoPE, V norm, layer
+// scalars) is refused: the engine captures it on the CPU.
+//
+// The weights are the engine's as loaded (kernels::PackedMatrix::row_f32: a
+// quantized target's exact dequantized values; norms with Gemma's 1 + w
+// already added), so the function is the served one; the difference is the
+// arithmetic: fp32 on the CPU (summation order only), bf16 autocast on CUDA.
+// The capture is the residual after the last layer, before the final norm
+// (invariant 2). capture_gap measures it against the engine's, position by
+// position, with a tolerance derived from the dimensions and the unit
+// roundoff of the arithmetic (torch_target.cc); tests/train/torch_target_test.cc
+// checks it per family and that the post-norm hidden and the penultimate
+// layer's output fail it.
+//
+// Self-distillation decodes with a K/V cache (train::LayerKV), one token per
+// step for every sequence of the batch, the tokens chosen on the host by the
+// caller's rule (the same Sampler as the engine's); the capture of the final
+// sequences is one forward over them.
 #pragma once
 #include <torch/torch.h>
 
@@ -13,42 +27,66 @@
 #include <string>
 #include <vector>
 
-#include "model/config.h"
+#include <nlohmann/json.hpp>
+
+#include "model/forward.h"
+#include "train/online_data.h"
 #include "train/torch_mtp.h"
 
 namespace mtp::train {
 
 class TorchTarget {
  public:
-  virtual ~TorchTarget() = default;
+  // ConfigError for a family or layer kind it does not implement.
+  TorchTarget(const model::Model& m, torch::Device dev);
+  ~TorchTarget();
 
-  virtual const model::ModelConfig& config() const = 0;
-  virtual const FlatLayout& layout() const = 0;
-  virtual torch::Device device() const = 0;
+  const model::Model& engine() const { return m_; }
+  torch::Device device() const { return dev_; }
+  // Unit roundoff of the arithmetic: 2^-24 (fp32) or 2^-8 (bf16 autocast).
+  double unit_roundoff() const;
 
-  // Initial weights as one flat vector (host); a pure function of the seed.
-  virtual std::vector<float> init_params(uint64_t seed) const = 0;
+  struct Cache {
+    std::vector<LayerKV> layers;  // k, v [B, KV, T, hd] fp32
+  };
+  Cache make_cache(int64_t B, int64_t T) const;
 
-  // tokens: [B, R] int64 on the device, positions 0..R-1 -> logits [B, R, V].
-  // params: layout().views() of a flat parameter vector.
-  virtual torch::Tensor forward(const std::vector<torch::Tensor>& params,
-                                const torch::Tensor& tokens) const = 0;
+  // Rows tokens [B, R] (int64, host) at positions pos [B, R] (int64, host)
+  // through the first `layers` layers (-1 = all: the capture) -> the residual
+  // [B, R, d] fp32 on the device; their K/V written to `cache`.
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& pos, Cache& cache,
+                        int layers = -1) const;
+  // Final norm + lm_head + soft-cap: [N, d] -> [N, V] fp32.
+  torch::Tensor logits(const torch::Tensor& h) const;
 
-  // A flat tensor on the device from host values (size checked).
-  torch::Tensor to_flat(const std::vector<float>& values) const {
-    return layout().to_flat(values, device());
-  }
+  // The capture [n, d] of one sequence (positions 0..n-1), on the host.
+  std::vector<float> capture(const std::vector<int32_t>& tokens, int layers = -1) const;
+
+ private:
+  struct Weights;
+  torch::Tensor embed(const torch::Tensor& tokens) const;  // [B, R] -> [B, R, d] on the device
+
+  const model::Model& m_;
+  torch::Device dev_;
+  model::ModelConfig lc_;  // the layers' config: norms as the engine holds them (1 + w added)
+  std::unique_ptr<Weights> w_;
 };
 
-// Initial weights of a target's flat layout (GPT-2): matrices and embeddings
-// N(0, 0.02), the residual projections (names ending in one of `residual`)
-// N(0, 0.02/√(2·layers)), norm weights and layer scalars 1. A pure function
-// of the seed (std::mt19937_64, in layout order).
-std::vector<float> init_flat_params(const FlatLayout& layout, int n_layers, uint64_t seed,
-                                    const std::vector<std::string>& residual);
+// The capture of a TorchTarget against the engine's on the same tokens.
+struct CaptureGap {
+  double max_abs = 0;   // max |torch - engine| over positions and dimensions
+  double tol = 0;       // C · L · u · √n · max|h_engine| (torch_target.cc)
+  double ref = 0;       // max |h_engine|
+  long positions = 0;
+  bool within() const { return max_abs <= tol; }
+  nlohmann::json to_json() const;
+};
+// `torch_capture`: the torch side's capture of `tokens` ([n, d]; a negative
+// control may pass another hidden); the engine's is computed here.
+CaptureGap capture_gap(const TorchTarget& t, const std::vector<int32_t>& tokens,
+                       const std::vector<float>& torch_capture);
 
-// The libtorch twin of a config `mtpspec pretrain` writes: Llama or Gemma 4
-// (ConfigError for another family).
-std::unique_ptr<TorchTarget> make_torch_target(const model::ModelConfig& c, torch::Device dev);
+// The online capture through a TorchTarget (TargetCapture for OnlineData).
+std::unique_ptr<TargetCapture> torch_capture(const model::Model& m, torch::Device dev);
 
 }  // namespace mtp::train

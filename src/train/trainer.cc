@@ -12,6 +12,7 @@
 #include "core/setting.h"
 #include "core/mapped_file.h"
 #include "core/progress.h"
+#include "core/run_budget.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
 #include "model/fingerprint.h"
@@ -19,6 +20,7 @@
 #include "train/checkpoint.h"
 #include "train/data.h"
 #include "train/dist.h"
+#include "train/online_data.h"
 #include "train/parity.h"
 #include "train/step.h"
 #include "train/torch_mtp.h"
@@ -31,6 +33,49 @@ namespace {
 
 uint64_t hash64(const std::string& s) {
   return std::stoull(model::sha256_hex(s).substr(0, 15), nullptr, 16);
+}
+
+// The shards, or the online capture by the target's engine forward or its
+// libtorch twin (TrainOptions::target_forward).
+std::unique_ptr<TrainData> open_data(const TrainOptions& o, const model::Model& target,
+                                     const std::string& fp, torch::Device dev, int threads) {
+  if (o.online_jobs.empty() == o.shards_dir.empty()) {
+    fail_setting<InputError>("shards", "training reads shards or online jobs (one of them)");
+  }
+  if (o.online_jobs.empty()) {
+    return std::make_unique<ShardSet>(o.shards_dir, fp, target.config().d_model);
+  }
+  OnlineDataOptions oo;
+  oo.jobs_path = o.online_jobs;
+  oo.hidden_dtype = o.hidden_dtype == "fp16"   ? DType::F16
+                    : o.hidden_dtype == "fp32" ? DType::F32
+                                               : DType::BF16;
+  oo.seed = o.seed;
+  return std::make_unique<OnlineData>(oo, target.config(), fp,
+                                      target_capture(o.target_forward, target, dev, threads));
+}
+
+// Bytes this process still allocates for the run (the target and the frozen
+// head are loaded already): the optimizer state (params, Adam m and v, EMA,
+// the gradient and its sum: 6 flat fp32 vectors of P), one micro-batch's
+// capture and autograd activations (per module and row: the fused input,
+// q/k/v/o, the MLP's gate/up/act, norms ~ 14 d + 4 ffn floats, and the
+// attention's H·L scores and probabilities, kept for the backward ×2 with
+// their gradients), the head's chunk of logits (×3: logits, softmax, grad),
+// and online: the capture's KV cache and hidden for the micro-batch and the
+// cached held-out batches.
+double training_memory_bytes(const model::ModelConfig& c, const drafter::DrafterConfig& dc,
+                             long P, int batch, int seq_len, int64_t head_rows, bool online,
+                             long eval_sequences) {
+  const double f = 4.0, B = batch, L = seq_len, d = c.d_model;
+  const double per_row = dc.K * (14.0 * d + 4.0 * c.ffn + 2.0 * c.n_heads * L) * 2.0 + 2.0 * d;
+  double bytes = 6.0 * double(P) * f + B * L * per_row * f + 3.0 * double(head_rows) * c.vocab * f;
+  if (online) {
+    double kv_dim = 0;
+    for (int l = 0; l < c.n_layers; ++l) kv_dim += 2.0 * c.n_kv_heads * c.head_dim;
+    bytes += B * L * (kv_dim + d) * f + double(eval_sequences) * L * (d + 1.25) * f;
+  }
+  return bytes;
 }
 
 }  // namespace
@@ -68,7 +113,10 @@ TrainReport run_training(const TrainOptions& o) {
   }
   const int threads = resolve_threads(o.threads);
   set_threads(threads);
-  const torch::Device dev = training_device(o.device);
+  if (o.hidden_dtype != "bf16" && o.hidden_dtype != "fp16" && o.hidden_dtype != "fp32") {
+    fail_setting<InputError>("hidden_dtype", "the capture is held as bf16, fp16 or fp32, got '{}'",
+                             o.hidden_dtype);
+  }
   DistOptions dopt;
   dopt.world_size = o.world_size;
   dopt.rank = o.rank;
@@ -76,11 +124,19 @@ TrainReport run_training(const TrainOptions& o) {
   dopt.master_addr = o.master_addr;
   dopt.master_port = o.master_port;
   dopt.timeout_s = o.dist_timeout_s;
-  DistGroup dist(resolve_dist(dopt));
+  const DistOptions resolved = resolve_dist(dopt);
+  const torch::Device dev = training_device(o.device, resolved.local_rank);
+  DistGroup dist(resolved, dev);
   const bool lead = dist.rank() == 0;
   auto say = [&](const std::string& s) {  // summaries and the parity table (lead rank)
-    if (lead) fmt::print("{}\n", s);
+    if (!lead) return;
+    fmt::print("{}\n", s);
+    std::fflush(stdout);  // before the progress line on stderr
   };
+  if (dist.world() > 1) {
+    say(fmt::format("data parallel: {} ranks, c10d {} on {}", dist.world(), dist.backend(),
+                    dev.str()));
+  }
 
   // ---- target, data, modules ----
   model::LoadedModel lm = model::load_model(o.model_path, {});
@@ -88,7 +144,29 @@ TrainReport run_training(const TrainOptions& o) {
   const std::string model_path = lm.path;
   model::Model target(std::move(lm));
   const model::ModelConfig& cfg = target.config();
-  ShardSet data(o.shards_dir, fp, cfg.d_model);
+  std::unique_ptr<TrainData> data_owner = open_data(o, target, fp, dev, threads);
+  TrainData& data = *data_owner;
+  auto [data_key, data_record] = data.record();
+  if (auto* online = dynamic_cast<const OnlineData*>(&data)) {
+    // The capture a libtorch target trains against, measured against the
+    // engine's before any work (train/torch_target.h); the engine: the same bits.
+    const nlohmann::json gap = online->capture_gap();
+    data_record["capture_gap"] = gap;
+    if (!gap.is_null()) {
+      say(fmt::format("capture gap of the {} target against the engine: max |dh| {:.3e}, "
+                      "bound {:.3e} over {} positions", online->target_forward(),
+                      gap["max_abs"].get<double>(), gap["tol"].get<double>(),
+                      gap["positions"].get<long>()));
+      if (!gap["within"].get<bool>()) {
+        const std::string msg = fmt::format(
+            "the {} target's capture differs from the engine's by {:.3e}, beyond the bound {:.3e}: "
+            "the drafter would train on hidden states the engine does not serve",
+            online->target_forward(), gap["max_abs"].get<double>(), gap["tol"].get<double>());
+        if (!o.force) fail_setting<ConfigError>("force", "{}", msg);
+        warn_setting("force", msg + "; training anyway");
+      }
+    }
+  }
   drafter::DrafterConfig dc;
   dc.K = o.K;
   dc.window = o.window < 0 ? data.seq_len() : o.window;
@@ -111,7 +189,7 @@ TrainReport run_training(const TrainOptions& o) {
 
   // Everything that fixes the trajectory: must match on resume and across ranks.
   nlohmann::json traj = {
-      {"target_fingerprint", fp}, {"shards", data.manifest()["shards"]},
+      {"target_fingerprint", fp},
       {"drafter", dc.to_json()}, {"K", o.K}, {"batch", o.batch}, {"accum", o.accum},
       {"world", dist.world()}, {"steps", total}, {"warmup", warmup}, {"lr", o.lr},
       {"min_lr_ratio", o.min_lr_ratio}, {"weight_decay", o.weight_decay}, {"beta1", o.beta1},
@@ -120,6 +198,7 @@ TrainReport run_training(const TrainOptions& o) {
   // The loss joins the trajectory only when it is not the default, so runs
   // (and their checkpoints) from before --loss existed still resume.
   if (o.loss != "ce") traj["loss"] = {{"kind", o.loss}, {"kl_temp", o.kl_temp}};
+  traj.update(data.trajectory());
   dist.check_same(hash64(traj.dump()), "training configuration (flags, shards or target)");
 
   // ---- state: fresh or resumed ----
@@ -151,9 +230,12 @@ TrainReport run_training(const TrainOptions& o) {
     fs::create_directories(o.run_dir);
     metrics = open_metrics((fs::path(o.run_dir) / "metrics.jsonl").string(), step, resumed);
     nlohmann::json run = {{"trajectory", traj}, {"model", model_path},
-                          {"shards_dir", o.shards_dir}, {"threads", threads},
-                          {"device", o.device}, {"command_line", o.command_line},
-                          {"manifest_counts", data.manifest().value("counts", nlohmann::json())}};
+                          {"threads", threads}, {"device", o.device},
+                          {"command_line", o.command_line}, {data_key, data_record}};
+    if (auto* shards = dynamic_cast<const ShardSet*>(&data)) {
+      run["shards_dir"] = o.shards_dir;
+      run["manifest_counts"] = shards->manifest().value("counts", nlohmann::json());
+    }
     write_file_atomic((fs::path(o.run_dir) / "run.json").string(), run.dump(1));
   }
   auto log = [&](nlohmann::json j) {
@@ -163,6 +245,17 @@ TrainReport run_training(const TrainOptions& o) {
   };
 
   StepContext ctx{tm, data, w, o, dist, total, warmup};
+
+  // ---- budget (before the long work) ----
+  RunBudget budget;
+  budget.what = o.online_jobs.empty() ? "training" : "online training";
+  budget.steps = total - step;
+  budget.tokens = long(double(budget.steps) * double(per_step) * data.seq_len());
+  budget.memory_bytes = training_memory_bytes(
+      cfg, dc, long(tm.layout().total), o.batch, data.seq_len(), tm.head_chunk_rows(),
+      !o.online_jobs.empty(), lead ? (o.eval_sequences > 0 ? o.eval_sequences : long(data.size(Split::Heldout))) : 0);
+  if (lead && o.progress) say(budget.text() + " (tokens: at most, sequences cut to seq_len)");
+  check_budget(budget, o.force);
   auto save = [&](const nlohmann::json& eval) {
     if (!lead) return;
     Checkpoint c;
@@ -177,10 +270,7 @@ TrainReport run_training(const TrainOptions& o) {
                {"drafter_config", dc.to_json()},
                {"layout", tm.layout().to_json()},
                {"last_eval", eval},
-               {"shards", {{"dir", o.shards_dir},
-                           {"seq_len", data.seq_len()},
-                           {"counts", data.manifest().value("counts", nlohmann::json())},
-                           {"corpus", data.manifest().value("corpus", nlohmann::json())}}},
+               {data_key, data_record},
                {"threads", threads},
                {"torch_version", TORCH_VERSION}};
     c.params = to_host(st.params);
@@ -205,6 +295,8 @@ TrainReport run_training(const TrainOptions& o) {
   double train_secs = 0;  // time in train_step only (throughput excludes eval/saves)
   const long start = step;
   const long stop = o.stop_after > 0 ? std::min(total, o.stop_after) : total;
+  // The time estimate from a warm-up: the first steps of this invocation.
+  const long warm = std::min(stop - start, 3L);
   while (step < stop) {
     const double lr = cosine_lr(o.lr, o.min_lr_ratio, step, total, warmup);
     const auto ts = std::chrono::steady_clock::now();
@@ -213,6 +305,9 @@ TrainReport run_training(const TrainOptions& o) {
     train_secs += std::chrono::duration<double>(te - ts).count();
     ++step;
     tokens += r.tokens;
+    if (step - start == warm && lead && o.progress && stop - start > warm) {
+      say(estimate_line(budget.what, double(warm), train_secs, double(stop - start), "step"));
+    }
     const double secs = std::chrono::duration<double>(te - t0).count();
     const double tps = train_secs > 0 ? double(tokens) * dist.world() / train_secs : 0;
     if (step % log_every == 0 || step == total) {  // this step's values (resume-invariant)
@@ -242,6 +337,14 @@ TrainReport run_training(const TrainOptions& o) {
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   rep.tokens_per_s = train_secs > 0 ? double(tokens) * dist.world() / train_secs : 0;
   rep.steps_per_s = train_secs > 0 ? double(rep.steps_done) / train_secs : 0;
+  if (auto* online = dynamic_cast<const OnlineData*>(&data)) {
+    rep.capture_seconds = online->capture_seconds();
+    rep.capture_tokens_per_s =
+        rep.capture_seconds > 0 ? double(online->captured_tokens()) / rep.capture_seconds : 0;
+    say(fmt::format("online capture ({}): {:.1f} s (training and held-out batches) for {} "
+                    "tokens, {:.0f} tokens/s on this rank", online->target_forward(),
+                    rep.capture_seconds, online->captured_tokens(), rep.capture_tokens_per_s));
+  }
   rep.last_eval = last_eval;
   say(fmt::format("trained steps {}..{} of {} in {:.1f} s ({:.1f} s in steps): {:.2f} steps/s, "
                   "{:.0f} tokens/s ({} thread(s) x {} rank(s))", start, step, total, rep.seconds,
@@ -260,7 +363,7 @@ TrainReport run_training(const TrainOptions& o) {
       drafter::Drafter eng = drafter::Drafter::from_tensors(
           cfg, fp, dc, tensors, {{"kind", "parity-check"}}, DType::F32, kernels::WeightType::F32);
       ParityOptions po;
-      po.shards_dir = o.shards_dir;
+      po.data = &data;
       ParityReport pr = run_parity(target, eng, tensors, po, &pool);
       say(std::string(ema ? "EMA weights: " : "raw weights: ") + pr.text());
       log({{"kind", "parity"}, {"step", step}, {"weights", ema ? "ema" : "raw"},

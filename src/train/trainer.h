@@ -1,5 +1,7 @@
 // `mtpspec train`: trains the K MTP modules against a frozen target on
-// precomputed shards (libtorch, fp32). Plain C++ interface (no torch types).
+// precomputed shards or online (the target computing each batch's capture as
+// training runs: train/online_data.h) (libtorch, fp32). Plain C++ interface
+// (no torch types).
 //
 // Rows (docs/SEMANTICS.md): module k at row t takes h_{k-1}[t] (h_{-1} = the capture
 // from the shard) and embed(tok[t+k+1]) and is trained on tok[t+k+2], where
@@ -37,6 +39,16 @@ namespace mtp::train {
 
 struct TrainOptions {
   std::string shards_dir, model_path, run_dir;
+  // Online training (train/online_data.h) instead of shards: the jobs file
+  // `mtpspec train --online` wrote; the capture rounded to hidden_dtype
+  // ("bf16" | "fp16" | "fp32"); the target's forward: "engine" (CPU, the
+  // inference bits), "torch" (train/torch_target.h, on the training device),
+  // or "auto" (the engine on cpu, libtorch on cuda).
+  std::string online_jobs;
+  std::string hidden_dtype = "bf16";
+  std::string target_forward = "auto";
+  // Run even when the budget (core/run_budget.h) says the memory does not fit.
+  bool force = false;
   int K = 2;
   long steps = 0;          // total optimizer steps; 0 = from epochs
   double epochs = 0;       // used when steps == 0 (default 1 epoch)
@@ -82,6 +94,8 @@ struct TrainReport {
   double seconds = 0;
   double tokens_per_s = 0, steps_per_s = 0;  // over time spent in steps (not eval/saves);
                                              // tokens = real tokens of all ranks' sequences
+  double capture_tokens_per_s = 0;  // online: this rank's capture (0 with shards)
+  double capture_seconds = 0;       // online: of the time in steps, this rank's capture
   nlohmann::json last_eval;   // the final evaluation (empty if none)
   bool parity_ran = false, parity_passed = false;
 };

@@ -12,16 +12,34 @@
 #include "train_cli/commands.h"
 #include "core/error.h"
 #include "train/trainer.h"
+#include "train_cli/local_ranks.h"
 
 namespace mtp::train_cli {
 
 void add_train(CLI::App& root) {
   auto o = std::make_shared<train::TrainOptions>();
   auto no_parity = std::make_shared<bool>(false);
+  auto nproc = std::make_shared<int>(0);
   CLI::App* cmd = root.add_subcommand(
       cli::kTrain.name, cli::kTrain.help);
-  cmd->add_option("--shards", o->shards_dir, "Shards folder written by `mtpspec precompute`")
-      ->required();
+  auto* shards = cmd->add_option("--shards", o->shards_dir,
+                                 "Shards folder written by `mtpspec precompute`");
+  cmd->add_option("--online-jobs", o->online_jobs,
+                  "Online training: the jobs file `mtpspec train --online` wrote (the target "
+                  "computes each batch's capture as training runs; no shards)")
+      ->excludes(shards);
+  cmd->add_option("--hidden-dtype", o->hidden_dtype,
+                  "Online: the type the capture is rounded to (as a shard would store it)")
+      ->check(CLI::IsMember({"bf16", "fp16", "fp32"}))
+      ->capture_default_str();
+  cmd->add_option("--target-forward", o->target_forward,
+                  "Online: the target's forward: engine (CPU, the inference bits), torch (its "
+                  "libtorch twin on --device), auto (engine on cpu, torch on cuda)")
+      ->check(CLI::IsMember({"auto", "engine", "torch"}))
+      ->capture_default_str();
+  cmd->add_flag("--force", o->force,
+                "Run even when the budget says the memory does not fit, or a libtorch target's "
+                "capture gap exceeds its bound");
   cmd->add_option("-m,--model", o->model_path,
                   "Target model the shards were computed with (HF directory or llama2.c .bin)")
       ->required();
@@ -89,12 +107,35 @@ void add_train(CLI::App& root) {
       ->check(cli::Range(0, 65535));
   cmd->add_option("--dist-timeout", o->dist_timeout_s, "Rendezvous/collective timeout, seconds")
       ->check(cli::Positive);
+  cmd->add_option("--nproc", *nproc,
+                  "Start this many data-parallel ranks on this machine (processes; c10d Gloo, "
+                  "or NCCL with --device cuda, one GPU per rank; a FileStore in the run "
+                  "folder): the same weights as one process with --accum x N")
+      ->check(cli::Range(1, 256))
+      ->excludes("--rank")
+      ->excludes("--world-size")
+      ->excludes("--dist-file");
   cmd->add_option("--stop-after", o->stop_after,
                   "Stop (checkpointed) after this step; continue later with --resume")
       ->check(cli::NonNegative);
   cmd->add_flag("--no-parity", *no_parity, "Skip the parity gate at the end");
   cmd->add_flag("!--no-progress", o->progress, "No progress line or summary");
-  cmd->callback([o, no_parity, cmd] {
+  cmd->footer(
+      "Online training: `mtpspec train --online -m MODEL -o RUN (--corpus FILE... | --prompts "
+      "FILE) [flags]` tokenizes the corpus and cuts it into sequences as `mtpspec precompute` "
+      "does (its flags --tokenizer, --seq-len, --max-tokens, --heldout, --self-distill, "
+      "--prompt-tokens, --prompt-tokens-min, --gen-tokens, --temp), writes "
+      "RUN/online/jobs.safetensors and runs this command with --online-jobs on it and the other "
+      "flags; self-distillation samples with --seed. With --jobs-only it writes the jobs and "
+      "prints this command instead (to train on another machine, e.g. a CUDA build: "
+      "docs/TRAINING.md).");
+  cmd->callback([o, no_parity, nproc, cmd] {
+    if (*nproc > 1) {
+      const int st = run_local_ranks(*nproc, own_arguments(), o->run_dir, 30);
+      if (st != 0) fail<IoError>("data-parallel training on {} local ranks failed (status {})",
+                                 *nproc, st);
+      return;
+    }
     o->parity = !*no_parity;
     std::string line = "mtpspec train";
     for (const auto& r : cmd->get_options()) {
