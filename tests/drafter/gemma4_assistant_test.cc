@@ -22,6 +22,7 @@
 #include "model/forward.h"
 #include "model/loader.h"
 #include "model_util.h"
+#include "python_util.h"
 #include "test_util.h"
 #include "venv_util.h"
 
@@ -287,6 +288,80 @@ TEST(Gemma4AssistantReference, DetectsPerturbations) {
     EXPECT_GT(bad, 1.0) << "a wrong reference was not detected";
     std::printf("  %-12s max |Δ| / tol = %.3g\n", p, bad);
   }
+}
+
+// ------------------------------------------------------ transformers itself
+
+// transformers' Gemma4AssistantForCausalLM (PyPI, CPU, float32, eager) on the
+// inputs its candidate generator passes after a prefill — the target's own
+// hidden state and shared K/V —, forward by forward: every score within 2×
+// the tolerance (two fp32 paths), the centroid head's selected tokens the
+// same set, the chosen tokens equal wherever the top two are apart. Label
+// `reference`; skipped without the reference venv.
+void expect_transformers(const RandomSpec& t, const AssistantSpec& a) {
+  std::string why;
+  const std::string py = test::ref_python({"torch", "transformers"}, &why);
+  if (py.empty()) GTEST_SKIP() << why;
+  const std::string tdir = test::random_hf_checkpoint("g4a-hf-t", t);
+  const std::string adir = test::random_assistant("g4a-hf-a", t, a);
+  model::Model m(model::load_model(tdir, {}));
+  const Gemma4Assistant g = Gemma4Assistant::load(adir, m.config());
+  std::mt19937 rng(uint32_t(a.seed));
+  const std::vector<int32_t> toks = test::random_tokens(rng, 16, t.vocab);
+  const auto eng = assistant_teacher_forced(m, g, toks, kN0, kSteps, nullptr, true);
+  std::string list;
+  for (int32_t x : toks) list += (list.empty() ? "" : ",") + std::to_string(x);
+  const std::string out = test::temp_dir("g4a-hf-out") + "/hf.json";
+  std::string log;
+  ASSERT_EQ(test::run_python(py, std::string(MTPSPEC_SOURCE_DIR) + "/tests/drafter/assistant_transformers.py",
+                             {tdir, adir, list, std::to_string(kN0), std::to_string(kSteps), out}, &log), 0) << log;
+  const json hf = json::parse(read_file(out)).at("chains");
+  ASSERT_EQ(hf.size(), eng.size());
+  double worst = 0;
+  long tokens = 0;
+  for (size_t i = 0; i < hf.size(); ++i) {
+    for (size_t j = 0; j < size_t(kSteps); ++j) {
+      const std::vector<double> h = hf[i][j].at("logits").get<std::vector<double>>();
+      const AssistantDraft& e = eng[i][j];
+      std::vector<int32_t> ids = e.ids;
+      if (ids.empty()) {
+        for (size_t k = 0; k < h.size(); ++k) ids.push_back(int32_t(k));
+      } else {  // transformers' mask value: below every selected score
+        const double mask = *std::min_element(h.begin(), h.end());
+        std::vector<int32_t> selected;
+        for (size_t k = 0; k < h.size(); ++k) {
+          if (h[k] != mask) selected.push_back(int32_t(k));
+        }
+        ASSERT_EQ(selected, ids) << "N=" << kN0 + int(i) << " step " << j + 1;
+      }
+      double scale = 0;
+      for (int32_t id : ids) scale = std::max(scale, std::abs(h[size_t(id)]));
+      const double tol = test::fp32_forward_tolerance(256, 9, scale);
+      std::vector<double> sel;
+      for (size_t k = 0; k < ids.size(); ++k) {
+        worst = std::max(worst, std::abs(double(e.logits[k]) - h[size_t(ids[k])]) / tol);
+        sel.push_back(h[size_t(ids[k])]);
+      }
+      std::nth_element(sel.begin(), sel.begin() + 1, sel.end(), std::greater<>());
+      if (sel[0] - sel[1] <= 4 * tol) break;  // a near tie: the next inputs may differ
+      ASSERT_EQ(e.token, hf[i][j].at("token").get<int32_t>()) << "N=" << kN0 + int(i);
+      ++tokens;
+    }
+  }
+  EXPECT_LE(worst, 2.0);
+  EXPECT_GT(tokens, 20);
+  std::printf("  max |engine - transformers| / tol = %.3g over %ld drafts\n", worst, tokens);
+}
+
+TEST(TransformersGemma4Assistant, FullHead) { expect_transformers(test::assistant_target_spec(), {}); }
+
+TEST(TransformersGemma4Assistant, CentroidHead) {
+  AssistantSpec a;
+  a.ordered = true;
+  a.centroids = 16;
+  a.top_k = 3;
+  a.seed = 14;
+  expect_transformers(test::assistant_target_spec(), a);
 }
 
 }  // namespace
