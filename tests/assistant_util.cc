@@ -5,7 +5,7 @@
 #include <random>
 
 #include "core/mapped_file.h"
-#include "core/output_file.h"
+#include "core/mapped_file.h"
 #include "io/safetensors.h"
 #include "test_util.h"
 
