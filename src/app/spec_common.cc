@@ -17,7 +17,7 @@ namespace mtp::app {
 std::unique_ptr<drafter::Drafter> open_drafter(const ModelArgs& a, const DrafterArgs& d,
                                                const model::Model& m) {
   std::string path = d.drafter;
-  if (!path.empty() && drafter::is_assistant_dir(path)) return nullptr;
+  if (!path.empty() && drafter::is_assistant(path)) return nullptr;
   if (path.empty()) {
     fs::path dir = fs::is_directory(a.model) ? fs::path(a.model) : fs::path(a.model).parent_path();
     fs::path beside = dir / "drafter.safetensors";
@@ -31,7 +31,7 @@ std::unique_ptr<drafter::Drafter> open_drafter(const ModelArgs& a, const Drafter
 std::shared_ptr<const drafter::Gemma4Assistant> open_assistant(const ModelArgs& a,
                                                                const DrafterArgs& d,
                                                                const model::Model& m) {
-  if (d.drafter.empty() || !drafter::is_assistant_dir(d.drafter)) return nullptr;
+  if (d.drafter.empty() || !drafter::is_assistant(d.drafter)) return nullptr;
   return std::make_shared<const drafter::Gemma4Assistant>(
       drafter::Gemma4Assistant::load(d.drafter, m.config(), parse_hold(a.weights)));
 }

@@ -22,7 +22,8 @@ namespace mtp::app {
 // d.drafter is Gemma 4's assistant (open_assistant loads that).
 std::unique_ptr<drafter::Drafter> open_drafter(const ModelArgs& a, const DrafterArgs& d,
                                                const model::Model& m);
-// d.drafter when it is a gemma4_assistant directory: Gemma 4's assistant
+// d.drafter when it is a gemma4_assistant directory or llama.cpp's
+// gemma4-assistant GGUF (drafter::is_assistant): Gemma 4's assistant
 // for target m (refused, ConfigError naming the field and values, when it
 // does not fit), its matrices held as --weights (as stored by default);
 // null otherwise.

@@ -278,6 +278,8 @@ std::vector<kernels::PackedMatrix> cluster_heads(const io::TensorView& head,
 
 Gemma4Assistant Gemma4Assistant::load(const std::string& dir, const model::ModelConfig& target,
                                       const model::Hold& hold) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec) && is_assistant_gguf(dir)) return load_gguf(dir, target, hold);
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
   if (!fs::exists(cfg_path)) fail<IoError>("no config.json in '{}'", dir);
   Gemma4Assistant a;

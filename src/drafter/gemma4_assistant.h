@@ -25,6 +25,7 @@
 namespace mtp::drafter {
 
 inline constexpr const char* kAssistantModelType = "gemma4_assistant";
+inline constexpr const char* kAssistantGgufArch = "gemma4-assistant";  // llama.cpp's
 
 struct AssistantConfig {
   int backbone = 0;      // backbone_hidden_size: the target's d_model
@@ -51,6 +52,11 @@ struct AssistantConfig {
 // "gemma4_assistant" (a file, or a folder without it: false). Reads only
 // config.json; a config.json that is not JSON is a FormatError.
 bool is_assistant_dir(const std::string& path);
+// Whether `path` is a GGUF file whose general.architecture is
+// "gemma4-assistant" (reads its metadata only; a malformed GGUF throws).
+bool is_assistant_gguf(const std::string& path);
+// Either of the two.
+bool is_assistant(const std::string& path);
 
 // config.json's object -> the assistant's config, checked against `target`:
 // ConfigError naming `where`, the field and both values for an assistant
@@ -84,8 +90,19 @@ class Gemma4Assistant {
   // and a token_ordering that is not a permutation of the vocabulary
   // (FormatError naming the first repeated or out-of-range id). Matrices are
   // held as `hold` (as stored when empty, model::Hold).
+  // A GGUF file (is_assistant_gguf) is read by load_gguf instead.
   static Gemma4Assistant load(const std::string& dir, const model::ModelConfig& target,
                               const model::Hold& hold = {});
+  // llama.cpp's gemma4-assistant GGUF (assistant_gguf.cc; docs/FORMATS.md):
+  // its metadata read back into the gemma4_assistant config it came from and
+  // refused as parse_assistant_config refuses it (the backbone width and the
+  // vocabulary named by their GGUF keys), its tensors as load_gguf reads a
+  // Gemma 4 target's (any weight type llama.cpp writes that mtpspec
+  // computes with). It scores with the full tied head, as llama.cpp does:
+  // the converter drops the centroid head (a file carrying
+  // masked_embd_centroids / masked_embd_ordering loads; they are not read).
+  static Gemma4Assistant load_gguf(const std::string& path, const model::ModelConfig& target,
+                                   const model::Hold& hold = {});
 
   const AssistantConfig& config() const { return cfg_; }
   const AssistantWeights& weights() const { return w_; }

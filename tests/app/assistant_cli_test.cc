@@ -1,4 +1,5 @@
-// `--drafter DIR` with Gemma 4's assistant (a gemma4_assistant directory):
+// `--drafter DIR|FILE` with Gemma 4's assistant (a gemma4_assistant directory
+// or llama.cpp's gemma4-assistant GGUF):
 // `generate` drafts with it and prints the plain output (one prompt, and
 // --prompts --parallel), --json reports its cost per draft step; an
 // assistant that does not fit the target, or a malformed one, exits 2
@@ -81,6 +82,31 @@ TEST(AssistantCli, GenerateEqualsPlainAndReportsTheCost) {
     return m;
   };
   EXPECT_EQ(by_id(bs.out), by_id(bp.out));
+}
+
+TEST(AssistantCli, LlamaCppGgufDraftsAndMisfitExits2) {
+  const Dirs d = dirs({});
+  const std::string gguf = temp_dir("g4a-cli-g") + "/assistant.gguf";
+  convert_assistant_to_gguf(d.assistant, gguf, {});
+  const std::string args = base(d) + " -p 'abc de' -n 24 --temp 0";
+  const CliResult plain = run_cli(args + " --no-spec");
+  const CliResult spec = run_cli(args + " --drafter " + shell_quote(gguf) + " --draft-k 3");
+  ASSERT_EQ(spec.status, 0) << spec.err;
+  const nlohmann::json s = nlohmann::json::parse(spec.out);
+  EXPECT_EQ(s["token_ids"], nlohmann::json::parse(plain.out)["token_ids"]);
+  EXPECT_FALSE(s["assistant"]["centroid_head"].get<bool>());
+  EXPECT_GT(s["stats"]["sources"]["gemma4-assistant"]["proposed"].get<long>(), 0) << spec.out;
+  GgufConvert bad;
+  bad.edit = [](io::GgufMetadata& kv, std::vector<io::GgufWriteTensor>&) {
+    for (auto& [k, v] : kv) {
+      if (k == "gemma4-assistant.embedding_length_out") v = io::GgufValue::u32(48);
+    }
+  };
+  convert_assistant_to_gguf(d.assistant, gguf, bad);
+  const CliResult r = run_cli(base(d) + " -p 'abc' -n 4 --drafter " + shell_quote(gguf));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("'gemma4-assistant.embedding_length_out' (the backbone hidden size) is 48"),
+            std::string::npos) << r.err;
 }
 
 TEST(AssistantCli, MisfitAndMalformedAssistantsExit2NamingTheField) {
