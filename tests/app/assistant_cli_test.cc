@@ -84,6 +84,36 @@ TEST(AssistantCli, GenerateEqualsPlainAndReportsTheCost) {
   EXPECT_EQ(by_id(bs.out), by_id(bp.out));
 }
 
+// bench --cycle-cost with the assistant: a row per draft length with the
+// live acceptance per position and the assistant's forwards per cycle, the
+// outputs equal to plain; what needs the K-module drafter exits 2.
+TEST(AssistantCli, BenchCycleCostReportsAcceptancePerPosition) {
+  const Dirs d = dirs();
+  const std::string prompts = temp_dir("g4a-cli-bp") + "/p.jsonl";
+  write_file_atomic(prompts, "{\"prompt\": \"abc de\"}\n{\"prompt\": \"fg h\"}\n");
+  const std::string args = "bench -m " + shell_quote(d.target) + " --tokenizer " +
+                           shell_quote(d.tokenizer) + " --threads 1 --prompts " + prompts +
+                           " -n 12 --repeat 1 --drafter " + shell_quote(d.assistant);
+  const CliResult r = run_cli(args + " --cycle-cost --draft-k 3 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["flips"], 0);
+  EXPECT_EQ(j["drafter"], d.assistant);
+  ASSERT_EQ(j["cycle_cost"].size(), 3u) << r.out;
+  for (size_t k = 0; k < 3; ++k) {
+    const nlohmann::json& row = j["cycle_cost"][k];
+    EXPECT_EQ(row["k"], int(k) + 1);
+    EXPECT_EQ(row["acceptance_live"].size(), k + 1) << row;
+    EXPECT_GT(row["draft_forward_rel"].get<double>(), 0) << row;
+    EXPECT_GT(row["cycles"].get<long>(), 0) << row;
+  }
+  EXPECT_NE(r.err.find("live acceptance per position"), std::string::npos) << r.err;
+  const CliResult plain = run_cli(args);
+  EXPECT_EQ(plain.status, 2);
+  EXPECT_NE(plain.err.find("is Gemma 4's assistant: bench measures it with --cycle-cost"),
+            std::string::npos) << plain.err;
+}
+
 TEST(AssistantCli, LlamaCppGgufDraftsAndMisfitExits2) {
   const Dirs d = dirs({});
   const std::string gguf = temp_dir("g4a-cli-g") + "/assistant.gguf";
