@@ -4,7 +4,8 @@
 // work is reused when the demo is run again):
 //   1. corpus      Debian's `fortunes` package (%-separated) -> WORKDIR/corpus.txt
 //                  (skipped with --corpus or --model)
-//   2. pretrain    a tiny Llama target from scratch (skipped with --model)
+//   2. pretrain    a tiny target from scratch, Llama or (--arch gemma4) Gemma 4
+//                  (skipped with --model)
 //   3. precompute  self-distilled shards: the target's own continuations
 //   4. train       a K = 2 MTP drafter (libtorch), then export (parity-gated)
 //   5. parity      libtorch modules vs engine modules on the same inputs
@@ -32,7 +33,9 @@
 #include "core/mapped_file.h"
 #include "core/progress.h"
 #include "io/safetensors.h"
+#include "model/hf_config.h"
 #include "model/loader.h"
+#include "model/pretrain_options.h"
 #include "measure/bench.h"
 #include "measure/drift.h"
 
@@ -58,7 +61,7 @@ constexpr const char* kDemoPrompts[] = {
 };
 
 struct DemoArgs {
-  std::string model, workdir = "demo-work", prompts, preset = "tiny";
+  std::string model, workdir = "demo-work", prompts, preset = "tiny", arch;
   std::vector<std::string> corpus;
   int threads = 0, pretrain_steps = 0, train_steps = 150, n = 96, repeat = 2, k = 2;
   int draft_vocab = 1024;
@@ -109,6 +112,10 @@ class Demo {
   void run() {
     // Check what the user named before any stage runs (minutes of work).
     if (!a_.model.empty() && !fs::exists(a_.model)) fail<InputError>("--model '{}': not found", a_.model);
+    if (!a_.model.empty() && !a_.arch.empty()) {
+      fail<InputError>("--arch {} chooses the family of the target the demo pretrains; --model "
+                       "'{}' brings its own", a_.arch, a_.model);
+    }
     for (const auto& c : a_.corpus) {
       if (!fs::is_regular_file(c)) fail<InputError>("--corpus '{}': not a readable file", c);
     }
@@ -238,18 +245,43 @@ class Demo {
   std::string target() {
     if (!a_.model.empty()) return a_.model;
     const fs::path dir = w_ / "model";
+    check_target_arch(dir);
     if (fs::exists(dir / "model.safetensors") && fs::exists(dir / "config.json")) {
       skipped("pretrain", dir.string() + " exists");
       return dir.string();
     }
-    std::vector<std::string> args = {"-o", dir.string(), "--preset", a_.preset, "--threads",
-                                     std::to_string(a_.threads), "--resume"};
+    std::vector<std::string> args = {"-o", dir.string(), "--preset", a_.preset, "--arch", arch(),
+                                     "--threads", std::to_string(a_.threads), "--resume"};
     if (a_.pretrain_steps > 0) {
       args.push_back("--steps");
       args.push_back(std::to_string(a_.pretrain_steps));
     }
     stage("pretrain", args, true);
     return dir.string();
+  }
+
+  std::string arch() const { return a_.arch.empty() ? "llama" : a_.arch; }
+
+  // The workdir's pretrained target (finished or not) must be of the family
+  // asked for: its stages after pretraining would otherwise reuse another
+  // target's shards, drafter and results.
+  void check_target_arch(const fs::path& dir) const {
+    std::string found;
+    if (fs::exists(dir / "config.json")) {
+      found = model::arch_name(model::read_model_config(dir.string()).arch);
+    } else if (fs::exists(dir / "pretrain" / "run.json")) {
+      const fs::path run_path = dir / "pretrain" / "run.json";
+      const json run = read_json(run_path);
+      const json traj = run.is_object() ? run.value("trajectory", json()) : json();
+      if (traj.is_object() && traj.contains("config")) {
+        found = model::arch_name(
+            model::parse_hf_config(traj["config"], nullptr, run_path.string() + " config").arch);
+      }
+    }
+    if (!found.empty() && found != arch()) {
+      fail<InputError>("the workdir '{}' holds a {} target; the demo was asked for --arch {}: "
+                       "choose another --workdir", w_.string(), found, arch());
+    }
   }
 
   std::string prompts_file() {
@@ -366,6 +398,12 @@ void add_demo(CLI::App& root) {
                                            "24 English openers written for the demo)");
   cmd->add_option("--preset", a->preset,
                   "Pretraining preset of the target (see `mtpspec pretrain --help`)");
+  cmd->add_option("--arch", a->arch,
+                  "Family of the pretrained target: llama (default) or gemma4 (per-layer "
+                  "embeddings, K/V sharing, sliding and full layers; see `mtpspec pretrain "
+                  "--help`)")
+      ->check(CLI::IsMember(std::vector<std::string>(model::kPretrainArchs.begin(),
+                                                     model::kPretrainArchs.end())));
   cmd->add_option("--pretrain-steps", a->pretrain_steps, "Pretraining steps (0 = the preset's)")
       ->check(cli::NonNegative);
   cmd->add_option("--distill-prompts", a->distill_prompts,

@@ -1,5 +1,5 @@
-// `mtpspec pretrain`: a small Llama target from scratch, as a Hugging Face
-// directory the engine loads like any other checkpoint.
+// `mtpspec pretrain`: a small Llama or Gemma 4 target from scratch, as a
+// Hugging Face directory the engine loads like any other checkpoint.
 //
 // This half (main binary: tokenizers, libsentencepiece) prepares the data:
 //   1. the tokenizer in MODEL_DIR: a SentencePiece BPE model trained on the
@@ -239,7 +239,7 @@ void add_pretrain(CLI::App& root) {
   }
   CLI::App* cmd = root.add_subcommand(
       "pretrain",
-      "Train a small Llama model from scratch (libtorch) and write a Hugging Face "
+      "Train a small Llama or Gemma 4 model from scratch (libtorch) and write a Hugging Face "
       "folder (config.json, model.safetensors, tokenizer.model) that every other "
       "command loads with -m");
   cmd->add_option("--corpus", a->corpus,
@@ -252,6 +252,12 @@ void add_pretrain(CLI::App& root) {
                   "checkpoint, metrics.jsonl)")
       ->required()
       ->check(cli::OutputDir);
+  cmd->add_option("--arch", a->o.arch,
+                  "Architecture: llama (LlamaForCausalLM) or gemma4 (Gemma4ForCausalLM: the "
+                  "preset's sizes with per-layer embeddings, K/V sharing, sliding and full "
+                  "layers, at least 4 layers)")
+      ->check(CLI::IsMember(std::vector<std::string>(model::kPretrainArchs.begin(),
+                                                     model::kPretrainArchs.end())));
   cmd->add_option("--preset", a->o.preset, "Model size:" + presets);
   cmd->add_option("--tokenizer", a->tokenizer,
                   "'train' (a SentencePiece BPE tokenizer trained on the corpus) or PATH: a "

@@ -22,6 +22,7 @@ namespace mtp::cli {
 // {library setting, flag}.
 inline constexpr std::pair<const char*, const char*> kSettingFlags[] = {
     {"threads", "--threads"},
+    {"arch", "--arch"},
     {"ctx", "--ctx"},
     {"verify_kernels", "--verify-kernels"},
     {"tokenizer", "--tokenizer"},

@@ -15,6 +15,7 @@
 #include "core/setting.h"
 #include "core/ggml_type.h"
 #include "kernels/quant_blocks.h"
+#include "model/family.h"
 #include "model/fingerprint.h"
 #include "model/layer_io.h"
 
@@ -186,8 +187,11 @@ model::ModelConfig module_block_config(const model::ModelConfig& target, const D
   model::ModelConfig c = target;
   c.n_layers = 1;
   c.sliding_window = d.window;
+  if (model::family(target.arch).global_layer_shapes && d.window == 0) {
+    c.sliding_window = target.sliding_window;
+  }
   c.layers.clear();
-  c.set_uniform_layers({uint8_t(d.window > 0 ? 1 : 0)});
+  c.set_uniform_layers({uint8_t(c.sliding_window > 0 ? 1 : 0)});
   c.ple_dim = 0;  // a module's layer takes no per-layer embedding input
   return c;
 }
@@ -515,8 +519,11 @@ std::map<std::string, std::vector<float>> random_drafter_tensors(const model::Mo
     std::vector<float> v(n);
     const bool is_norm = name.find("norm") != std::string::npos;
     const bool is_bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    const bool is_scalar = name.size() > 12 && name.compare(name.size() - 12, 12, "layer_scalar") == 0;
     if (is_norm) {
       std::fill(v.begin(), v.end(), target.norm_one_plus ? 0.f : 1.f);
+    } else if (is_scalar) {
+      std::fill(v.begin(), v.end(), 1.f);  // Gemma 4's layer scalar: the identity
     } else if (!is_bias) {
       float sd = 1.0f / std::sqrt(float(shape.back()));
       for (auto& x : v) x = sd * normal(rng);

@@ -58,8 +58,12 @@ inline constexpr const char* kDraftVocabTensor = "draft_vocab";
 // FormatError naming `what` unless ids are sorted, unique and in [0, vocab).
 void check_draft_vocab(const std::vector<int32_t>& ids, int vocab, const std::string& what);
 
-// The block shape of a module: one layer of the target's family; sliding when
-// the drafter has a window.
+// The block shape of a module: one layer of the target's family, with its own
+// K/V and no per-layer embedding input; sliding when the drafter has a window.
+// On a target whose full layers have shapes and RoPE of their own (the family
+// row's global_layer_shapes: Gemma 4) it is always the sliding kind — head
+// width, kv heads, single-width MLP, the sliding layers' RoPE — windowed by
+// the drafter's window, or by the target's when that is 0.
 model::ModelConfig module_block_config(const model::ModelConfig& target, const DrafterConfig& d);
 
 struct MtpModule {
@@ -177,7 +181,8 @@ void write_drafter(const std::string& path, const model::ModelConfig& target,
                    bool vectors_f32 = false);
 
 // Random initial weights (init-drafter, tests): normal(0, 1/sqrt(fan_in)) for
-// matrices, norms at their identity (1, or 0 for Gemma-style 1 + w), biases 0.
+// matrices, norms at their identity (1, or 0 for Gemma-style 1 + w), layer
+// scalars 1, biases 0.
 std::map<std::string, std::vector<float>> random_drafter_tensors(const model::ModelConfig& target,
                                                                  const DrafterConfig& d,
                                                                  uint64_t seed);

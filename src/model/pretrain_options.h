@@ -4,6 +4,7 @@
 // below the fork of the two executables (model layer), so neither includes the
 // other's code.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -47,8 +48,13 @@ inline const PretrainPreset& pretrain_preset(const std::string& name) {
   fail<InputError>("unknown preset '{}' (known: {})", name, names);
 }
 
+// The families pretraining builds (train/torch_target.h): "llama" (untied
+// LlamaForCausalLM) and "gemma4" (Gemma4ForCausalLM, train/gemma4_torch.h).
+inline constexpr std::array<const char*, 2> kPretrainArchs = {"llama", "gemma4"};
+
 struct PretrainOptions {
   std::string model_dir;  // holds pretrain/tokens.safetensors; receives the model
+  std::string arch = "llama";  // one of kPretrainArchs
   std::string preset = "tiny";
   long steps = 0;              // 0 = the preset's
   int seq_len = 0, batch = 0;  // 0 = the preset's
@@ -68,10 +74,10 @@ struct PretrainOptions {
   std::string command_line;
 };
 // As JSON: how `mtpspec pretrain` hands the options to mtpspec-train.
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PretrainOptions, model_dir, preset, steps, seq_len,
-                                                batch, lr, min_lr_ratio, weight_decay, clip, beta1,
-                                                beta2, adam_eps, warmup, threads, device, seed,
-                                                resume, eval_every, save_every, eval_windows,
-                                                stop_after, progress, command_line)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PretrainOptions, model_dir, arch, preset, steps,
+                                                seq_len, batch, lr, min_lr_ratio, weight_decay,
+                                                clip, beta1, beta2, adam_eps, warmup, threads,
+                                                device, seed, resume, eval_every, save_every,
+                                                eval_windows, stop_after, progress, command_line)
 
 }  // namespace mtp::model

@@ -1,8 +1,5 @@
 #include "train/llama_torch.h"
 
-#include <cmath>
-#include <random>
-
 #include "core/error.h"
 #include "model/layer_io.h"
 
@@ -10,11 +7,6 @@ namespace mtp::train {
 
 namespace {
 std::string layer_prefix(int i) { return "model.layers." + std::to_string(i) + "."; }
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 }  // namespace
 
 model::TensorShapes llama_tensor_shapes(const model::ModelConfig& c) {
@@ -38,22 +30,7 @@ TorchLlama::TorchLlama(const model::ModelConfig& c, torch::Device dev)
 }
 
 std::vector<float> TorchLlama::init_params(uint64_t seed) const {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  const float sd = 0.02f, sd_residual = 0.02f / std::sqrt(2.0f * float(c_.n_layers));
-  std::vector<float> flat(size_t(layout_.total));
-  for (const auto& e : layout_.entries) {
-    float* p = flat.data() + e.offset;
-    if (ends_with(e.name, "norm.weight")) {
-      std::fill(p, p + e.numel, 1.0f);
-      continue;
-    }
-    const bool residual =
-        ends_with(e.name, "o_proj.weight") || ends_with(e.name, "down_proj.weight");
-    const float s = residual ? sd_residual : sd;
-    for (int64_t i = 0; i < e.numel; ++i) p[i] = s * normal(rng);
-  }
-  return flat;
+  return init_flat_params(layout_, c_.n_layers, seed, {"o_proj.weight", "down_proj.weight"});
 }
 
 torch::Tensor TorchLlama::param(const std::vector<torch::Tensor>& p,

@@ -18,7 +18,7 @@
 
 #include "model/block.h"
 #include "model/config.h"
-#include "train/torch_mtp.h"
+#include "train/torch_target.h"
 
 namespace mtp::train {
 
@@ -26,29 +26,21 @@ namespace mtp::train {
 // embedding, the layers (model/layer_io.h), the final norm, the lm_head (untied).
 model::TensorShapes llama_tensor_shapes(const model::ModelConfig& c);
 
-class TorchLlama {
+class TorchLlama final : public TorchTarget {
  public:
   // c: an untied Llama config (ConfigError otherwise).
   TorchLlama(const model::ModelConfig& c, torch::Device dev);
 
-  const model::ModelConfig& config() const { return c_; }
-  const FlatLayout& layout() const { return layout_; }
-  torch::Device device() const { return dev_; }
+  const model::ModelConfig& config() const override { return c_; }
+  const FlatLayout& layout() const override { return layout_; }
+  torch::Device device() const override { return dev_; }
 
-  // Initial weights as one flat vector (host): matrices and the embedding
-  // N(0, 0.02), the residual projections (o_proj, down_proj) N(0, 0.02/√(2L))
-  // (GPT-2), norms 1. A pure function of the seed (std::mt19937_64).
-  std::vector<float> init_params(uint64_t seed) const;
+  // init_flat_params (train/torch_target.h): the residual projections are
+  // o_proj and down_proj.
+  std::vector<float> init_params(uint64_t seed) const override;
 
-  // A flat tensor on the device from host values (size checked).
-  torch::Tensor to_flat(const std::vector<float>& values) const {
-    return layout_.to_flat(values, dev_);
-  }
-
-  // tokens: [B, R] int64 on the device, positions 0..R-1 -> logits [B, R, V].
-  // params: layout().views() of a flat parameter vector.
   torch::Tensor forward(const std::vector<torch::Tensor>& params,
-                        const torch::Tensor& tokens) const;
+                        const torch::Tensor& tokens) const override;
 
  private:
   torch::Tensor param(const std::vector<torch::Tensor>& p, const std::string& name) const;

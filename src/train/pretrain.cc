@@ -18,7 +18,8 @@
 #include "model/hf_config.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
-#include "train/llama_torch.h"
+#include "train/gemma4_torch.h"
+#include "train/torch_target.h"
 #include "train/step.h"
 
 namespace mtp::train {
@@ -70,7 +71,7 @@ torch::Tensor windows(const io::TokenStream& s, const std::vector<int64_t>& offs
 }
 
 // Mean next-token cross-entropy of the windows' tokens [B, R + 1].
-torch::Tensor window_loss(const TorchLlama& m, const std::vector<torch::Tensor>& P,
+torch::Tensor window_loss(const TorchTarget& m, const std::vector<torch::Tensor>& P,
                           const torch::Tensor& w) {
   const int64_t R = w.size(1) - 1;
   torch::Tensor logits = m.forward(P, w.narrow(1, 0, R));
@@ -79,7 +80,7 @@ torch::Tensor window_loss(const TorchLlama& m, const std::vector<torch::Tensor>&
 }
 
 // Held-out loss over non-overlapping windows (each target predicted once).
-double evaluate_heldout(const TorchLlama& m, const torch::Tensor& flat, const io::TokenStream& s,
+double evaluate_heldout(const TorchTarget& m, const torch::Tensor& flat, const io::TokenStream& s,
                         int seq_len, int batch, int max_windows) {
   torch::NoGradGuard ng;
   const int64_t M = int64_t(s.tokens.size());
@@ -101,7 +102,7 @@ model::ModelConfig parse_config(const json& j, const std::string& where) {
   return model::parse_hf_config(j, nullptr, where);
 }
 
-void write_model(const std::string& dir, const TorchLlama& m, const json& config,
+void write_model(const std::string& dir, const TorchTarget& m, const json& config,
                  const std::vector<float>& flat, const json& summary) {
   auto tensors = m.layout().unflatten(flat.data(), int64_t(flat.size()));
   std::vector<io::TensorView> views;
@@ -133,6 +134,10 @@ PretrainReport run_pretrain(const PretrainOptions& o) {
     fail_setting<InputError>("seq_len", "a sequence length of {} is too short (at least 2)",
                              seq_len);
   }
+  if (std::find(model::kPretrainArchs.begin(), model::kPretrainArchs.end(), o.arch) ==
+      model::kPretrainArchs.end()) {
+    fail_setting<InputError>("arch", "pretraining builds llama or gemma4 models, not '{}'", o.arch);
+  }
   if (!(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1))
     fail<InputError>("min lr ratio must be in [0, 1]");
   const int threads = resolve_threads(o.threads);
@@ -157,10 +162,13 @@ PretrainReport run_pretrain(const PretrainOptions& o) {
     fail_setting<InputError>("seq_len", "the training split has {} tokens, fewer than one window "
                              "of the sequence length {} + 1", data.train.tokens.size(), seq_len);
   }
-  const json config = llama_config_json(pre, info["vocab"].get<int>(), info.value("bos_id", -1),
-                                        info.value("eos_id", -1), seq_len);
+  const int vocab = info["vocab"].get<int>(), bos = info.value("bos_id", -1),
+            eos = info.value("eos_id", -1);
+  const json config = o.arch == "gemma4" ? gemma4_pretrain_config(pre, vocab, bos, eos, seq_len)
+                                         : llama_config_json(pre, vocab, bos, eos, seq_len);
   const model::ModelConfig cfg = parse_config(config, "the pretraining config");
-  TorchLlama m(cfg, dev);
+  const std::unique_ptr<TorchTarget> model = make_torch_target(cfg, dev);
+  const TorchTarget& m = *model;
   const int64_t V = cfg.vocab;
 
   // Everything that fixes the trajectory: must match on resume.
@@ -326,7 +334,9 @@ std::vector<float> torch_logits(const std::string& model_dir, const std::vector<
   torch::NoGradGuard ng;
   const std::string cfg_path = (fs::path(model_dir) / "config.json").string();
   const json config = parse_json(read_file(cfg_path), "'" + cfg_path + "'");
-  TorchLlama m(parse_config(config, cfg_path), torch::kCPU);
+  const std::unique_ptr<TorchTarget> model = make_torch_target(parse_config(config, cfg_path),
+                                                                torch::kCPU);
+  const TorchTarget& m = *model;
   io::SafetensorsFile f((fs::path(model_dir) / "model.safetensors").string());
   std::vector<float> flat(size_t(m.layout().total));
   for (const auto& e : m.layout().entries) {

@@ -1,9 +1,11 @@
-// `mtpspec pretrain`, the libtorch half: trains a Llama-architecture target from
-// scratch on the token streams the main binary prepared
-// (MODEL_DIR/pretrain/tokens.safetensors, io/pretrain_data.h) and writes a
-// Hugging Face directory the engine loads like any other checkpoint:
-// config.json (LlamaForCausalLM) and model.safetensors (F32, HF names), beside
-// the tokenizer the main binary put there. Plain C++ interface (no torch types).
+// `mtpspec pretrain`, the libtorch half: trains a Llama or Gemma 4 target
+// (PretrainOptions::arch; train/torch_target.h) from scratch on the token
+// streams the main binary prepared (MODEL_DIR/pretrain/tokens.safetensors,
+// io/pretrain_data.h) and writes a Hugging Face directory the engine loads
+// like any other checkpoint: config.json (LlamaForCausalLM, or
+// Gemma4ForCausalLM: train/gemma4_torch.h) and model.safetensors (F32, HF
+// names), beside the tokenizer the main binary put there. Plain C++ interface
+// (no torch types).
 //
 // Training: fp32, next-token cross-entropy over windows of seq_len + 1 tokens
 // of the training stream. Window b of step s starts at the first token (BOS) of

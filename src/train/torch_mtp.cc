@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/setting.h"
@@ -16,10 +17,13 @@ namespace mtp::train {
 namespace {
 std::string prefix(int k) { return "mtp." + std::to_string(k) + "."; }
 
+// Matrices and embeddings; not norms, biases or Gemma 4's layer scalar.
 bool is_decayed(const std::string& name) {
-  const bool norm = name.find("norm") != std::string::npos;
-  const bool bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
-  return !norm && !bias;
+  auto ends = [&](const char* s) {
+    const size_t n = std::char_traits<char>::length(s);
+    return name.size() >= n && name.compare(name.size() - n, n, s) == 0;
+  };
+  return name.find("norm") == std::string::npos && !ends(".bias") && !ends("layer_scalar");
 }
 }  // namespace
 
@@ -143,7 +147,7 @@ namespace {
 // x: [B, R, heads, hd]; rotate-half (HF) or interleaved pairs (llama2.c).
 torch::Tensor apply_rope(const model::ModelConfig& c, const torch::Tensor& x, const RopeTables& r) {
   const auto& [cos, sin] = r;
-  const int64_t half = c.head_dim / 2;
+  const int64_t half = x.size(-1) / 2;
   if (c.rope_interleaved) {  // pairs (x[2i], x[2i+1])
     auto xp = x.unflatten(-1, {half, 2});
     auto x0 = xp.select(-1, 0), x1 = xp.select(-1, 1);
@@ -253,9 +257,11 @@ torch::Tensor TorchMtp::block(int k, const P& flat, torch::Tensor x) const {
 
 torch::Tensor decoder_layer(const model::ModelConfig& c,
                             const std::function<torch::Tensor(const std::string&)>& W,
-                            torch::Tensor x, const RopeTables& rope, const torch::Tensor& mask) {
-  const int64_t B = x.size(0), R = x.size(1), H = c.n_heads, KV = c.n_kv_heads,
-                hd = c.head_dim;
+                            torch::Tensor x, const RopeTables& rope, const torch::Tensor& mask,
+                            const LayerContext& lc) {
+  const model::LayerKind kind = c.layer_kind(lc.layer);
+  const int64_t B = x.size(0), R = x.size(1), H = c.n_heads, KV = kind.n_kv_heads,
+                hd = kind.head_dim;
   const float eps = c.norm_eps;
   auto N = [&](const std::string& n) {  // Gemma: 1 + w in fp32, as load_norm
     torch::Tensor w = W(n);
@@ -270,20 +276,30 @@ torch::Tensor decoder_layer(const model::ModelConfig& c,
     bv = W("self_attn.v_proj.bias");
   }
   auto q = at::linear(xn, W("self_attn.q_proj.weight"), bq).view({B, R, H, hd});
-  auto kk = at::linear(xn, W("self_attn.k_proj.weight"), bk).view({B, R, KV, hd});
-  auto v = at::linear(xn, W("self_attn.v_proj.weight"), bv).view({B, R, KV, hd});
-  if (c.qk_norm) {
-    q = rmsnorm(q, N("self_attn.q_norm.weight"), eps);
-    kk = rmsnorm(kk, N("self_attn.k_norm.weight"), eps);
+  if (c.qk_norm) q = rmsnorm(q, N("self_attn.q_norm.weight"), eps);
+  q = apply_rope(c, q, rope).permute({0, 2, 1, 3});  // [B, H, R, hd]
+  torch::Tensor kk, v;
+  if (kind.owns_kv()) {
+    kk = at::linear(xn, W("self_attn.k_proj.weight"), bk).view({B, R, KV, hd});
+    // V: its own projection, or (K = V) K's projection before K's norm and RoPE.
+    v = kind.k_eq_v ? kk : at::linear(xn, W("self_attn.v_proj.weight"), bv).view({B, R, KV, hd});
+    if (c.qk_norm) kk = rmsnorm(kk, N("self_attn.k_norm.weight"), eps);
+    if (c.v_norm) v = v * torch::rsqrt(v.pow(2).mean(-1, /*keepdim=*/true) + eps);
+    kk = apply_rope(c, kk, rope).permute({0, 2, 1, 3});  // [B, KV, R, hd]
+    v = v.permute({0, 2, 1, 3});
+    if (lc.shared_kv) (*lc.shared_kv)[lc.layer] = {kk, v};
+  } else {
+    MTP_CHECK(lc.shared_kv && lc.shared_kv->count(kind.kv_source),
+              "layer {} reads the K/V of layer {}, which this call did not compute", lc.layer,
+              kind.kv_source);
+    std::tie(kk, v) = lc.shared_kv->at(kind.kv_source);
   }
-  q = apply_rope(c, q, rope).permute({0, 2, 1, 3});    // [B, H, R, hd]
-  kk = apply_rope(c, kk, rope).permute({0, 2, 1, 3});  // [B, KV, R, hd]
-  v = v.permute({0, 2, 1, 3});
   if (H != KV) {  // GQA: query head h uses KV head h / (H / KV)
     kk = kk.repeat_interleave(H / KV, 1);
     v = v.repeat_interleave(H / KV, 1);
   }
-  auto scores = torch::matmul(q, kk.transpose(-1, -2)) * c.score_scale();  // [B, H, R, R]
+  const float scale = c.query_scale > 0.f ? c.query_scale : 1.0f / std::sqrt(float(hd));
+  auto scores = torch::matmul(q, kk.transpose(-1, -2)) * scale;  // [B, H, R, R]
   if (c.attn_softcap > 0) scores = torch::tanh(scores / c.attn_softcap) * c.attn_softcap;
   scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
   auto att = torch::matmul(torch::softmax(scores, -1), v);  // [B, H, R, hd]
@@ -305,7 +321,17 @@ torch::Tensor decoder_layer(const model::ModelConfig& c,
   if (c.sandwich_norms) {
     dn = rmsnorm(dn, N("post_feedforward_layernorm.weight"), eps);
   }
-  return x + dn;
+  x = x + dn;
+  // --- per-layer embeddings (Gemma 4): x += norm(proj(gelu(gate(x)) · ple)) ---
+  if (c.ple_dim > 0) {
+    MTP_CHECK(lc.ple.defined(), "layer {} of a model with per-layer embeddings got no input",
+              lc.layer);
+    auto p = torch::gelu(at::linear(x, W("per_layer_input_gate.weight")), "tanh") * lc.ple;
+    x = x + rmsnorm(at::linear(p, W("per_layer_projection.weight")),
+                    N("post_per_layer_input_norm.weight"), eps);
+  }
+  if (c.layer_scalar) x = x * W("layer_scalar");
+  return x;
 }
 
 torch::Tensor TorchMtp::module_forward(int k, const P& flat, const torch::Tensor& h_in,

@@ -76,12 +76,25 @@ RopeTables rope_tables(const model::Rope& rope, bool local, int64_t R, int64_t h
 // t - j < W (block.cc: lo = t + 1 - W).
 torch::Tensor causal_mask(int64_t R, int window, torch::Device dev);
 
+// What a layer of a target with layer kinds (Gemma 4) takes beyond x: its
+// index (c.layer_kind(layer): head width, kv heads, K = V, the layer whose
+// K/V it reads), the K/V the owner layers computed in this call (an owner
+// stores its own, a reader attends with its owner's: [B, KV, R, hd] each,
+// after norm and RoPE) and, with per-layer embeddings, its input [B, R, ple_dim].
+struct LayerContext {
+  int layer = 0;
+  std::map<int, std::pair<torch::Tensor, torch::Tensor>>* shared_kv = nullptr;
+  torch::Tensor ple;
+};
+
 // One decoder layer of family c (model/block.cc) over x [B, R, d], with autograd.
 // weight(name): the layer's tensor by Hugging Face name ("self_attn.q_proj.weight");
-// norm weights as stored (Gemma's 1 + w is applied here, in fp32).
+// norm weights as stored (Gemma's 1 + w is applied here, in fp32). rope: the
+// tables of the layer's kind (its head width).
 torch::Tensor decoder_layer(const model::ModelConfig& c,
                             const std::function<torch::Tensor(const std::string&)>& weight,
-                            torch::Tensor x, const RopeTables& rope, const torch::Tensor& mask);
+                            torch::Tensor x, const RopeTables& rope, const torch::Tensor& mask,
+                            const LayerContext& lc = {});
 
 // A tensor's values on the host (fp32).
 std::vector<float> to_host(const torch::Tensor& t);

@@ -32,7 +32,7 @@ std::string make_target(const Case& c) {
     return path;
   }
   test::RandomSpec s = test::RandomSpec::for_arch(c.arch);
-  s.n_layers = c.arch == model::Arch::Gemma3 ? 6 : 2;
+  if (c.arch != model::Arch::Gemma3 && c.arch != model::Arch::Gemma4) s.n_layers = 2;
   s.seed = 11;
   return test::random_hf_checkpoint(std::string("parity_") + c.name, s);
 }
@@ -109,7 +109,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"qwen3", model::Arch::Qwen3, false, 16},
                       Case{"gemma2", model::Arch::Gemma2, false, 0},
                       Case{"gemma3", model::Arch::Gemma3, false, 12},
-                      Case{"gemma3_full", model::Arch::Gemma3, false, 0}),
+                      Case{"gemma3_full", model::Arch::Gemma3, false, 0},
+                      // Modules of a Gemma 4 target: its sliding layer (own
+                      // K/V, no per-layer input, single-width MLP), windowed
+                      // by the drafter's window or, at 0, by the target's (6).
+                      Case{"gemma4", model::Arch::Gemma4, false, 12},
+                      Case{"gemma4_target_window", model::Arch::Gemma4, false, 0}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // What `export --dtype bf16 --draft-vocab N` writes: modules stored (and so

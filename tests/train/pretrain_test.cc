@@ -14,6 +14,7 @@
 #include <fstream>
 #include <random>
 
+#include "checkpoint_util.h"
 #include "cli_util.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
@@ -87,11 +88,14 @@ std::vector<float> engine_logits(const model::Model& m, const std::vector<int32_
 // √n·u relative to the activations' scale; |logit_v| <= ‖W_v‖·‖x̂‖ with
 // ‖x̂‖ <= √d·max|g| (RMS-normalised, final-norm gain g). C = 64 of headroom
 // per stage group, (layers + 1) groups.
+// A tied head is the embedding table; a Gemma 4 layer's longest reduction
+// may be its own head width or MLP, and its per-layer-embedding stage adds a
+// group.
 double logit_tolerance(const std::string& dir) {
   model::LoadedModel lm = model::load_model(dir, {});
   const model::ModelConfig& c = lm.config;
   io::SafetensorsFile f(dir + "/model.safetensors");
-  const auto& head = f.get("lm_head.weight");
+  const auto& head = f.get(c.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
   const auto& gain = f.get("model.norm.weight");
   const float* w = static_cast<const float*>(head.data);
   double max_row = 0, max_g = 0;
@@ -103,10 +107,15 @@ double logit_tolerance(const std::string& dir) {
   for (int i = 0; i < c.d_model; ++i) {
     max_g = std::max(max_g, std::fabs(double(static_cast<const float*>(gain.data)[i])));
   }
-  const double n = std::max(
-      {2.0 * c.d_model, double(c.n_heads) * c.head_dim, double(c.ffn), double(c.max_position)});
+  double n = std::max({2.0 * c.d_model, double(c.max_position),
+                       double(c.n_layers) * c.ple_dim});
+  for (int l = 0; l < c.n_layers; ++l) {
+    const model::LayerKind k = c.layer_kind(l);
+    n = std::max({n, double(c.n_heads) * k.head_dim, double(k.ffn)});
+  }
   const double ref = std::sqrt(double(c.d_model)) * max_g * max_row;
-  return 64.0 * (c.n_layers + 1) * std::ldexp(1.0, -24) * std::sqrt(n) * ref;
+  const int groups = c.n_layers + 1 + (c.ple_dim > 0 ? 1 : 0);
+  return 64.0 * groups * std::ldexp(1.0, -24) * std::sqrt(n) * ref;
 }
 
 struct Compared {
@@ -213,6 +222,75 @@ TEST(Pretrain, EngineLogitsMatchLibtorch) {
   const Compared wrong = compare(bad, ref, tokens, tol);
   std::printf("interleaved q/k rows: max|dlogit| %.3g\n", wrong.max_diff);
   EXPECT_GT(wrong.max_diff, 10 * tol);
+}
+
+// config.json of `dir` changed by `patch`, beside the same weights, in a new folder.
+std::string patched_copy(const std::string& dir, const std::string& tag,
+                         const nlohmann::json& patch) {
+  const std::string out = test::temp_dir(tag) + "/model";
+  fs::create_directories(out);
+  fs::copy_file(dir + "/model.safetensors", out + "/model.safetensors");
+  nlohmann::json cfg = nlohmann::json::parse(read_file(dir + "/config.json"));
+  cfg.merge_patch(patch);
+  std::ofstream(out + "/config.json") << cfg.dump(2);
+  return out;
+}
+
+// The tiny Gemma 4 of the micro preset: 4 layers (full, sliding, sliding,
+// full), the last two reading the K/V of layers 1 (sliding) and 0 (full)
+// with double-wide MLPs, per-layer embeddings, a window of 8 under 32-token
+// windows. libtorch and the engine compute the same function on what
+// pretraining wrote.
+TEST(Pretrain, Gemma4EngineLogitsMatchLibtorch) {
+  const std::string dir = synthetic_model_dir("pretrain_gemma4");
+  PretrainOptions o = quick(dir);
+  o.arch = "gemma4";
+  o.steps = 80;
+  PretrainReport r = run_pretrain(o);
+  ASSERT_TRUE(r.model_written);
+  EXPECT_LT(r.train_loss, std::log(double(kPreVocab)) - 1.0) << "training did not learn";
+
+  model::LoadedModel lm = model::load_model(dir, {});
+  const model::ModelConfig& c = lm.config;
+  ASSERT_EQ(c.arch, model::Arch::Gemma4);
+  ASSERT_EQ(c.n_layers, 4);
+  EXPECT_TRUE(c.tie_embeddings);
+  EXPECT_EQ(c.ple_dim, 8);
+  EXPECT_EQ(c.sliding_window, 8);
+  EXPECT_EQ(test::sliding_of(c), (std::vector<uint8_t>{0, 1, 1, 0}));
+  EXPECT_EQ(c.layer_kind(2).kv_source, 1);
+  EXPECT_EQ(c.layer_kind(3).kv_source, 0);
+  EXPECT_EQ(c.layer_kind(0).head_dim, 2 * c.layer_kind(1).head_dim);
+  EXPECT_EQ(c.layer_kind(2).ffn, 2 * c.layer_kind(1).ffn);
+
+  std::vector<int32_t> tokens = {1, 17, 100};
+  while (tokens.size() < 32) {
+    tokens.push_back(tokens.size() % 9 == 0 ? 200
+                                            : next_token(tokens.back(), tokens[tokens.size() - 2]));
+  }
+  const std::vector<float> ref = torch_logits(dir, tokens);
+  const double tol = logit_tolerance(dir);
+  const Compared ok = compare(dir, ref, tokens, tol);
+  std::printf("gemma4 engine vs libtorch: max|dlogit| %.3g, tolerance %.3g, %ld decided\n",
+              ok.max_diff, tol, ok.decided);
+  EXPECT_LE(ok.max_diff, tol);
+  EXPECT_GT(ok.decided, 24);
+  EXPECT_EQ(ok.agreed, ok.decided);
+  double spread = 0;
+  for (float x : ref) spread = std::max(spread, std::fabs(double(x)));
+  EXPECT_LT(tol, 1e-3 * spread);
+
+  // The check can tell: a window twice as wide (the prompt is longer than
+  // both), or proportional RoPE rotating every pair, is far outside it.
+  for (const auto& [tag, patch] :
+       std::vector<std::pair<std::string, nlohmann::json>>{
+           {"window", {{"sliding_window", 16}}},
+           {"rope", {{"rope_parameters", {{"full_attention", {{"partial_rotary_factor", 1.0}}}}}}}}) {
+    const Compared wrong = compare(patched_copy(dir, "pretrain_gemma4_" + tag, patch), ref,
+                                   tokens, tol);
+    std::printf("%s changed: max|dlogit| %.3g\n", tag.c_str(), wrong.max_diff);
+    EXPECT_GT(wrong.max_diff, 10 * tol) << tag;
+  }
 }
 
 std::vector<std::string> metric_lines(const std::string& dir) {

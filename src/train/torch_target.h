@@ -1,0 +1,54 @@
+// A pretrainable target in libtorch: what `mtpspec pretrain` trains and the
+// reference tests compare the engine with. One class per family
+// (train/llama_torch.h, train/gemma4_torch.h), each computing exactly the
+// engine's function (model/forward.cc + model/block.cc) with the layer code
+// the MTP modules are trained with (train/torch_mtp.h decoder_layer).
+// Parameters live in one flat fp32 vector (FlatLayout: the Hugging Face tensor
+// names and shapes load_hf expects, sorted by name).
+// Internal to the train layer (torch types).
+#pragma once
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "train/torch_mtp.h"
+
+namespace mtp::train {
+
+class TorchTarget {
+ public:
+  virtual ~TorchTarget() = default;
+
+  virtual const model::ModelConfig& config() const = 0;
+  virtual const FlatLayout& layout() const = 0;
+  virtual torch::Device device() const = 0;
+
+  // Initial weights as one flat vector (host); a pure function of the seed.
+  virtual std::vector<float> init_params(uint64_t seed) const = 0;
+
+  // tokens: [B, R] int64 on the device, positions 0..R-1 -> logits [B, R, V].
+  // params: layout().views() of a flat parameter vector.
+  virtual torch::Tensor forward(const std::vector<torch::Tensor>& params,
+                                const torch::Tensor& tokens) const = 0;
+
+  // A flat tensor on the device from host values (size checked).
+  torch::Tensor to_flat(const std::vector<float>& values) const {
+    return layout().to_flat(values, device());
+  }
+};
+
+// Initial weights of a target's flat layout (GPT-2): matrices and embeddings
+// N(0, 0.02), the residual projections (names ending in one of `residual`)
+// N(0, 0.02/√(2·layers)), norm weights and layer scalars 1. A pure function
+// of the seed (std::mt19937_64, in layout order).
+std::vector<float> init_flat_params(const FlatLayout& layout, int n_layers, uint64_t seed,
+                                    const std::vector<std::string>& residual);
+
+// The libtorch twin of a config `mtpspec pretrain` writes: Llama or Gemma 4
+// (ConfigError for another family).
+std::unique_ptr<TorchTarget> make_torch_target(const model::ModelConfig& c, torch::Device dev);
+
+}  // namespace mtp::train
