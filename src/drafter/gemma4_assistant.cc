@@ -186,12 +186,7 @@ AssistantConfig parse_assistant_config(const json& config, const model::ModelCon
   return a;
 }
 
-namespace {
-
-// Every tensor the config implies, with its shape (Gemma4AssistantForCausalLM's
-// state dict: the text model under "model.", the projections and the
-// centroid head beside it).
-model::TensorShapes assistant_tensors(const AssistantConfig& a) {
+model::TensorShapes assistant_tensor_shapes(const AssistantConfig& a) {
   const model::ModelConfig& b = a.block;
   const int64_t h = b.d_model, V = b.vocab, B = a.backbone;
   model::TensorShapes t;
@@ -208,6 +203,8 @@ model::TensorShapes assistant_tensors(const AssistantConfig& a) {
   if (a.ordered) t.push_back({"masked_embedding.centroids.weight", {a.centroids, h}});
   return t;
 }
+
+namespace {
 
 constexpr const char* kOrdering = "masked_embedding.token_ordering";
 
@@ -288,7 +285,7 @@ Gemma4Assistant Gemma4Assistant::load(const std::string& dir, const model::Model
                                   cfg_path);
   const AssistantConfig& c = a.cfg_;
   const io::TensorSet ts = io::TensorSet::open_dir(dir);
-  const model::TensorShapes expected = assistant_tensors(c);
+  const model::TensorShapes expected = assistant_tensor_shapes(c);
   model::check_tensor_shapes(ts, expected, "the assistant's config.json");
   for (const std::string& name : ts.names()) {
     const bool known = name == kOrdering ? c.ordered

@@ -20,6 +20,7 @@
 
 #include "kernels/matmul.h"
 #include "model/config.h"
+#include "model/layer_io.h"
 #include "model/weights.h"
 
 namespace mtp::drafter {
@@ -68,6 +69,12 @@ bool is_assistant(const std::string& path);
 // have (per-layer embeddings, MoE, double-wide MLPs, layers that own K/V).
 AssistantConfig parse_assistant_config(const nlohmann::json& config,
                                        const model::ModelConfig& target, const std::string& where);
+
+// Every float tensor the config implies, with its shape, by its Hugging Face
+// name (Gemma4AssistantForCausalLM's state dict: the text model under
+// "model.", the projections and the centroid head beside it; not the
+// integer masked_embedding.token_ordering).
+model::TensorShapes assistant_tensor_shapes(const AssistantConfig& a);
 
 struct AssistantWeights {
   kernels::PackedMatrix pre_proj;          // [hidden, 2 · backbone]
