@@ -12,12 +12,15 @@
 #include <random>
 
 #include "assistant_util.h"
+#include "core/error.h"
 #include "drafter/assistant_runner.h"
 #include "drafter/gemma4_assistant.h"
 #include "model/loader.h"
 #include "model_util.h"
 #include "test_util.h"
+#include "io/pretrain_data.h"
 #include "train/assistant_torch.h"
+#include "train/assistant_train.h"
 
 namespace mtp::train {
 namespace {
@@ -141,6 +144,36 @@ TEST(TorchAssistant, TrainedExportReloadsAndDraftsAsTheTrainer) {
   EXPECT_LE(worst, 1.0);
   std::printf("  losses %.4f -> %.4f; exported: max |torch - engine| / tol = %.3g\n",
               losses.front(), losses.back(), worst);
+}
+
+// train-assistant's loop: online against the engine's target, from an
+// initial directory, its loss falls and its output loads in the engine.
+TEST(TorchAssistant, TrainAssistantFineTunesAgainstTheEngineTarget) {
+  const Fixture f;
+  io::PretrainData d;
+  std::mt19937 rng(9);
+  d.train.add_document(test::random_tokens(rng, 40, f.t.vocab), -1, -1);
+  d.info = {{"vocab", f.t.vocab}, {"bos_id", -1}, {"eos_id", -1}};
+  AssistantTrainOptions o;
+  o.target = test::random_hf_checkpoint("g4a-torch-t", f.t);
+  o.init_from = f.adir;
+  o.tokens = test::temp_dir("g4a-train-tok") + "/tokens.safetensors";
+  io::write_pretrain_data(o.tokens, d);
+  o.out = test::temp_dir("g4a-train-out") + "/assistant";
+  o.steps = 16;
+  o.seq_len = 12;
+  o.lr = 1e-2;
+  const AssistantTrainResult r = train_assistant(o);
+  ASSERT_EQ(r.losses.size(), 16u);
+  const double first = (r.losses[0] + r.losses[1] + r.losses[2]) / 3;
+  const double last = (r.losses[13] + r.losses[14] + r.losses[15]) / 3;
+  EXPECT_LT(last, first);
+  const drafter::Gemma4Assistant back = drafter::Gemma4Assistant::load(o.out, f.m.config());
+  EXPECT_EQ(back.parameters(), f.g.parameters());
+  std::printf("  train-assistant: loss %.3f -> %.3f\n", first, last);
+  AssistantTrainOptions bad = o;
+  bad.seq_len = 2;
+  EXPECT_THROW(train_assistant(bad), InputError);
 }
 
 }  // namespace
