@@ -17,6 +17,9 @@
 #include "drafter/gemma4_assistant.h"
 #include "model/loader.h"
 #include "model_util.h"
+#include "python_util.h"
+#include "venv_util.h"
+#include "core/mapped_file.h"
 #include "test_util.h"
 #include "io/pretrain_data.h"
 #include "train/assistant_torch.h"
@@ -174,6 +177,58 @@ TEST(TorchAssistant, TrainAssistantFineTunesAgainstTheEngineTarget) {
   AssistantTrainOptions bad = o;
   bad.seq_len = 2;
   EXPECT_THROW(train_assistant(bad), InputError);
+}
+
+// transformers (PyPI, CPU; label `reference`) loads an exported directory
+// (the initial weights moved off by N(0, 0.01): not the checkpoint writer's
+// bits) as it loads Google's and drafts, on the same random target, what
+// the engine drafts from it: every score within 2× the fp32 tolerance, the
+// chosen tokens equal wherever the top two are apart.
+TEST(TransformersAssistantExport, TrainedExportDraftsAsTransformers) {
+  std::string why;
+  const std::string py = test::ref_python({"torch", "transformers"}, &why);
+  if (py.empty()) GTEST_SKIP() << why;
+  const Fixture f;
+  const torch::Device cpu(torch::kCPU);
+  const TorchAssistant ta(f.m, f.g.config(), cpu);
+  torch::Tensor flat = ta.layout().to_flat(ta.read_dir(f.adir), cpu);
+  flat.add_(torch::randn({flat.size(0)}, torch::TensorOptions().dtype(torch::kFloat32)) * 0.01);
+  const std::string out = test::temp_dir("g4a-hf-export") + "/assistant";
+  ta.write_dir(out, test::assistant_config_json(f.t, {}), to_host(flat));
+  const drafter::Gemma4Assistant back = drafter::Gemma4Assistant::load(out, f.m.config());
+  constexpr int kN0 = 2, kSteps = 3;
+  const auto eng = drafter::assistant_teacher_forced(f.m, back, f.tokens, kN0, kSteps, nullptr, true);
+  std::string list;
+  for (int32_t x : f.tokens) list += (list.empty() ? "" : ",") + std::to_string(x);
+  const std::string tdir = test::random_hf_checkpoint("g4a-torch-t", f.t);
+  const std::string res = test::temp_dir("g4a-hf-export-out") + "/hf.json";
+  std::string log;
+  ASSERT_EQ(test::run_python(py, std::string(MTPSPEC_SOURCE_DIR) + "/tests/drafter/assistant_transformers.py",
+                             {tdir, out, list, std::to_string(kN0), std::to_string(kSteps), res}, &log),
+            0) << log;
+  const nlohmann::json hf = nlohmann::json::parse(read_file(res)).at("chains");
+  ASSERT_EQ(hf.size(), eng.size());
+  double worst = 0;
+  long tokens = 0;
+  for (size_t i = 0; i < hf.size(); ++i) {
+    for (size_t j = 0; j < size_t(kSteps); ++j) {
+      const std::vector<double> h = hf[i][j].at("logits").get<std::vector<double>>();
+      const drafter::AssistantDraft& e = eng[i][j];
+      ASSERT_EQ(h.size(), e.logits.size());
+      double scale = 0;
+      for (double v : h) scale = std::max(scale, std::abs(v));
+      const double tol = test::fp32_forward_tolerance(256, 9, scale);
+      for (size_t k = 0; k < h.size(); ++k) worst = std::max(worst, std::abs(double(e.logits[k]) - h[k]) / tol);
+      std::vector<double> sorted = h;
+      std::nth_element(sorted.begin(), sorted.begin() + 1, sorted.end(), std::greater<>());
+      if (sorted[0] - sorted[1] <= 4 * tol) break;  // a near tie: the next inputs may differ
+      ASSERT_EQ(e.token, hf[i][j].at("token").get<int32_t>()) << "N=" << kN0 + int(i);
+      ++tokens;
+    }
+  }
+  EXPECT_LE(worst, 2.0);
+  EXPECT_GT(tokens, 10);
+  std::printf("  exported: max |engine - transformers| / tol = %.3g over %ld drafts\n", worst, tokens);
 }
 
 }  // namespace
