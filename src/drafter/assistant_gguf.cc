@@ -5,13 +5,19 @@
 // one parse_assistant_config decides what fits the target; the tensors are
 // read as load_gguf reads a Gemma 4 target's.
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/ggml_type.h"
+#include "core/json.h"
+#include "core/mapped_file.h"
+#include "drafter/assistant_gguf.h"
 #include "drafter/gemma4_assistant.h"
 #include "io/gguf.h"
 #include "model/layer_io.h"
+#include "model/hf_config.h"
 #include "model/loader.h"
 
 namespace fs = std::filesystem;
@@ -248,6 +254,121 @@ Gemma4Assistant Gemma4Assistant::load_gguf(const std::string& path,
     w.head = model::gguf_matrix(f, "token_embd.weight", hold);
   });
   return a;
+}
+
+}  // namespace mtp::drafter
+
+namespace mtp::drafter {
+
+namespace {
+
+// The stored float type's ggml id (F32 0, F16 1, BF16 30).
+uint32_t ggml_float_type(DType t, const std::string& name, const std::string& where) {
+  switch (t) {
+    case DType::F32: return uint32_t(GgmlType::F32);
+    case DType::F16: return uint32_t(GgmlType::F16);
+    case DType::BF16: return uint32_t(GgmlType::BF16);
+    default:
+      fail<FormatError>("tensor '{}' in '{}' is {}; an assistant's tensors are F32, F16 or BF16",
+                        name, where, dtype_name(t));
+  }
+}
+
+}  // namespace
+
+void write_assistant_gguf(const std::string& dir, const std::string& out) {
+  const std::string cfg_path = (fs::path(dir) / "config.json").string();
+  const json cfg = parse_json(read_file(cfg_path), "'" + cfg_path + "'");
+  if (!cfg.contains("text_config") || !cfg.at("text_config").is_object()) {
+    fail<ConfigError>("{}: missing object 'text_config'", cfg_path);
+  }
+  if (cfg.contains("tie_word_embeddings") && cfg.at("tie_word_embeddings") == false) {
+    fail<ConfigError>("{}: tie_word_embeddings is false; llama.cpp's gemma4-assistant has only "
+                      "the tied head", cfg_path);
+  }
+  json text = cfg.at("text_config");  // its layers as a text model's that own K/V
+  text["model_type"] = "gemma4_text";
+  text["num_kv_shared_layers"] = 0;
+  text["hidden_size_per_layer_input"] = 0;
+  const model::ModelConfig c = model::parse_hf_config(text, nullptr, cfg_path + " text_config");
+  const std::string a = kAssistantGgufArch;
+  io::GgufMetadata kv;
+  auto u32 = [&](const std::string& k, int64_t v) { kv.push_back({a + "." + k, io::GgufValue::u32(uint32_t(v))}); };
+  auto f32 = [&](const std::string& k, double v) { kv.push_back({a + "." + k, io::GgufValue::f32(float(v))}); };
+  kv.push_back({"general.architecture", io::GgufValue::str(a)});
+  kv.push_back({"general.name", io::GgufValue::str(fs::path(dir).filename().string())});
+  int full_hd = c.head_dim;
+  std::vector<io::GgufValue> swa, kv_heads;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const model::LayerKind k = c.layer_kind(l);
+    if (!k.sliding) full_hd = k.head_dim;
+    swa.push_back(io::GgufValue::boolean(k.sliding));
+    kv_heads.push_back(io::GgufValue::u32(uint32_t(k.n_kv_heads)));
+  }
+  u32("context_length", c.max_position);
+  u32("embedding_length", c.d_model);
+  u32("block_count", c.n_layers);
+  u32("feed_forward_length", c.ffn);
+  u32("attention.head_count", c.n_heads);
+  kv.push_back({a + ".attention.head_count_kv", io::GgufValue::array(io::GgufType::U32, kv_heads)});
+  kv.push_back({a + ".attention.sliding_window_pattern", io::GgufValue::array(io::GgufType::Bool, swa)});
+  f32("attention.layer_norm_rms_epsilon", c.norm_eps);
+  u32("attention.key_length", full_hd);
+  u32("attention.value_length", full_hd);
+  u32("attention.key_length_swa", c.head_dim);
+  u32("attention.value_length_swa", c.head_dim);
+  u32("rope.dimension_count", full_hd);
+  u32("rope.dimension_count_swa", c.head_dim);
+  f32("rope.freq_base", c.rope_theta);
+  f32("rope.freq_base_swa", c.rope_local_theta);
+  u32("attention.sliding_window", c.sliding_window);
+  u32("attention.shared_kv_layers", c.n_layers);
+  u32("embedding_length_per_layer_input", 0);
+  u32("embedding_length_out", json_as<int>(cfg.value("backbone_hidden_size", json(1536)),
+                                           "backbone_hidden_size", cfg_path));
+  u32("nextn_predict_layers", c.n_layers);
+  std::vector<io::GgufWriteTensor> tensors;
+  {  // the full layers' proportional RoPE: 1 per rotated pair, 1e30 for the others
+    std::vector<float> f(size_t(full_hd / 2), 1e30f);
+    std::fill(f.begin(), f.begin() + long(std::floor(double(c.rope_partial) * full_hd / 2)), 1.0f);
+    tensors.push_back({"rope_freqs.weight", {int64_t(f.size())}, uint32_t(GgmlType::F32),
+                       std::string(reinterpret_cast<const char*>(f.data()), f.size() * 4)});
+  }
+  const io::TensorSet ts = io::TensorSet::open_dir(dir);
+  for (const std::string& name : ts.names()) {
+    if (name.starts_with("masked_embedding.") || name.ends_with(".rotary_emb.inv_freq")) continue;
+    if (name.starts_with("model.layers.") &&
+        (name.find(".self_attn.k_proj.") != std::string::npos ||
+         name.find(".self_attn.v_proj.") != std::string::npos ||
+         name.find(".self_attn.k_norm.") != std::string::npos)) {
+      continue;  // no layer of an assistant computes K/V
+    }
+    std::string g;
+    if (name == "model.embed_tokens.weight") g = "token_embd.weight";
+    else if (name == "model.norm.weight") g = "output_norm.weight";
+    else if (name == "pre_projection.weight") g = kPre;
+    else if (name == "post_projection.weight") g = kPost;
+    else if (name.starts_with("model.layers.")) {
+      const size_t at = 13, dot = name.find('.', at);
+      g = model::gguf_layer_tensor_name(c, std::stoi(name.substr(at, dot - at)), name.substr(dot + 1));
+    } else {
+      fail<FormatError>("tensor '{}' in '{}' is not part of a gemma4_assistant", name, ts.file_of(name));
+    }
+    const io::TensorView& v = model::finite_tensor(ts, name);
+    const bool vec = v.shape.size() <= 1 || name.ends_with("norm.weight");
+    std::string bytes;
+    uint32_t type = uint32_t(GgmlType::F32);
+    if (vec) {
+      std::vector<float> x(v.numel());
+      to_f32(v.data, v.dtype, x.size(), x.data());
+      bytes.assign(reinterpret_cast<const char*>(x.data()), x.size() * 4);
+    } else {
+      type = ggml_float_type(v.dtype, name, ts.file_of(name));
+      bytes.assign(static_cast<const char*>(v.data), v.nbytes);
+    }
+    tensors.push_back({g, std::vector<int64_t>(v.shape.rbegin(), v.shape.rend()), type, std::move(bytes)});
+  }
+  io::write_gguf(out, kv, tensors);
 }
 
 }  // namespace mtp::drafter

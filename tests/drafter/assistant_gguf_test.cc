@@ -12,6 +12,7 @@
 #include "assistant_util.h"
 #include "core/error.h"
 #include "core/ggml_type.h"
+#include "drafter/assistant_gguf.h"
 #include "drafter/assistant_runner.h"
 #include "drafter/gemma4_assistant.h"
 #include "gguf_util.h"
@@ -59,24 +60,53 @@ TEST(Gemma4AssistantGguf, DraftsEqualTheHfFolder) {
     EXPECT_FALSE(is_assistant_gguf(adir));
     const Gemma4Assistant hf = Gemma4Assistant::load(test::random_assistant("g4a-gguf-f", t, {}),
                                                      m.config());
-    const Gemma4Assistant gg = Gemma4Assistant::load(gguf, m.config());
-    EXPECT_FALSE(gg.config().ordered);
-    EXPECT_EQ(gg.config().kv_layer(true), hf.config().kv_layer(true));
-    EXPECT_EQ(gg.config().kv_layer(false), hf.config().kv_layer(false));
-    EXPECT_EQ(gg.config().block.rope_partial, hf.config().block.rope_partial);
-    EXPECT_EQ(gg.parameters(), hf.parameters());
-    std::mt19937 rng(7);
-    const std::vector<int32_t> toks = test::random_tokens(rng, 14, t.vocab);
-    const auto want = assistant_teacher_forced(m, hf, toks, 2, 3, nullptr, true);
-    const auto got = assistant_teacher_forced(m, gg, toks, 2, 3, nullptr, true);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < want.size(); ++i) {
-      for (size_t j = 0; j < want[i].size(); ++j) {
-        EXPECT_EQ(got[i][j].token, want[i][j].token) << i << " " << j;
-        EXPECT_EQ(got[i][j].logits, want[i][j].logits) << i << " " << j;
+    // Our own writer (write_assistant_gguf) beside the converter's twin.
+    const std::string ours = test::temp_dir("g4a-gguf-w") + "/assistant.gguf";
+    write_assistant_gguf(adir, ours);
+    for (const std::string& file : {gguf, ours}) {
+      SCOPED_TRACE(file);
+      const Gemma4Assistant gg = Gemma4Assistant::load(file, m.config());
+      EXPECT_FALSE(gg.config().ordered);
+      EXPECT_EQ(gg.config().kv_layer(true), hf.config().kv_layer(true));
+      EXPECT_EQ(gg.config().kv_layer(false), hf.config().kv_layer(false));
+      EXPECT_EQ(gg.config().block.rope_partial, hf.config().block.rope_partial);
+      EXPECT_EQ(gg.parameters(), hf.parameters());
+      std::mt19937 rng(7);
+      const std::vector<int32_t> toks = test::random_tokens(rng, 14, t.vocab);
+      const auto want = assistant_teacher_forced(m, hf, toks, 2, 3, nullptr, true);
+      const auto got = assistant_teacher_forced(m, gg, toks, 2, 3, nullptr, true);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        for (size_t j = 0; j < want[i].size(); ++j) {
+          EXPECT_EQ(got[i][j].token, want[i][j].token) << i << " " << j;
+          EXPECT_EQ(got[i][j].logits, want[i][j].logits) << i << " " << j;
+        }
       }
     }
   }
+}
+
+// A bf16 folder written by write_assistant_gguf keeps its matrices' bits.
+TEST(Gemma4AssistantGguf, WrittenBf16DraftsEqualTheFolder) {
+  const RandomSpec t = test::assistant_target_spec();
+  const model::Model m(model::load_model(test::random_hf_checkpoint("g4a-gguf-t", t), {}));
+  AssistantSpec a;
+  a.dtype = DType::BF16;
+  const std::string adir = test::random_assistant("g4a-gguf-b", t, a);
+  const std::string out = test::temp_dir("g4a-gguf-wb") + "/assistant.gguf";
+  write_assistant_gguf(adir, out);
+  const Gemma4Assistant hf = Gemma4Assistant::load(adir, m.config());
+  const Gemma4Assistant gg = Gemma4Assistant::load(out, m.config());
+  std::mt19937 rng(8);
+  const std::vector<int32_t> toks = test::random_tokens(rng, 10, t.vocab);
+  const auto want = assistant_teacher_forced(m, hf, toks, 2, 2, nullptr, true);
+  const auto got = assistant_teacher_forced(m, gg, toks, 2, 2, nullptr, true);
+  for (size_t i = 0; i < want.size(); ++i) {
+    for (size_t j = 0; j < want[i].size(); ++j) EXPECT_EQ(got[i][j].logits, want[i][j].logits);
+  }
+  AssistantSpec u;
+  u.tie = false;
+  EXPECT_THROW(write_assistant_gguf(test::random_assistant("g4a-gguf-u", t, u), out), ConfigError);
 }
 
 TEST(Gemma4AssistantGguf, QuantizedFileDrafts) {
