@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "core/mapped_file.h"
+#include "drafter/assistant_gguf.h"
 #include "drafter/gemma4_assistant.h"
 #include "io/pretrain_data.h"
 #include "model/loader.h"
@@ -70,6 +71,7 @@ AssistantTrainResult train_assistant(const AssistantTrainOptions& o) {
   // The config as it came (transformers' strict config classes take no keys
   // of ours; what it was trained against is the caller's to record).
   ta.write_dir(o.out, config, to_host(flat), init.weights().ordering);
+  if (!o.gguf.empty()) drafter::write_assistant_gguf(o.out, o.gguf);
   return r;
 }
 

@@ -15,7 +15,7 @@
 // scores every token, so no gradient reaches them, and keeping them keeps the
 // published layout's meaning (the engine still drafts with them).
 // The output is a gemma4_assistant directory (fp32) every engine loads as
-// Google's.
+// Google's, and on request llama.cpp's GGUF of it (drafter/assistant_gguf.h).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -28,6 +28,7 @@ struct AssistantTrainOptions {
   std::string init_from;  // a gemma4_assistant directory
   std::string tokens;     // a pretraining tokens file (io/pretrain_data.h): its train stream
   std::string out;        // the gemma4_assistant directory written
+  std::string gguf;       // also llama.cpp's gemma4-assistant GGUF of it ("" = none)
   int steps = 100, seq_len = 64;
   double lr = 1e-4;
   uint64_t seed = 0;

@@ -27,6 +27,8 @@ void add_train_assistant(CLI::App& root) {
                   "Token stream: a pretraining tokens file (written by `mtpspec pretrain`)")
       ->required();
   cmd->add_option("-o,--out", o->out, "gemma4_assistant directory to write")->required();
+  cmd->add_option("--gguf", o->gguf,
+                  "Also write it as llama.cpp's gemma4-assistant GGUF here (full head)");
   cmd->add_option("--steps", o->steps, "Optimizer steps")->check(cli::Positive);
   cmd->add_option("--seq-len", o->seq_len, "Tokens per step (>= 3)")->check(cli::Positive);
   cmd->add_option("--lr", o->lr, "Adam learning rate");

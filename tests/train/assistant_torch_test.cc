@@ -163,6 +163,7 @@ TEST(TorchAssistant, TrainAssistantFineTunesAgainstTheEngineTarget) {
   o.tokens = test::temp_dir("g4a-train-tok") + "/tokens.safetensors";
   io::write_pretrain_data(o.tokens, d);
   o.out = test::temp_dir("g4a-train-out") + "/assistant";
+  o.gguf = test::temp_dir("g4a-train-gguf") + "/assistant.gguf";
   o.steps = 16;
   o.seq_len = 12;
   o.lr = 1e-2;
@@ -173,6 +174,13 @@ TEST(TorchAssistant, TrainAssistantFineTunesAgainstTheEngineTarget) {
   EXPECT_LT(last, first);
   const drafter::Gemma4Assistant back = drafter::Gemma4Assistant::load(o.out, f.m.config());
   EXPECT_EQ(back.parameters(), f.g.parameters());
+  // Its GGUF drafts as the directory does (both F32: bit for bit).
+  const drafter::Gemma4Assistant gg = drafter::Gemma4Assistant::load(o.gguf, f.m.config());
+  const auto want = drafter::assistant_teacher_forced(f.m, back, f.tokens, 2, 2, nullptr, true);
+  const auto got = drafter::assistant_teacher_forced(f.m, gg, f.tokens, 2, 2, nullptr, true);
+  for (size_t i = 0; i < want.size(); ++i) {
+    for (size_t j = 0; j < want[i].size(); ++j) EXPECT_EQ(got[i][j].logits, want[i][j].logits);
+  }
   std::printf("  train-assistant: loss %.3f -> %.3f\n", first, last);
   AssistantTrainOptions bad = o;
   bad.seq_len = 2;
