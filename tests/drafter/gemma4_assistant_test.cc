@@ -14,6 +14,7 @@
 #include <cmath>
 #include <random>
 
+#include "assistant_compare.h"
 #include "assistant_util.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
@@ -316,38 +317,8 @@ void expect_transformers(const RandomSpec& t, const AssistantSpec& a) {
   ASSERT_EQ(test::run_python(py, std::string(MTPSPEC_SOURCE_DIR) + "/tests/drafter/assistant_transformers.py",
                              {tdir, adir, list, std::to_string(kN0), std::to_string(kSteps), out}, &log), 0) << log;
   const json hf = json::parse(read_file(out)).at("chains");
-  ASSERT_EQ(hf.size(), eng.size());
-  double worst = 0;
   long tokens = 0;
-  for (size_t i = 0; i < hf.size(); ++i) {
-    for (size_t j = 0; j < size_t(kSteps); ++j) {
-      const std::vector<double> h = hf[i][j].at("logits").get<std::vector<double>>();
-      const AssistantDraft& e = eng[i][j];
-      std::vector<int32_t> ids = e.ids;
-      if (ids.empty()) {
-        for (size_t k = 0; k < h.size(); ++k) ids.push_back(int32_t(k));
-      } else {  // transformers' mask value: below every selected score
-        const double mask = *std::min_element(h.begin(), h.end());
-        std::vector<int32_t> selected;
-        for (size_t k = 0; k < h.size(); ++k) {
-          if (h[k] != mask) selected.push_back(int32_t(k));
-        }
-        ASSERT_EQ(selected, ids) << "N=" << kN0 + int(i) << " step " << j + 1;
-      }
-      double scale = 0;
-      for (int32_t id : ids) scale = std::max(scale, std::abs(h[size_t(id)]));
-      const double tol = test::fp32_forward_tolerance(256, 9, scale);
-      std::vector<double> sel;
-      for (size_t k = 0; k < ids.size(); ++k) {
-        worst = std::max(worst, std::abs(double(e.logits[k]) - h[size_t(ids[k])]) / tol);
-        sel.push_back(h[size_t(ids[k])]);
-      }
-      std::nth_element(sel.begin(), sel.begin() + 1, sel.end(), std::greater<>());
-      if (sel[0] - sel[1] <= 4 * tol) break;  // a near tie: the next inputs may differ
-      ASSERT_EQ(e.token, hf[i][j].at("token").get<int32_t>()) << "N=" << kN0 + int(i);
-      ++tokens;
-    }
-  }
+  const double worst = test::compare_with_transformers(hf, eng, &tokens);
   EXPECT_LE(worst, 2.0);
   EXPECT_GT(tokens, 20);
   std::printf("  max |engine - transformers| / tol = %.3g over %ld drafts\n", worst, tokens);

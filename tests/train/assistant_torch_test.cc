@@ -11,6 +11,7 @@
 
 #include <random>
 
+#include "assistant_compare.h"
 #include "assistant_util.h"
 #include "core/error.h"
 #include "drafter/assistant_runner.h"
@@ -200,6 +201,7 @@ TEST(TransformersAssistantExport, TrainedExportDraftsAsTransformers) {
   const torch::Device cpu(torch::kCPU);
   const TorchAssistant ta(f.m, f.g.config(), cpu);
   torch::Tensor flat = ta.layout().to_flat(ta.read_dir(f.adir), cpu);
+  torch::manual_seed(1);
   flat.add_(torch::randn({flat.size(0)}, torch::TensorOptions().dtype(torch::kFloat32)) * 0.01);
   const std::string out = test::temp_dir("g4a-hf-export") + "/assistant";
   ta.write_dir(out, test::assistant_config_json(f.t, {}), to_host(flat));
@@ -215,25 +217,8 @@ TEST(TransformersAssistantExport, TrainedExportDraftsAsTransformers) {
                              {tdir, out, list, std::to_string(kN0), std::to_string(kSteps), res}, &log),
             0) << log;
   const nlohmann::json hf = nlohmann::json::parse(read_file(res)).at("chains");
-  ASSERT_EQ(hf.size(), eng.size());
-  double worst = 0;
   long tokens = 0;
-  for (size_t i = 0; i < hf.size(); ++i) {
-    for (size_t j = 0; j < size_t(kSteps); ++j) {
-      const std::vector<double> h = hf[i][j].at("logits").get<std::vector<double>>();
-      const drafter::AssistantDraft& e = eng[i][j];
-      ASSERT_EQ(h.size(), e.logits.size());
-      double scale = 0;
-      for (double v : h) scale = std::max(scale, std::abs(v));
-      const double tol = test::fp32_forward_tolerance(256, 9, scale);
-      for (size_t k = 0; k < h.size(); ++k) worst = std::max(worst, std::abs(double(e.logits[k]) - h[k]) / tol);
-      std::vector<double> sorted = h;
-      std::nth_element(sorted.begin(), sorted.begin() + 1, sorted.end(), std::greater<>());
-      if (sorted[0] - sorted[1] <= 4 * tol) break;  // a near tie: the next inputs may differ
-      ASSERT_EQ(e.token, hf[i][j].at("token").get<int32_t>()) << "N=" << kN0 + int(i);
-      ++tokens;
-    }
-  }
+  const double worst = test::compare_with_transformers(hf, eng, &tokens);
   EXPECT_LE(worst, 2.0);
   EXPECT_GT(tokens, 10);
   std::printf("  exported: max |engine - transformers| / tol = %.3g over %ld drafts\n", worst, tokens);
