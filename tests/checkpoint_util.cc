@@ -476,6 +476,15 @@ void write_random_hf_checkpoint(const std::string& dir, const RandomSpec& s) {
   write_file_atomic((fs::path(dir) / "generation_config.json").string(), gen.dump(2));
 }
 
+std::vector<float> random_tensor_values(const RandomSpec& spec, const std::string& name,
+                                        const std::vector<int64_t>& shape) {
+  return random_values(spec, name, shape);
+}
+
+std::vector<uint8_t> stored_bytes(const std::vector<float>& values, DType dtype) {
+  return store(values, dtype);
+}
+
 std::vector<model::Arch> every_arch() {
   std::vector<model::Arch> out;
   for (const model::Family& f : model::families()) out.push_back(f.arch);

@@ -94,6 +94,14 @@ struct Gemma4Layer {
 };
 std::vector<Gemma4Layer> gemma4_layers(const RandomSpec& s);
 
+// The values write_random_hf_checkpoint gives tensor `name` of `shape` for
+// `spec` (by role and name, see above), and their bytes stored as `dtype`
+// (F32, BF16 or F16): for writers of other random checkpoints (Gemma 4's
+// assistant, assistant_util.h).
+std::vector<float> random_tensor_values(const RandomSpec& spec, const std::string& name,
+                                        const std::vector<int64_t>& shape);
+std::vector<uint8_t> stored_bytes(const std::vector<float>& values, DType dtype);
+
 // Every architecture of the family table (model/family.h), in table order.
 std::vector<model::Arch> every_arch();
 

@@ -119,14 +119,15 @@ std::vector<float> gemma4_rope_freqs(const nlohmann::json& cfg) {
 
 // Gemma4Model.set_gguf_parameters: each kind's head width, kv heads and MLP
 // width per layer, the sliding pattern, shared layers, PLE width.
-void add_gemma4_metadata(const nlohmann::json& cfg, const model::ModelConfig& c, GgufMetadata& kv) {
+void add_gemma4_metadata(const nlohmann::json& cfg, const model::ModelConfig& c, GgufMetadata& kv,
+                         const std::string& arch = "gemma4") {
   const nlohmann::json& t = cfg.contains("text_config") ? cfg["text_config"] : cfg;
-  auto u32 = [&](const std::string& k, int64_t v) { kv.push_back({"gemma4." + k, GgufValue::u32(uint32_t(v))}); };
-  auto f32 = [&](const std::string& k, double v) { kv.push_back({"gemma4." + k, GgufValue::f32(float(v))}); };
+  auto u32 = [&](const std::string& k, int64_t v) { kv.push_back({arch + "." + k, GgufValue::u32(uint32_t(v))}); };
+  auto f32 = [&](const std::string& k, double v) { kv.push_back({arch + "." + k, GgufValue::f32(float(v))}); };
   auto u32s = [&](const std::string& k, const std::vector<int>& v) {
     std::vector<GgufValue> items;
     for (int x : v) items.push_back(GgufValue::u32(uint32_t(x)));
-    kv.push_back({"gemma4." + k, GgufValue::array(io::GgufType::U32, items)});
+    kv.push_back({arch + "." + k, GgufValue::array(io::GgufType::U32, items)});
   };
   std::vector<GgufValue> swa;
   std::vector<int> ffn, kv_heads;
@@ -143,7 +144,7 @@ void add_gemma4_metadata(const nlohmann::json& cfg, const model::ModelConfig& c,
   } else {
     u32("attention.head_count_kv", c.n_kv_heads);
   }
-  kv.push_back({"gemma4.attention.sliding_window_pattern", GgufValue::array(io::GgufType::Bool, swa)});
+  kv.push_back({arch + ".attention.sliding_window_pattern", GgufValue::array(io::GgufType::Bool, swa)});
   const int full_hd = t.value("global_head_dim", 512);
   u32("attention.key_length", full_hd);
   u32("attention.value_length", full_hd);
@@ -271,6 +272,54 @@ void convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, const
     if (!vec && opt.type_of && opt.type_of(gname) >= 0) type = uint32_t(opt.type_of(gname));
     std::vector<int64_t> dims(v.shape.rbegin(), v.shape.rend());
     tensors.push_back({gname, dims, type, encode(x, type, cols)});
+  }
+  if (opt.edit) opt.edit(kv, tensors);
+  io::write_gguf(out, kv, tensors, opt.version);
+}
+
+void convert_assistant_to_gguf(const std::string& hf_dir, const std::string& out,
+                               const GgufConvert& opt) {
+  const nlohmann::json cfg =
+      nlohmann::json::parse(read_file((fs::path(hf_dir) / "config.json").string()));
+  nlohmann::json text = cfg.at("text_config");  // its layers as a text model's that own K/V
+  text["num_kv_shared_layers"] = 0;
+  text["hidden_size_per_layer_input"] = 0;
+  const model::ModelConfig c = model::parse_hf_config(text, nullptr, "assistant text_config");
+  if (!cfg.value("tie_word_embeddings", true)) {
+    throw std::runtime_error("llama.cpp's gemma4-assistant has no untied head");
+  }
+  const std::string a = "gemma4-assistant";
+  GgufMetadata kv;
+  auto u32 = [&](const std::string& k, int64_t v) { kv.push_back({a + "." + k, GgufValue::u32(uint32_t(v))}); };
+  kv.push_back({"general.architecture", GgufValue::str(a)});
+  kv.push_back({"general.name", GgufValue::str("random test assistant")});
+  u32("context_length", c.max_position);
+  u32("embedding_length", c.d_model);
+  u32("block_count", c.n_layers);
+  u32("attention.head_count", c.n_heads);
+  kv.push_back({a + ".attention.layer_norm_rms_epsilon", GgufValue::f32(c.norm_eps)});
+  add_gemma4_metadata(cfg, c, kv, a);
+  u32("embedding_length_out", cfg.at("backbone_hidden_size").get<int64_t>());
+  u32("nextn_predict_layers", c.n_layers);
+  kv.push_back({"general.file_type", GgufValue::u32(opt.matrix_type == 0 ? 0 : opt.matrix_type == 1 ? 1 : 32)});
+  if (opt.with_tokenizer) add_test_vocab(kv, c.vocab);
+  std::vector<io::GgufWriteTensor> tensors;
+  const std::vector<float> f = gemma4_rope_freqs(cfg);
+  tensors.push_back({"rope_freqs.weight", {int64_t(f.size())}, 0, encode(f, 0)});
+  io::TensorSet ts = io::TensorSet::open_dir(hf_dir);
+  for (const std::string& name : ts.names()) {
+    if (name.starts_with("masked_embedding.")) continue;  // the converter's filter_tensors
+    const io::TensorView& v = ts.get(name);
+    std::vector<float> x(v.numel());
+    to_f32(v.data, v.dtype, x.size(), x.data());
+    std::string gname = name == "pre_projection.weight"    ? "nextn.pre_projection.weight"
+                        : name == "post_projection.weight" ? "nextn.post_projection.weight"
+                                                           : gguf_name(c, name);
+    const bool vec = v.shape.size() <= 1 || ends_with(name, "norm.weight");
+    uint32_t type = vec ? 0 : opt.matrix_type;
+    if (!vec && opt.type_of && opt.type_of(gname) >= 0) type = uint32_t(opt.type_of(gname));
+    std::vector<int64_t> dims(v.shape.rbegin(), v.shape.rend());
+    tensors.push_back({gname, dims, type, encode(x, type, size_t(v.shape.back()))});
   }
   if (opt.edit) opt.edit(kv, tensors);
   io::write_gguf(out, kv, tensors, opt.version);

@@ -42,6 +42,14 @@ struct GgufConvert {
 // Converts the Hugging Face folder `hf_dir` into the GGUF file `out`.
 void convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, const GgufConvert& opt);
 
+// Converts the gemma4_assistant folder `hf_dir` (tied head) into llama.cpp's
+// gemma4-assistant GGUF `out`, as Gemma4AssistantModel does: Gemma 4's keys
+// under "gemma4-assistant.", embedding_length_out = backbone_hidden_size,
+// nextn_predict_layers = block_count, the projections as
+// nextn.{pre,post}_projection.weight, the centroid head dropped.
+void convert_assistant_to_gguf(const std::string& hf_dir, const std::string& out,
+                               const GgufConvert& opt);
+
 // A SentencePiece-style vocabulary of `n` tokens (>= 259): <unk>, <s>, </s>,
 // the 256 byte pieces <0x00>..<0xFF>, then normal pieces "▁a", "b", ...
 // with descending scores, as tokenizer.ggml.* metadata (model "llama").

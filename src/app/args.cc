@@ -80,7 +80,8 @@ void add_drafter_flags(CLI::App* cmd, DrafterArgs& a, unsigned which,
     cmd->add_option("--drafter", a.drafter,
                     drafter_help.empty()
                         ? "MTP drafter file (default: drafter.safetensors beside the model, if "
-                          "present)"
+                          "present), or Gemma 4's assistant: a gemma4_assistant directory or "
+                          "llama.cpp's gemma4-assistant GGUF"
                         : drafter_help);
     cmd->add_option_function<std::string>(
            "--drafter-target-mismatch",

@@ -137,15 +137,18 @@ void print_cycle_cost(const CycleCostResult& r, std::FILE* out) {
   fmt::print(out, "cycle cost relative to one plain decode step ({:.3f} ms, {:.1f} tok/s; {} thread(s))\n",
              1e3 * r.decode_step_s, r.decode_step_s > 0 ? 1 / r.decode_step_s : 0, r.threads);
   fmt::print(out, "model {}, drafter {}\n", r.model, r.drafter);
-  fmt::print(out, "| K | cycle | draft (module forwards) | verify | other | other % of cycle | tokens/cycle | cycles |\n"
-                  "|---|---|---|---|---|---|---|---|\n");
+  fmt::print(out, "| K | cycle | draft (module forwards) | forwards / draft step | verify | other | other % of cycle | tokens/cycle | live acceptance per position | cycles |\n"
+                  "|---|---|---|---|---|---|---|---|---|---|\n");
   bool under = true;
   for (const auto& x : r.rows) {
     const auto& c = x.cost;
     under = under && c.other_fraction < 0.05;
-    fmt::print(out, "| {} | {:.3f} | {:.3f} ({:.3f}) | {:.3f} | {:.5f} | {:.3f} % | {:.2f} | {} |\n", x.k,
-               c.cycle_rel_decode, c.draft_rel, x.draft_forward_rel, c.verify_rel, c.other_rel,
-               100 * c.other_fraction, x.tokens_per_cycle, x.cycles);
+    std::string acc;
+    for (double v : x.acceptance_live) acc += fmt::format("{}{:.3f}", acc.empty() ? "" : " ", v);
+    fmt::print(out, "| {} | {:.3f} | {:.3f} ({:.3f}) | {:.4f} | {:.3f} | {:.5f} | {:.3f} % | {:.2f} | {} | {} |\n",
+               x.k, c.cycle_rel_decode, c.draft_rel, x.draft_forward_rel,
+               x.draft_forward_rel / double(x.k), c.verify_rel, c.other_rel,
+               100 * c.other_fraction, x.tokens_per_cycle, acc, x.cycles);
   }
   fmt::print(out, "outputs differing from plain: {} (must be 0)\n", r.flips);
   fmt::print(out, "loop overhead (other) under 5 % of a cycle at every K: {}\n", under ? "yes" : "NO");

@@ -55,6 +55,7 @@ struct BenchArgs {
 struct BenchTarget {
   Session session;
   std::unique_ptr<drafter::Drafter> drafter;
+  std::shared_ptr<const drafter::Gemma4Assistant> assistant;  // --drafter ASSISTANT instead
   std::string model_name, drafter_name;
   std::string held;  // held_types(): the precision the numbers were measured at
   std::vector<std::vector<int32_t>> prompts;
@@ -64,7 +65,7 @@ struct BenchTarget {
 
 speculative::BenchInputs inputs(const BenchTarget& t, BenchArgs& a) {
   speculative::BenchInputs in{t.session.model.get(), t.session.tokenizer.get(), t.drafter.get(),
-                       t.prompts, t.session.pool.get()};
+                       t.assistant, t.prompts, t.session.pool.get()};
   in.sampling = sampler_options(a.sampling);
   in.mode = spec_sampling_mode(a.sampling);
   in.labels = t.labels;
@@ -85,13 +86,14 @@ BenchTarget open_target(const BenchArgs& a, bool drafter_required = true) {
     if (a.prompts.empty()) fail<InputError>("bench -m MODEL needs --prompts FILE (JSONL)");
     t.session = open_session(a.model);
     t.drafter = open_drafter(a.model, a.spec, *t.session.model);
-    if (!t.drafter && drafter_required) {
+    t.assistant = open_assistant(a.model, a.spec, *t.session.model);
+    if (!t.drafter && !t.assistant && drafter_required) {
       fail<InputError>("bench needs a drafter (--drafter FILE, or drafter.safetensors beside the "
                        "model){}", a.sources.empty() ? "" : " for --sources mtp or mtp-nogate");
     }
     t.model_name = t.session.model->loaded().path;
     t.held = held_types(*t.session.model);
-    t.drafter_name = t.drafter ? t.drafter->path() : "none";
+    t.drafter_name = t.drafter ? t.drafter->path() : t.assistant ? t.assistant->path() : "none";
     auto prompts = io::read_prompts(a.prompts);
     if (a.max_prompts > 0 && int(prompts.size()) > a.max_prompts) prompts.resize(a.max_prompts);
     const PromptBound bound = prompt_bound(t.session, 0);
@@ -129,6 +131,17 @@ BenchTarget open_target(const BenchArgs& a, bool drafter_required = true) {
   }
   t.kinds.assign(t.prompts.size(), "");
   return t;
+}
+
+// Gemma 4's assistant runs in bench --cycle-cost (live acceptance per
+// position, its cost per cycle and per draft step); what needs the K-module
+// drafter is refused naming the drafter.
+void refuse_assistant(const BenchTarget& t, const char* what) {
+  if (t.assistant) {
+    fail<InputError>("--drafter '{}' is Gemma 4's assistant: bench measures it with --cycle-cost "
+                     "(live acceptance per position and its cost per draft step); {} needs the "
+                     "K-module drafter", t.assistant->path(), what);
+  }
 }
 
 // Corpus documents as token sequences (≤ 512 tokens, ≥ 4), from the last one
@@ -169,6 +182,7 @@ void run_bench(BenchArgs a) {
     sampler_options(at);  // InputError naming --temp and the value
   }
   const BenchTarget t = open_target(a);
+  refuse_assistant(t, "the default bench (teacher-forced accuracy, per-module costs)");
   const drafter::Drafter& dr = *t.drafter;
   const int K = resolve_draft_k(a.spec, dr.config().K, "the drafter's K", dr.config().K);
   std::vector<std::vector<int32_t>> corpus;
@@ -231,6 +245,7 @@ void run_sources(BenchArgs a) {
   const bool mtp = std::any_of(a.sources.begin(), a.sources.end(),
                                [](const std::string& s) { return s == "mtp" || s == "mtp-nogate"; });
   const BenchTarget t = open_target(a, mtp);
+  refuse_assistant(t, "--sources");
   speculative::SourceBenchOptions o;
   o.sources = a.sources;
   o.kinds = t.kinds;
@@ -262,6 +277,7 @@ void run_trees(BenchArgs a) {
                      "--plot, --corpus or --sources");
   }
   const BenchTarget t = open_target(a);
+  refuse_assistant(t, "--trees (the assistant drafts chains only)");
   const int dk = t.drafter->config().K;
   const int k = resolve_draft_k(a.spec, dk, "the drafter's K", dk);
   const speculative::TreesResult res = speculative::run_trees(inputs(t, a), a.trees, k, a.n, a.repeat);
@@ -275,8 +291,9 @@ void run_cycle_cost(BenchArgs a) {
     if (!value->empty()) fail<InputError>("{} is not used by --cycle-cost", flag);
   }
   const BenchTarget t = open_target(a);
-  const int dk = t.drafter->config().K;
-  const int k_hi = resolve_draft_k(a.spec, dk, "the drafter's K", std::min(kSweepMaxK, dk));
+  const int dk = t.drafter ? t.drafter->config().K : kAssistantMaxSteps;
+  const int k_hi = resolve_draft_k(a.spec, dk, t.drafter ? "the drafter's K" : "the assistant's steps",
+                                   std::min(kSweepMaxK, dk));
   speculative::CycleCostResult res = speculative::measure_cycle_cost(inputs(t, a), k_hi, a.n, a.repeat);
   res.model = t.model_name;
   res.drafter = t.drafter_name;

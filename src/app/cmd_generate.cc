@@ -52,9 +52,11 @@ void run_generate_batch(GenerateArgs& a) {
   speculative::SamplerOptions sampler = sampler_options(a.sampling);
   Session s = open_session(a.model);
   std::unique_ptr<drafter::Drafter> dr;
+  std::shared_ptr<const drafter::Gemma4Assistant> as;
   if (!a.spec.no_spec) dr = open_drafter(a.model, a.spec, *s.model);
+  if (!a.spec.no_spec) as = open_assistant(a.model, a.spec, *s.model);
   speculative::SchedulerOptions so =
-      engine_options(a.spec, a.lookup, dr.get(), s.tokenizer.get(), a.parallel, a.ctx);
+      engine_options(a.spec, a.lookup, dr.get(), s.tokenizer.get(), a.parallel, a.ctx, as);
   add_trace(a.trace, so);
   if (!a.json) fmt::print(stderr, "measuring the forward cost curve...\n");
   std::unique_ptr<speculative::Scheduler> engine = make_engine(
@@ -63,6 +65,7 @@ void run_generate_batch(GenerateArgs& a) {
   fmt::print(stderr, "[scheduler: {} slots x {} positions, KV memory {:.1f} MiB{}]\n",
              sched.parallel(), sched.ctx(), double(sched.kv_bytes()) / (1 << 20),
              dr ? " (target + drafter)" : "");
+  if (as) print_assistant(*as);
   // The cost curve at its timed points: as timed at start, or as followed live.
   auto print_curve = [&](const char* what, bool live) {
     std::string curve;
@@ -82,7 +85,7 @@ void run_generate_batch(GenerateArgs& a) {
     r.n_new = a.n;
     r.sampler = sampler;
     r.stop = a.stop;
-    apply_request_flags(a.spec, a.sampling, dr.get(), r);
+    apply_request_flags(a.spec, a.sampling, dr.get(), r, as.get());
     try {
       ids.push_back(sched.submit(std::move(r)));
     } catch (const InputError& e) {  // a refused prompt is named: which one of the file
@@ -147,14 +150,17 @@ void run_generate(GenerateArgs a) {
       a.prompt_file.empty() ? a.prompt : read_prompt_file(a.prompt_file, bound);
   if (!io::is_valid_utf8(prompt)) fail<InputError>("the prompt is not valid UTF-8");
   std::unique_ptr<drafter::Drafter> dr;
+  std::shared_ptr<const drafter::Gemma4Assistant> as;
   if (!a.spec.no_spec) dr = open_drafter(a.model, a.spec, *s.model);
+  if (!a.spec.no_spec) as = open_assistant(a.model, a.spec, *s.model);
   std::vector<int32_t> ids = encode_prompt(s, prompt, !a.no_special, bound, "the prompt");
   // The engine with one slot: what this generation needs (prompt + -n +
   // the longest draft), or --ctx.
   speculative::SchedulerOptions so =
-      engine_options(a.spec, a.lookup, dr.get(), s.tokenizer.get(), 1, 0);
+      engine_options(a.spec, a.lookup, dr.get(), s.tokenizer.get(), 1, 0, as);
   add_trace(a.trace, so);
-  const int longest = std::max({dr ? dr->config().K : 0, so.sources.empty() ? 0 : a.lookup.max_draft, 1});
+  const int longest = std::max({dr ? dr->config().K : 0, as ? so.draft_k : 0,
+                                so.sources.empty() ? 0 : a.lookup.max_draft, 1});
   so.ctx = speculative::resolve_ctx(s.model->config(), a.ctx,
                                     int64_t(ids.size()) + a.n + longest + 1);
   if (int(ids.size()) >= so.ctx) {
@@ -166,7 +172,7 @@ void run_generate(GenerateArgs a) {
       make_engine(s, dr.get(), so, fmt::format("--ctx {}", so.ctx));
   speculative::Scheduler& engine = *made;
   speculative::Request req;
-  apply_request_flags(a.spec, a.sampling, dr.get(), req);
+  apply_request_flags(a.spec, a.sampling, dr.get(), req, as.get());
   speculative::SpecOptions spec;
   spec.draft_k = req.draft_k;
   spec.p_min = req.p_min;
@@ -194,11 +200,14 @@ void run_generate(GenerateArgs a) {
     j["sampling"] = sampling_json(a.sampling);
     if (r.stats) j["stats"] = r.stats->to_json();
     if (dr) j["drafter"] = dr->path();
+    if (as) j["drafter"] = as->path();
+    if (as) j["assistant"] = assistant_json(*as, engine, r.stats ? &*r.stats : nullptr);
     fmt::print("{}\n", j.dump());
     return;
   }
   fmt::print("\n");
   std::fflush(stdout);
+  if (as) print_assistant(*as);
   fmt::print(stderr, "[{} prompt tokens: {:.1f} tok/s | {} generated: {:.1f} tok/s | finish: {}]\n",
              t.n_prompt, t.prompt_tok_s(), t.n_gen, t.gen_tok_s(), r.finish_reason);
   if (r.stats) print_spec_stats(*r.stats);

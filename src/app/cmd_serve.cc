@@ -78,7 +78,9 @@ void run_serve(ServeArgs a) {
 
   Session s = open_session(a.model);
   std::unique_ptr<drafter::Drafter> dr;
+  std::shared_ptr<const drafter::Gemma4Assistant> as;
   if (!a.spec.no_spec) dr = open_drafter(a.model, a.spec, *s.model);
+  if (!a.spec.no_spec) as = open_assistant(a.model, a.spec, *s.model);
 
   const fs::path tdir = a.model.tokenizer.empty()
                             ? (fs::is_directory(a.model.model) ? fs::path(a.model.model)
@@ -106,7 +108,7 @@ void run_serve(ServeArgs a) {
   info.draft_p_min = a.spec.p_min;
   // 0 ctx: the engine caps it so every slot fits in memory.
   speculative::SchedulerOptions sched = engine_options(
-      a.spec, a.lookup, dr.get(), s.tokenizer.get(), a.serial ? 1 : a.parallel, a.ctx);
+      a.spec, a.lookup, dr.get(), s.tokenizer.get(), a.serial ? 1 : a.parallel, a.ctx, as);
   if (!a.trace.empty()) {
     sched.trace = speculative::trace_to(std::make_shared<speculative::TraceFile>(a.trace));
   }
@@ -119,7 +121,8 @@ void run_serve(ServeArgs a) {
   fmt::print(stderr, "mtpspec serve: {} (ctx {}, {} slots, chat format {}, drafter {}, draft "
              "sources {}) listening on http://{}:{}\n", info.model_id, engine->info().ctx,
              engine->info().parallel, serve::chat_format_name(so.chat.format),
-             dr ? dr->path() : "none", sources.empty() ? "none" : sources, a.host, port);
+             dr ? dr->path() : as ? as->path() : "none", sources.empty() ? "none" : sources,
+             a.host, port);
   std::fflush(stderr);
 
   std::mutex mu;

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "io/corpus.h"
 #include "model/fingerprint.h"
+#include "speculative/sources/assistant_source.h"
 
 namespace fs = std::filesystem;
 
@@ -16,6 +17,7 @@ namespace mtp::app {
 std::unique_ptr<drafter::Drafter> open_drafter(const ModelArgs& a, const DrafterArgs& d,
                                                const model::Model& m) {
   std::string path = d.drafter;
+  if (!path.empty() && drafter::is_assistant(path)) return nullptr;
   if (path.empty()) {
     fs::path dir = fs::is_directory(a.model) ? fs::path(a.model) : fs::path(a.model).parent_path();
     fs::path beside = dir / "drafter.safetensors";
@@ -24,6 +26,14 @@ std::unique_ptr<drafter::Drafter> open_drafter(const ModelArgs& a, const Drafter
   }
   return std::make_unique<drafter::Drafter>(
       drafter::Drafter::load(path, m.loaded(), drafter_weight_type(a.weights), d.target_mismatch));
+}
+
+std::shared_ptr<const drafter::Gemma4Assistant> open_assistant(const ModelArgs& a,
+                                                               const DrafterArgs& d,
+                                                               const model::Model& m) {
+  if (d.drafter.empty() || !drafter::is_assistant(d.drafter)) return nullptr;
+  return std::make_shared<const drafter::Gemma4Assistant>(
+      drafter::Gemma4Assistant::load(d.drafter, m.config(), parse_hold(a.weights)));
 }
 
 std::unique_ptr<drafter::Drafter> random_drafter(const model::Model& m, int K, uint64_t seed,
@@ -53,9 +63,10 @@ void refuse_lookups_without_spec(const DrafterArgs& d, const LookupArgs& a) {
   }
 }
 
-speculative::SchedulerOptions engine_options(const DrafterArgs& d, const LookupArgs& a,
-                                             const drafter::Drafter* drafter,
-                                             const io::Tokenizer* tok, int parallel, int ctx) {
+speculative::SchedulerOptions engine_options(
+    const DrafterArgs& d, const LookupArgs& a, const drafter::Drafter* drafter,
+    const io::Tokenizer* tok, int parallel, int ctx,
+    std::shared_ptr<const drafter::Gemma4Assistant> assistant) {
   refuse_lookups_without_spec(d, a);
   speculative::SchedulerOptions so;
   so.parallel = parallel;
@@ -68,6 +79,7 @@ speculative::SchedulerOptions engine_options(const DrafterArgs& d, const LookupA
   // the lookups not named yet.
   so.sources = a.sources;
   if (so.sources.empty() && drafter) so.sources.push_back(speculative::kMtpSource);
+  if (so.sources.empty() && assistant) so.sources.push_back(speculative::kAssistantSource);
   for (const std::string& l : a.lookup) {
     if (std::find(so.sources.begin(), so.sources.end(), l) == so.sources.end()) so.sources.push_back(l);
   }
@@ -77,6 +89,10 @@ speculative::SchedulerOptions engine_options(const DrafterArgs& d, const LookupA
   if (named(speculative::kMtpSource) && !drafter) {
     fail<InputError>("--draft-source mtp needs a drafter (--drafter, or drafter.safetensors "
                      "beside the model)");
+  }
+  if (named(speculative::kAssistantSource) && !assistant) {
+    fail<InputError>("--draft-source {} needs Gemma 4's assistant (--drafter DIR, a "
+                     "gemma4_assistant directory)", speculative::kAssistantSource);
   }
   so.lookup.ngram_max = a.ngram_max;
   so.lookup.max_draft = a.max_draft;
@@ -88,6 +104,10 @@ speculative::SchedulerOptions engine_options(const DrafterArgs& d, const LookupA
   so.adaptive = !a.no_gate;
   const int k = drafter ? drafter->config().K : 0;
   if (!d.tree.empty() || d.tree_budget > 0) {
+    if (assistant) {
+      fail<InputError>("--tree / --tree-budget: Gemma 4's assistant drafts chains only (trees "
+                       "need an MTP drafter)");
+    }
     if (!drafter) {
       fail<InputError>("--tree / --tree-budget need a drafter (--drafter, or "
                        "drafter.safetensors beside the model)");
@@ -95,6 +115,11 @@ speculative::SchedulerOptions engine_options(const DrafterArgs& d, const LookupA
     so.tree = resolve_tree(d, k);
   }
   if (drafter) so.draft_k = resolve_draft_k(d, k, "the drafter's K", k);
+  so.assistant = std::move(assistant);
+  if (so.assistant) {
+    so.draft_k = resolve_draft_k(d, kAssistantMaxSteps, "the assistant's longest draft",
+                                 speculative::kAssistantDefaultSteps);
+  }
   return so;
 }
 
@@ -121,12 +146,47 @@ std::unique_ptr<speculative::Scheduler> make_engine(const Session& s, const draf
 }
 
 void apply_request_flags(const DrafterArgs& d, const SamplingArgs& s,
-                         const drafter::Drafter* drafter, speculative::Request& r) {
+                         const drafter::Drafter* drafter, speculative::Request& r,
+                         const drafter::Gemma4Assistant* assistant) {
   if (drafter) {
     r.draft_k = resolve_draft_k(d, drafter->config().K, "the drafter's K", drafter->config().K);
+  } else if (assistant) {
+    r.draft_k = resolve_draft_k(d, kAssistantMaxSteps, "the assistant's longest draft",
+                                speculative::kAssistantDefaultSteps);
   }
   r.p_min = d.p_min;
   r.mode = spec_sampling_mode(s);
+}
+
+nlohmann::json assistant_json(const drafter::Gemma4Assistant& a,
+                              const speculative::Scheduler& engine,
+                              const speculative::SpecStats* stats) {
+  const speculative::DraftSource::Cost c = engine.priced_cost();
+  nlohmann::json j = {{"path", a.path()},
+                      {"parameters", a.parameters()},
+                      {"centroid_head", a.config().ordered},
+                      {"step_s", c.call_s},
+                      {"row_s", c.row_s}};
+  if (stats) {
+    std::vector<double> live;
+    const auto it = stats->sources.find(speculative::kAssistantSource);
+    for (size_t k = 0; k < stats->time_module_s.size(); ++k) {
+      const long n = it != stats->sources.end() && k < it->second.drafted.size()
+                         ? it->second.drafted[k] : 0;
+      live.push_back(n > 0 ? stats->time_module_s[k] / double(n) : 0.0);
+    }
+    j["live_step_s"] = live;
+  }
+  return j;
+}
+
+void print_assistant(const drafter::Gemma4Assistant& a) {
+  const model::ModelConfig& b = a.config().block;
+  fmt::print(stderr, "[assistant {}: {} layers of width {}, {} parameters, {} head]\n", a.path(),
+             b.n_layers, b.d_model, a.parameters(),
+             a.config().ordered
+                 ? fmt::format("centroid ({} of {} clusters)", a.config().top_k, a.config().centroids)
+                 : std::string("full"));
 }
 
 std::string acceptance_by_position(const speculative::DepthCounts& c) {

@@ -7,6 +7,8 @@
 
 #include "app/common.h"
 #include "drafter/drafter.h"
+#include "drafter/gemma4_assistant.h"
+#include <nlohmann/json.hpp>
 #include "speculative/scheduler/generate.h"
 #include "speculative/sources/history.h"
 #include "speculative/scheduler/scheduler.h"
@@ -16,9 +18,20 @@ namespace mtp::app {
 
 // d.drafter if given, else drafter.safetensors beside the model if it exists,
 // else null. A drafter made for another target is refused (ConfigError) or,
-// with d.target_mismatch == Warn, loaded with a warning.
+// with d.target_mismatch == Warn, loaded with a warning. Null too when
+// d.drafter is Gemma 4's assistant (open_assistant loads that).
 std::unique_ptr<drafter::Drafter> open_drafter(const ModelArgs& a, const DrafterArgs& d,
                                                const model::Model& m);
+// d.drafter when it is a gemma4_assistant directory or llama.cpp's
+// gemma4-assistant GGUF (drafter::is_assistant): Gemma 4's assistant
+// for target m (refused, ConfigError naming the field and values, when it
+// does not fit), its matrices held as --weights (as stored by default);
+// null otherwise.
+std::shared_ptr<const drafter::Gemma4Assistant> open_assistant(const ModelArgs& a,
+                                                               const DrafterArgs& d,
+                                                               const model::Model& m);
+// The assistant's longest draft (--draft-k's range with an assistant).
+inline constexpr int kAssistantMaxSteps = 16;
 
 // A random drafter with K modules (drafter::random_drafter_tensors, the
 // init-drafter weights) for target `m`, stored as bf16 (as init-drafter
@@ -38,9 +51,12 @@ void refuse_lookups_without_spec(const DrafterArgs& d, const LookupArgs& a);
 // settings and the history store (--lookup-corpus, --history-mb), the
 // budget (--no-gate), trees (--tree, --tree-budget), the drafter's draft
 // length (--draft-k); parallel and ctx as given. --no-spec: none of it.
-speculative::SchedulerOptions engine_options(const DrafterArgs& d, const LookupArgs& a,
-                                             const drafter::Drafter* drafter,
-                                             const io::Tokenizer* tok, int parallel, int ctx);
+// With Gemma 4's assistant (open_assistant) it is the priced source instead
+// of a drafter (--draft-k: its draft steps, 1..kAssistantMaxSteps).
+speculative::SchedulerOptions engine_options(
+    const DrafterArgs& d, const LookupArgs& a, const drafter::Drafter* drafter,
+    const io::Tokenizer* tok, int parallel, int ctx,
+    std::shared_ptr<const drafter::Gemma4Assistant> assistant = nullptr);
 // Flag combinations no engine could honour, refused before any work
 // (InputError naming the flags): --tree/--tree-budget beside --no-spec, or
 // with rejection sampling at --temp > 0 (trees verify greedy or coupled).
@@ -53,7 +69,17 @@ std::unique_ptr<speculative::Scheduler> make_engine(const Session& s, const draf
 // A request's speculation settings from the same flags (the draft length,
 // --draft-p-min, --spec-sampling).
 void apply_request_flags(const DrafterArgs& d, const SamplingArgs& s,
-                         const drafter::Drafter* drafter, speculative::Request& r);
+                         const drafter::Drafter* drafter, speculative::Request& r,
+                         const drafter::Gemma4Assistant* assistant = nullptr);
+
+// Gemma 4's assistant in --json: its parameters, its cost per draft step as
+// measured at start (one row, and each further row) and, from a run's
+// stats, as drafted live at each depth (seconds / drafts verified there).
+nlohmann::json assistant_json(const drafter::Gemma4Assistant& a,
+                              const speculative::Scheduler& engine,
+                              const speculative::SpecStats* stats);
+// One line about the assistant to stderr: its shape and parameters.
+void print_assistant(const drafter::Gemma4Assistant& a);
 
 // Human-readable stats to stderr (and one line per draft source).
 void print_spec_stats(const speculative::SpecStats& s);

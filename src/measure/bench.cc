@@ -28,6 +28,7 @@ std::unique_ptr<Scheduler> bench_engine(const BenchInputs& in, int n, const Spec
   size_t longest_prompt = 1;
   for (const auto& p : in.prompts) longest_prompt = std::max(longest_prompt, p.size());
   const int longest = std::max({spec.drafter ? spec.drafter->config().K : 0,
+                                spec.assistant ? spec.draft_k : 0,
                                 spec.sources.empty() ? 0 : spec.lookup.max_draft, 1});
   GenerateOptions go;
   go.n_new = n;
@@ -38,7 +39,10 @@ std::unique_ptr<Scheduler> bench_engine(const BenchInputs& in, int n, const Spec
 
 InterleavedRuns run_interleaved(const BenchInputs& in, const std::vector<int>& Ks, int n,
                                 int repeat) {
-  const int k_max = in.drafter->config().K;
+  MTP_CHECK((in.drafter != nullptr) != (in.assistant != nullptr),
+            "a bench runs one drafter: the K modules or the assistant");
+  const int k_max = in.drafter ? in.drafter->config().K
+                               : Ks.empty() ? 1 : *std::max_element(Ks.begin(), Ks.end());
   for (int K : Ks) {
     if (K < 1 || K > k_max) {
       fail<InputError>("draft length {} is outside 1..{} (the drafter's K)", K, k_max);
@@ -57,6 +61,7 @@ InterleavedRuns run_interleaved(const BenchInputs& in, const std::vector<int>& K
   for (int K : Ks) {
     SpecOptions so;
     so.drafter = in.drafter;
+    so.assistant = in.assistant;
     so.draft_k = K;
     so.mode = in.mode;
     specs.push_back(so);

@@ -15,6 +15,7 @@
 
 #include "core/thread_pool.h"
 #include "drafter/drafter.h"
+#include "drafter/gemma4_assistant.h"
 #include "tokenizer/tokenizer.h"
 #include "model/forward.h"
 #include "measure/bench_math.h"
@@ -24,11 +25,14 @@
 namespace mtp::speculative {
 
 // What a benchmark runs on: a target (tokenizer null for a random one), a
-// drafter and the prompts as token ids.
+// drafter — the K-module one, or Gemma 4's assistant (the source
+// "gemma4-assistant"; then drafter is null, and only run_interleaved and
+// measure_cycle_cost run) — and the prompts as token ids.
 struct BenchInputs {
   const model::Model* model = nullptr;
   const io::Tokenizer* tokenizer = nullptr;
   const drafter::Drafter* drafter = nullptr;
+  std::shared_ptr<const drafter::Gemma4Assistant> assistant;
   std::vector<std::vector<int32_t>> prompts;
   ThreadPool* pool = nullptr;
   // Sampling of every run (plain and speculative alike) and how speculation
@@ -64,7 +68,7 @@ struct InterleavedRuns {
 // Plain and speculative generation interleaved on the same prompts, so a drift
 // in machine speed hits both alike: per repeat and prompt, one plain run, then
 // one speculative run for each draft length in Ks (in order; each in 1..the
-// drafter's K, else InputError), n new tokens each, all with in.sampling
+// drafter's K — any length >= 1 with the assistant —, else InputError), n new tokens each, all with in.sampling
 // (repeat r adds r to its seed). Greedy and coupled sampling: every
 // speculative output must equal the plain one token for token; a run where it
 // does not counts as a flip (rejection sampling gives another sample, so its

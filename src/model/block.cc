@@ -98,9 +98,10 @@ struct Shape {
 };
 
 // q/k/v of every row from xn: biases, per-head q/k norms and RoPE, V's norm;
-// a K/V owner writes its rows' K and V into the cache.
+// a K/V owner writes its rows' K and V into the cache (kv: null only for a
+// layer that owns none).
 void project_qkv(const ModelConfig& c, const Shape& sh, int layer, const LayerWeights& L,
-                 std::span<const Row> rows, KVCache& kv, const float* cs, BlockScratch& s,
+                 std::span<const Row> rows, KVCache* kv, const float* cs, BlockScratch& s,
                  ThreadPool* pool) {
   const size_t q = rows.size(), hd = sh.hd, H = sh.H, KV = sh.KV;
   kern::matmul(L.wqkv, s.xn.data(), q, s.qkv.data(), pool);  // [q, qkv_dim]
@@ -117,10 +118,11 @@ void project_qkv(const ModelConfig& c, const Shape& sh, int layer, const LayerWe
       kern::rope(hv, cr, cr + hd / 2, hd, c.rope_interleaved);
     }
     if (!sh.k.owns_kv()) continue;
+    MTP_CHECK(kv != nullptr, "layer {} owns K/V but got no cache", layer);
     const Row& row = rows[r];
-    const size_t slot = kv.write_slot(row, layer);
-    float* kc = kv.k(row.seq, layer) + slot * sh.kv_dim;
-    float* vc = kv.v(row.seq, layer) + slot * sh.kv_dim;
+    const size_t slot = kv->write_slot(row, layer);
+    float* kc = kv->k(row.seq, layer) + slot * sh.kv_dim;
+    float* vc = kv->v(row.seq, layer) + slot * sh.kv_dim;
     // V: its own projection, or (K = V) K's projection before K's norm and RoPE.
     std::memcpy(vc, v + sh.q_dim + (sh.k.k_eq_v ? 0 : sh.kv_dim), sh.kv_dim * sizeof(float));
     for (size_t h = 0; h < KV; ++h) {
@@ -250,27 +252,35 @@ void ple_residual(const ModelConfig& c, const LayerWeights& L, const float* ple,
 
 }  // namespace
 
-void block_forward(const ModelConfig& c, int layer, const LayerWeights& L,
-                   std::span<const Row> rows, KVCache& kv, const float* cs, float* x,
-                   BlockScratch& s, ThreadPool* pool, const float* ple, size_t ple_stride) {
+void attention_in(const ModelConfig& c, int layer, const LayerWeights& L,
+                  std::span<const Row> rows, KVCache* kv, const float* cs, const float* x,
+                  BlockScratch& s, ThreadPool* pool) {
   const Shape sh(c, layer);
-  const size_t q = rows.size(), d = sh.d, ffn = size_t(sh.k.ffn);
+  const size_t q = rows.size(), d = sh.d;
   s.xn.resize(q * d);
   s.qkv.resize(q * sh.qkv_dim);
   s.att.resize(q * sh.q_dim);
-  s.proj.resize(q * d);
-  s.gu.resize(q * 2 * ffn);
-  s.act.resize(q * ffn);
-
-  // --- attention -----------------------------------------------------------
   for (size_t r = 0; r < q; ++r) {
     kern::rmsnorm(x + r * d, L.attn_norm.data(), d, c.norm_eps, s.xn.data() + r * d);
   }
   project_qkv(c, sh, layer, L, rows, kv, cs, s, pool);
-  attend_rows(c, sh, layer, rows, kv, s, pool);
+}
+
+void attention_out(const ModelConfig& c, const LayerWeights& L, size_t q, float* x,
+                   BlockScratch& s, ThreadPool* pool) {
+  const size_t d = size_t(c.d_model);
+  s.proj.resize(q * d);
   kern::matmul(L.wo, s.att.data(), q, s.proj.data(), pool);  // [q, d]
   add_residual(c, c.sandwich_norms ? L.post_attn_norm.data() : nullptr, s.proj.data(), x, q, d);
-  // --- feed-forward ----------------------------------------------------------
+}
+
+void feed_forward(const ModelConfig& c, int layer, const LayerWeights& L, size_t q, float* x,
+                  BlockScratch& s, ThreadPool* pool, const float* ple, size_t ple_stride) {
+  const size_t d = size_t(c.d_model), ffn = size_t(c.layer_kind(layer).ffn);
+  s.xn.resize(q * d);
+  s.proj.resize(q * d);
+  s.gu.resize(q * 2 * ffn);
+  s.act.resize(q * ffn);
   for (size_t r = 0; r < q; ++r) {
     kern::rmsnorm(x + r * d, L.ffn_norm.data(), d, c.norm_eps, s.xn.data() + r * d);
   }
@@ -289,6 +299,15 @@ void block_forward(const ModelConfig& c, int layer, const LayerWeights& L,
   if (c.layer_scalar) {
     for (size_t i = 0; i < q * d; ++i) x[i] *= L.layer_scalar;
   }
+}
+
+void block_forward(const ModelConfig& c, int layer, const LayerWeights& L,
+                   std::span<const Row> rows, KVCache& kv, const float* cs, float* x,
+                   BlockScratch& s, ThreadPool* pool, const float* ple, size_t ple_stride) {
+  attention_in(c, layer, L, rows, &kv, cs, x, s, pool);
+  attend_rows(c, Shape(c, layer), layer, rows, kv, s, pool);
+  attention_out(c, L, rows.size(), x, s, pool);
+  feed_forward(c, layer, L, rows.size(), x, s, pool, ple, ple_stride);
 }
 
 }  // namespace mtp::model

@@ -51,4 +51,22 @@ void block_forward(const ModelConfig& c, int layer, const LayerWeights& L,
                    BlockScratch& s, ThreadPool* pool, const float* ple = nullptr,
                    size_t ple_stride = 0);
 
+// block_forward's three steps around the attention itself, for a layer that
+// attends with K/V it reads elsewhere (Gemma 4's assistant attends with the
+// target's cache, drafter/assistant_runner.h):
+// - attention_in: x's input norm and its rows' q (and a K/V owner's k/v,
+//   written to *kv) projected, normed and rotated into s.qkv [q, qkv_dim]
+//   (a layer owning no K/V: [q, H·hd], head h at h·hd; kv may be null);
+// - attention_out: s.att [q, H·hd] through o_proj, (sandwich-)normed, added to x;
+// - feed_forward: the MLP with its norms, the per-layer embedding and the
+//   layer scalar, on x.
+void attention_in(const ModelConfig& c, int layer, const LayerWeights& L,
+                  std::span<const Row> rows, KVCache* kv, const float* cs, const float* x,
+                  BlockScratch& s, ThreadPool* pool);
+void attention_out(const ModelConfig& c, const LayerWeights& L, size_t q, float* x,
+                   BlockScratch& s, ThreadPool* pool);
+void feed_forward(const ModelConfig& c, int layer, const LayerWeights& L, size_t q, float* x,
+                  BlockScratch& s, ThreadPool* pool, const float* ple = nullptr,
+                  size_t ple_stride = 0);
+
 }  // namespace mtp::model

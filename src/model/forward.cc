@@ -27,15 +27,18 @@ void Model::embed(int32_t token, float* out) const {
   m_.weights.embed.lookup(token, m_.config.embed_scale, out);
 }
 
+void Model::final_norm(const float* hidden, float* out) const {
+  const ModelConfig& c = m_.config;
+  kern::rmsnorm(hidden, m_.weights.final_norm.data(), size_t(c.d_model), c.norm_eps, out);
+}
+
 void Model::logits_from_hidden(const float* hidden, size_t q, float* logits, ThreadPool* pool,
                                const kernels::PackedMatrix* head) const {
   const kernels::PackedMatrix& w = head ? *head : m_.weights.lm_head;
   const ModelConfig& c = m_.config;
   const size_t d = c.d_model;
   std::vector<float> xn(q * d);
-  for (size_t r = 0; r < q; ++r) {
-    kern::rmsnorm(hidden + r * d, m_.weights.final_norm.data(), d, c.norm_eps, xn.data() + r * d);
-  }
+  for (size_t r = 0; r < q; ++r) final_norm(hidden + r * d, xn.data() + r * d);
   kern::matmul(w, xn.data(), q, logits, pool);
   if (c.final_softcap > 0) kern::softcap(logits, q * w.rows(), c.final_softcap);
 }

@@ -77,6 +77,10 @@ class Model {
   // layer-0 input. [d]
   void embed(int32_t token, float* out) const;
 
+  // The final norm of one capture hidden row: the post-norm hidden the head
+  // reads (logits_from_hidden), [d] -> [d]. out may alias hidden.
+  void final_norm(const float* hidden, float* out) const;
+
  private:
   struct Scratch;
   // Per-layer embeddings: every layer's input [q, n_layers · ple_dim] into

@@ -121,11 +121,7 @@ RopeScaling recover_llama3(const io::GgufFile& f, const io::GgufTensor& t, const
 // rope_freqs.weight of a proportional-RoPE family -> the rotated fraction:
 // [global head_dim / 2] F32 divisors, 1 for the first k pairs, >= 1e29
 // (llama.cpp's converter: 1e30, an angle of ~0) for the others.
-float recover_proportional(const io::GgufFile& f, const io::GgufTensor& t, const ModelConfig& c) {
-  int full_hd = c.head_dim;
-  for (int l = 0; l < c.n_layers; ++l) {
-    if (!c.layer_kind(l).sliding) full_hd = c.layer_kind(l).head_dim;
-  }
+float recover_proportional(const io::GgufFile& f, const io::GgufTensor& t, int full_hd) {
   const size_t half = size_t(full_hd) / 2;
   if (t.type != uint32_t(GgmlType::F32) || t.dims.size() != 1 || t.row_elems() != half) {
     fail<ConfigError>("GGUF file '{}': rope_freqs.weight must be F32 of {} values (the full "
@@ -367,7 +363,11 @@ void gguf_rope(const Meta& m, const Family& fam, ModelConfig& c) {
   }
   if (const io::GgufTensor* rf = f.tensor("rope_freqs.weight");
       rf && fam.gguf_rope_freqs == RopeFreqs::Proportional) {
-    c.rope_partial = recover_proportional(f, *rf, c);
+    int full_hd = c.head_dim;
+    for (int l = 0; l < c.n_layers; ++l) {
+      if (!c.layer_kind(l).sliding) full_hd = c.layer_kind(l).head_dim;
+    }
+    c.rope_partial = recover_proportional(f, *rf, full_hd);
   } else if (rf) {
     if (fam.gguf_rope_freqs != RopeFreqs::Llama3 ||
         c.rope_scaling.type != RopeScaling::Type::None) {
@@ -466,6 +466,15 @@ ModelConfig gguf_model_config(const io::GgufFile& f) {
   gguf_special_tokens(f, c);
   c.validate("GGUF file '" + f.path() + "'", gguf_field_names(*arch_name));
   return c;
+}
+
+float gguf_rope_partial(const io::GgufFile& f, int full_head_dim) {
+  const io::GgufTensor* rf = f.tensor("rope_freqs.weight");
+  if (!rf) {
+    fail<FormatError>("GGUF file '{}' has no rope_freqs.weight (its full layers' proportional "
+                      "RoPE)", f.path());
+  }
+  return recover_proportional(f, *rf, full_head_dim);
 }
 
 ModelConfig read_gguf_config(const std::string& path) { return gguf_model_config(io::GgufFile(path)); }

@@ -65,6 +65,13 @@ void KVCache::truncate(int seq, int n) {
   }
 }
 
+bool KVCache::holds(int seq, int layer, int pos) const {
+  const Seq& s = seqs_.at(size_t(seq));
+  if (pos < 0 || pos >= s.length) return false;
+  if (slots(layer) >= ctx_) return true;
+  return s.ring_pos[size_t(pos) % size_t(ring_slots_)] == pos;
+}
+
 void KVCache::begin_write(int seq, int pos) {
   Seq& s = seqs_.at(seq);
   int expect = s.length + s.pending;

@@ -67,6 +67,18 @@ class KVCache {
   // position slots, then the tree slots.
   float* k(int seq, int layer) { return seqs_[seq].k[size_t(store_[size_t(layer)])].data(); }
   float* v(int seq, int layer) { return seqs_[seq].v[size_t(store_[size_t(layer)])].data(); }
+  // Read-only views of the same storage, for readers that attend with a
+  // sequence's K/V in place and write none (Gemma 4's assistant).
+  const float* k(int seq, int layer) const {
+    return seqs_.at(size_t(seq)).k[size_t(store_[size_t(layer)])].data();
+  }
+  const float* v(int seq, int layer) const {
+    return seqs_.at(size_t(seq)).v[size_t(store_[size_t(layer)])].data();
+  }
+  // Whether position `pos` (< length(seq)) still has its K/V in layer
+  // `layer`'s slot pos % slots(layer): always for a full layer, for a
+  // sliding layer's ring while no later position overwrote it.
+  bool holds(int seq, int layer, int pos) const;
   int slots(int layer) const { return slots_[size_t(store_[size_t(layer)])]; }
   int kv_dim(int layer) const { return kv_dim_[size_t(store_[size_t(layer)])]; }
   // Layers with storage (the K/V owners).

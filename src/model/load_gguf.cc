@@ -171,7 +171,8 @@ PackedMatrix pack_float_parts(const std::vector<RowSource>& parts, const Hold& h
                            fmt::format("tensors {}.. in '{}'", parts[0].t->name, file));
 }
 
-// A vector (norm weight, bias) as fp32, as stored (Gemma's 1 + w included).
+}  // namespace
+
 std::vector<float> gguf_vector(const GgufFile& f, const std::string& name) {
   const GgufTensor& t = *f.tensor(name);
   std::vector<float> out(t.numel());
@@ -179,6 +180,12 @@ std::vector<float> gguf_vector(const GgufFile& f, const std::string& name) {
   check_finite(out.data(), out.size(), fmt::format("tensor {} in '{}'", name, f.path()));
   return out;
 }
+
+kernels::PackedMatrix gguf_matrix(const GgufFile& f, const std::string& name, const Hold& hold) {
+  return pack_gguf_matrix({{f.tensor(name), {}}}, hold, f.path());
+}
+
+namespace {
 
 struct Expected {
   std::string name;
@@ -264,6 +271,8 @@ void check_tensors(const GgufFile& f, const ModelConfig& c) {
   }
 }
 
+}  // namespace
+
 LayerWeights load_gguf_layer(const GgufFile& f, const ModelConfig& c, int i,
                              const Hold& hold) {
   const LayerKind kind = c.layer_kind(i);
@@ -309,6 +318,8 @@ LayerWeights load_gguf_layer(const GgufFile& f, const ModelConfig& c, int i,
   if (c.layer_scalar && tensor("layer_scalar")) w.layer_scalar = gguf_vector(f, name("layer_scalar"))[0];
   return w;
 }
+
+namespace {
 
 // A token table used in place: plain float storage, or rows of ggml blocks
 // (looked up a row at a time), after a finiteness check.
@@ -357,8 +368,7 @@ LoadedModel load_gguf(const std::string& path, const LoadOptions& opt) {
       w.ple_proj_norm = gguf_vector(f, "per_layer_proj_norm.weight");
     }
     w.final_norm = gguf_vector(f, "output_norm.weight");
-    const GgufTensor* head = c.tie_embeddings ? e : f.tensor("output.weight");
-    w.lm_head = pack_gguf_matrix({{head, {}}}, opt.weights, path);
+    w.lm_head = gguf_matrix(f, c.tie_embeddings ? e->name : "output.weight", opt.weights);
   };
   run_load_tasks(n_tasks, task);
   w.keep_alive.push_back(file->keep_alive());

@@ -2,6 +2,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/matmul.h"
 #include "model/config.h"
@@ -75,5 +76,20 @@ ModelConfig gguf_model_config(const io::GgufFile& f);
 // "model.layers.{layer}.") is `hf`: "self_attn.q_proj.weight" ->
 // "blk.{layer}.attn_q.weight" (gguf-py's tensor map for these families).
 std::string gguf_layer_tensor_name(const ModelConfig& c, int layer, const std::string& hf);
+
+// The pieces of load_gguf another GGUF reader (Gemma 4's assistant) shares;
+// the tensors must exist, with the shapes the caller checked.
+// - A vector (norm weight, bias) as fp32, as stored (Gemma's 1 + w
+//   included), after a finiteness check.
+std::vector<float> gguf_vector(const io::GgufFile& f, const std::string& name);
+// - One matrix, packed as every GGUF matrix is (float types held as `hold`,
+//   block types as stored).
+kernels::PackedMatrix gguf_matrix(const io::GgufFile& f, const std::string& name, const Hold& hold);
+// - Layer i of `c` under blk.{i}. (a layer reading another's K/V: q only).
+LayerWeights load_gguf_layer(const io::GgufFile& f, const ModelConfig& c, int i, const Hold& hold);
+// - rope_freqs.weight of a proportional-RoPE family (Gemma 4): the rotated
+//   fraction of the full layers' head of width full_head_dim (ConfigError
+//   for anything else).
+float gguf_rope_partial(const io::GgufFile& f, int full_head_dim);
 
 }  // namespace mtp::model

@@ -31,6 +31,10 @@ class TargetSession {
   int q_max() const { return kv_->q_max(); }  // rows of one forward call
   int seq() const { return seq_; }
   int forwarded() const { return kv_->length(seq_); }
+  // The cache this session's positions live in (its own, or the shared one:
+  // sequence seq()), read-only: Gemma 4's assistant attends with the
+  // target's K/V in place (sources/assistant_source.h).
+  const model::KVCache& kv() const { return *kv_; }
 
   // Forwards tokens at the next positions in calls of at most q_max rows;
   // writes the last row's logits to last_logits ([vocab]) when not null.

@@ -16,6 +16,7 @@ SchedulerOptions engine_options(const model::ModelConfig& c, const GenerateOptio
   so.sources = spec.sources;
   so.lookup = spec.lookup;
   so.history = spec.history;
+  so.assistant = spec.assistant;
   so.adaptive = spec.gate;
   so.tree = spec.tree;
   so.cost = spec.cost;

@@ -37,10 +37,13 @@ struct SpecOptions {
   SpecSampling mode = SpecSampling::Coupled;
   bool record_trace = false;  // GenerateResult::trace
   // The draft sources by name (sources/draft_source.h); empty: "mtp" with a
-  // drafter, none without (plain generation).
+  // drafter, "gemma4-assistant" with an assistant, none without (plain
+  // generation).
   std::vector<std::string> sources;
   LookupOptions lookup;                   // the lookups' ngram_max and max_draft
   std::shared_ptr<HistoryStore> history;  // the "history" source's store (null: its own)
+  // Gemma 4's assistant (the source "gemma4-assistant"; null: none).
+  std::shared_ptr<const drafter::Gemma4Assistant> assistant;
   // The budget (the engine's `adaptive`): drafts sized by measured gain per
   // second, sources below break-even skipped and re-probed. false (the
   // library's default; the CLI turns it on unless --no-gate): every cycle
@@ -49,7 +52,7 @@ struct SpecOptions {
   TreeOptions tree;               // draft trees (Chain = chains)
   std::optional<CostCurve> cost;  // m(q) (absent: timed when the engine starts)
   TraceFn trace;                  // one record per cycle (scheduler.h)
-  bool speculates() const { return drafter || !sources.empty(); }
+  bool speculates() const { return drafter || assistant || !sources.empty(); }
 };
 
 struct GenerateResult {

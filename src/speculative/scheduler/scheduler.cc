@@ -49,6 +49,7 @@ int slot_ctx(const model::ModelConfig& c, const SchedulerOptions& opt,
 std::vector<std::string> source_names(const SchedulerOptions& opt, const drafter::Drafter* d) {
   if (!opt.sources.empty()) return opt.sources;
   if (d) return {kMtpSource};
+  if (opt.assistant) return {kAssistantSource};
   return {};
 }
 
@@ -111,6 +112,7 @@ void Scheduler::make_sources(const drafter::Drafter* drafter) {
   c.draft_k = opt_.draft_k;
   c.target = &m_;
   c.drafter = drafter;
+  c.assistant = opt_.assistant.get();
   c.slots = opt_.parallel;
   c.ctx = ctx_;
   c.lookup = opt_.lookup;
@@ -121,7 +123,9 @@ void Scheduler::make_sources(const drafter::Drafter* drafter) {
       if (name == s->name()) fail<InputError>("the draft source '{}' is named twice", name);
     }
     std::unique_ptr<DraftSource> s = make_draft_source(name, c);
-    if (s->capture() != Capture::Tokens && s->capture() != Capture::PreNormHidden) {
+    // Every forwarded position's pre-norm hidden is kept (TargetSession), the
+    // post-norm one is its final norm, and the K/V are the cache's own.
+    if (s->capture() == Capture::LayerHiddens) {
       fail<InputError>("the draft source '{}' reads the target's {}, which this engine does not "
                        "capture", name, capture_name(s->capture()));
     }

@@ -91,12 +91,16 @@ struct SchedulerOptions {
   // use: a K = 4 drafter with 1 runs one module); 0: its longest.
   int draft_k = 0;
   // The draft sources, by registered name, in order (sources/draft_source.h:
-  // "mtp" — needs the drafter —, "prompt", "history", or a registered one).
-  // Empty: {"mtp"} with a drafter, none without (plain decoding). At most one
-  // priced source.
+  // "mtp" — needs the drafter —, "prompt", "history", "gemma4-assistant" —
+  // needs the assistant —, or a registered one). Empty: {"mtp"} with a
+  // drafter, {"gemma4-assistant"} with an assistant, none without (plain
+  // decoding). At most one priced source.
   std::vector<std::string> sources;
   LookupOptions lookup;                   // the lookups' ngram_max and max_draft
   std::shared_ptr<HistoryStore> history;  // the "history" source's store (null: its own)
+  // Gemma 4's assistant (the source "gemma4-assistant"; with no sources
+  // named, the one drafted with). Null: none.
+  std::shared_ptr<const drafter::Gemma4Assistant> assistant;
   // Draft trees from the priced source (policy/tree_shape.h; Chain = chains).
   TreeOptions tree;
   // m(q), seconds of a q-row forward (absent: timed at start when anything
@@ -203,6 +207,9 @@ class Scheduler {
   long forward_rows() const { return forward_rows_; }
   double forward_seconds() const { return forward_s_; }
   double draft_seconds() const { return draft_s_; }
+  // The priced source's cost as measured at start (zero when the budget is
+  // off: nothing measured).
+  DraftSource::Cost priced_cost() const { return priced_cost_; }
   int slot_length(int s) const { return kv_.length(s); }
   uint64_t slot_id(int s) const;
   int slot_committed(int s) const;

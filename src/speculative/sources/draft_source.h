@@ -20,7 +20,10 @@
 //   proposed may be rejected: a source keeps no state built from its own
 //   unverified drafts (the MTP modules recompute their non-final rows).
 // - capture(): what the source reads from the target (docs/SEMANTICS.md,
-//   "Capture"); the engine refuses a source whose capture it does not provide.
+//   "Capture"): job.target's committed positions — their pre-norm hidden
+//   (TargetSession::hidden), their post-norm hidden (Model::final_norm of
+//   it) and their K/V (TargetSession::kv, read in place, never written);
+//   the engine refuses a source whose capture it does not provide.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -39,6 +42,7 @@
 
 namespace mtp::drafter {
 class Drafter;
+class Gemma4Assistant;
 }
 
 namespace mtp::speculative {
@@ -53,8 +57,9 @@ enum class Capture : uint8_t {
                    //   MTP drafter: model/forward.h ForwardOut::hidden)
   PostNormHidden,  // + the same after the final norm (Gemma 4's assistant,
                    //   Qwen3.5's MTP head)
-  SharedKV,        // + the K/V of the target's last K/V-owning layer of each
-                   //   attention kind (Gemma 4's assistant)
+  SharedKV,        // + the post-norm hidden and the K/V of the target's last
+                   //   K/V-owning layer of each attention kind, read in place
+                   //   (Gemma 4's assistant)
   LayerHiddens,    // + several layers' hidden (EAGLE-style drafters)
 };
 const char* capture_name(Capture c);
@@ -140,7 +145,9 @@ class DraftSource {
 struct SourceContext {
   const model::Model* target = nullptr;
   const drafter::Drafter* drafter = nullptr;  // the drafter file given (may be null)
-  int draft_k = 0;                            // modules in use (0: the drafter's K)
+  // Gemma 4's assistant given (a gemma4_assistant directory; may be null).
+  const drafter::Gemma4Assistant* assistant = nullptr;
+  int draft_k = 0;  // modules in use (0: the drafter's K); the assistant's draft steps (0: 4)
   int slots = 1, ctx = 0;                     // sequences and positions per sequence held
   LookupOptions lookup;                       // prompt lookup and the history's proposals
   std::shared_ptr<HistoryStore> history;      // the history store (null: none)
@@ -155,7 +162,8 @@ void register_draft_source(std::string_view name, SourceFactory make, std::strin
 // A new source of kind `name`: InputError naming the unknown name and the
 // registered ones; the factory's own errors pass through.
 std::unique_ptr<DraftSource> make_draft_source(std::string_view name, const SourceContext& c);
-// The registered names (the built-ins mtp, prompt, history first) and their help.
+// The registered names (the built-ins mtp, prompt, history, gemma4-assistant
+// first) and their help.
 std::vector<std::pair<std::string, std::string>> draft_sources();
 // The registry's stable copy of a name (for DraftOrigin), or null if unknown.
 const char* draft_source_name(std::string_view name);

@@ -24,17 +24,14 @@ float top_probability(const float* logits, size_t vocab) {
   return float(1.0 / sum);
 }
 
-int32_t choose_draft(const drafter::MtpRunner& runner, Sampler& sampler, SpecSampling mode,
-                     const float* lg, int64_t pos, DraftTree& tree, float& max_logit) {
-  const size_t V = runner.logits_width();
-  const std::vector<int32_t>& vocab = runner.drafter().config().draft_vocab;
-  const int32_t* ids = vocab.empty() ? nullptr : vocab.data();
-  const size_t a = kernels::argmax(lg, V);
+int32_t choose_draft(Sampler& sampler, SpecSampling mode, const float* lg, size_t n,
+                     const int32_t* ids, int64_t pos, DraftTree& tree, float& max_logit) {
+  const size_t a = kernels::argmax(lg, n);
   max_logit = lg[a];
-  if (sampler.greedy()) return runner.token_of(a);
-  if (mode == SpecSampling::Coupled) return sampler.sample(lg, V, pos, ids, NoiseStream::Choice);
+  if (sampler.greedy()) return ids ? ids[a] : int32_t(a);
+  if (mode == SpecSampling::Coupled) return sampler.sample(lg, n, pos, ids, NoiseStream::Choice);
   TokenDist q;
-  sampler.distribution(lg, V, ids, q);
+  sampler.distribution(lg, n, ids, q);
   const int32_t t = sample_dist(q, sampler.options().seed, pos, NoiseStream::Draft);
   tree.dist.push_back(std::move(q));  // node tree.size() is pushed next
   return t;
@@ -161,7 +158,10 @@ void MtpChains::draft(std::span<Job> jobs) {
     const int N = int(j.committed.size());
     float max_logit = 0;
     // Module k drafts the token at sequence position N + k.
-    const int32_t t = choose_draft(runner_, *j.sampler, j.mode, lg, N + k, *j.tree, max_logit);
+    const std::vector<int32_t>& vocab = runner_.drafter().config().draft_vocab;
+    const int32_t t = choose_draft(*j.sampler, j.mode, lg, runner_.logits_width(),
+                                   vocab.empty() ? nullptr : vocab.data(), N + k, *j.tree,
+                                   max_logit);
     drafts_[i].push_back(t);
     j.tree->push(t, k - 1, {kMtpSource, k});
     if (j.history) j.history->push_back({N, k, t, max_logit});

@@ -42,13 +42,16 @@ struct MtpDraft {
   float max_logit;
 };
 
-// Module k's draft from its logits row (runner.logits_width() columns) for
-// the token at sequence position pos: the argmax at temperature 0; coupled:
-// the keyed Gumbel-max the target uses (sampler.h), over the module's own
-// distribution, keyed by the target token id; rejection: a sample of the
-// module's distribution q, pushed onto tree.dist for the verifier.
-int32_t choose_draft(const drafter::MtpRunner& runner, Sampler& sampler, SpecSampling mode,
-                     const float* logits, int64_t pos, DraftTree& tree, float& max_logit);
+// A drafter's draft from its logits row for the token at sequence position
+// pos: n columns, column i for token ids[i] (ids null: token i; ascending —
+// a draft vocabulary, the assistant's centroid head; every other token's
+// logit -inf): the argmax at temperature 0 (ties to the lower id); coupled:
+// the keyed Gumbel-max the target uses (sampler.h) over the drafter's own
+// distribution, keyed by the token id; rejection: a sample of the drafter's
+// distribution q, pushed onto tree.dist for the verifier. max_logit: the
+// row's largest logit (the live ≡ teacher-forced check, bitwise).
+int32_t choose_draft(Sampler& sampler, SpecSampling mode, const float* logits, size_t n,
+                     const int32_t* ids, int64_t pos, DraftTree& tree, float& max_logit);
 
 // Top probability of a logits row (softmax max), for --draft-p-min.
 float top_probability(const float* logits, size_t vocab);

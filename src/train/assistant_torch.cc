@@ -1,0 +1,143 @@
+#include "train/assistant_torch.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "io/safetensors.h"
+#include "kernels/ops.h"
+#include "model/kv_cache.h"
+
+namespace fs = std::filesystem;
+
+namespace mtp::train {
+
+AssistantCapture engine_capture(const model::Model& target, const drafter::AssistantConfig& a,
+                                const std::vector<int32_t>& tokens, torch::Device dev) {
+  const int R = int(tokens.size());
+  const model::ModelConfig& c = target.config();
+  const size_t d = size_t(c.d_model), V = size_t(c.vocab);
+  // A cache keeping every position (q_max = ctx: no ring), as the replay's.
+  model::KVCache kv = target.make_cache(1, R, R, 0);
+  std::vector<model::Row> rows;
+  for (int p = 0; p < R; ++p) rows.push_back({0, p, tokens[size_t(p)]});
+  std::vector<float> hidden(size_t(R) * d), logits(size_t(R) * V), post(size_t(R) * d);
+  target.forward(rows, kv, {logits.data(), nullptr, hidden.data()}, nullptr);
+  AssistantCapture out;
+  for (int p = 0; p < R; ++p) {
+    target.final_norm(hidden.data() + size_t(p) * d, post.data() + size_t(p) * d);
+    out.target_argmax.push_back(
+        int32_t(kernels::argmax(logits.data() + size_t(p) * V, V)));
+  }
+  out.post_norm = torch::from_blob(post.data(), {1, R, int64_t(d)}, torch::kFloat32).clone().to(dev);
+  for (bool sliding : {true, false}) {
+    const int owner = a.kv_layer(sliding);
+    if (owner < 0) continue;
+    const model::LayerKind k = c.layer_kind(owner);
+    const int64_t KV = k.n_kv_heads, hd = k.head_dim, width = kv.kv_dim(owner);
+    auto view = [&](const float* p) {  // slots [R, KV · hd] -> [1, KV, R, hd]
+      return torch::from_blob(const_cast<float*>(p), {R, KV, hd}, torch::kFloat32)
+          .clone().permute({1, 0, 2}).unsqueeze(0).contiguous().to(dev);
+    };
+    MTP_CHECK(width == KV * hd, "target layer {}: K/V width {} is not {} · {}", owner, width, KV, hd);
+    const model::KVCache& ro = kv;
+    out.kv[owner] = {view(ro.k(0, owner)), view(ro.v(0, owner))};
+  }
+  return out;
+}
+
+TorchAssistant::TorchAssistant(const model::Model& target, const drafter::AssistantConfig& a,
+                               torch::Device dev)
+    : m_(target), a_(a), dev_(dev),
+      layout_(FlatLayout::from_shapes(drafter::assistant_tensor_shapes(a))), rope_(a.block) {
+  if (!a.block.tie_embeddings) {
+    fail<ConfigError>("the libtorch assistant trains tied heads only (tie_word_embeddings false)");
+  }
+}
+
+torch::Tensor TorchAssistant::embed(const std::vector<int32_t>& tokens) const {
+  const int64_t B = a_.backbone, R = int64_t(tokens.size());
+  std::vector<float> e(size_t(R * B));
+  for (int64_t t = 0; t < R; ++t) m_.embed(tokens[size_t(t)], e.data() + t * B);
+  return torch::from_blob(e.data(), {1, R, B}, torch::kFloat32).clone().to(dev_);
+}
+
+torch::Tensor TorchAssistant::step1_state(const torch::Tensor& post_norm) {
+  auto zero = torch::zeros_like(post_norm.narrow(1, 0, 1));
+  return torch::cat({zero, post_norm.narrow(1, 0, post_norm.size(1) - 1)}, 1);
+}
+
+torch::Tensor TorchAssistant::mask(int64_t R, bool sliding) const {
+  auto t = torch::arange(R).view({R, 1}), j = torch::arange(R).view({1, R});
+  auto lo = sliding ? torch::clamp_min(t - 1 - a_.block.sliding_window, 0) : torch::zeros_like(t);
+  auto masked = (j > t - 1) | (j < lo);
+  masked.index_put_({0, 0}, false);  // row 0: key 0, so its softmax is defined
+  return masked.to(dev_);
+}
+
+std::pair<torch::Tensor, torch::Tensor> TorchAssistant::step(
+    const std::vector<torch::Tensor>& p, const torch::Tensor& e, const torch::Tensor& state,
+    const std::map<int, std::pair<torch::Tensor, torch::Tensor>>& kv) const {
+  const model::ModelConfig& b = a_.block;
+  TORCH_CHECK(e.dim() == 3 && e.sizes() == state.sizes() && e.size(2) == a_.backbone,
+              "TorchAssistant::step: e and state must both be [B, R, backbone]");
+  const int64_t R = e.size(1);
+  auto x = at::linear(torch::cat({e, state}, -1), param(p, "pre_projection.weight"));
+  std::map<int, std::pair<torch::Tensor, torch::Tensor>> shared = kv;
+  for (int l = 0; l < b.n_layers; ++l) {
+    const model::LayerKind k = b.layer_kind(l);
+    const bool local = rope_.local_for(k.sliding);
+    const RopeTables rope = rope_tables(rope_, local, R, k.head_dim, dev_);
+    LayerContext lc;
+    lc.layer = l;
+    lc.shared_kv = &shared;
+    const std::string pre = "model.layers." + std::to_string(l) + ".";
+    x = decoder_layer(b, [&](const std::string& n) { return param(p, pre + n); }, x, rope,
+                      mask(R, k.sliding), lc);
+  }
+  auto xn = rmsnorm(x, param(p, "model.norm.weight"), b.norm_eps);
+  return {at::linear(xn, param(p, "model.embed_tokens.weight")),
+          at::linear(xn, param(p, "post_projection.weight"))};
+}
+
+std::vector<float> TorchAssistant::read_dir(const std::string& dir) const {
+  const io::TensorSet ts = io::TensorSet::open_dir(dir);
+  model::check_tensor_shapes(ts, drafter::assistant_tensor_shapes(a_), "the assistant's config");
+  std::map<std::string, std::vector<float>> t;
+  for (const FlatLayout::Entry& e : layout_.entries) {
+    const io::TensorView& v = ts.get(e.name);
+    std::vector<float> x(v.numel());
+    to_f32(v.data, v.dtype, x.size(), x.data());
+    t[e.name] = std::move(x);
+  }
+  return layout_.flatten(t);
+}
+
+void TorchAssistant::write_dir(const std::string& dir, const nlohmann::json& config,
+                               const std::vector<float>& flat,
+                               const std::vector<int32_t>& ordering) const {
+  if (a_.ordered && ordering.size() != size_t(a_.block.vocab)) {
+    fail<InputError>("a centroid-head assistant needs its token_ordering ({} ids), got {}",
+                     a_.block.vocab, ordering.size());
+  }
+  fs::create_directories(dir);
+  const auto tensors = layout_.unflatten(flat.data(), int64_t(flat.size()));
+  std::vector<io::TensorView> views;
+  for (const FlatLayout::Entry& e : layout_.entries) {
+    const std::vector<float>& v = tensors.at(e.name);
+    views.push_back({e.name, DType::F32, e.shape, v.data(), v.size() * sizeof(float)});
+  }
+  std::vector<int64_t> ids(ordering.begin(), ordering.end());
+  if (a_.ordered) {
+    views.push_back({"masked_embedding.token_ordering", DType::I64, {int64_t(ids.size())},
+                     ids.data(), ids.size() * sizeof(int64_t)});
+  }
+  io::write_safetensors((fs::path(dir) / "model.safetensors").string(), views, {{"format", "pt"}});
+  nlohmann::json c = config;
+  c["dtype"] = "float32";
+  write_file_atomic((fs::path(dir) / "config.json").string(), c.dump(2));
+}
+
+}  // namespace mtp::train
