@@ -22,6 +22,8 @@ namespace {
 using model::Arch;
 
 bool is_gemma(Arch a) { return a == Arch::Gemma2 || a == Arch::Gemma3; }
+// Families whose norms store w for their (1 + w).
+bool one_plus_norms(Arch a) { return is_gemma(a) || a == Arch::Qwen35; }
 
 // splitmix64: a tiny, portable generator (std::normal_distribution's output
 // is implementation-defined; these values must not depend on the library).
@@ -63,6 +65,8 @@ std::vector<float> random_values(const RandomSpec& s, const std::string& name,
     std::string_view x(suf);
     return name.size() >= x.size() && name.compare(name.size() - x.size(), x.size(), x) == 0;
   };
+  // Qwen3.5's gated DeltaNet norm is a plain w (1 + 0.1·N), its other norms 1 + w.
+  const bool plain_norm = ends("linear_attn.norm.weight");
   const bool norm = ends("norm.weight");
   const bool scalar = ends("layer_scalar");
   const bool embed = ends("embed_tokens.weight");
@@ -71,7 +75,8 @@ std::vector<float> random_values(const RandomSpec& s, const std::string& name,
   if (embed) scale = 0.1f;
   if (bias) scale = 0.02f;
   if (norm) scale = 0.1f;
-  float offset = norm && !is_gemma(s.arch) ? 1.0f : 0.0f;
+  if (ends("conv1d.weight")) scale = 0.5f / std::sqrt(float(shape.back()));  // [C, 1, kc]
+  float offset = norm && (!one_plus_norms(s.arch) || plain_norm) ? 1.0f : 0.0f;
   if (scalar) scale = 0.1f, offset = 0.8f;  // Gemma 4's layer output scalars: O(1), not 1
   for (auto& x : v) x = offset + scale * rng.normal();
   return v;
@@ -160,6 +165,15 @@ RandomSpec RandomSpec::for_arch(Arch a) {
       s.eos_ids = {1, 106};
       s.rope_theta = 1000000.f;
       s.final_softcap = 30.f;
+      break;
+    case Arch::Qwen35:
+      // Three Gated DeltaNet layers and a gated full-attention layer, 2 key
+      // heads read by 4 value heads, partial rotary (8 of 32 dims), tied.
+      s.n_layers = 4;
+      s.head_dim = 32;
+      s.tie = true;
+      s.rope_theta = 10000000.f;
+      s.eos_ids = {2, 3};
       break;
     case Arch::Gemma3:
       s.n_layers = 6;  // pattern 6: layers 0-4 sliding, layer 5 global
@@ -275,6 +289,38 @@ json hf_config_json(const RandomSpec& s) {
       c["pad_token_id"] = 0;
       break;
     }
+    case Arch::Qwen35: {
+      c["architectures"] = {"Qwen3_5ForCausalLM"};
+      c["model_type"] = "qwen3_5_text";
+      c["head_dim"] = s.head_dim;
+      c["hidden_act"] = "silu";
+      c["attention_bias"] = false;
+      c["attn_output_gate"] = true;
+      std::vector<std::string> types;
+      for (int i = 0; i < s.n_layers; ++i) {
+        types.push_back(qwen35_linear(s, i) ? "linear_attention" : "full_attention");
+      }
+      c["layer_types"] = types;
+      c["full_attention_interval"] = s.full_attention_interval;
+      c["linear_conv_kernel_dim"] = s.conv_kernel;
+      c["linear_num_key_heads"] = s.lin_k_heads;
+      c["linear_num_value_heads"] = s.lin_v_heads;
+      c["linear_key_head_dim"] = s.lin_k_dim;
+      c["linear_value_head_dim"] = s.lin_v_dim;
+      c["mamba_ssm_dtype"] = "float32";
+      c["mtp_num_hidden_layers"] = s.mtp ? 1 : 0;
+      c["mtp_use_dedicated_embeddings"] = false;
+      // Text positions are equal on the three mrope rows: the sections
+      // (summing to the rotated pairs) do not change the result.
+      const int pairs = int(float(s.head_dim) * s.partial_rotary) / 2;
+      c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", s.rope_theta},
+                              {"partial_rotary_factor", s.partial_rotary},
+                              {"mrope_interleaved", true},
+                              {"mrope_section", {pairs - 2 * (pairs / 3), pairs / 3, pairs / 3}}};
+      c.erase("rope_theta");
+      c["pad_token_id"] = nullptr;
+      break;
+    }
     case Arch::Gemma2:
       c["architectures"] = {"Gemma2ForCausalLM"};
       c["model_type"] = "gemma2";
@@ -305,6 +351,32 @@ json hf_config_json(const RandomSpec& s) {
       c["cache_implementation"] = "hybrid";
       c["pad_token_id"] = 0;
       break;
+  }
+  if (s.nested_text_config && s.arch == Arch::Qwen35) {
+    // Qwen3_5ForConditionalGeneration: the text model under text_config
+    // (with its special tokens), the vision tower's config, the tie flag.
+    json text = c;
+    for (const char* k : {"architectures", "torch_dtype", "transformers_version",
+                          "tie_word_embeddings"}) {
+      text.erase(k);
+    }
+    if (!s.config_patch.is_null()) text.merge_patch(s.config_patch);
+    json top;
+    top["architectures"] = {"Qwen3_5ForConditionalGeneration"};
+    top["model_type"] = "qwen3_5";
+    top["text_config"] = text;
+    top["vision_config"] = {{"model_type", "qwen3_5"}, {"depth", 1}, {"hidden_size", 8},
+                            {"intermediate_size", 16}, {"num_heads", 2}, {"out_hidden_size", s.d_model},
+                            {"patch_size", 2}, {"temporal_patch_size", 2},
+                            {"spatial_merge_size", 1}, {"num_position_embeddings", 4}};
+    top["image_token_id"] = 5;
+    top["video_token_id"] = 6;
+    top["vision_start_token_id"] = 7;
+    top["vision_end_token_id"] = 8;
+    top["tie_word_embeddings"] = s.tie;
+    top["torch_dtype"] = torch_dtype(s.dtype);
+    top["transformers_version"] = "5.5.0";
+    return top;
   }
   if (s.nested_text_config && (s.arch == Arch::Gemma3 || s.arch == Arch::Gemma4)) {
     // Gemma3/4ForConditionalGeneration: the text model's keys under
@@ -357,13 +429,57 @@ std::vector<Gemma4Layer> gemma4_layers(const RandomSpec& s) {
   return out;
 }
 
+bool qwen35_linear(const RandomSpec& s, int i) {
+  return s.layer_types.empty() ? (i + 1) % s.full_attention_interval != 0
+                               : s.layer_types[size_t(i)] == "linear_attention";
+}
+
+namespace {
+
+// One Qwen3.5 layer's tensors below prefix p: a Gated DeltaNet layer or a
+// gated full-attention layer, then the MLP.
+void qwen35_layer_tensors(const RandomSpec& s, const std::string& p, bool linear,
+                          std::vector<std::pair<std::string, std::vector<int64_t>>>& spec) {
+  const int64_t d = s.d_model, hd = s.head_dim, q = int64_t(s.n_heads) * hd;
+  const int64_t kv = int64_t(s.n_kv_heads) * hd;
+  spec.push_back({p + "input_layernorm.weight", {d}});
+  if (linear) {
+    const int64_t key = int64_t(s.lin_k_heads) * s.lin_k_dim, val = int64_t(s.lin_v_heads) * s.lin_v_dim;
+    const int64_t C = 2 * key + val, hv = s.lin_v_heads;
+    spec.push_back({p + "linear_attn.in_proj_qkv.weight", {C, d}});
+    spec.push_back({p + "linear_attn.in_proj_z.weight", {val, d}});
+    spec.push_back({p + "linear_attn.in_proj_b.weight", {hv, d}});
+    spec.push_back({p + "linear_attn.in_proj_a.weight", {hv, d}});
+    spec.push_back({p + "linear_attn.conv1d.weight", {C, 1, s.conv_kernel}});
+    spec.push_back({p + "linear_attn.dt_bias", {hv}});
+    spec.push_back({p + "linear_attn.A_log", {hv}});
+    spec.push_back({p + "linear_attn.norm.weight", {s.lin_v_dim}});
+    spec.push_back({p + "linear_attn.out_proj.weight", {d, val}});
+  } else {
+    spec.push_back({p + "self_attn.q_proj.weight", {2 * q, d}});
+    spec.push_back({p + "self_attn.k_proj.weight", {kv, d}});
+    spec.push_back({p + "self_attn.v_proj.weight", {kv, d}});
+    spec.push_back({p + "self_attn.o_proj.weight", {d, q}});
+    spec.push_back({p + "self_attn.q_norm.weight", {hd}});
+    spec.push_back({p + "self_attn.k_norm.weight", {hd}});
+  }
+  spec.push_back({p + "post_attention_layernorm.weight", {d}});
+  spec.push_back({p + "mlp.gate_proj.weight", {s.ffn, d}});
+  spec.push_back({p + "mlp.up_proj.weight", {s.ffn, d}});
+  spec.push_back({p + "mlp.down_proj.weight", {d, s.ffn}});
+}
+
+}  // namespace
+
 void write_random_hf_checkpoint(const std::string& dir, const RandomSpec& s) {
   fs::create_directories(dir);
-  const bool nested = (s.arch == Arch::Gemma3 || s.arch == Arch::Gemma4) && s.nested_text_config;
-  const std::string prefix = !s.weight_prefix.empty() ? s.weight_prefix
-                             : !nested                 ? "model."
-                             : s.arch == Arch::Gemma4  ? "model.language_model."
-                                                       : "language_model.model.";
+  const bool q35 = s.arch == Arch::Qwen35;
+  const bool nested =
+      (s.arch == Arch::Gemma3 || s.arch == Arch::Gemma4 || q35) && s.nested_text_config;
+  const std::string prefix = !s.weight_prefix.empty()               ? s.weight_prefix
+                             : !nested                               ? "model."
+                             : s.arch == Arch::Gemma4 || q35 ? "model.language_model."
+                                                                     : "language_model.model.";
   const std::string lm_head =
       prefix == "language_model.model." ? "language_model.lm_head.weight" : "lm_head.weight";
   const int64_t d = s.d_model, v = s.vocab;
@@ -378,7 +494,10 @@ void write_random_hf_checkpoint(const std::string& dir, const RandomSpec& s) {
     spec.push_back({prefix + "per_layer_model_projection.weight", {all, d}});
     spec.push_back({prefix + "per_layer_projection_norm.weight", {s.ple_dim}});
   }
-  for (int i = 0; i < s.n_layers; ++i) {
+  for (int i = 0; i < s.n_layers && q35; ++i) {
+    qwen35_layer_tensors(s, prefix + "layers." + std::to_string(i) + ".", qwen35_linear(s, i), spec);
+  }
+  for (int i = 0; i < s.n_layers && !q35; ++i) {
     std::string p = prefix + "layers." + std::to_string(i) + ".";
     const int64_t hd = g4 ? g4l[size_t(i)].head_dim : s.head_dim, q = int64_t(s.n_heads) * hd;
     const int64_t kv = int64_t(g4 ? g4l[size_t(i)].kv_heads : s.n_kv_heads) * hd;
@@ -417,7 +536,16 @@ void write_random_hf_checkpoint(const std::string& dir, const RandomSpec& s) {
   }
   spec.push_back({prefix + "norm.weight", {d}});
   if (!s.tie) spec.push_back({lm_head, {v, d}});
-  if (nested && g4) {  // the towers' tensors the loader must never read
+  if (q35 && s.mtp) {  // the native MTP head (transformers drops it; vLLM reads it)
+    spec.push_back({"mtp.fc.weight", {d, 2 * d}});
+    spec.push_back({"mtp.pre_fc_norm_embedding.weight", {d}});
+    spec.push_back({"mtp.pre_fc_norm_hidden.weight", {d}});
+    spec.push_back({"mtp.norm.weight", {d}});
+    qwen35_layer_tensors(s, "mtp.layers.0.", false, spec);
+  }
+  if (nested && q35) {  // a vision-tower tensor the loader must never read
+    spec.push_back({"model.visual.blocks.0.mlp.linear_fc1.weight", {16, 8}});
+  } else if (nested && g4) {  // the towers' tensors the loader must never read
     spec.push_back({"model.vision_tower.encoder.layers.0.mlp.up_proj.linear.weight", {8, 4}});
     spec.push_back({"model.audio_tower.layers.0.feed_forward1.ffw_layer_1.linear.weight", {8, 4}});
     spec.push_back({"model.embed_vision.embedding_projection.weight", {d, 4}});
