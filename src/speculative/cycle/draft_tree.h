@@ -30,6 +30,7 @@ namespace mtp::speculative {
 // harness's oracle, the tests' scripted drafts): the keys of
 // SpecStats::sources and of --json.
 inline constexpr const char* kMtpSource = "mtp";
+inline constexpr const char* kNativeMtpSource = "native-mtp";  // the checkpoint's own head
 inline constexpr const char* kPromptSource = "prompt";
 inline constexpr const char* kHistorySource = "history";
 inline constexpr const char* kOracleSource = "oracle";

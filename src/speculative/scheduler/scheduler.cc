@@ -121,7 +121,8 @@ void Scheduler::make_sources(const drafter::Drafter* drafter) {
       if (name == s->name()) fail<InputError>("the draft source '{}' is named twice", name);
     }
     std::unique_ptr<DraftSource> s = make_draft_source(name, c);
-    if (s->capture() != Capture::Tokens && s->capture() != Capture::PreNormHidden) {
+    if (s->capture() != Capture::Tokens && s->capture() != Capture::PreNormHidden &&
+        s->capture() != Capture::PostNormHidden) {
       fail<InputError>("the draft source '{}' reads the target's {}, which this engine does not "
                        "capture", name, capture_name(s->capture()));
     }

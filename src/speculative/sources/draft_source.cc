@@ -19,11 +19,12 @@ const char* capture_name(Capture c) {
   return "?";
 }
 
-// The built-in kinds (mtp_source.cc, lookup_sources.cc), registered by the
+// The built-in kinds (mtp_source.cc, lookup_sources.cc, native_mtp_source.cc), registered by the
 // registry itself on first use: a static library's unreferenced registration
 // objects could be dropped by the linker.
 void register_mtp_source();
 void register_lookup_sources();
+void register_native_mtp_source();
 
 namespace {
 
@@ -68,6 +69,7 @@ Registry& registry() {
   std::call_once(builtins, [] {
     register_mtp_source();
     register_lookup_sources();
+    register_native_mtp_source();
   });
   return raw_registry();
 }

@@ -26,12 +26,16 @@ float top_probability(const float* logits, size_t vocab) {
 
 int32_t choose_draft(const drafter::MtpRunner& runner, Sampler& sampler, SpecSampling mode,
                      const float* lg, int64_t pos, DraftTree& tree, float& max_logit) {
-  const size_t V = runner.logits_width();
   const std::vector<int32_t>& vocab = runner.drafter().config().draft_vocab;
-  const int32_t* ids = vocab.empty() ? nullptr : vocab.data();
+  return choose_draft(sampler, mode, lg, runner.logits_width(),
+                      vocab.empty() ? nullptr : vocab.data(), pos, tree, max_logit);
+}
+
+int32_t choose_draft(Sampler& sampler, SpecSampling mode, const float* lg, size_t V,
+                     const int32_t* ids, int64_t pos, DraftTree& tree, float& max_logit) {
   const size_t a = kernels::argmax(lg, V);
   max_logit = lg[a];
-  if (sampler.greedy()) return runner.token_of(a);
+  if (sampler.greedy()) return ids ? ids[a] : int32_t(a);
   if (mode == SpecSampling::Coupled) return sampler.sample(lg, V, pos, ids, NoiseStream::Choice);
   TokenDist q;
   sampler.distribution(lg, V, ids, q);

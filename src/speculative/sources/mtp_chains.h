@@ -49,6 +49,10 @@ struct MtpDraft {
 // module's distribution q, pushed onto tree.dist for the verifier.
 int32_t choose_draft(const drafter::MtpRunner& runner, Sampler& sampler, SpecSampling mode,
                      const float* logits, int64_t pos, DraftTree& tree, float& max_logit);
+// The same over a row of V logits whose column i is token ids[i] (ids null:
+// token i), for any model source (the native head: the full vocabulary).
+int32_t choose_draft(Sampler& sampler, SpecSampling mode, const float* logits, size_t V,
+                     const int32_t* ids, int64_t pos, DraftTree& tree, float& max_logit);
 
 // Top probability of a logits row (softmax max), for --draft-p-min.
 float top_probability(const float* logits, size_t vocab);
