@@ -13,6 +13,7 @@
 
 #include "checkpoint_util.h"
 #include "core/error.h"
+#include "core/ggml_type.h"
 #include "gguf_util.h"
 #include "model/forward.h"
 #include "model/hf_config.h"
@@ -104,6 +105,33 @@ TEST(Qwen35Load, GgufWithReorderedValueHeadsMatchesTheReference) {
   test::RefComparison wrong;
   test::compare_ref_rows(got, test::q35_reference(dir, toks, tiled).logits, 96, 4, "", wrong);
   EXPECT_GT(wrong.worst_ratio, 1.0);
+}
+
+// Quantized GGUF copies (every matrix Q8_0, or Q4_K; as many value heads
+// as key heads so the converter keeps their order) compute what the HF
+// checkpoint requantized at load computes, bit for bit, the head included.
+TEST(Qwen35Load, QuantizedGgufEqualsTheRequantizedCheckpoint) {
+  RandomSpec s = qwen35();  // widths of 256: the K types hold as themselves
+  s.d_model = 256, s.ffn = 256, s.n_heads = 4, s.n_kv_heads = 2, s.head_dim = 64;
+  s.lin_k_heads = s.lin_v_heads = 2, s.lin_k_dim = 64, s.lin_v_dim = 128;
+  s.mtp = true;
+  const std::string dir = test::random_hf_checkpoint("q35-gguf-q", s);
+  std::mt19937 rng(4);
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+    SCOPED_TRACE(ggml_type_name(uint32_t(t)));
+    const std::string gguf = test::temp_dir("q35-gguf-q") + "/m.gguf";
+    test::GgufConvert opt;
+    opt.matrix_type = uint32_t(t);
+    opt.type_of = [](const std::string& n) { return n.find("token_embd") != std::string::npos ? 0 : -1; };
+    test::convert_hf_to_gguf(dir, gguf, opt);
+    const Hold hold = t == GgmlType::Q8_0 ? kernels::WeightType::Q8_0 : kernels::WeightType::Q4_K;
+    const LoadedModel g = load_model(gguf, {hold}), h = load_model(dir, {hold});
+    EXPECT_EQ(g.weights.layers[0].w_lin_in.hold(), *hold);
+    EXPECT_EQ(g.weights.mtp.fc.hold(), *hold);
+    const auto toks = test::random_tokens(rng, 10, s.vocab);
+    EXPECT_EQ(test::first_bit_difference(test::logits_of(g, toks, {3, 1, 6}),
+                                         test::logits_of(h, toks, {3, 1, 6})), -1);
+  }
 }
 
 // Config values the tensors contradict, and impossible values, name the field.

@@ -1,7 +1,7 @@
 // Exactness with recurrent state (Qwen3.5's Gated DeltaNet layers,
 // model/kv_cache.h "Recurrent layers"): a verify call of k + 1 rows leaves the
 // logits AND the state bits of k + 1 one-token decodes, with rows of several
-// sequences in one call and on 1 or 2 threads; a rejection (truncate inside
+// sequences in one call, on 1 or 2 threads and every SIMD target; a rejection (truncate inside
 // the last call) followed by the true tokens is bit for bit the run that never
 // drafted; a planted off-by-one in the replayed rows must be caught; a
 // rollback behind the last call is an internal error, not a wrong state.
@@ -9,6 +9,7 @@
 
 #include <random>
 
+#include "bit_exact.h"
 #include "checkpoint_util.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -59,7 +60,13 @@ std::vector<Row> rows_of(int seq, const std::vector<int32_t>& tokens, int from, 
   return rows;
 }
 
-TEST(Qwen35State, VerifyOfKPlusOneRowsEqualsKPlusOneDecodes) {
+// On every SIMD target the host executes (the kernels pinned to it).
+class Qwen35StateSimd : public SimdTargetTest {};
+INSTANTIATE_TEST_SUITE_P(Simd, Qwen35StateSimd,
+                         ::testing::ValuesIn(kernels::available_simd_targets()),
+                         [](const auto& info) { return info.param; });
+
+TEST_P(Qwen35StateSimd, VerifyOfKPlusOneRowsEqualsKPlusOneDecodes) {
   for (auto wt : {kernels::WeightType::F32, kernels::WeightType::Q8_0}) {
     const model::Model m = q35_model(wt);
     const auto& c = m.config();
@@ -150,7 +157,7 @@ Rejected never_drafted(const model::Model& m, const std::vector<int32_t>& toks, 
   return r;
 }
 
-TEST(Qwen35State, RejectThenContinueEqualsNeverHavingDrafted) {
+TEST_P(Qwen35StateSimd, RejectThenContinueEqualsNeverHavingDrafted) {
   const model::Model m = q35_model();
   std::mt19937 rng(21);
   const std::vector<int32_t> toks = random_tokens(rng, 24, m.config().vocab);
