@@ -111,15 +111,28 @@ TEST_P(Qwen35StateSimd, VerifyOfKPlusOneRowsEqualsKPlusOneDecodes) {
   }
 }
 
-// Prefill P tokens, verify [t_P, drafts...] whose first `accept` drafts are
-// the true tokens and the rest wrong, keep P + 1 + accept positions, then run
-// the true tokens on. `fault`: the replay's planted off-by-one.
+// A run's logits after its rollback point and the state it leaves.
 struct Rejected {
   std::vector<float> logits, state;
 };
+// Sequence 0's tokens from position `from` on, in calls of 3 rows: their
+// logits and the state left.
+Rejected continue_in_threes(const model::Model& m, model::KVCache& kv,
+                            const std::vector<int32_t>& toks, int from, ThreadPool* pool) {
+  Rejected r;
+  for (int p = from; p < int(toks.size()); p += 3) {
+    const auto l = call(m, kv, rows_of(0, toks, p, std::min(p + 3, int(toks.size()))), pool);
+    r.logits.insert(r.logits.end(), l.begin(), l.end());
+  }
+  r.state = states(kv, m.config(), 0);
+  return r;
+}
+
+// Prefill P tokens, verify [t_P, drafts...] whose first `accept` drafts are
+// the true tokens and the rest wrong, keep P + 1 + accept positions, then run
+// the true tokens on. `fault`: the replay's planted off-by-one.
 Rejected reject_then_continue(const model::Model& m, const std::vector<int32_t>& toks, int P,
                               int k, int accept, int fault, ThreadPool* pool) {
-  const auto& c = m.config();
   model::KVCache kv = m.make_cache(2, 40, 16);
   call(m, kv, rows_of(1, toks, 0, 4), pool);  // another sequence's rows beside ours
   call(m, kv, rows_of(0, toks, 0, P), pool);
@@ -133,13 +146,7 @@ Rejected reject_then_continue(const model::Model& m, const std::vector<int32_t>&
   kv.inject_replay_fault(fault);
   kv.truncate(0, P + 1 + accept);
   kv.inject_replay_fault(0);
-  Rejected r;
-  for (int p = P + 1 + accept; p < int(toks.size()); p += 3) {
-    const auto l = call(m, kv, rows_of(0, toks, p, std::min(p + 3, int(toks.size()))), pool);
-    r.logits.insert(r.logits.end(), l.begin(), l.end());
-  }
-  r.state = states(kv, c, 0);
-  return r;
+  return continue_in_threes(m, kv, toks, P + 1 + accept, pool);
 }
 
 // The same tokens, never drafted: prefix, then the rest in calls of 3 rows
@@ -148,13 +155,7 @@ Rejected never_drafted(const model::Model& m, const std::vector<int32_t>& toks, 
                        ThreadPool* pool) {
   model::KVCache kv = m.make_cache(1, 40, 16);
   call(m, kv, rows_of(0, toks, 0, from), pool);
-  Rejected r;
-  for (int p = from; p < int(toks.size()); p += 3) {
-    const auto l = call(m, kv, rows_of(0, toks, p, std::min(p + 3, int(toks.size()))), pool);
-    r.logits.insert(r.logits.end(), l.begin(), l.end());
-  }
-  r.state = states(kv, m.config(), 0);
-  return r;
+  return continue_in_threes(m, kv, toks, from, pool);
 }
 
 TEST_P(Qwen35StateSimd, RejectThenContinueEqualsNeverHavingDrafted) {

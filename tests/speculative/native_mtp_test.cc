@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <random>
 
 #include "checkpoint_util.h"
@@ -177,25 +176,13 @@ TEST(NativeMtpSource, SpeculativeEqualsPlainGenerate) {
     so.draft_k = 3;
     Scheduler s(*t.model, nullptr, nullptr, so, nullptr);
     const std::vector<Request> rs = head_requests(5, 40 + uint64_t(parallel));
-    std::vector<uint64_t> ids;
-    for (const Request& r : rs) ids.push_back(s.submit(r));
-    std::map<uint64_t, std::shared_ptr<const SequenceResult>> done;
-    auto collect = [&] {
-      for (const Event& e : s.take_events()) {
-        if (e.kind == Event::Kind::Finish) done[e.id] = e.result;
-      }
-    };
-    while (s.step()) collect();
-    collect();
+    const test::SchedulerRun run = test::run_requests(s, rs);
     std::vector<long> drafted(3, 0), accepted(3, 0);
     for (size_t i = 0; i < rs.size(); ++i) {
       SCOPED_TRACE("request " + std::to_string(i));
-      ASSERT_TRUE(done.count(ids[i]));
-      const SequenceResult& res = *done.at(ids[i]);
-      GenerateOptions go = test::options_of(rs[i]);
-      go.ctx = s.ctx();
-      const GenerateResult ref = generate(*t.model, nullptr, rs[i].prompt, go, nullptr, nullptr,
-                                          SpecOptions{});
+      ASSERT_TRUE(run.results[i]);
+      const SequenceResult& res = *run.results[i];
+      const GenerateResult ref = test::plain_generate(t, rs[i], s.ctx());
       EXPECT_EQ(res.token_ids, ref.token_ids);
       EXPECT_EQ(res.finish_reason, ref.finish_reason);
       ASSERT_TRUE(res.stats.has_value());

@@ -8,7 +8,6 @@
 #include <fmt/core.h>
 #include <gtest/gtest.h>
 
-#include <map>
 #include <random>
 
 #include "checkpoint_util.h"
@@ -52,31 +51,6 @@ std::vector<Request> q35_requests(int n, uint64_t seed) {
   return rs;
 }
 
-struct Q35Run {
-  std::map<uint64_t, std::shared_ptr<const SequenceResult>> results;
-  long drafted_tokens = 0;  // token events a source drafted
-};
-
-Q35Run q35_run(Scheduler& s, const std::vector<Request>& rs, std::vector<uint64_t>& ids) {
-  Q35Run out;
-  for (const Request& r : rs) ids.push_back(s.submit(r));
-  auto collect = [&] {
-    for (const Event& e : s.take_events()) {
-      if (e.kind == Event::Kind::Finish) out.results[e.id] = e.result;
-      else if (e.drafted) ++out.drafted_tokens;
-    }
-  };
-  while (s.step()) collect();
-  collect();
-  return out;
-}
-
-GenerateResult q35_plain(const Target& t, const Request& r, int ctx) {
-  GenerateOptions go = test::options_of(r);
-  go.ctx = ctx;
-  return generate(*t.model, nullptr, r.prompt, go, nullptr, nullptr, SpecOptions{});
-}
-
 // Returns the rejected draft tokens' count over all requests.
 long expect_equals_plain(const Target& t, const drafter::Drafter* d, bool lookups, int parallel) {
   SchedulerOptions so;
@@ -93,15 +67,14 @@ long expect_equals_plain(const Target& t, const drafter::Drafter* d, bool lookup
   }
   Scheduler s(*t.model, nullptr, d, so, nullptr);
   const std::vector<Request> rs = q35_requests(5, 11 + uint64_t(parallel));
-  std::vector<uint64_t> ids;
-  const Q35Run r = q35_run(s, rs, ids);
+  const test::SchedulerRun r = test::run_requests(s, rs);
   long drafted = 0, accepted = 0;
   for (size_t i = 0; i < rs.size(); ++i) {
     SCOPED_TRACE("request " + std::to_string(i));
-    EXPECT_TRUE(r.results.count(ids[i]));
-    if (!r.results.count(ids[i])) continue;
-    const SequenceResult& res = *r.results.at(ids[i]);
-    const GenerateResult ref = q35_plain(t, rs[i], s.ctx());
+    EXPECT_TRUE(r.results[i]);
+    if (!r.results[i]) continue;
+    const SequenceResult& res = *r.results[i];
+    const GenerateResult ref = test::plain_generate(t, rs[i], s.ctx());
     EXPECT_EQ(res.token_ids, ref.token_ids);
     EXPECT_EQ(res.finish_reason, ref.finish_reason);
     if (!res.stats) continue;

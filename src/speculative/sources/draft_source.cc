@@ -76,6 +76,19 @@ Registry& registry() {
 
 }  // namespace
 
+DraftSource::Cost cost_from_calls(const std::function<double(int q)>& call) {
+  auto median_s = [&](int q) {
+    std::vector<double> t;
+    for (int r = 0; r < 7; ++r) t.push_back(call(q));
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  };
+  DraftSource::Cost c;
+  c.call_s = median_s(2);
+  c.row_s = std::max(0.0, (median_s(34) - c.call_s) / 32);
+  return c;
+}
+
 void register_builtin_source(std::string_view name, SourceFactory make, std::string help) {
   add(name, std::move(make), std::move(help));
 }
