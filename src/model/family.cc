@@ -30,7 +30,8 @@ constexpr TensorName kLlamaNames[] = {
     {"mlp.up_proj.weight", "ffn_up.weight"},
     {"mlp.down_proj.weight", "ffn_down.weight"},
 };
-// Gemma's post_attention_layernorm is the sandwich norm after attention;
+// Gemma's post_attention_layernorm is the sandwich norm after attention
+// (Qwen3.5 names its pre-FFN norm so too);
 // Gemma 4 adds the per-layer-embedding tensors and the layer's output
 // scalar (never listed for Gemma 2/3: their configs imply neither).
 constexpr TensorName kGemmaNames[] = {
@@ -53,20 +54,9 @@ constexpr TensorName kGemmaNames[] = {
     {"layer_scalar", "layer_output_scale.weight"},
 };
 
-// Qwen3.5 (gguf-py's qwen35 map): the pre-FFN norm is post_attention_norm,
-// the Gated DeltaNet tensors are attn_qkv / attn_gate / ssm_*.
-constexpr TensorName kQwen35Names[] = {
-    {"input_layernorm.weight", "attn_norm.weight"},
-    {"self_attn.q_proj.weight", "attn_q.weight"},
-    {"self_attn.k_proj.weight", "attn_k.weight"},
-    {"self_attn.v_proj.weight", "attn_v.weight"},
-    {"self_attn.o_proj.weight", "attn_output.weight"},
-    {"self_attn.q_norm.weight", "attn_q_norm.weight"},
-    {"self_attn.k_norm.weight", "attn_k_norm.weight"},
-    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
-    {"mlp.gate_proj.weight", "ffn_gate.weight"},
-    {"mlp.up_proj.weight", "ffn_up.weight"},
-    {"mlp.down_proj.weight", "ffn_down.weight"},
+// Qwen3.5's Gated DeltaNet tensors (gguf-py's qwen35 map); its other layer
+// tensors are named as Gemma's (the pre-FFN norm is post_attention_norm).
+constexpr TensorName kDeltaNetNames[] = {
     {"linear_attn.in_proj_qkv.weight", "attn_qkv.weight"},
     {"linear_attn.in_proj_z.weight", "attn_gate.weight"},
     {"linear_attn.in_proj_b.weight", "ssm_beta.weight"},
@@ -191,7 +181,7 @@ const Family kFamilies[] = {
      .max_position = 32768, .head_dim = 256, .n_heads = 16, .n_kv_heads = 4, .vocab = 248320,
      .norm_one_plus = true, .qk_norm = true,
      .gguf_norms_plus_one = true,
-     .gguf_layer_names = kQwen35Names, .chat = kChatML,
+     .gguf_layer_names = kGemmaNames, .gguf_linear_names = kDeltaNetNames, .chat = kChatML,
      .linear_attention = true,
      .linear_defaults = {.conv_kernel = 4, .k_heads = 16, .v_heads = 32, .k_dim = 128,
                          .v_dim = 128},

@@ -102,6 +102,7 @@ struct Family {
   RopeFreqs gguf_rope_freqs = RopeFreqs::None;
 
   std::span<const TensorName> gguf_layer_names;
+  std::span<const TensorName> gguf_linear_names;  // recurrent layers' (Qwen3.5), beside those
   std::span<const ChatMarkers> chat;
 
   // Gemma 4's facts

@@ -525,8 +525,11 @@ ModelConfig gguf_model_config(const io::GgufFile& f) {
 ModelConfig read_gguf_config(const std::string& path) { return gguf_model_config(io::GgufFile(path)); }
 
 std::string gguf_layer_tensor_name(const ModelConfig& c, int layer, const std::string& hf) {
-  for (const TensorName& m : family(c.arch).gguf_layer_names) {
-    if (hf == m.hf) return "blk." + std::to_string(layer) + "." + m.gguf;
+  const Family& f = family(c.arch);
+  for (std::span<const TensorName> names : {f.gguf_layer_names, f.gguf_linear_names}) {
+    for (const TensorName& m : names) {
+      if (hf == m.hf) return "blk." + std::to_string(layer) + "." + m.gguf;
+    }
   }
   MTP_CHECK(false, "no GGUF name for layer tensor '{}' of {}", hf, arch_name(c.arch));
 }
