@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "io/corpus.h"
 #include "model/fingerprint.h"
+#include "speculative/sources/native_mtp_source.h"
 
 namespace fs = std::filesystem;
 
@@ -94,7 +95,13 @@ speculative::SchedulerOptions engine_options(const DrafterArgs& d, const LookupA
     }
     so.tree = resolve_tree(d, k);
   }
-  if (drafter) so.draft_k = resolve_draft_k(d, k, "the drafter's K", k);
+  if (named(speculative::kNativeMtpSource) && !named(speculative::kMtpSource)) {
+    // The checkpoint's own head drafts; --draft-k is its longest chain.
+    so.draft_k = resolve_draft_k(d, speculative::NativeMtpSource::kMaxLen,
+                                 "the native MTP head's longest draft", 0);
+  } else if (drafter) {
+    so.draft_k = resolve_draft_k(d, k, "the drafter's K", k);
+  }
   return so;
 }
 

@@ -35,7 +35,8 @@ TEST(Qwen35Cli, SpeculationPrintsPlainGenerationsTokens) {
     ASSERT_EQ(plain.status, 0) << plain.err;
     const auto want = nlohmann::json::parse(plain.out)["token_ids"];
     ASSERT_EQ(want.size(), 24u);
-    for (const char* spec : {"--lookup prompt,history --no-gate", "--draft-source native-mtp --no-gate"}) {
+    for (const char* spec : {"--lookup prompt,history --no-gate", "--draft-source native-mtp --no-gate",
+                             "--draft-source native-mtp --no-gate --draft-k 2"}) {
       SCOPED_TRACE(std::string(sampling) + " " + spec);
       const CliResult r = run_cli(common + " " + spec);
       ASSERT_EQ(r.status, 0) << r.err;
@@ -43,9 +44,17 @@ TEST(Qwen35Cli, SpeculationPrintsPlainGenerationsTokens) {
       EXPECT_EQ(j["token_ids"], want);
       if (std::string(spec).find("native-mtp") != std::string::npos) {
         EXPECT_GT(j["stats"]["drafted"][0].get<long>(), 0) << j["stats"].dump();
+        // --draft-k: the head's longest chain (default 3).
+        const size_t depth = std::string(spec).find("--draft-k 2") != std::string::npos ? 2 : 3;
+        EXPECT_EQ(j["stats"]["drafted"].size(), depth) << j["stats"].dump();
       }
     }
   }
+  // Beyond the head's longest chain: refused naming the flag (exit 2).
+  const CliResult r = run_cli("generate -m " + shell_quote(gguf) +
+                              " -p 'abc' -n 4 --draft-source native-mtp --draft-k 17");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("--draft-k 17"), std::string::npos) << r.err;
 }
 
 }  // namespace
