@@ -238,7 +238,7 @@ std::vector<float> load_f32(const TensorSet& ts, const std::string& name) {
   return out;
 }
 
-void load_linear_attn(const TensorSet& ts, const ModelConfig& c, const std::string& p,
+void load_linear_attn(const TensorSet& ts, const std::string& p,
                       const Hold& hold, const BlockTensors* blocks, LayerWeights& w) {
   w.w_lin_in = load_matrix(ts, {p + "in_proj_qkv.weight", p + "in_proj_z.weight",
                                 p + "in_proj_b.weight", p + "in_proj_a.weight"}, hold, blocks);
@@ -248,7 +248,6 @@ void load_linear_attn(const TensorSet& ts, const ModelConfig& c, const std::stri
   w.a_neg = load_f32(ts, p + "A_log");
   for (float& a : w.a_neg) a = -std::exp(a);  // transformers: -A_log.float().exp()
   w.lin_norm = load_norm(ts, p + "norm.weight", false);  // the gated norm: plain w
-  (void)c;
 }
 
 }  // namespace
@@ -270,7 +269,7 @@ LayerWeights load_layer(const TensorSet& ts, const ModelConfig& c, const std::st
   w.w_gate_up = load_matrix(ts, {m + "gate_proj.weight", m + "up_proj.weight"}, hold, blocks);
   w.w_down = load_matrix(ts, {m + "down_proj.weight"}, hold, blocks);
   if (k.recurrent) {
-    load_linear_attn(ts, c, p + "linear_attn.", hold, blocks, w);
+    load_linear_attn(ts, p + "linear_attn.", hold, blocks, w);
     return w;
   }
   if (c.qk_norm) {  // per-head norms: (1 + w) on Gemma 3 and Qwen3.5, plain on Qwen3 and Gemma 4
