@@ -349,6 +349,41 @@ void gguf_layer_shapes(const Meta& m, const Family& fam, ModelConfig& c) {
   c.rope_local_theta = float(m.get_float("rope.freq_base_swa", 10000.0));
 }
 
+// The ssm.* keys against the first Gated DeltaNet layer's tensors, named
+// with both values (the loader's shape check would name only the tensor).
+void gguf_check_linear_tensors(const Meta& m, const ModelConfig& c) {
+  int first = -1;
+  for (int l = 0; l < c.n_layers && first < 0; ++l) {
+    if (c.is_recurrent(l)) first = l;
+  }
+  if (first < 0) return;
+  const io::GgufFile& f = m.f;
+  const std::string b = "blk." + std::to_string(first) + ".";
+  auto dims = [&](const char* n) {
+    const io::GgufTensor* t = f.tensor(b + n);
+    return t ? t->shape() : std::vector<int64_t>{};
+  };
+  const LinearAttn& a = c.linear;
+  if (const auto s = dims("ssm_conv1d.weight"); s.size() == 2 && s[1] != a.conv_kernel) {
+    fail<ConfigError>("GGUF file '{}': {} = {}, but tensor '{}' is a kernel of {} taps", f.path(),
+                      m.key("ssm.conv_kernel"), a.conv_kernel, b + "ssm_conv1d.weight", s[1]);
+  }
+  if (const auto s = dims("ssm_a"); s.size() == 1 && s[0] != a.v_heads) {
+    fail<ConfigError>("GGUF file '{}': {} = {}, but tensor '{}' has {} heads", f.path(),
+                      m.key("ssm.time_step_rank"), a.v_heads, b + "ssm_a", s[0]);
+  }
+  if (const auto s = dims("ssm_norm.weight"); s.size() == 1 && s[0] != a.v_dim) {
+    fail<ConfigError>("GGUF file '{}': {} / {} = {}, but tensor '{}' (the gated norm) has {} "
+                      "values", f.path(), m.key("ssm.inner_size"), m.key("ssm.time_step_rank"),
+                      a.v_dim, b + "ssm_norm.weight", s[0]);
+  }
+  if (const auto s = dims("attn_qkv.weight"); s.size() == 2 && s[0] != a.conv_dim()) {
+    fail<ConfigError>("GGUF file '{}': {} {} x {} {} (and the value heads) imply {} rows of '{}', "
+                      "which has {}", f.path(), m.key("ssm.group_count"), a.k_heads,
+                      m.key("ssm.state_size"), a.k_dim, a.conv_dim(), b + "attn_qkv.weight", s[0]);
+  }
+}
+
 // Qwen3.5 (llama.cpp's qwen35 keys): block_count counts the native MTP
 // layers (nextn_predict_layers) after the trunk's; every
 // full_attention_interval-th layer is full attention, the others Gated
@@ -391,6 +426,7 @@ void gguf_linear_layers(const Meta& m, ModelConfig& c) {
   }
   a.v_dim = inner / a.v_heads;
   a.v_tiled = true;
+  gguf_check_linear_tensors(m, c);
 }
 
 // RoPE. llama.cpp stores Llama's Q/K rows permuted for its interleaved

@@ -169,6 +169,25 @@ TEST(Qwen35Load, BadShapesAreRefusedNamingTheField) {
   bad_config({{"num_experts", 256}}, {"num_experts = 256", "mixture-of-experts"});
 }
 
+// The same for a GGUF: an ssm.* key its tensors contradict names the key.
+TEST(Qwen35Load, GgufKeysTheTensorsContradictAreRefusedNamingTheKey) {
+  const std::string dir = test::random_hf_checkpoint("q35-gguf-bad", qwen35());
+  auto refused = [&](const char* key, uint32_t value, std::initializer_list<std::string> parts) {
+    const std::string gguf = test::temp_dir("q35-gguf-bad") + "/m.gguf";
+    test::GgufConvert opt;
+    opt.edit = [&](io::GgufMetadata& kv, std::vector<io::GgufWriteTensor>&) {
+      for (auto& [k, v] : kv) {
+        if (k == key) v = io::GgufValue::u32(value);
+      }
+    };
+    test::convert_hf_to_gguf(dir, gguf, opt);
+    test::expect_error<ConfigError>([&] { load_model(gguf, {}); }, parts);
+  };
+  refused("qwen35.ssm.conv_kernel", 3, {"qwen35.ssm.conv_kernel = 3", "ssm_conv1d", "4 taps"});
+  refused("qwen35.ssm.time_step_rank", 2, {"qwen35.ssm.time_step_rank = 2", "ssm_a", "4 heads"});
+  refused("qwen35.ssm.state_size", 4, {"qwen35.ssm.state_size 4", "attn_qkv", "which has 64"});
+}
+
 TEST(Qwen35Load, MixtureOfExpertsVariantsAreRefused) {
   for (const char* arch : {"Qwen3_5MoeForCausalLM", "Qwen3_5MoeForConditionalGeneration"}) {
     json c = test::hf_config_json(qwen35());
