@@ -198,6 +198,55 @@ TEST(Qwen35Load, MixtureOfExpertsVariantsAreRefused) {
   }
 }
 
+// The published Qwen/Qwen3.5-0.8B config.json (its text and top-level keys;
+// the vision tower's config abridged) parses to the shapes docs/FORMATS.md
+// lists.
+TEST(Qwen35Load, PublishedConfigOfThe08BParses) {
+  json layer_types = json::array();
+  for (int i = 0; i < 24; ++i) layer_types.push_back(i % 4 == 3 ? "full_attention" : "linear_attention");
+  const json config = {
+      {"architectures", {"Qwen3_5ForConditionalGeneration"}},
+      {"model_type", "qwen3_5"},
+      {"tie_word_embeddings", true},
+      {"image_token_id", 248056},
+      {"text_config",
+       {{"attention_bias", false}, {"attention_dropout", 0.0}, {"attn_output_gate", true},
+        {"dtype", "bfloat16"}, {"eos_token_id", 248044}, {"full_attention_interval", 4},
+        {"head_dim", 256}, {"hidden_act", "silu"}, {"hidden_size", 1024},
+        {"initializer_range", 0.02}, {"intermediate_size", 3584}, {"layer_types", layer_types},
+        {"linear_conv_kernel_dim", 4}, {"linear_key_head_dim", 128},
+        {"linear_num_key_heads", 16}, {"linear_num_value_heads", 16},
+        {"linear_value_head_dim", 128}, {"mamba_ssm_dtype", "float32"},
+        {"max_position_embeddings", 262144}, {"mlp_only_layers", json::array()},
+        {"model_type", "qwen3_5_text"}, {"mtp_num_hidden_layers", 1},
+        {"mtp_use_dedicated_embeddings", false}, {"num_attention_heads", 8},
+        {"num_hidden_layers", 24}, {"num_key_value_heads", 2}, {"rms_norm_eps", 1e-6},
+        {"tie_word_embeddings", true}, {"vocab_size", 248320},
+        {"rope_parameters",
+         {{"mrope_interleaved", true}, {"mrope_section", {11, 11, 10}}, {"rope_type", "default"},
+          {"rope_theta", 10000000}, {"partial_rotary_factor", 0.25}}}}},
+      {"vision_config", {{"depth", 12}, {"hidden_size", 768}, {"model_type", "qwen3_5"},
+                         {"out_hidden_size", 1024}}},
+  };
+  const ModelConfig c = parse_hf_config(config, nullptr);
+  EXPECT_EQ(c.arch, Arch::Qwen35);
+  EXPECT_EQ(c.d_model, 1024);
+  EXPECT_EQ(c.n_layers, 24);
+  EXPECT_EQ(c.n_heads, 8);
+  EXPECT_EQ(c.n_kv_heads, 2);
+  EXPECT_EQ(c.head_dim, 256);
+  EXPECT_EQ(c.ffn, 3584);
+  EXPECT_EQ(c.vocab, 248320);
+  EXPECT_TRUE(c.tie_embeddings);
+  EXPECT_EQ(c.rope_rotary_dim, 64);
+  EXPECT_EQ(c.rope_theta, 1e7f);
+  EXPECT_EQ(c.linear, (LinearAttn{4, 16, 16, 128, 128, false}));
+  EXPECT_EQ(c.mtp_layers, 1);
+  int recurrent = 0;
+  for (int l = 0; l < 24; ++l) recurrent += c.is_recurrent(l) ? 1 : 0;
+  EXPECT_EQ(recurrent, 18);
+}
+
 // The state each sequence carries, for the published shapes (Qwen/Qwen3.5-0.8B
 // and 4B config.json, docs/FORMATS.md): printed, and checked against the
 // arithmetic of its parts.
