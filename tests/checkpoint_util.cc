@@ -10,6 +10,7 @@
 #include "core/mapped_file.h"
 #include "io/safetensors.h"
 #include "model/family.h"
+#include "qwen35_checkpoint.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -22,6 +23,8 @@ namespace {
 using model::Arch;
 
 bool is_gemma(Arch a) { return a == Arch::Gemma2 || a == Arch::Gemma3; }
+// Families whose norms store w for their (1 + w).
+bool one_plus_norms(Arch a) { return is_gemma(a) || a == Arch::Qwen35; }
 
 // splitmix64: a tiny, portable generator (std::normal_distribution's output
 // is implementation-defined; these values must not depend on the library).
@@ -63,6 +66,8 @@ std::vector<float> random_values(const RandomSpec& s, const std::string& name,
     std::string_view x(suf);
     return name.size() >= x.size() && name.compare(name.size() - x.size(), x.size(), x) == 0;
   };
+  // Qwen3.5's gated DeltaNet norm is a plain w (1 + 0.1·N), its other norms 1 + w.
+  const bool plain_norm = ends("linear_attn.norm.weight");
   const bool norm = ends("norm.weight");
   const bool scalar = ends("layer_scalar");
   const bool embed = ends("embed_tokens.weight");
@@ -71,7 +76,8 @@ std::vector<float> random_values(const RandomSpec& s, const std::string& name,
   if (embed) scale = 0.1f;
   if (bias) scale = 0.02f;
   if (norm) scale = 0.1f;
-  float offset = norm && !is_gemma(s.arch) ? 1.0f : 0.0f;
+  if (ends("conv1d.weight")) scale = 0.5f / std::sqrt(float(shape.back()));  // [C, 1, kc]
+  float offset = norm && (!one_plus_norms(s.arch) || plain_norm) ? 1.0f : 0.0f;
   if (scalar) scale = 0.1f, offset = 0.8f;  // Gemma 4's layer output scalars: O(1), not 1
   for (auto& x : v) x = offset + scale * rng.normal();
   return v;
@@ -160,6 +166,15 @@ RandomSpec RandomSpec::for_arch(Arch a) {
       s.eos_ids = {1, 106};
       s.rope_theta = 1000000.f;
       s.final_softcap = 30.f;
+      break;
+    case Arch::Qwen35:
+      // Three Gated DeltaNet layers and a gated full-attention layer, 2 key
+      // heads read by 4 value heads, partial rotary (8 of 32 dims), tied.
+      s.n_layers = 4;
+      s.head_dim = 32;
+      s.tie = true;
+      s.rope_theta = 10000000.f;
+      s.eos_ids = {2, 3};
       break;
     case Arch::Gemma3:
       s.n_layers = 6;  // pattern 6: layers 0-4 sliding, layer 5 global
@@ -275,6 +290,9 @@ json hf_config_json(const RandomSpec& s) {
       c["pad_token_id"] = 0;
       break;
     }
+    case Arch::Qwen35:
+      qwen35_config(s, c);
+      break;
     case Arch::Gemma2:
       c["architectures"] = {"Gemma2ForCausalLM"};
       c["model_type"] = "gemma2";
@@ -306,6 +324,7 @@ json hf_config_json(const RandomSpec& s) {
       c["pad_token_id"] = 0;
       break;
   }
+  if (s.nested_text_config && s.arch == Arch::Qwen35) return qwen35_nested_config(s, c);
   if (s.nested_text_config && (s.arch == Arch::Gemma3 || s.arch == Arch::Gemma4)) {
     // Gemma3/4ForConditionalGeneration: the text model's keys under
     // text_config, the towers' configs and the tie flag at the top (Gemma 3:
@@ -359,11 +378,13 @@ std::vector<Gemma4Layer> gemma4_layers(const RandomSpec& s) {
 
 void write_random_hf_checkpoint(const std::string& dir, const RandomSpec& s) {
   fs::create_directories(dir);
-  const bool nested = (s.arch == Arch::Gemma3 || s.arch == Arch::Gemma4) && s.nested_text_config;
-  const std::string prefix = !s.weight_prefix.empty() ? s.weight_prefix
-                             : !nested                 ? "model."
-                             : s.arch == Arch::Gemma4  ? "model.language_model."
-                                                       : "language_model.model.";
+  const bool q35 = s.arch == Arch::Qwen35;
+  const bool nested =
+      (s.arch == Arch::Gemma3 || s.arch == Arch::Gemma4 || q35) && s.nested_text_config;
+  const std::string prefix = !s.weight_prefix.empty()               ? s.weight_prefix
+                             : !nested                               ? "model."
+                             : s.arch == Arch::Gemma4 || q35 ? "model.language_model."
+                                                                     : "language_model.model.";
   const std::string lm_head =
       prefix == "language_model.model." ? "language_model.lm_head.weight" : "lm_head.weight";
   const int64_t d = s.d_model, v = s.vocab;
@@ -378,7 +399,10 @@ void write_random_hf_checkpoint(const std::string& dir, const RandomSpec& s) {
     spec.push_back({prefix + "per_layer_model_projection.weight", {all, d}});
     spec.push_back({prefix + "per_layer_projection_norm.weight", {s.ple_dim}});
   }
-  for (int i = 0; i < s.n_layers; ++i) {
+  for (int i = 0; i < s.n_layers && q35; ++i) {
+    qwen35_layer_tensors(s, prefix + "layers." + std::to_string(i) + ".", qwen35_linear(s, i), spec);
+  }
+  for (int i = 0; i < s.n_layers && !q35; ++i) {
     std::string p = prefix + "layers." + std::to_string(i) + ".";
     const int64_t hd = g4 ? g4l[size_t(i)].head_dim : s.head_dim, q = int64_t(s.n_heads) * hd;
     const int64_t kv = int64_t(g4 ? g4l[size_t(i)].kv_heads : s.n_kv_heads) * hd;
@@ -417,7 +441,16 @@ void write_random_hf_checkpoint(const std::string& dir, const RandomSpec& s) {
   }
   spec.push_back({prefix + "norm.weight", {d}});
   if (!s.tie) spec.push_back({lm_head, {v, d}});
-  if (nested && g4) {  // the towers' tensors the loader must never read
+  if (q35 && s.mtp) {  // the native MTP head (transformers drops it; vLLM reads it)
+    spec.push_back({"mtp.fc.weight", {d, 2 * d}});
+    spec.push_back({"mtp.pre_fc_norm_embedding.weight", {d}});
+    spec.push_back({"mtp.pre_fc_norm_hidden.weight", {d}});
+    spec.push_back({"mtp.norm.weight", {d}});
+    qwen35_layer_tensors(s, "mtp.layers.0.", false, spec);
+  }
+  if (nested && q35) {  // a vision-tower tensor the loader must never read
+    spec.push_back({"model.visual.blocks.0.mlp.linear_fc1.weight", {16, 8}});
+  } else if (nested && g4) {  // the towers' tensors the loader must never read
     spec.push_back({"model.vision_tower.encoder.layers.0.mlp.up_proj.linear.weight", {8, 4}});
     spec.push_back({"model.audio_tower.layers.0.feed_forward1.ffw_layer_1.linear.weight", {8, 4}});
     spec.push_back({"model.embed_vision.embedding_projection.weight", {d, 4}});

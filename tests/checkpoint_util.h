@@ -56,6 +56,13 @@ struct RandomSpec {
   int ple_dim = 0;
   float partial_rotary = 0.25f;
   float final_softcap = 0.f;
+  // Qwen3.5 (Qwen3_5TextConfig keys): layer_types of linear_attention /
+  // full_attention ("" = every full_attention_interval-th full), the Gated
+  // DeltaNet shape, the native MTP head (mtp.* tensors, mtp_num_hidden_layers
+  // 1). The nested layout is Qwen3_5ForConditionalGeneration's.
+  int full_attention_interval = 4;
+  int conv_kernel = 4, lin_k_heads = 2, lin_v_heads = 4, lin_k_dim = 8, lin_v_dim = 8;
+  bool mtp = false;
   // Prefix of the language model's tensors; "" = "model." (text-only) or
   // "language_model.model." (nested). "model.language_model." is the newer
   // multimodal layout.
@@ -101,6 +108,9 @@ std::vector<Gemma4Layer> gemma4_layers(const RandomSpec& s);
 std::vector<float> random_tensor_values(const RandomSpec& spec, const std::string& name,
                                         const std::vector<int64_t>& shape);
 std::vector<uint8_t> stored_bytes(const std::vector<float>& values, DType dtype);
+
+// Qwen3.5: whether layer i is a Gated DeltaNet (linear_attention) layer.
+bool qwen35_linear(const RandomSpec& s, int i);
 
 // Every architecture of the family table (model/family.h), in table order.
 std::vector<model::Arch> every_arch();

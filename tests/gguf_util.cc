@@ -66,9 +66,24 @@ std::string encode(const std::vector<float>& v, uint32_t type, size_t cols = 0) 
   return b;
 }
 
-// HF name below the "model." prefix -> GGUF name.
+// HF name below the "model." prefix -> GGUF name. Qwen3.5's mtp.* become
+// block n_layers (llama.cpp's _Qwen35MtpMixin): the head's own tensors as
+// nextn.*, its layer's by the layer map.
 std::string gguf_name(const model::ModelConfig& c, std::string name) {
   if (name.starts_with("model.language_model.")) name = "model." + name.substr(21);
+  if (name.starts_with("mtp.")) {
+    const std::string blk = "blk." + std::to_string(c.n_layers) + ".";
+    static const std::pair<const char*, const char*> head[] = {
+        {"mtp.fc.weight", "nextn.eh_proj.weight"},
+        {"mtp.pre_fc_norm_embedding.weight", "nextn.enorm.weight"},
+        {"mtp.pre_fc_norm_hidden.weight", "nextn.hnorm.weight"},
+        {"mtp.norm.weight", "nextn.shared_head_norm.weight"}};
+    for (auto& [from, to] : head) {
+      if (name == from) return blk + to;
+    }
+    if (!name.starts_with("mtp.layers.0.")) throw std::runtime_error("unexpected tensor " + name);
+    return model::gguf_layer_tensor_name(c, c.n_layers, name.substr(13));
+  }
   if (name == "model.embed_tokens_per_layer.weight") return "per_layer_token_embd.weight";
   if (name == "model.per_layer_model_projection.weight") return "per_layer_model_proj.weight";
   if (name == "model.per_layer_projection_norm.weight") return "per_layer_proj_norm.weight";
@@ -160,6 +175,85 @@ void add_gemma4_metadata(const nlohmann::json& cfg, const model::ModelConfig& c,
   if (c.final_softcap > 0) f32("final_logit_softcapping", c.final_softcap);
 }
 
+// Qwen3.5 (llama.cpp's Qwen3NextModel / Qwen3_5TextModel): the ssm.* shape,
+// the attention interval, partial rotary, the MTP block count.
+void add_qwen35_metadata(const nlohmann::json& cfg, const model::ModelConfig& c, GgufMetadata& kv) {
+  const nlohmann::json& t = cfg.contains("text_config") ? cfg["text_config"] : cfg;
+  auto u32 = [&](const std::string& k, int64_t v) { kv.push_back({"qwen35." + k, GgufValue::u32(uint32_t(v))}); };
+  u32("feed_forward_length", c.ffn);
+  u32("attention.head_count_kv", c.n_kv_heads);
+  u32("rope.dimension_count", c.rope_rotary_dim);
+  u32("ssm.conv_kernel", c.linear.conv_kernel);
+  u32("ssm.state_size", c.linear.k_dim);
+  u32("ssm.group_count", c.linear.k_heads);
+  u32("ssm.time_step_rank", c.linear.v_heads);
+  u32("ssm.inner_size", c.linear.value_dim());
+  u32("full_attention_interval", t.value("full_attention_interval", 4));
+  std::vector<GgufValue> sections;
+  for (int v : {11, 11, 10, 0}) sections.push_back(GgufValue::i32(v));
+  kv.push_back({"qwen35.rope.dimension_sections", GgufValue::array(io::GgufType::I32, sections)});
+  if (c.mtp_layers > 0) u32("nextn_predict_layers", c.mtp_layers);
+}
+
+// _LinearAttentionVReorderBase._reorder_v_heads along rows ([heads · hd]
+// rows of `cols` values): grouped by key head -> tiled.
+std::vector<float> tile_v_rows(const std::vector<float>& x, size_t row0, int nk, int nv, int hd,
+                               size_t cols) {
+  std::vector<float> out = x;
+  const int r = nv / nk;
+  for (int g = 0; g < nk; ++g) {
+    for (int j = 0; j < r; ++j) {
+      const size_t from = row0 + size_t(g * r + j) * size_t(hd), to = row0 + size_t(j * nk + g) * size_t(hd);
+      std::memcpy(&out[to * cols], &x[from * cols], size_t(hd) * cols * sizeof(float));
+    }
+  }
+  return out;
+}
+
+// The same along the columns of out_proj [d, nv · hd].
+std::vector<float> tile_v_cols(const std::vector<float>& x, int nk, int nv, int hd, size_t cols) {
+  std::vector<float> out = x;
+  const int r = nv / nk;
+  for (size_t row = 0; row < x.size() / cols; ++row) {
+    for (int g = 0; g < nk; ++g) {
+      for (int j = 0; j < r; ++j) {
+        std::memcpy(&out[row * cols + size_t(j * nk + g) * size_t(hd)],
+                    &x[row * cols + size_t(g * r + j) * size_t(hd)], size_t(hd) * sizeof(float));
+      }
+    }
+  }
+  return out;
+}
+
+// Qwen3NextModel.modify_tensors and the value-head reorder on one tensor
+// (values as fp32): ssm_a = -exp(A_log) (in fp32 for F32/BF16 sources, which
+// the converter widens; in fp16, rounded, for F16 ones), the conv squeezed,
+// value heads tiled when nk != nv.
+void qwen35_tensor(const model::ModelConfig& c, const std::string& name, DType stored,
+                   std::vector<float>& x, std::vector<int64_t>& shape) {
+  const model::LinearAttn& a = c.linear;
+  if (name.ends_with("linear_attn.A_log")) {
+    for (float& e : x) {
+      e = -std::exp(e);
+      if (stored == DType::F16) e = f16_to_f32(f32_to_f16(e));
+    }
+  }
+  if (name.ends_with("linear_attn.conv1d.weight")) shape = {shape[0], shape[2]};
+  if (a.k_heads == a.v_heads || name.find("linear_attn.") == std::string::npos) return;
+  const size_t cols = shape.size() == 2 ? size_t(shape[1]) : 1;
+  const size_t key_rows = 2 * size_t(a.key_dim());
+  if (name.ends_with("in_proj_qkv.weight") || name.ends_with("conv1d.weight")) {
+    x = tile_v_rows(x, key_rows, a.k_heads, a.v_heads, a.v_dim, cols);
+  } else if (name.ends_with("in_proj_z.weight")) {
+    x = tile_v_rows(x, 0, a.k_heads, a.v_heads, a.v_dim, cols);
+  } else if (name.ends_with("in_proj_a.weight") || name.ends_with("in_proj_b.weight") ||
+             name.ends_with("A_log") || name.ends_with("dt_bias")) {
+    x = tile_v_rows(x, 0, a.k_heads, a.v_heads, 1, cols);
+  } else if (name.ends_with("out_proj.weight")) {
+    x = tile_v_cols(x, a.k_heads, a.v_heads, a.v_dim, cols);
+  }
+}
+
 }  // namespace
 
 void add_test_vocab(GgufMetadata& kv, int n) {
@@ -205,11 +299,13 @@ void convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, const
   kv.push_back({"general.name", GgufValue::str("random test model")});
   u32("context_length", c.max_position);
   u32("embedding_length", c.d_model);
-  u32("block_count", c.n_layers);
+  u32("block_count", c.n_layers + c.mtp_layers);
   u32("attention.head_count", c.n_heads);
   f32("attention.layer_norm_rms_epsilon", c.norm_eps);
   if (c.arch == Arch::Gemma4) {
     add_gemma4_metadata(cfg, c, kv);
+  } else if (c.arch == Arch::Qwen35) {
+    add_qwen35_metadata(cfg, c, kv);
   } else {
     u32("feed_forward_length", c.ffn);
     u32("attention.head_count_kv", c.n_kv_heads);
@@ -252,7 +348,8 @@ void convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, const
   for (const std::string& name : ts.names()) {
     if (name == "lm_head.weight" && c.tie_embeddings) continue;
     if (name.starts_with("model.vision_tower.") || name.starts_with("model.audio_tower.") ||
-        name.starts_with("model.embed_vision.") || name.starts_with("model.embed_audio.")) {
+        name.starts_with("model.embed_vision.") || name.starts_with("model.embed_audio.") ||
+        name.starts_with("model.visual.")) {
       continue;  // the mmproj file's (Gemma4VisionAudioModel), not the text model's
     }
     const io::TensorView& v = ts.get(name);
@@ -261,16 +358,19 @@ void convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, const
     const size_t cols = size_t(v.shape.back());
     if (llama && ends_with(name, "q_proj.weight")) x = permute(x, c.n_heads, cols);
     if (llama && ends_with(name, "k_proj.weight")) x = permute(x, c.n_kv_heads, cols);
-    if (is_gemma(c.arch) && ends_with(name, "norm.weight")) {
+    std::vector<int64_t> shape = v.shape;
+    if (c.arch == Arch::Qwen35) qwen35_tensor(c, name, v.dtype, x, shape);
+    const bool one_plus = is_gemma(c.arch) || (c.arch == Arch::Qwen35 && !ends_with(name, "linear_attn.norm.weight"));
+    if (one_plus && ends_with(name, "norm.weight")) {
       // torch adds in the tensor's dtype: fp32 for F32/BF16 sources (the
       // converter widens BF16 first), fp16 for F16 ones (rounded again).
       for (auto& e : x) e = v.dtype == DType::F16 ? f16_to_f32(f32_to_f16(e + 1.0f)) : e + 1.0f;
     }
-    const bool vec = v.shape.size() <= 1 || ends_with(name, "norm.weight");
+    const bool vec = shape.size() <= 1 || ends_with(name, "norm.weight") || ends_with(name, "conv1d.weight");
     const std::string gname = gguf_name(c, name);
     uint32_t type = vec ? 0 : opt.matrix_type;
     if (!vec && opt.type_of && opt.type_of(gname) >= 0) type = uint32_t(opt.type_of(gname));
-    std::vector<int64_t> dims(v.shape.rbegin(), v.shape.rend());
+    std::vector<int64_t> dims(shape.rbegin(), shape.rend());
     tensors.push_back({gname, dims, type, encode(x, type, cols)});
   }
   if (opt.edit) opt.edit(kv, tensors);

@@ -39,7 +39,8 @@ struct BenchDecodeArgs {
 
 // Bytes one decode step reads: the streamed matrices plus, in every layer,
 // the K and V it attends over (`pos` earlier positions, at most the window on
-// a sliding layer; a layer reading another's K/V reads them again). The
+// a sliding layer; a layer reading another's K/V reads them again; a
+// recurrent layer its state, read and written). The
 // token tables give one row each (the per-layer one: n_layers · ple_dim
 // values), not counted.
 double bytes_per_token(const model::Model& m, int pos) {
@@ -48,6 +49,10 @@ double bytes_per_token(const model::Model& m, int pos) {
   const auto& c = m.config();
   for (int l = 0; l < c.n_layers; ++l) {
     const model::LayerKind k = c.layer_kind(l);
+    if (k.recurrent) {  // its state, read and written once
+      b += double(c.linear.state_floats()) * 2 * sizeof(float);
+      continue;
+    }
     const int seen = k.sliding ? std::min(pos, c.sliding_window) : pos;
     b += double(seen) * k.n_kv_heads * k.head_dim * 2 * sizeof(float);
   }

@@ -66,6 +66,10 @@ void run_generate_batch(GenerateArgs& a) {
              sched.parallel(), sched.ctx(), double(sched.kv_bytes()) / (1 << 20),
              dr ? " (target + drafter)" : "");
   if (as) print_assistant(*as);
+  if (const size_t rec = sched.recurrent_bytes_per_seq(); rec > 0) {
+    fmt::print(stderr, "[recurrent state: {:.1f} MiB per sequence (state, its snapshot, the "
+               "conv and gate ring), in the KV memory]\n", double(rec) / (1 << 20));
+  }
   // The cost curve at its timed points: as timed at start, or as followed live.
   auto print_curve = [&](const char* what, bool live) {
     std::string curve;

@@ -84,6 +84,7 @@ std::vector<const kernels::PackedMatrix*> streamed_matrices(const model::Model& 
   if (!w.ple_model_proj.empty()) out.push_back(&w.ple_model_proj);
   for (const auto& l : w.layers) {
     out.insert(out.end(), {&l.wqkv, &l.wo, &l.w_gate_up, &l.w_down});
+    if (!l.w_lin_in.empty()) out.insert(out.end(), {&l.w_lin_in, &l.w_lin_out});
     if (!l.w_ple_gate.empty()) out.insert(out.end(), {&l.w_ple_gate, &l.w_ple_proj});
   }
   return out;

@@ -9,6 +9,7 @@
 #include "io/corpus.h"
 #include "model/fingerprint.h"
 #include "speculative/sources/assistant_source.h"
+#include "speculative/sources/native_mtp_source.h"
 
 namespace fs = std::filesystem;
 
@@ -114,11 +115,16 @@ speculative::SchedulerOptions engine_options(
     }
     so.tree = resolve_tree(d, k);
   }
-  if (drafter) so.draft_k = resolve_draft_k(d, k, "the drafter's K", k);
   so.assistant = std::move(assistant);
   if (so.assistant) {
     so.draft_k = resolve_draft_k(d, kAssistantMaxSteps, "the assistant's longest draft",
                                  speculative::kAssistantDefaultSteps);
+  } else if (named(speculative::kNativeMtpSource) && !named(speculative::kMtpSource)) {
+    // The checkpoint's own head drafts; --draft-k is its longest chain.
+    so.draft_k = resolve_draft_k(d, speculative::NativeMtpSource::kMaxLen,
+                                 "the native MTP head's longest draft", 0);
+  } else if (drafter) {
+    so.draft_k = resolve_draft_k(d, k, "the drafter's K", k);
   }
   return so;
 }

@@ -170,7 +170,7 @@ std::vector<std::vector<AssistantDraft>> assistant_teacher_forced(
   std::vector<AssistantInput> in(n);
   for (size_t i = 0; i < n; ++i) {
     const int N = n0 + int(i);
-    target.final_norm(hidden.data() + size_t(N - 2) * d, post.data());
+    target.final_norm(hidden.data() + size_t(N - 2) * d, 1, post.data());
     std::copy(post.begin(), post.end(), state.begin() + std::ptrdiff_t(i * B));
     in[i] = {0, N - 1, tokens[size_t(N - 1)], nullptr};
   }

@@ -52,7 +52,7 @@ std::vector<float> make_inv_freq(int head_dim, float theta, const RopeScaling& s
 int head_dim_of(const ModelConfig& c, bool sliding) {
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerKind k = c.layer_kind(l);
-    if (k.sliding == sliding) return k.head_dim;
+    if (k.sliding == sliding && !k.recurrent) return k.head_dim;
   }
   return c.head_dim;
 }
@@ -61,7 +61,9 @@ int head_dim_of(const ModelConfig& c, bool sliding) {
 
 Rope::Rope(const ModelConfig& c) {
   const int global_hd = head_dim_of(c, false), local_hd = head_dim_of(c, true);
-  inv_global_ = make_inv_freq(global_hd, c.rope_theta, c.rope_scaling, c.rope_partial);
+  // Partial rotary (Qwen3.5): the table of the rotated dims only.
+  inv_global_ = make_inv_freq(c.rotary_dim(global_hd), c.rope_theta, c.rope_scaling,
+                              c.rope_partial);
   has_local_ = c.rope_local_theta > 0 || local_hd != global_hd;
   // Sliding layers use the local base without scaling (Gemma 3/4).
   inv_local_ = !has_local_ ? inv_global_
@@ -86,14 +88,19 @@ void Rope::tables(std::span<const Row> rows, bool local, std::vector<float>& cs)
 
 namespace {
 
-// The shape of one layer's attention as block_forward runs it.
+// The shape of one layer's attention as block_forward runs it. A row of
+// s.qkv holds the q heads q_stride apart (with an output gate, Qwen3.5: each
+// head's hd query values, then its hd gate values), then K at k_off, then V.
 struct Shape {
   LayerKind k;
-  size_t d, hd, H, KV, q_dim, kv_dim, qkv_dim;
+  size_t d, hd, H, KV, q_dim, kv_dim, qkv_dim, q_stride, k_off, rot;
   Shape(const ModelConfig& c, int layer) : k(c.layer_kind(layer)) {
     d = size_t(c.d_model), hd = size_t(k.head_dim), H = size_t(c.n_heads);
     KV = size_t(k.n_kv_heads), q_dim = H * hd, kv_dim = KV * hd;
-    qkv_dim = q_dim + (!k.owns_kv() ? 0 : k.k_eq_v ? kv_dim : 2 * kv_dim);
+    q_stride = c.attn_gate ? 2 * hd : hd;
+    k_off = H * q_stride;
+    qkv_dim = k_off + (!k.owns_kv() ? 0 : k.k_eq_v ? kv_dim : 2 * kv_dim);
+    rot = size_t(c.rotary_dim(k.head_dim));
   }
 };
 
@@ -111,11 +118,12 @@ void project_qkv(const ModelConfig& c, const Shape& sh, int layer, const LayerWe
     if (c.qkv_bias) {
       for (size_t i = 0; i < sh.qkv_dim; ++i) v[i] += L.qkv_bias[i];
     }
-    const float* cr = cs + r * hd;  // cos[hd/2], sin[hd/2]
+    const size_t rot = sh.rot;
+    const float* cr = cs + r * rot;  // cos[rot/2], sin[rot/2]
     for (size_t h = 0; h < H; ++h) {
-      float* hv = v + h * hd;
+      float* hv = v + h * sh.q_stride;
       if (c.qk_norm) kern::rmsnorm(hv, L.q_norm.data(), hd, c.norm_eps, hv);
-      kern::rope(hv, cr, cr + hd / 2, hd, c.rope_interleaved);
+      kern::rope(hv, cr, cr + rot / 2, rot, c.rope_interleaved);
     }
     if (!sh.k.owns_kv()) continue;
     MTP_CHECK(kv != nullptr, "layer {} owns K/V but got no cache", layer);
@@ -124,14 +132,14 @@ void project_qkv(const ModelConfig& c, const Shape& sh, int layer, const LayerWe
     float* kc = kv->k(row.seq, layer) + slot * sh.kv_dim;
     float* vc = kv->v(row.seq, layer) + slot * sh.kv_dim;
     // V: its own projection, or (K = V) K's projection before K's norm and RoPE.
-    std::memcpy(vc, v + sh.q_dim + (sh.k.k_eq_v ? 0 : sh.kv_dim), sh.kv_dim * sizeof(float));
+    std::memcpy(vc, v + sh.k_off + (sh.k.k_eq_v ? 0 : sh.kv_dim), sh.kv_dim * sizeof(float));
     for (size_t h = 0; h < KV; ++h) {
-      float* kh = v + sh.q_dim + h * hd;
+      float* kh = v + sh.k_off + h * hd;
       if (c.qk_norm) kern::rmsnorm(kh, L.k_norm.data(), hd, c.norm_eps, kh);
-      kern::rope(kh, cr, cr + hd / 2, hd, c.rope_interleaved);
+      kern::rope(kh, cr, cr + rot / 2, rot, c.rope_interleaved);
       if (c.v_norm) kern::rmsnorm(vc + h * hd, s.ones.data(), hd, c.norm_eps, vc + h * hd);
     }
-    std::memcpy(kc, v + sh.q_dim, sh.kv_dim * sizeof(float));
+    std::memcpy(kc, v + sh.k_off, sh.kv_dim * sizeof(float));
   }
 }
 
@@ -196,7 +204,7 @@ void attend_rows(const ModelConfig& c, const Shape& sh, int layer, std::span<con
         const size_t r = r0, n = s.tree_key_off[r + 1] - s.tree_key_off[r];
         scores.resize(std::max(scores.size(), n));
         for (size_t h = kvh * group; h < (kvh + 1) * group; ++h)
-          kern::attend_slots(s.qkv.data() + r * qkv_dim + h * hd, kh, vh, kv_dim,
+          kern::attend_slots(s.qkv.data() + r * qkv_dim + h * sh.q_stride, kh, vh, kv_dim,
                              s.tree_keys.data() + s.tree_key_off[r], n, hd, scale,
                              c.attn_softcap, scores.data(), s.att.data() + (r * H + h) * hd);
         continue;
@@ -214,7 +222,7 @@ void attend_rows(const ModelConfig& c, const Shape& sh, int layer, std::span<con
         size_t lo, hi;
         key_range(rows[r], lo, hi);
         for (size_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-          qs.push_back({s.qkv.data() + r * qkv_dim + h * hd, lo, hi, scores.data() + at,
+          qs.push_back({s.qkv.data() + r * qkv_dim + h * sh.q_stride, lo, hi, scores.data() + at,
                         s.att.data() + (r * H + h) * hd});
           at += hi - lo + 1;
         }
@@ -224,6 +232,17 @@ void attend_rows(const ModelConfig& c, const Shape& sh, int layer, std::span<con
   };
   if (pool) pool->parallel_for(units.size() * KV, attn);
   else attn(0, units.size() * KV, 0);
+}
+
+// Qwen3.5's output gate: each head's attention output × sigmoid(its gate).
+void gate_attention(const Shape& sh, size_t q, BlockScratch& s) {
+  for (size_t r = 0; r < q; ++r) {
+    for (size_t h = 0; h < sh.H; ++h) {
+      const float* g = s.qkv.data() + r * sh.qkv_dim + h * sh.q_stride + sh.hd;
+      float* o = s.att.data() + (r * sh.H + h) * sh.hd;
+      for (size_t i = 0; i < sh.hd; ++i) o[i] *= 1.0f / (1.0f + std::exp(-g[i]));
+    }
+  }
 }
 
 // x[r] += norm(p[r]) (norm null: p[r]), r < q.
@@ -304,10 +323,23 @@ void feed_forward(const ModelConfig& c, int layer, const LayerWeights& L, size_t
 void block_forward(const ModelConfig& c, int layer, const LayerWeights& L,
                    std::span<const Row> rows, KVCache& kv, const float* cs, float* x,
                    BlockScratch& s, ThreadPool* pool, const float* ple, size_t ple_stride) {
-  attention_in(c, layer, L, rows, &kv, cs, x, s, pool);
-  attend_rows(c, Shape(c, layer), layer, rows, kv, s, pool);
-  attention_out(c, L, rows.size(), x, s, pool);
-  feed_forward(c, layer, L, rows.size(), x, s, pool, ple, ple_stride);
+  const Shape sh(c, layer);
+  const size_t q = rows.size();
+  if (sh.k.recurrent) {  // the recurrent token mixer (Gated DeltaNet) in place of attention
+    s.xn.resize(q * sh.d);
+    for (size_t r = 0; r < q; ++r) {
+      kern::rmsnorm(x + r * sh.d, L.attn_norm.data(), sh.d, c.norm_eps, s.xn.data() + r * sh.d);
+    }
+    linear_attn_forward(c, layer, L, rows, kv, s.xn.data(), s, pool);  // -> s.proj [q, d]
+    add_residual(c, c.sandwich_norms ? L.post_attn_norm.data() : nullptr, s.proj.data(), x, q,
+                 sh.d);
+  } else {
+    attention_in(c, layer, L, rows, &kv, cs, x, s, pool);
+    attend_rows(c, sh, layer, rows, kv, s, pool);
+    if (c.attn_gate) gate_attention(sh, q, s);  // Qwen3.5: sigmoid output gate
+    attention_out(c, L, q, x, s, pool);
+  }
+  feed_forward(c, layer, L, q, x, s, pool, ple, ple_stride);
 }
 
 }  // namespace mtp::model

@@ -34,6 +34,11 @@ class Rope {
 
 struct BlockScratch {
   std::vector<float> xn, qkv, att, proj, gu, act, ple, ones;
+  // Gated DeltaNet layers (linear_attn.cc): the input projections [q, C +
+  // value_dim + 2·v_heads], the conv outputs [q, C], the gated outputs
+  // [q, value_dim]; each sequence's rows of the call, in order.
+  std::vector<float> lin_in, lin_conv, lin_out;
+  std::vector<std::vector<size_t>> seq_rows;
   std::vector<uint32_t> tree_keys;    // tree rows' key slots, concatenated
   std::vector<size_t> tree_key_off;   // [q + 1]: row r's keys at [off[r], off[r + 1])
   std::vector<std::pair<size_t, size_t>> attn_units;  // attention units: rows [first, second)
@@ -68,5 +73,13 @@ void attention_out(const ModelConfig& c, const LayerWeights& L, size_t q, float*
 void feed_forward(const ModelConfig& c, int layer, const LayerWeights& L, size_t q, float* x,
                   BlockScratch& s, ThreadPool* pool, const float* ple = nullptr,
                   size_t ple_stride = 0);
+
+// A Gated DeltaNet layer's token mixer (linear_attn.cc): from the normed
+// rows xn [q, d] to the out_proj output [q, d] in s.proj, advancing each
+// row's sequence state in kv (rows of a sequence in position order, the
+// recurrence one token at a time: model/delta_rule.h).
+void linear_attn_forward(const ModelConfig& c, int layer, const LayerWeights& L,
+                         std::span<const Row> rows, KVCache& kv, const float* xn,
+                         BlockScratch& s, ThreadPool* pool);
 
 }  // namespace mtp::model

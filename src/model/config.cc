@@ -23,6 +23,13 @@ LayerKind ModelConfig::layer_kind(int l) const {
   return k;
 }
 
+bool ModelConfig::has_recurrent() const {
+  for (const LayerKind& k : layers) {
+    if (k.recurrent) return true;
+  }
+  return false;
+}
+
 void ModelConfig::set_uniform_layers(const std::vector<uint8_t>& sliding) {
   LayerKind k;
   k.head_dim = head_dim;
@@ -73,7 +80,6 @@ void ModelConfig::validate(const std::string& where, const FieldName& field) con
       fail<ConfigError>("{}: layer {} is a sliding layer but {} is {}", where, l,
                         key("sliding_window"), sliding_window);
     }
-    if (k.recurrent) fail<ConfigError>("{}: layer {} is recurrent (not supported)", where, l);
     if (!k.owns_kv()) {
       const int o = k.kv_source;
       if (o >= l || !layers[size_t(o)].owns_kv() || layers[size_t(o)].sliding != k.sliding ||
@@ -83,6 +89,12 @@ void ModelConfig::validate(const std::string& where, const FieldName& field) con
                           "layer of the same kind that owns its K/V", where, l, o);
       }
     }
+  }
+  if (has_recurrent()) validate_linear(where, key);
+  if (rope_rotary_dim < 0 || rope_rotary_dim % 2 != 0 || rope_rotary_dim > head_dim) {
+    fail<ConfigError>("{}: {} x {} = {} rotary dims per head; they must be even and at most {} "
+                      "{}", where, key("partial_rotary_factor"), key("head_dim"),
+                      rope_rotary_dim, key("head_dim"), head_dim);
   }
   if (ple_dim < 0) {
     fail<ConfigError>("{}: {} must be >= 0, got {}", where, key("hidden_size_per_layer_input"),
@@ -128,6 +140,41 @@ void ModelConfig::validate(const std::string& where, const FieldName& field) con
       }
     }
   }
+}
+
+void ModelConfig::validate_linear(const std::string& where,
+                                  const std::function<std::string(const char*)>& key) const {
+  const LinearAttn& a = linear;
+  auto in = [&](const char* name, int v, int hi) {
+    if (v <= 0 || v > hi) {
+      fail<ConfigError>("{}: {} must be in 1..{} (the model has recurrent layers), got {}", where,
+                        key(name), hi, v);
+    }
+  };
+  in("linear_conv_kernel_dim", a.conv_kernel, 64);
+  in("linear_num_key_heads", a.k_heads, 1 << 12);
+  in("linear_num_value_heads", a.v_heads, 1 << 12);
+  in("linear_key_head_dim", a.k_dim, 1 << 12);
+  in("linear_value_head_dim", a.v_dim, 1 << 12);
+  if (a.v_heads % a.k_heads != 0) {
+    fail<ConfigError>("{}: {} {} is not a multiple of {} {}", where, key("linear_num_value_heads"),
+                      a.v_heads, key("linear_num_key_heads"), a.k_heads);
+  }
+  // One layer's state per sequence (a 27B's: 48 x 128 x 128 values).
+  if (a.state_floats() > (size_t(1) << 28)) {
+    fail<ConfigError>("{}: {} {} x {} {} x {} {} is a recurrent state of {} values per layer "
+                      "and sequence (at most 2^28)", where, key("linear_num_value_heads"),
+                      a.v_heads, key("linear_key_head_dim"), a.k_dim, key("linear_value_head_dim"),
+                      a.v_dim, a.state_floats());
+  }
+}
+
+ModelConfig native_mtp_config(const ModelConfig& c) {
+  ModelConfig m = c;
+  m.n_layers = 1;
+  m.set_uniform_layers({0});
+  m.mtp_layers = 0;
+  return m;
 }
 
 nlohmann::json ModelConfig::to_json() const {
@@ -188,6 +235,13 @@ nlohmann::json ModelConfig::to_json() const {
   if (rope_partial != 1.f) j["rope_partial"] = rope_partial;
   if (v_norm) j["v_norm"] = true;
   if (layer_scalar) j["layer_scalar"] = true;
+  if (rope_rotary_dim > 0) j["rope_rotary_dim"] = rope_rotary_dim;
+  if (attn_gate) j["attn_gate"] = true;
+  if (has_recurrent()) {
+    j["linear"] = {{"conv_kernel", linear.conv_kernel}, {"k_heads", linear.k_heads},
+                   {"v_heads", linear.v_heads}, {"k_dim", linear.k_dim},
+                   {"v_dim", linear.v_dim}, {"v_tiled", linear.v_tiled}};
+  }
   if (ple_dim > 0) {
     j["ple_dim"] = ple_dim;
     j["ple_embed_scale"] = ple_embed_scale;

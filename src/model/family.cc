@@ -30,7 +30,8 @@ constexpr TensorName kLlamaNames[] = {
     {"mlp.up_proj.weight", "ffn_up.weight"},
     {"mlp.down_proj.weight", "ffn_down.weight"},
 };
-// Gemma's post_attention_layernorm is the sandwich norm after attention;
+// Gemma's post_attention_layernorm is the sandwich norm after attention
+// (Qwen3.5 names its pre-FFN norm so too);
 // Gemma 4 adds the per-layer-embedding tensors and the layer's output
 // scalar (never listed for Gemma 2/3: their configs imply neither).
 constexpr TensorName kGemmaNames[] = {
@@ -51,6 +52,20 @@ constexpr TensorName kGemmaNames[] = {
     {"per_layer_projection.weight", "proj.weight"},
     {"post_per_layer_input_norm.weight", "post_norm.weight"},
     {"layer_scalar", "layer_output_scale.weight"},
+};
+
+// Qwen3.5's Gated DeltaNet tensors (gguf-py's qwen35 map); its other layer
+// tensors are named as Gemma's (the pre-FFN norm is post_attention_norm).
+constexpr TensorName kDeltaNetNames[] = {
+    {"linear_attn.in_proj_qkv.weight", "attn_qkv.weight"},
+    {"linear_attn.in_proj_z.weight", "attn_gate.weight"},
+    {"linear_attn.in_proj_b.weight", "ssm_beta.weight"},
+    {"linear_attn.in_proj_a.weight", "ssm_alpha.weight"},
+    {"linear_attn.conv1d.weight", "ssm_conv1d.weight"},
+    {"linear_attn.dt_bias", "ssm_dt.bias"},
+    {"linear_attn.A_log", "ssm_a"},
+    {"linear_attn.norm.weight", "ssm_norm.weight"},
+    {"linear_attn.out_proj.weight", "ssm_out.weight"},
 };
 
 constexpr ChatMarkers kLlamaChat[] = {
@@ -151,6 +166,28 @@ const Family kFamilies[] = {
      .global_layer_shapes = true, .kv_sharing = true, .ple_dim = 256,
      .hf_skipped = {"model.vision_tower.", "model.audio_tower.", "model.embed_vision.",
                     "model.embed_audio."}},
+    // Qwen3.5 (Qwen3_5TextConfig; 0.8B/2B/4B/9B/27B dense; the MoE variants
+    // 35B-A3B and larger refused: num_experts): three Gated DeltaNet layers to
+    // one gated full-attention layer, (1 + w) norms everywhere but the gated
+    // norm of the DeltaNet output, q/k norms, partial rotary, GQA, the native
+    // MTP head. llama.cpp writes the norms as 1 + w and reorders the value
+    // heads (LinearAttn::v_tiled).
+    {.arch = Arch::Qwen35, .name = "qwen35",
+     .hf = {{{"Qwen3_5ForCausalLM"}, {"qwen3_5_text"}, {"Qwen3_5ForConditionalGeneration", true},
+             {"qwen3_5", true}, {"Qwen3_5MoeForCausalLM", false, true},
+             {"qwen3_5_moe_text", false, true}, {"Qwen3_5MoeForConditionalGeneration", true, true},
+             {"qwen3_5_moe", true, true}}},
+     .text_class = "Qwen3_5ForCausalLM", .text_model_type = "qwen3_5_text",
+     .gguf_arch = "qwen35", .gguf_written_as = "qwen35",
+     .max_position = 32768, .head_dim = 256, .n_heads = 16, .n_kv_heads = 4, .vocab = 248320,
+     .norm_one_plus = true, .qk_norm = true,
+     .gguf_norms_plus_one = true,
+     .gguf_layer_names = kGemmaNames, .gguf_linear_names = kDeltaNetNames, .chat = kChatML,
+     .linear_attention = true,
+     .linear_defaults = {.conv_kernel = 4, .k_heads = 16, .v_heads = 32, .k_dim = 128,
+                         .v_dim = 128},
+     .partial_rotary = 0.25, .moe_key = "num_experts",
+     .hf_skipped = {"model.visual."}},
 };
 
 }  // namespace
@@ -164,11 +201,12 @@ const Family& family(Arch a) {
   MTP_CHECK(false, "architecture {} has no row in the family table", int(a));
 }
 
-const Family* family_by_hf_name(const std::string& name, bool* multimodal) {
+const Family* family_by_hf_name(const std::string& name, bool* multimodal, bool* moe) {
   for (const Family& f : kFamilies) {
     for (const HfName& n : f.hf) {
       if (n.name && name == n.name) {
         if (multimodal) *multimodal = n.multimodal;
+        if (moe) *moe = n.moe;
         return &f;
       }
     }
@@ -187,8 +225,9 @@ std::string supported_hf_classes() {
   std::string out;
   for (const Family& f : kFamilies) {
     for (const HfName& n : f.hf) {
-      // Class names only (model_type spellings are lower case).
-      if (n.name && std::isupper(static_cast<unsigned char>(n.name[0]))) {
+      // Class names only (model_type spellings are lower case), not the
+      // refused mixture-of-experts variants.
+      if (n.name && !n.moe && std::isupper(static_cast<unsigned char>(n.name[0]))) {
         out += (out.empty() ? "" : ", ") + std::string(n.name);
       }
     }
@@ -214,6 +253,7 @@ void apply_family(const Family& f, ModelConfig& c) {
   if (f.unit_query_scale) c.query_scale = 1.0f;
   c.v_norm = f.v_norm;
   c.layer_scalar = f.layer_scalar;
+  c.attn_gate = f.linear_attention;
 }
 
 bool hf_tensor_skipped(const Family& f, std::string_view name) {

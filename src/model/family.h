@@ -38,6 +38,7 @@ enum class RopeFreqs {
 struct HfName {
   const char* name = nullptr;
   bool multimodal = false;
+  bool moe = false;  // a mixture-of-experts variant: refused at parse, naming Family::moe_key
 };
 
 // Marker strings by which a Jinja chat template is recognised as the chat
@@ -50,7 +51,8 @@ struct ChatMarkers {
 };
 
 // A layer tensor's GGUF name (below "blk.N.") by its Hugging Face name
-// (below "model.layers.N."), gguf-py's tensor map for the family.
+// (below "model.layers.N."), gguf-py's tensor map for the family. Qwen3.5's
+// linear_attn.A_log is stored as ssm_a = -exp(A_log) (llama.cpp's converter).
 struct TensorName {
   const char* hf;
   const char* gguf;
@@ -60,7 +62,7 @@ struct TensorName {
 struct Family {
   Arch arch = Arch::Llama;
   const char* name = nullptr;         // arch_name(): also in fingerprints and drafter files
-  std::array<HfName, 6> hf{};         // architectures / model_type names (unused slots null)
+  std::array<HfName, 8> hf{};         // architectures / model_type names (unused slots null)
   const char* text_class = nullptr;   // the text-only class (a widened multimodal checkpoint)
   const char* text_model_type = nullptr;
   const char* gguf_arch = nullptr;    // general.architecture; null: llama.cpp writes it as
@@ -100,6 +102,7 @@ struct Family {
   RopeFreqs gguf_rope_freqs = RopeFreqs::None;
 
   std::span<const TensorName> gguf_layer_names;
+  std::span<const TensorName> gguf_linear_names;  // recurrent layers' (Qwen3.5), beside those
   std::span<const ChatMarkers> chat;
 
   // Gemma 4's facts
@@ -113,6 +116,15 @@ struct Family {
   bool global_layer_shapes = false;   // global_head_dim, num_global_key_value_heads, attention_k_eq_v
   bool kv_sharing = false;            // num_kv_shared_layers, use_double_wide_mlp
   int ple_dim = 0;                    // hidden_size_per_layer_input when absent (0: no PLE keys)
+  // Qwen3.5's facts: Gated DeltaNet layers (layer_types linear_attention /
+  // full_attention, else every full_attention_interval-th layer full; the
+  // linear_* keys with these defaults), the sigmoid output gate of the full
+  // layers, partial rotary (partial_rotary_factor, default 0.25), the native
+  // MTP head (mtp_num_hidden_layers, tensors mtp.*).
+  bool linear_attention = false;
+  LinearAttn linear_defaults;
+  double partial_rotary = 1.0;
+  const char* moe_key = nullptr;      // the key a mixture-of-experts variant is refused by
   // Tensor prefixes of a multimodal checkpoint's towers: never opened or read.
   std::array<const char*, 6> hf_skipped{};
 };
@@ -122,7 +134,8 @@ std::span<const Family> families();
 const Family& family(Arch a);
 // By a Hugging Face class or model_type name (nullptr if none); multimodal
 // tells whether the name is of the nested text_config layout.
-const Family* family_by_hf_name(const std::string& name, bool* multimodal = nullptr);
+const Family* family_by_hf_name(const std::string& name, bool* multimodal = nullptr,
+                                bool* moe = nullptr);
 // By GGUF general.architecture (nullptr if none).
 const Family* family_by_gguf_arch(const std::string& name);
 // "LlamaForCausalLM, Qwen2ForCausalLM, ..." / "llama, qwen2, ...": for messages.

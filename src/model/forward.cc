@@ -27,9 +27,23 @@ void Model::embed(int32_t token, float* out) const {
   m_.weights.embed.lookup(token, m_.config.embed_scale, out);
 }
 
-void Model::final_norm(const float* hidden, float* out) const {
-  const ModelConfig& c = m_.config;
-  kern::rmsnorm(hidden, m_.weights.final_norm.data(), size_t(c.d_model), c.norm_eps, out);
+KVCache Model::make_cache(int n_seq, int ctx, int q_max, int tree_slots) const {
+  KVCache kv(m_.config, n_seq, ctx, q_max, tree_slots);
+  if (kv.has_recurrent()) {
+    std::vector<const float*> conv(size_t(m_.config.n_layers), nullptr);
+    for (int l = 0; l < m_.config.n_layers; ++l) {
+      if (m_.config.is_recurrent(l)) conv[size_t(l)] = m_.weights.layers[size_t(l)].conv_w.data();
+    }
+    kv.bind_conv_weights(std::move(conv));
+  }
+  return kv;
+}
+
+void Model::final_norm(const float* hidden, size_t q, float* out) const {
+  const size_t d = size_t(m_.config.d_model);
+  for (size_t r = 0; r < q; ++r) {
+    kern::rmsnorm(hidden + r * d, m_.weights.final_norm.data(), d, m_.config.norm_eps, out + r * d);
+  }
 }
 
 void Model::logits_from_hidden(const float* hidden, size_t q, float* logits, ThreadPool* pool,
@@ -38,7 +52,7 @@ void Model::logits_from_hidden(const float* hidden, size_t q, float* logits, Thr
   const ModelConfig& c = m_.config;
   const size_t d = c.d_model;
   std::vector<float> xn(q * d);
-  for (size_t r = 0; r < q; ++r) final_norm(hidden + r * d, xn.data() + r * d);
+  final_norm(hidden, q, xn.data());
   kern::matmul(w, xn.data(), q, logits, pool);
   if (c.final_softcap > 0) kern::softcap(logits, q * w.rows(), c.final_softcap);
 }

@@ -41,14 +41,19 @@ class Model {
   const ModelWeights& weights() const { return m_.weights; }
   const LoadedModel& loaded() const { return m_; }
 
-  // A KV cache sized for this model.
   // Whether a forward can verify draft trees (tree rows, kv_cache.h): every
   // layer attends over a KV cache whose tree slots hold the branches. A
-  // layer with recurrent state could not keep a state per branch.
-  bool verifies_trees() const { return true; }
-  KVCache make_cache(int n_seq, int ctx, int q_max = 64, int tree_slots = -1) const {
-    return KVCache(m_.config, n_seq, ctx, q_max, tree_slots);
-  }
+  // layer with recurrent state (Qwen3.5's Gated DeltaNet) keeps one state per
+  // sequence, not one per branch: such a target verifies chains only.
+  bool verifies_trees() const { return !m_.config.has_recurrent(); }
+  // A KV cache sized for this model (recurrent layers: their state, with the
+  // conv weights a rollback replays with bound).
+  KVCache make_cache(int n_seq, int ctx, int q_max = 64, int tree_slots = -1) const;
+
+  // The final norm of q capture rows [q, d] -> [q, d]: the post-norm hidden
+  // the head reads (logits_from_hidden's first step, the same bits). out may
+  // alias hidden.
+  void final_norm(const float* hidden, size_t q, float* out) const;
 
   // Runs rows through the decoder, appending their K/V to `kv`. Validates every
   // row (token id, position = next position of its sequence, context) before
@@ -77,9 +82,6 @@ class Model {
   // layer-0 input. [d]
   void embed(int32_t token, float* out) const;
 
-  // The final norm of one capture hidden row: the post-norm hidden the head
-  // reads (logits_from_hidden), [d] -> [d]. out may alias hidden.
-  void final_norm(const float* hidden, float* out) const;
 
  private:
   struct Scratch;

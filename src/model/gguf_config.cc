@@ -169,6 +169,18 @@ FieldName gguf_field_names(const std::string& arch) {
     for (auto& [from, to] : map) {
       if (std::string_view(hf) == from) return arch + "." + to;
     }
+    static const std::pair<const char*, const char*> linear[] = {
+        {"linear_conv_kernel_dim", "ssm.conv_kernel"},
+        {"linear_num_key_heads", "ssm.group_count"},
+        {"linear_num_value_heads", "ssm.time_step_rank"},
+        {"linear_key_head_dim", "ssm.state_size"},
+        {"linear_value_head_dim", "ssm.inner_size / ssm.time_step_rank"},
+        {"partial_rotary_factor", "rope.dimension_count"},
+    };
+    const Family* fam = family_by_gguf_arch(arch);
+    for (auto& [from, to] : linear) {
+      if (fam && fam->linear_attention && std::string_view(hf) == from) return arch + "." + to;
+    }
     if (std::string_view(hf) == "vocab_size") return "token_embd.weight (its rows)";
     if (std::string_view(hf).starts_with("rope_scaling.") ||
         std::string_view(hf) == "partial_rotary_factor") {
@@ -339,6 +351,86 @@ void gguf_layer_shapes(const Meta& m, const Family& fam, ModelConfig& c) {
   c.rope_local_theta = float(m.get_float("rope.freq_base_swa", 10000.0));
 }
 
+// The ssm.* keys against the first Gated DeltaNet layer's tensors, named
+// with both values (the loader's shape check would name only the tensor).
+void gguf_check_linear_tensors(const Meta& m, const ModelConfig& c) {
+  int first = -1;
+  for (int l = 0; l < c.n_layers && first < 0; ++l) {
+    if (c.is_recurrent(l)) first = l;
+  }
+  if (first < 0) return;
+  const io::GgufFile& f = m.f;
+  const std::string b = "blk." + std::to_string(first) + ".";
+  auto dims = [&](const char* n) {
+    const io::GgufTensor* t = f.tensor(b + n);
+    return t ? t->shape() : std::vector<int64_t>{};
+  };
+  const LinearAttn& a = c.linear;
+  if (const auto s = dims("ssm_conv1d.weight"); s.size() == 2 && s[1] != a.conv_kernel) {
+    fail<ConfigError>("GGUF file '{}': {} = {}, but tensor '{}' is a kernel of {} taps", f.path(),
+                      m.key("ssm.conv_kernel"), a.conv_kernel, b + "ssm_conv1d.weight", s[1]);
+  }
+  if (const auto s = dims("ssm_a"); s.size() == 1 && s[0] != a.v_heads) {
+    fail<ConfigError>("GGUF file '{}': {} = {}, but tensor '{}' has {} heads", f.path(),
+                      m.key("ssm.time_step_rank"), a.v_heads, b + "ssm_a", s[0]);
+  }
+  if (const auto s = dims("ssm_norm.weight"); s.size() == 1 && s[0] != a.v_dim) {
+    fail<ConfigError>("GGUF file '{}': {} / {} = {}, but tensor '{}' (the gated norm) has {} "
+                      "values", f.path(), m.key("ssm.inner_size"), m.key("ssm.time_step_rank"),
+                      a.v_dim, b + "ssm_norm.weight", s[0]);
+  }
+  if (const auto s = dims("attn_qkv.weight"); s.size() == 2 && s[0] != a.conv_dim()) {
+    fail<ConfigError>("GGUF file '{}': {} {} x {} {} (and the value heads) imply {} rows of '{}', "
+                      "which has {}", f.path(), m.key("ssm.group_count"), a.k_heads,
+                      m.key("ssm.state_size"), a.k_dim, a.conv_dim(), b + "attn_qkv.weight", s[0]);
+  }
+}
+
+// Qwen3.5 (llama.cpp's qwen35 keys): block_count counts the native MTP
+// layers (nextn_predict_layers) after the trunk's; every
+// full_attention_interval-th layer is full attention, the others Gated
+// DeltaNet with the ssm.* shape; the value heads stored in llama.cpp's tiled
+// order; partial rotary over rope.dimension_count dims.
+void gguf_linear_layers(const Meta& m, ModelConfig& c) {
+  const io::GgufFile& f = m.f;
+  c.mtp_layers = m.get_int("nextn_predict_layers", 0);
+  if (c.mtp_layers >= c.n_layers) {
+    fail<ConfigError>("GGUF file '{}': {} = {} leaves no trunk layer of {} = {}", f.path(),
+                      m.key("nextn_predict_layers"), c.mtp_layers, m.key("block_count"),
+                      c.n_layers);
+  }
+  c.n_layers -= c.mtp_layers;
+  c.ffn = m.req_int("feed_forward_length");
+  c.n_kv_heads = m.get_int("attention.head_count_kv", c.n_heads);
+  c.head_dim = m.req_int("attention.key_length");
+  if (int v = m.get_int("attention.value_length", c.head_dim); v != c.head_dim) {
+    fail<ConfigError>("GGUF file '{}': {} = {} differs from {} = {} (not supported)", f.path(),
+                      m.key("attention.value_length"), v, m.key("attention.key_length"),
+                      c.head_dim);
+  }
+  c.rope_rotary_dim = m.get_int("rope.dimension_count", c.head_dim);
+  const int every = m.get_int("full_attention_interval", 4);
+  if (every <= 0) {
+    fail<ConfigError>("GGUF file '{}': {} must be positive, got {}", f.path(),
+                      m.key("full_attention_interval"), every);
+  }
+  c.set_uniform_layers(std::vector<uint8_t>(size_t(c.n_layers), 0));
+  for (int i = 0; i < c.n_layers; ++i) c.layers[size_t(i)].recurrent = (i + 1) % every != 0;
+  LinearAttn& a = c.linear;
+  a.conv_kernel = m.req_int("ssm.conv_kernel");
+  a.k_dim = m.req_int("ssm.state_size");
+  a.k_heads = m.req_int("ssm.group_count");
+  a.v_heads = m.req_int("ssm.time_step_rank");
+  const int inner = m.req_int("ssm.inner_size");
+  if (a.v_heads <= 0 || inner % a.v_heads != 0) {
+    fail<ConfigError>("GGUF file '{}': {} = {} is not a multiple of {} = {}", f.path(),
+                      m.key("ssm.inner_size"), inner, m.key("ssm.time_step_rank"), a.v_heads);
+  }
+  a.v_dim = inner / a.v_heads;
+  a.v_tiled = true;
+  gguf_check_linear_tensors(m, c);
+}
+
 // RoPE. llama.cpp stores Llama's Q/K rows permuted for its interleaved
 // rotation; the loader undoes that, so every family runs rotate-half here.
 void gguf_rope(const Meta& m, const Family& fam, ModelConfig& c) {
@@ -434,15 +526,19 @@ ModelConfig gguf_model_config(const io::GgufFile& f) {
   if (!arch_name) fail<ConfigError>("GGUF file '{}' has no general.architecture", f.path());
   const Family* fam = family_by_gguf_arch(*arch_name);
   if (!fam) {
-    fail<ConfigError>("GGUF file '{}': general.architecture '{}' is not supported (supported: "
-                      "{})", f.path(), *arch_name, supported_gguf_archs());
+    fail<ConfigError>("GGUF file '{}': general.architecture '{}'{} is not supported (supported: "
+                      "{})", f.path(), *arch_name,
+                      arch_name->ends_with("moe") ? " (mixture of experts)" : "",
+                      supported_gguf_archs());
   }
   const Meta m{f, *arch_name + "."};
   ModelConfig c;
   c.arch = fam->arch;
   c.source = "gguf";
   gguf_sizes(m, c);
-  if (fam->global_layer_shapes) {
+  if (fam->linear_attention) {
+    gguf_linear_layers(m, c);
+  } else if (fam->global_layer_shapes) {
     gguf_layer_shapes(m, *fam, c);
   } else {
     gguf_uniform_shapes(m, c);
@@ -480,8 +576,11 @@ float gguf_rope_partial(const io::GgufFile& f, int full_head_dim) {
 ModelConfig read_gguf_config(const std::string& path) { return gguf_model_config(io::GgufFile(path)); }
 
 std::string gguf_layer_tensor_name(const ModelConfig& c, int layer, const std::string& hf) {
-  for (const TensorName& m : family(c.arch).gguf_layer_names) {
-    if (hf == m.hf) return "blk." + std::to_string(layer) + "." + m.gguf;
+  const Family& f = family(c.arch);
+  for (std::span<const TensorName> names : {f.gguf_layer_names, f.gguf_linear_names}) {
+    for (const TensorName& m : names) {
+      if (hf == m.hf) return "blk." + std::to_string(layer) + "." + m.gguf;
+    }
   }
   MTP_CHECK(false, "no GGUF name for layer tensor '{}' of {}", hf, arch_name(c.arch));
 }

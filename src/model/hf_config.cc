@@ -74,6 +74,7 @@ struct Resolved {
   const Family* fam;
   std::string name;
   bool multimodal;
+  bool moe;
 };
 
 Resolved resolve_family(const json& config, const Keys& top) {
@@ -93,8 +94,8 @@ Resolved resolve_family(const json& config, const Keys& top) {
   } else {
     fail<ConfigError>("{}: neither 'architectures' nor 'model_type' is given", top.where);
   }
-  Resolved r{nullptr, name, false};
-  r.fam = family_by_hf_name(name, &r.multimodal);
+  Resolved r{nullptr, name, false, false};
+  r.fam = family_by_hf_name(name, &r.multimodal, &r.moe);
   if (!r.fam) {
     fail<ConfigError>("{}: unsupported architecture '{}' (supported: {})", top.where, name,
                       supported_hf_classes());
@@ -169,7 +170,8 @@ void parse_rope(const Keys& k, const Family& f, ModelConfig& c) {
   double theta = k.get_num("rope_theta", f.rope_theta);
   RopeScaling scaling;
   double local_theta = f.local_rope ? k.get_num("rope_local_base_freq", 10000.0) : 0.0;
-  double partial = f.rope_partial;
+  double partial = f.linear_attention ? k.get_num("partial_rotary_factor", f.partial_rotary)
+                                      : f.rope_partial;
   if (k.has("rope_parameters") && k.j.at("rope_parameters").is_object()) {
     const json& rp = k.j.at("rope_parameters");
     if (rp.contains("full_attention")) {  // per layer type
@@ -198,8 +200,10 @@ void parse_rope(const Keys& k, const Family& f, ModelConfig& c) {
         }
       }
     } else {
-      theta = Keys{rp, k.where + " rope_parameters"}.get_num("rope_theta", theta);
-      scaling = parse_rope_scaling(rp, k.where + " rope_parameters");
+      const Keys rk{rp, k.where + " rope_parameters"};
+      theta = rk.get_num("rope_theta", theta);
+      scaling = parse_rope_scaling(rp, rk.where);
+      if (f.linear_attention) partial = rk.get_num("partial_rotary_factor", partial);
     }
   } else if (k.present("rope_scaling")) {
     scaling = parse_rope_scaling(k.j.at("rope_scaling"), k.where);
@@ -208,11 +212,32 @@ void parse_rope(const Keys& k, const Family& f, ModelConfig& c) {
   c.rope_theta = float(theta);
   c.rope_scaling = scaling;
   c.rope_local_theta = float(local_theta);
-  c.rope_partial = float(partial);
+  if (!f.linear_attention) {
+    c.rope_partial = float(partial);
+    return;
+  }
+  // Qwen3.5: the first int(head_dim · partial_rotary_factor) dims rotate
+  // (transformers' compute_default_rope_parameters); mrope sections are
+  // inert for text, whose three position rows are equal.
+  if (!(partial > 0 && partial <= 1)) {
+    fail<ConfigError>("{}: 'partial_rotary_factor' must be in (0, 1], got {}", k.where, partial);
+  }
+  if (scaling.type != RopeScaling::Type::None) {
+    fail<ConfigError>("{}: rope scaling with partial rotary embeddings is not supported for {}",
+                      k.where, f.name);
+  }
+  c.rope_rotary_dim = int(double(c.head_dim) * partial);
 }
 
 // Keys that would change the computation in ways the decoder does not implement.
-void refuse_unsupported(const Keys& k, const Family& f, const std::string& name) {
+void refuse_unsupported(const Keys& k, const Family& f, const Resolved& r) {
+  const std::string& name = r.name;
+  if (f.moe_key && k.get_int(f.moe_key, 0) > 0) {
+    fail<ConfigError>("{}: {} = {} ({}: a mixture-of-experts model) is not supported; the dense "
+                      "{} models are", k.where, f.moe_key,
+                      k.has(f.moe_key) ? k.j.at(f.moe_key).dump() : std::string("absent"), name,
+                      f.name);
+  }
   if (!f.qkv_bias && k.get_bool("attention_bias", false)) {
     fail<ConfigError>("{}: attention_bias=true is not supported for {}", k.where, name);
   }
@@ -262,7 +287,47 @@ void parse_attention_scales(const Keys& k, const Family& f, ModelConfig& c) {
 }
 
 // The sliding flag of every layer: layer_types, else the family's pattern.
+// Qwen3.5: layer_types ("linear_attention" | "full_attention"), else layer
+// i full iff (i + 1) % full_attention_interval == 0 (default 4), and the
+// Gated DeltaNet shape (the linear_* keys, the family's defaults).
+void parse_linear_layers(const Keys& k, const Family& f, ModelConfig& c) {
+  std::vector<uint8_t> recurrent;
+  if (k.has("layer_types")) {
+    const json& lt = k.j.at("layer_types");
+    if (!lt.is_array() || int(lt.size()) != c.n_layers) {
+      fail<ConfigError>("{}: layer_types must list {} entries (num_hidden_layers)", k.where,
+                        c.n_layers);
+    }
+    for (const json& t : lt) {
+      if (t != "linear_attention" && t != "full_attention") {
+        fail<ConfigError>("{}: unsupported layer type {} (supported: linear_attention, "
+                          "full_attention)", k.where, t.dump());
+      }
+      recurrent.push_back(t == "linear_attention");
+    }
+  } else {
+    const int every = k.get_int("full_attention_interval", 4);
+    if (every <= 0) {
+      fail<ConfigError>("{}: full_attention_interval must be positive, got {}", k.where, every);
+    }
+    for (int i = 0; i < c.n_layers; ++i) recurrent.push_back((i + 1) % every != 0);
+  }
+  c.set_uniform_layers(std::vector<uint8_t>(size_t(c.n_layers), 0));
+  for (int i = 0; i < c.n_layers; ++i) c.layers[size_t(i)].recurrent = recurrent[size_t(i)] != 0;
+  const LinearAttn& d = f.linear_defaults;
+  c.linear.conv_kernel = k.get_int("linear_conv_kernel_dim", d.conv_kernel);
+  c.linear.k_heads = k.get_int("linear_num_key_heads", d.k_heads);
+  c.linear.v_heads = k.get_int("linear_num_value_heads", d.v_heads);
+  c.linear.k_dim = k.get_int("linear_key_head_dim", d.k_dim);
+  c.linear.v_dim = k.get_int("linear_value_head_dim", d.v_dim);
+  c.mtp_layers = k.get_int("mtp_num_hidden_layers", 0);
+  if (c.mtp_layers < 0) {
+    fail<ConfigError>("{}: mtp_num_hidden_layers must be >= 0, got {}", k.where, c.mtp_layers);
+  }
+}
+
 void parse_layer_kinds(const Keys& k, const Family& f, const std::string& name, ModelConfig& c) {
+  if (f.linear_attention) return parse_linear_layers(k, f, c);
   if (f.sliding == SlidingPattern::None) {
     // Every layer global (Qwen's sliding_window is inert unless
     // use_sliding_window, refused above).
@@ -433,6 +498,14 @@ ModelConfig parse_hf_config(const json& config, const json* generation_config,
   const Keys top{config, where};
   const Resolved r = resolve_family(config, top);
   const Family& f = *r.fam;
+  if (r.moe) {  // before reading its (nested) layout
+    const json& t = config.contains("text_config") && config.at("text_config").is_object()
+                        ? config.at("text_config") : config;
+    fail<ConfigError>("{}: {} = {} ({}: a mixture-of-experts model) is not supported; the dense "
+                      "{} models are", where, f.moe_key,
+                      t.contains(f.moe_key) ? t.at(f.moe_key).dump() : std::string("absent"),
+                      r.name, f.name);
+  }
 
   // The text model's keys: nested for a multimodal checkpoint.
   const json* text_json = &config;
@@ -451,7 +524,7 @@ ModelConfig parse_hf_config(const json& config, const json* generation_config,
   c.source = "hf";
   parse_sizes(k, f, c);
   parse_rope(k, f, c);
-  refuse_unsupported(k, f, r.name);
+  refuse_unsupported(k, f, r);
   check_activation(k, f);
   apply_family(f, c);
   parse_attention_scales(k, f, c);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "model/delta_rule.h"
 
 namespace mtp::model {
 
@@ -15,8 +16,16 @@ KVCache::KVCache(const ModelConfig& cfg, int n_seq, int ctx, int q_max, int tree
   window_ = cfg.sliding_window;
   ring_slots_ = std::min(ctx, window_ + q_max);
   store_.resize(size_t(cfg.n_layers));
+  rec_index_.assign(size_t(cfg.n_layers), -1);
+  linear_ = cfg.linear;
   for (int l = 0; l < cfg.n_layers; ++l) {
     const LayerKind k = cfg.layer_kind(l);
+    if (k.recurrent) {
+      rec_index_[size_t(l)] = int(rec_layer_.size());
+      rec_layer_.push_back(l);
+      store_[size_t(l)] = -1;
+      continue;
+    }
     if (!k.owns_kv()) {
       store_[size_t(l)] = store_[size_t(k.kv_source)];  // validated: an earlier owner
       continue;
@@ -35,6 +44,89 @@ KVCache::KVCache(const ModelConfig& cfg, int n_seq, int ctx, int q_max, int tree
     }
     s.ring_pos.assign(size_t(ring_slots_), -1);
   }
+  if (rec_layer_.empty()) return;
+  rec_ring_ = q_max + linear_.conv_kernel - 1;
+  ring_row_ = size_t(linear_.conv_dim()) + 2 * size_t(linear_.v_heads);
+  for (auto& s : seqs_) {
+    for (auto& st : s.state) st.assign(rec_layer_.size(), std::vector<float>(linear_.state_floats()));
+    s.ring.assign(rec_layer_.size(), std::vector<float>(size_t(rec_ring_) * ring_row_));
+  }
+}
+
+size_t KVCache::recurrent_bytes(const ModelConfig& c, int q_max) {
+  size_t layers = 0;
+  for (int l = 0; l < c.n_layers; ++l) layers += c.is_recurrent(l) ? 1 : 0;
+  if (layers == 0) return 0;
+  const LinearAttn& a = c.linear;
+  const size_t ring = size_t(q_max + a.conv_kernel - 1) * (size_t(a.conv_dim()) + 2 * size_t(a.v_heads));
+  return layers * (2 * a.state_floats() + ring) * sizeof(float);
+}
+
+size_t KVCache::recurrent_bytes_per_seq() const {
+  return rec_layer_.size() *
+         (2 * linear_.state_floats() + size_t(rec_ring_) * ring_row_) * sizeof(float);
+}
+
+float* KVCache::rec_state(int seq, int layer) {
+  Seq& s = seqs_.at(seq);
+  return s.state[s.cur][size_t(rec_index_.at(size_t(layer)))].data();
+}
+
+const float* KVCache::rec_source(const Row& row, int layer) const {
+  const Seq& s = seqs_.at(row.seq);
+  const int buf = row.pos == s.call_base ? 1 - s.cur : s.cur;
+  return s.state[buf][size_t(rec_index_.at(size_t(layer)))].data();
+}
+
+float* KVCache::ring_row(int seq, int layer, int pos, size_t offset) {
+  MTP_CHECK(pos >= 0, "recurrent ring position {}", pos);
+  Seq& s = seqs_.at(seq);
+  return s.ring[size_t(rec_index_.at(size_t(layer)))].data() +
+         size_t(pos % rec_ring_) * ring_row_ + offset;
+}
+
+float* KVCache::conv_input(int seq, int layer, int pos) {
+  return pos < 0 ? nullptr : ring_row(seq, layer, pos, 0);
+}
+
+const float* KVCache::conv_input(int seq, int layer, int pos) const {
+  return const_cast<KVCache*>(this)->conv_input(seq, layer, pos);
+}
+
+float* KVCache::gates(int seq, int layer, int pos) {
+  return ring_row(seq, layer, pos, size_t(linear_.conv_dim()));
+}
+
+void KVCache::replay(int seq, int n) {
+  Seq& s = seqs_.at(seq);
+  const int rows = n - s.call_base + replay_fault_;
+  MTP_CHECK(rows >= 0 && s.call_base + rows <= s.length,
+            "replay of {} rows from position {} of sequence {} (length {})", rows, s.call_base,
+            seq, s.length);
+  const LinearAttn& a = linear_;
+  const int C = a.conv_dim(), kc = a.conv_kernel;
+  std::vector<float> qkv(static_cast<size_t>(C));
+  std::vector<const float*> in(static_cast<size_t>(kc));
+  const size_t S = size_t(a.k_dim) * size_t(a.v_dim);
+  for (size_t li = 0; li < rec_layer_.size(); ++li) {
+    const int layer = rec_layer_[li];
+    MTP_CHECK(layer < int(conv_w_.size()) && conv_w_[size_t(layer)],
+              "a rollback of a recurrent layer needs its conv weights (KVCache::bind_conv_weights)");
+    const float* snap = s.state[1 - s.cur][li].data();
+    float* cur = s.state[s.cur][li].data();
+    if (rows == 0) std::copy_n(snap, s.state[s.cur][li].size(), cur);
+    for (int r = 0; r < rows; ++r) {
+      const int p = s.call_base + r;
+      for (int i = 0; i < kc; ++i) in[size_t(i)] = conv_input(seq, layer, p - kc + 1 + i);
+      delta::conv_silu(in.data(), conv_w_[size_t(layer)], C, kc, qkv.data());
+      delta::normalize_qk(a, qkv.data());
+      const float* g = gates(seq, layer, p);
+      for (int h = 0; h < a.v_heads; ++h) {
+        const float* src = (r == 0 ? snap : cur) + size_t(h) * S;
+        delta::step(a, h, src, cur + size_t(h) * S, qkv.data(), g[h], g[a.v_heads + h], nullptr);
+      }
+    }
+  }
 }
 
 size_t KVCache::bytes() const {
@@ -42,13 +134,24 @@ size_t KVCache::bytes() const {
   for (size_t i = 0; i < slots_.size(); ++i) {
     per += size_t(slots_[i] + tree_slots_) * size_t(kv_dim_[i]) * 2 * sizeof(float);
   }
-  return per * seqs_.size();
+  return (per + recurrent_bytes_per_seq()) * seqs_.size();
 }
 
 void KVCache::truncate(int seq, int n) {
   Seq& s = seqs_.at(seq);
   if (n < 0 || n > s.length) {
     fail<InputError>("KV truncate of sequence {} to {} positions: it holds {}", seq, n, s.length);
+  }
+  if (!rec_layer_.empty() && n != s.length) {
+    if (n == 0) {
+      for (auto& st : s.state[s.cur]) std::fill(st.begin(), st.end(), 0.f);
+      s.call_base = 0;
+    } else {
+      MTP_CHECK(n >= s.call_base, "rollback of sequence {} to {} positions: its recurrent state "
+                "is kept from position {} on (the start of its last forward call) — a rollback "
+                "further back needs a state nobody saved", seq, n, s.call_base);
+      replay(seq, n);
+    }
   }
   s.length = n;
   s.tree_parent.clear();
@@ -100,6 +203,14 @@ void KVCache::begin_rows(std::span<const Row> rows, int vocab) {
                        n_seq());
     }
   }
+  if (!rec_layer_.empty()) {
+    for (size_t r = 0; r < rows.size(); ++r) {
+      if (rows[r].node >= 0) {
+        fail<InputError>("forward row {}: a tree row, but this model's recurrent layers keep one "
+                         "state per sequence and cannot verify draft trees", r);
+      }
+    }
+  }
   // A call replaces the tree of every sequence it has rows for.
   for (const Row& row : rows) {
     seqs_[row.seq].tree_parent.clear();
@@ -125,6 +236,7 @@ void KVCache::begin_rows(std::span<const Row> rows, int vocab) {
     }
     throw;
   }
+  flip_states(rows);
 }
 
 void KVCache::begin_tree_row(const Row& row) {
@@ -210,6 +322,16 @@ void KVCache::commit_tree(int seq, std::span<const int32_t> path) {
   s.length += int(path.size());
   s.tree_parent.clear();
   s.tree_pos.clear();
+}
+
+void KVCache::flip_states(std::span<const Row> rows) {
+  if (rec_layer_.empty()) return;
+  for (const Row& row : rows) {
+    Seq& s = seqs_[row.seq];
+    if (row.pos != s.length) continue;  // not the sequence's first row of this call
+    s.call_base = s.length;
+    s.cur = 1 - s.cur;  // the old current state becomes the snapshot
+  }
 }
 
 void KVCache::end_rows(std::span<const Row> rows) {

@@ -17,6 +17,21 @@
 //   visible to one of its rows. Every slot records which position it holds; a
 //   truncate that would need an overwritten key throws instead of reading it.
 //
+// Recurrent layers (LayerKind::recurrent, model/delta_rule.h) keep no K/V but
+// a state per sequence: two buffers [v_heads, k_dim, v_dim] — the state after
+// length() positions, and the state at the start of the sequence's last
+// forward call (its snapshot: the call's first row reads it and writes the
+// other buffer, later rows update that one in place, so no copy is made) —
+// and a ring of the conv inputs and gates (g, beta) of the last
+// q_max + conv_kernel - 1 positions. truncate(seq, n) inside the last call
+// (n >= its first position) restores the state after n positions exactly:
+// from the snapshot, the rows up to n replayed token by token through the
+// same functions the forward ran (model/delta_rule.h), reading the ring — the
+// bits k + 1 one-token steps leave. A rollback to 0 resets the state; any
+// other rollback before the last call is a bug in the caller (MTP_CHECK).
+// Such a model verifies no trees (Model::verifies_trees): tree rows are
+// refused.
+//
 // Tree rows (draft trees, docs/ARCHITECTURE.md "Draft trees"): a row with
 // node >= 0 is node `node` of a tree that continues its sequence. Siblings share
 // a position, so tree rows are not written at their positions but in tree slots
@@ -61,6 +76,33 @@ class KVCache {
   int length(int seq) const { return seqs_.at(seq).length; }
   void truncate(int seq, int n);
   size_t bytes() const;
+  // Bytes of one sequence's recurrent storage (states, snapshots, rings) in
+  // a cache of q_max rows per call for config c; of this cache's.
+  static size_t recurrent_bytes(const ModelConfig& c, int q_max);
+  size_t recurrent_bytes_per_seq() const;
+
+  // Recurrent layers. The conv weights a rollback's replay needs, [conv_dim,
+  // conv_kernel] per layer (null for the others): Model::make_cache binds
+  // them; a cache without them refuses a rollback that must replay.
+  void bind_conv_weights(std::vector<const float*> per_layer) { conv_w_ = std::move(per_layer); }
+  bool has_recurrent() const { return !rec_layer_.empty(); }
+  // The state after the sequence's rows so far ([v_heads · k_dim · v_dim]):
+  // what a call's rows write.
+  float* rec_state(int seq, int layer);
+  // The state row `row` starts from: the snapshot for the first row of its
+  // sequence in this call, else rec_state.
+  const float* rec_source(const Row& row, int layer) const;
+  // The ring slots of position pos: its conv input [conv_dim] and its gates
+  // [2 · v_heads] (g, beta); conv_input is null for pos < 0.
+  float* conv_input(int seq, int layer, int pos);
+  const float* conv_input(int seq, int layer, int pos) const;
+  float* gates(int seq, int layer, int pos);
+  // The first position of the sequence's last forward call.
+  int call_base(int seq) const { return seqs_.at(seq).call_base; }
+  // Diagnostic fault for the rollback tests only: every replay runs `rows`
+  // more rows (negative: fewer) than the rollback asks for — the planted
+  // off-by-one in the snapshot index they must detect.
+  void inject_replay_fault(int rows) { replay_fault_ = rows; }
 
   // [slots(layer) + tree_slots(), kv_dim(layer)] storage of K and V for
   // (seq, layer) — the owner's for a layer reading another's K/V: the
@@ -122,6 +164,10 @@ class KVCache {
   struct Seq {
     int length = 0;
     int pending = 0;  // positions written in the current call
+    int call_base = 0;  // length when the last call with rows for it began
+    int cur = 0;        // recurrent layers: the buffer holding the current state
+    std::vector<std::vector<float>> state[2];  // [recurrent layers][v_heads·k_dim·v_dim]
+    std::vector<std::vector<float>> ring;      // [recurrent layers][rec_ring · (conv_dim + 2·v_heads)]
     std::vector<std::vector<float>> k, v;  // [stored layers]
     std::vector<int32_t> ring_pos;  // position held by each ring slot (-1 none)
     std::vector<int32_t> tree_parent, tree_pos;  // [nodes] of the held tree
@@ -129,10 +175,26 @@ class KVCache {
   // Validates and records tree row `row` (called by begin_rows after the
   // ordinary rows of its sequence).
   void begin_tree_row(const Row& row);
+  // Recurrent layers, at the start of a call: each sequence with rows keeps
+  // its current state as the snapshot and writes the other buffer.
+  void flip_states(std::span<const Row> rows);
+  // Recurrent layers: the state after n positions (call_base <= n < length),
+  // replayed from the snapshot into the current buffer.
+  void replay(int seq, int n);
+  float* ring_row(int seq, int layer, int pos, size_t offset);
   int ctx_, q_max_, tree_slots_, ring_slots_ = 0, window_ = 0;
   std::vector<int> store_;            // [n_layers] the storage index of the layer's K/V owner
   std::vector<int> slots_, kv_dim_;   // [stored layers]
   std::vector<Seq> seqs_;
+  // Recurrent layers: [n_layers] index into Seq::state/ring (-1: not
+  // recurrent), their shape, the ring's slots and row width.
+  std::vector<int> rec_index_;
+  std::vector<int> rec_layer_;        // [recurrent layers] the layer
+  LinearAttn linear_;
+  int rec_ring_ = 0;
+  size_t ring_row_ = 0;
+  std::vector<const float*> conv_w_;  // [n_layers]
+  int replay_fault_ = 0;
 };
 
 }  // namespace mtp::model

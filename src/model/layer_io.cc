@@ -1,6 +1,7 @@
 #include "model/layer_io.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <exception>
 
@@ -21,13 +22,47 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
+namespace {
+
+// The pre-FFN norm(s) and the MLP of a layer.
+void mlp_tensor_shapes(const ModelConfig& c, const std::string& p, const LayerKind& k,
+                       TensorShapes& t) {
+  const int64_t d = c.d_model, f = k.ffn;
+  t.push_back({p + "post_attention_layernorm.weight", {d}});
+  if (c.sandwich_norms) {
+    t.push_back({p + "pre_feedforward_layernorm.weight", {d}});
+    t.push_back({p + "post_feedforward_layernorm.weight", {d}});
+  }
+  t.push_back({p + "mlp.gate_proj.weight", {f, d}});
+  t.push_back({p + "mlp.up_proj.weight", {f, d}});
+  t.push_back({p + "mlp.down_proj.weight", {d, f}});
+}
+
+}  // namespace
+
 TensorShapes layer_tensor_shapes(const ModelConfig& c, const std::string& p, int layer) {
   const LayerKind k = c.layer_kind(layer);
   const int64_t d = c.d_model, hd = k.head_dim, q = int64_t(c.n_heads) * hd,
-                kv = int64_t(k.n_kv_heads) * hd, f = k.ffn;
+                kv = int64_t(k.n_kv_heads) * hd;
   TensorShapes t;
   t.push_back({p + "input_layernorm.weight", {d}});
-  t.push_back({p + "self_attn.q_proj.weight", {q, d}});
+  if (k.recurrent) {
+    const LinearAttn& a = c.linear;
+    const int64_t C = a.conv_dim(), vd = a.value_dim(), hv = a.v_heads;
+    t.push_back({p + "linear_attn.in_proj_qkv.weight", {C, d}});
+    t.push_back({p + "linear_attn.in_proj_z.weight", {vd, d}});
+    t.push_back({p + "linear_attn.in_proj_b.weight", {hv, d}});
+    t.push_back({p + "linear_attn.in_proj_a.weight", {hv, d}});
+    t.push_back({p + "linear_attn.conv1d.weight", {C, 1, a.conv_kernel}});
+    t.push_back({p + "linear_attn.dt_bias", {hv}});
+    t.push_back({p + "linear_attn.A_log", {hv}});
+    t.push_back({p + "linear_attn.norm.weight", {a.v_dim}});
+    t.push_back({p + "linear_attn.out_proj.weight", {d, vd}});
+    mlp_tensor_shapes(c, p, k, t);
+    return t;
+  }
+  // Qwen3.5's output gate: per head hd query rows, then hd gate rows.
+  t.push_back({p + "self_attn.q_proj.weight", {c.attn_gate ? 2 * q : q, d}});
   if (k.owns_kv()) {
     t.push_back({p + "self_attn.k_proj.weight", {kv, d}});
     if (!k.k_eq_v) t.push_back({p + "self_attn.v_proj.weight", {kv, d}});
@@ -42,14 +77,7 @@ TensorShapes layer_tensor_shapes(const ModelConfig& c, const std::string& p, int
     t.push_back({p + "self_attn.q_norm.weight", {hd}});
     if (k.owns_kv()) t.push_back({p + "self_attn.k_norm.weight", {hd}});
   }
-  t.push_back({p + "post_attention_layernorm.weight", {d}});
-  if (c.sandwich_norms) {
-    t.push_back({p + "pre_feedforward_layernorm.weight", {d}});
-    t.push_back({p + "post_feedforward_layernorm.weight", {d}});
-  }
-  t.push_back({p + "mlp.gate_proj.weight", {f, d}});
-  t.push_back({p + "mlp.up_proj.weight", {f, d}});
-  t.push_back({p + "mlp.down_proj.weight", {d, f}});
+  mlp_tensor_shapes(c, p, k, t);
   if (c.ple_dim > 0) {
     const int64_t e = c.ple_dim;
     t.push_back({p + "per_layer_input_gate.weight", {e, d}});
@@ -201,6 +229,29 @@ void run_load_tasks(size_t n, const std::function<void(size_t)>& task) {
   }
 }
 
+namespace {
+
+std::vector<float> load_f32(const TensorSet& ts, const std::string& name) {
+  const TensorView& v = finite_tensor(ts, name);
+  std::vector<float> out(v.numel());
+  to_f32(v.data, v.dtype, out.size(), out.data());
+  return out;
+}
+
+void load_linear_attn(const TensorSet& ts, const std::string& p,
+                      const Hold& hold, const BlockTensors* blocks, LayerWeights& w) {
+  w.w_lin_in = load_matrix(ts, {p + "in_proj_qkv.weight", p + "in_proj_z.weight",
+                                p + "in_proj_b.weight", p + "in_proj_a.weight"}, hold, blocks);
+  w.w_lin_out = load_matrix(ts, {p + "out_proj.weight"}, hold, blocks);
+  w.conv_w = load_f32(ts, p + "conv1d.weight");  // [C, 1, kc] = [C, kc]
+  w.dt_bias = load_f32(ts, p + "dt_bias");
+  w.a_neg = load_f32(ts, p + "A_log");
+  for (float& a : w.a_neg) a = -std::exp(a);  // transformers: -A_log.float().exp()
+  w.lin_norm = load_norm(ts, p + "norm.weight", false);  // the gated norm: plain w
+}
+
+}  // namespace
+
 LayerWeights load_layer(const TensorSet& ts, const ModelConfig& c, const std::string& p,
                         const Hold& hold, const BlockTensors* blocks, int layer) {
   const LayerKind k = c.layer_kind(layer);
@@ -214,7 +265,14 @@ LayerWeights load_layer(const TensorSet& ts, const ModelConfig& c, const std::st
   } else {  // Llama/Qwen: post_attention_layernorm is the pre-FFN norm
     w.ffn_norm = load_norm(ts, p + "post_attention_layernorm.weight", op);
   }
-  if (c.qk_norm) {  // per-head norms: (1 + w) on Gemma 3, plain on Qwen3 and Gemma 4
+  const std::string m = p + "mlp.";
+  w.w_gate_up = load_matrix(ts, {m + "gate_proj.weight", m + "up_proj.weight"}, hold, blocks);
+  w.w_down = load_matrix(ts, {m + "down_proj.weight"}, hold, blocks);
+  if (k.recurrent) {
+    load_linear_attn(ts, p + "linear_attn.", hold, blocks, w);
+    return w;
+  }
+  if (c.qk_norm) {  // per-head norms: (1 + w) on Gemma 3 and Qwen3.5, plain on Qwen3 and Gemma 4
     w.q_norm = load_norm(ts, p + "self_attn.q_norm.weight", op);
     if (k.owns_kv()) w.k_norm = load_norm(ts, p + "self_attn.k_norm.weight", op);
   }
@@ -226,14 +284,12 @@ LayerWeights load_layer(const TensorSet& ts, const ModelConfig& c, const std::st
       to_f32(v.data, v.dtype, v.numel(), w.qkv_bias.data() + off);
     }
   }
-  const std::string a = p + "self_attn.", m = p + "mlp.";
+  const std::string a = p + "self_attn.";
   std::vector<std::string> qkv = {a + "q_proj.weight"};
   if (k.owns_kv()) qkv.push_back(a + "k_proj.weight");
   if (k.owns_kv() && !k.k_eq_v) qkv.push_back(a + "v_proj.weight");
   w.wqkv = load_matrix(ts, qkv, hold, blocks);
   w.wo = load_matrix(ts, {a + "o_proj.weight"}, hold, blocks);
-  w.w_gate_up = load_matrix(ts, {m + "gate_proj.weight", m + "up_proj.weight"}, hold, blocks);
-  w.w_down = load_matrix(ts, {m + "down_proj.weight"}, hold, blocks);
   if (c.ple_dim > 0) {
     w.w_ple_gate = load_matrix(ts, {p + "per_layer_input_gate.weight"}, hold, blocks);
     w.w_ple_proj = load_matrix(ts, {p + "per_layer_projection.weight"}, hold, blocks);

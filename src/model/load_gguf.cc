@@ -194,6 +194,19 @@ struct Expected {
   bool optional = false;  // llama.cpp's TENSOR_NOT_REQUIRED (a layer scalar: 1 when absent)
 };
 
+// Layer `layer` of c's tensors, named as block `block` of the file. The
+// depthwise conv is stored squeezed ([C, kc]) and read as floats, like the
+// vectors.
+void add_layer_tensors(const ModelConfig& c, int layer, int block, std::vector<Expected>& t) {
+  for (auto& [hf, shape] : layer_tensor_shapes(c, "", layer)) {
+    const bool conv = hf.ends_with("conv1d.weight");
+    std::vector<int64_t> s = shape;
+    if (conv) s = {shape[0], shape[2]};
+    t.push_back({gguf_layer_tensor_name(c, block, hf), s, s.size() == 2 && !conv,
+                 hf == "layer_scalar"});
+  }
+}
+
 std::vector<Expected> expected_tensors(const ModelConfig& c) {
   const int64_t d = c.d_model, v = c.vocab;
   std::vector<Expected> t;
@@ -204,14 +217,17 @@ std::vector<Expected> expected_tensors(const ModelConfig& c) {
     t.push_back({"per_layer_model_proj.weight", {all, d}, true});
     t.push_back({"per_layer_proj_norm.weight", {c.ple_dim}, false});
   }
-  for (int i = 0; i < c.n_layers; ++i) {
-    for (auto& [hf, shape] : layer_tensor_shapes(c, "", i)) {
-      t.push_back({gguf_layer_tensor_name(c, i, hf), shape, shape.size() == 2,
-                   hf == "layer_scalar"});
-    }
-  }
+  for (int i = 0; i < c.n_layers; ++i) add_layer_tensors(c, i, i, t);
   t.push_back({"output_norm.weight", {d}, false});
   if (!c.tie_embeddings) t.push_back({"output.weight", {v, d}, true});
+  if (c.mtp_layers > 0) {  // the native MTP head: block n_layers
+    const std::string b = "blk." + std::to_string(c.n_layers) + ".nextn.";
+    t.push_back({b + "eh_proj.weight", {d, 2 * d}, true});
+    t.push_back({b + "enorm.weight", {d}, false});
+    t.push_back({b + "hnorm.weight", {d}, false});
+    t.push_back({b + "shared_head_norm.weight", {d}, false});
+    add_layer_tensors(native_mtp_config(c), 0, c.n_layers, t);
+  }
   return t;
 }
 
@@ -236,7 +252,11 @@ bool unread_kv_tensor(const ModelConfig& c, const std::string& name) {
 void check_tensors(const GgufFile& f, const ModelConfig& c) {
   // Before listing them: a block_count the file's tensors cannot cover is
   // refused here, instead of building names for tensors that cannot exist.
-  const size_t per_layer = layer_tensor_shapes(c, "").size() - (c.layer_scalar ? 1 : 0);
+  size_t per_layer = SIZE_MAX;  // the fewest of any layer kind
+  for (int l = 0; l < std::min(c.n_layers, 8); ++l) {
+    per_layer = std::min(per_layer, layer_tensor_shapes(c, "", l).size() -
+                                        (c.layer_scalar ? 1 : 0));
+  }
   const size_t need = size_t(c.n_layers) * per_layer + (c.tie_embeddings ? 2 : 3);
   if (f.tensors().size() < need) {
     fail<FormatError>("GGUF file '{}': its metadata describes a {} model of {} layers ({} "
@@ -273,10 +293,11 @@ void check_tensors(const GgufFile& f, const ModelConfig& c) {
 
 }  // namespace
 
-LayerWeights load_gguf_layer(const GgufFile& f, const ModelConfig& c, int i,
-                             const Hold& hold) {
+LayerWeights load_gguf_layer(const GgufFile& f, const ModelConfig& c, int i, const Hold& hold,
+                             int block) {
   const LayerKind kind = c.layer_kind(i);
-  auto name = [&](const char* hf) { return gguf_layer_tensor_name(c, i, hf); };
+  if (block < 0) block = i;
+  auto name = [&](const char* hf) { return gguf_layer_tensor_name(c, block, hf); };
   auto tensor = [&](const char* hf) { return f.tensor(name(hf)); };
   LayerWeights w;
   w.attn_norm = gguf_vector(f, name("input_layernorm.weight"));
@@ -286,6 +307,24 @@ LayerWeights load_gguf_layer(const GgufFile& f, const ModelConfig& c, int i,
     w.post_ffn_norm = gguf_vector(f, name("post_feedforward_layernorm.weight"));
   } else {
     w.ffn_norm = gguf_vector(f, name("post_attention_layernorm.weight"));
+  }
+  w.w_gate_up = pack_gguf_matrix(
+      {{tensor("mlp.gate_proj.weight"), {}}, {tensor("mlp.up_proj.weight"), {}}}, hold, f.path());
+  w.w_down = pack_gguf_matrix({{tensor("mlp.down_proj.weight"), {}}}, hold, f.path());
+  if (kind.recurrent) {
+    // llama.cpp's qwen35 tensors: ssm_a holds -exp(A_log), the norms but
+    // the gated one 1 + w; the value heads in its tiled order (LinearAttn).
+    w.w_lin_in = pack_gguf_matrix({{tensor("linear_attn.in_proj_qkv.weight"), {}},
+                                   {tensor("linear_attn.in_proj_z.weight"), {}},
+                                   {tensor("linear_attn.in_proj_b.weight"), {}},
+                                   {tensor("linear_attn.in_proj_a.weight"), {}}},
+                                  hold, f.path());
+    w.w_lin_out = pack_gguf_matrix({{tensor("linear_attn.out_proj.weight"), {}}}, hold, f.path());
+    w.conv_w = gguf_vector(f, name("linear_attn.conv1d.weight"));
+    w.dt_bias = gguf_vector(f, name("linear_attn.dt_bias"));
+    w.a_neg = gguf_vector(f, name("linear_attn.A_log"));
+    w.lin_norm = gguf_vector(f, name("linear_attn.norm.weight"));
+    return w;
   }
   if (c.qk_norm) {
     w.q_norm = gguf_vector(f, name("self_attn.q_norm.weight"));
@@ -307,9 +346,6 @@ LayerWeights load_gguf_layer(const GgufFile& f, const ModelConfig& c, int i,
   }
   w.wqkv = pack_gguf_matrix(qkv, hold, f.path());
   w.wo = pack_gguf_matrix({{tensor("self_attn.o_proj.weight"), {}}}, hold, f.path());
-  w.w_gate_up = pack_gguf_matrix(
-      {{tensor("mlp.gate_proj.weight"), {}}, {tensor("mlp.up_proj.weight"), {}}}, hold, f.path());
-  w.w_down = pack_gguf_matrix({{tensor("mlp.down_proj.weight"), {}}}, hold, f.path());
   if (c.ple_dim > 0) {
     w.w_ple_gate = pack_gguf_matrix({{tensor("per_layer_input_gate.weight"), {}}}, hold, f.path());
     w.w_ple_proj = pack_gguf_matrix({{tensor("per_layer_projection.weight"), {}}}, hold, f.path());
@@ -369,6 +405,14 @@ LoadedModel load_gguf(const std::string& path, const LoadOptions& opt) {
     }
     w.final_norm = gguf_vector(f, "output_norm.weight");
     w.lm_head = gguf_matrix(f, c.tie_embeddings ? e->name : "output.weight", opt.weights);
+    if (c.mtp_layers > 0) {
+      const std::string b = "blk." + std::to_string(c.n_layers) + ".nextn.";
+      w.mtp.norm_embed = gguf_vector(f, b + "enorm.weight");
+      w.mtp.norm_hidden = gguf_vector(f, b + "hnorm.weight");
+      w.mtp.norm = gguf_vector(f, b + "shared_head_norm.weight");
+      w.mtp.fc = pack_gguf_matrix({{f.tensor(b + "eh_proj.weight"), {}}}, opt.weights, path);
+      w.mtp.layer = load_gguf_layer(f, native_mtp_config(c), 0, opt.weights, c.n_layers);
+    }
   };
   run_load_tasks(n_tasks, task);
   w.keep_alive.push_back(file->keep_alive());

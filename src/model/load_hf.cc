@@ -76,6 +76,25 @@ TensorShapes expected_tensors(const ModelConfig& c, const Layout& l) {
   return t;
 }
 
+// The native MTP head's tensors (mtp.*), when the config has the head and
+// the checkpoint holds it (transformers' save_pretrained drops mtp.*: a
+// checkpoint without them loads without the head).
+bool has_native_mtp(const TensorSet& ts, const ModelConfig& c) {
+  return c.mtp_layers > 0 && ts.contains("mtp.fc.weight");
+}
+
+TensorShapes native_mtp_tensors(const ModelConfig& c) {
+  const int64_t d = c.d_model;
+  TensorShapes t = {{"mtp.fc.weight", {d, 2 * d}},
+                    {"mtp.pre_fc_norm_embedding.weight", {d}},
+                    {"mtp.pre_fc_norm_hidden.weight", {d}},
+                    {"mtp.norm.weight", {d}}};
+  for (auto& x : layer_tensor_shapes(native_mtp_config(c), "mtp.layers.0.", 0)) {
+    t.push_back(std::move(x));
+  }
+  return t;
+}
+
 // Stored tensors nobody reads: RoPE caches some converters keep, and the
 // K/V projections and norms a layer reading another's K/V has no use for
 // (Gemma 4 checkpoints keep them; transformers ignores them too).
@@ -105,20 +124,26 @@ int64_t rows_of(const TensorSet& ts, const std::string& name) {
 // Config fields whose value the tensors contradict, named with both values
 // (before check_tensors would name only the tensor): the head widths, the
 // per-layer embedding width and the shared-layer count.
+void check_linear_facts(const TensorSet& ts, const ModelConfig& c, const Layout& l,
+                        const std::string& config_path);
+
 void check_layer_facts(const TensorSet& ts, const ModelConfig& c, const Layout& l,
                        const std::string& config_path) {
   const auto layer = [&](int i) { return l.prefix + "layers." + std::to_string(i) + "."; };
+  const int64_t per_head = c.attn_gate ? 2 : 1;  // Qwen3.5: query and gate rows
   for (int i = 0; i < c.n_layers; ++i) {
     const LayerKind k = c.layer_kind(i);
     const int64_t q = rows_of(ts, layer(i) + "self_attn.q_proj.weight");
-    if (q > 0 && q != int64_t(c.n_heads) * k.head_dim && q % c.n_heads == 0) {
+    if (q > 0 && q != per_head * c.n_heads * k.head_dim && q % (per_head * c.n_heads) == 0) {
       fail<ConfigError>("{}: {} = {} for layer {}, but tensor '{}' has {} rows = "
-                        "num_attention_heads {} x {}", config_path,
-                        k.sliding || c.layers.empty() ? "head_dim" : "global_head_dim",
+                        "num_attention_heads {} x {}{}", config_path,
+                        k.sliding || c.layers.empty() || c.has_recurrent() ? "head_dim"
+                                                                           : "global_head_dim",
                         k.head_dim, i, layer(i) + "self_attn.q_proj.weight", q, c.n_heads,
-                        q / c.n_heads);
+                        q / (per_head * c.n_heads), per_head == 2 ? " x 2 (query and gate)" : "");
     }
   }
+  check_linear_facts(ts, c, l, config_path);
   if (c.ple_dim > 0 || ts.contains(layer(0) + "per_layer_input_gate.weight")) {
     const int64_t e = rows_of(ts, layer(0) + "per_layer_input_gate.weight");
     if (e != c.ple_dim) {
@@ -154,6 +179,43 @@ void check_layer_facts(const TensorSet& ts, const ModelConfig& c, const Layout& 
   }
 }
 
+// The recurrent layers' shape keys against the first recurrent layer's
+// tensors, named with both values: the conv kernel, the value heads and
+// their width, the key heads x their width.
+void check_linear_facts(const TensorSet& ts, const ModelConfig& c, const Layout& l,
+                        const std::string& config_path) {
+  int first = -1;
+  for (int i = 0; i < c.n_layers && first < 0; ++i) {
+    if (c.is_recurrent(i)) first = i;
+  }
+  if (first < 0) return;
+  const std::string p = l.prefix + "layers." + std::to_string(first) + ".linear_attn.";
+  const LinearAttn& a = c.linear;
+  auto numel = [&](const std::string& n) -> int64_t {
+    const TensorView* v = ts.find(p + n);
+    return v ? int64_t(v->numel()) : -1;
+  };
+  if (const TensorView* conv = ts.find(p + "conv1d.weight");
+      conv && conv->shape.size() == 3 && conv->shape[2] != a.conv_kernel) {
+    fail<ConfigError>("{}: linear_conv_kernel_dim = {}, but tensor '{}' is a kernel of {} taps",
+                      config_path, a.conv_kernel, p + "conv1d.weight", conv->shape[2]);
+  }
+  if (int64_t n = numel("A_log"); n >= 0 && n != a.v_heads) {
+    fail<ConfigError>("{}: linear_num_value_heads = {}, but tensor '{}' has {} heads",
+                      config_path, a.v_heads, p + "A_log", n);
+  }
+  if (int64_t n = numel("norm.weight"); n >= 0 && n != a.v_dim) {
+    fail<ConfigError>("{}: linear_value_head_dim = {}, but tensor '{}' (the gated norm) has {} "
+                      "values", config_path, a.v_dim, p + "norm.weight", n);
+  }
+  const int64_t qkv = rows_of(ts, p + "in_proj_qkv.weight");
+  if (qkv >= 0 && qkv != a.conv_dim()) {
+    fail<ConfigError>("{}: linear_num_key_heads {} x linear_key_head_dim {} (and the value heads) "
+                      "imply {} rows of '{}', which has {}", config_path, a.k_heads, a.k_dim,
+                      a.conv_dim(), p + "in_proj_qkv.weight", qkv);
+  }
+}
+
 // Before any per-layer work: the weights the config implies, at 2 bytes per
 // value (the smallest dtype a weight may have), must fit in the files. A
 // num_hidden_layers of 1e9 or a vocab_size of 2^31 is refused here, naming the
@@ -185,6 +247,13 @@ void check_config_fits_files(const TensorSet& ts, const ModelConfig& c, const La
 void check_tensors(const TensorSet& ts, const ModelConfig& c, const Layout& l,
                    const std::string& config_path) {
   auto expected = expected_tensors(c, l);
+  if (has_native_mtp(ts, c)) {
+    if (c.mtp_layers != 1) {
+      fail<ConfigError>("{}: mtp_num_hidden_layers = {}; the native MTP head is read with 1 layer",
+                        config_path, c.mtp_layers);
+    }
+    for (auto& x : native_mtp_tensors(c)) expected.push_back(std::move(x));
+  }
   std::set<std::string> wanted;
   for (auto& [name, shape] : expected) {
     wanted.insert(name);
@@ -203,7 +272,8 @@ void check_tensors(const TensorSet& ts, const ModelConfig& c, const Layout& l,
     }
   }
   for (const std::string& name : ts.names()) {
-    bool ours = name.compare(0, l.prefix.size(), l.prefix) == 0 || name == l.lm_head;
+    bool ours = name.compare(0, l.prefix.size(), l.prefix) == 0 || name == l.lm_head ||
+                (has_native_mtp(ts, c) && name.starts_with("mtp."));
     if (!ours || wanted.count(name) || ignorable(c, l, name)) continue;
     if (name == l.lm_head && c.tie_embeddings) continue;  // transformers ties over it
     fail<FormatError>("tensor '{}' in '{}' is not part of a {} model as {} describes it (it "
@@ -246,6 +316,16 @@ void load_tables(const TensorSet& ts, const Layout& l, const LoadOptions& opt, M
   }
 }
 
+void load_native_mtp(const TensorSet& ts, const ModelConfig& c, const LoadOptions& opt,
+                     NativeMtpWeights& m) {
+  const bool op = c.norm_one_plus;
+  m.norm_embed = load_norm(ts, "mtp.pre_fc_norm_embedding.weight", op);
+  m.norm_hidden = load_norm(ts, "mtp.pre_fc_norm_hidden.weight", op);
+  m.norm = load_norm(ts, "mtp.norm.weight", op);
+  m.fc = load_matrix(ts, {"mtp.fc.weight"}, opt.weights);
+  m.layer = load_layer(ts, native_mtp_config(c), "mtp.layers.0.", opt.weights, nullptr, 0);
+}
+
 }  // namespace
 
 LoadedModel load_hf(const std::string& dir, const LoadOptions& opt) {
@@ -280,6 +360,7 @@ LoadedModel load_hf(const std::string& dir, const LoadOptions& opt) {
       return;
     }
     load_tables(ts, l, opt, c, w);
+    if (has_native_mtp(ts, c)) load_native_mtp(ts, c, opt, w.mtp);
   };
   run_load_tasks(n_tasks, task);
   w.keep_alive.push_back(ts.keep_alive());  // the table views point into the maps

@@ -85,8 +85,10 @@ std::vector<float> gguf_vector(const io::GgufFile& f, const std::string& name);
 // - One matrix, packed as every GGUF matrix is (float types held as `hold`,
 //   block types as stored).
 kernels::PackedMatrix gguf_matrix(const io::GgufFile& f, const std::string& name, const Hold& hold);
-// - Layer i of `c` under blk.{i}. (a layer reading another's K/V: q only).
-LayerWeights load_gguf_layer(const io::GgufFile& f, const ModelConfig& c, int i, const Hold& hold);
+// - Layer i of `c` under blk.{block} (block -1: blk.{i}; a layer reading
+//   another's K/V: q only).
+LayerWeights load_gguf_layer(const io::GgufFile& f, const ModelConfig& c, int i, const Hold& hold,
+                             int block = -1);
 // - rope_freqs.weight of a proportional-RoPE family (Gemma 4): the rotated
 //   fraction of the full layers' head of width full_head_dim (ConfigError
 //   for anything else).

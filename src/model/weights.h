@@ -68,6 +68,24 @@ struct LayerWeights {
   kernels::PackedMatrix w_ple_gate, w_ple_proj;
   std::vector<float> ple_post_norm;
   float layer_scalar = 1.0f;          // Gemma 4: the layer's output × this
+  // A Gated DeltaNet layer (LayerKind::recurrent; LinearAttn a, C = conv_dim,
+  // Hv = v_heads) instead of q/k/v/o: in_proj_qkv, in_proj_z, in_proj_b,
+  // in_proj_a fused [C + value_dim + 2·Hv, d]; the depthwise causal conv
+  // [C, conv_kernel]; -exp(A_log) and dt_bias [Hv]; the gated norm's weight
+  // [v_dim] (plain w); out_proj [d, value_dim].
+  kernels::PackedMatrix w_lin_in, w_lin_out;
+  std::vector<float> conv_w, a_neg, dt_bias, lin_norm;
+};
+
+// The checkpoint's native multi-token-prediction head (Qwen3.5's mtp.*,
+// GGUF blk.{n_layers}.nextn.*): x = fc · [norm_e(embed(token)); norm_h(h)],
+// one full-attention layer of the target's shape, then `norm`; the target's
+// embedding and lm_head are shared (drafter/native_head.h runs it).
+struct NativeMtpWeights {
+  std::vector<float> norm_embed, norm_hidden, norm;  // [d] (1 + w folded in)
+  kernels::PackedMatrix fc;                          // [d, 2d], columns [e; h]
+  LayerWeights layer;                                // a full-attention layer
+  bool present() const { return !layer.attn_norm.empty(); }
 };
 
 struct ModelWeights {
@@ -81,6 +99,7 @@ struct ModelWeights {
   kernels::PackedMatrix ple_model_proj;
   std::vector<float> ple_proj_norm;
   kernels::PackedMatrix lm_head;     // [vocab, d] (a packed copy of embed when tied)
+  NativeMtpWeights mtp;              // ModelConfig::mtp_layers > 0 and in the checkpoint
   // Keeps the memory maps (and any converted buffers) the views point into.
   std::vector<std::shared_ptr<void>> keep_alive;
 };

@@ -27,7 +27,7 @@ AssistantCapture engine_capture(const model::Model& target, const drafter::Assis
   target.forward(rows, kv, {logits.data(), nullptr, hidden.data()}, nullptr);
   AssistantCapture out;
   for (int p = 0; p < R; ++p) {
-    target.final_norm(hidden.data() + size_t(p) * d, post.data() + size_t(p) * d);
+    target.final_norm(hidden.data() + size_t(p) * d, 1, post.data() + size_t(p) * d);
     out.target_argmax.push_back(
         int32_t(kernels::argmax(logits.data() + size_t(p) * V, V)));
   }

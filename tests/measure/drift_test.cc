@@ -1,4 +1,5 @@
-// drift: our kernels give 0 flips and max |Δlogit| = 0 on every architecture;
+// drift: our kernels give 0 flips and max |Δlogit| = 0 on every architecture
+// (Qwen3.5's recurrent state included);
 // the harness detects an injected protocol fault and a non-invariant verify.
 #include <gtest/gtest.h>
 
@@ -46,7 +47,7 @@ TEST(Drift, Stories260KHasNoDrift) {
 
 TEST(Drift, EveryArchitectureHasNoDriftInBothPrecisions) {
   for (model::Arch a : {model::Arch::Llama, model::Arch::Qwen2, model::Arch::Qwen3,
-                        model::Arch::Gemma2, model::Arch::Gemma3}) {
+                        model::Arch::Gemma2, model::Arch::Gemma3, model::Arch::Qwen35}) {
     SCOPED_TRACE(model::arch_name(a));
     test::RandomSpec spec = test::RandomSpec::for_arch(a);
     if (a == model::Arch::Gemma2 || a == model::Arch::Gemma3) spec.sliding_window = 6;
@@ -67,6 +68,20 @@ TEST(Drift, DetectsTheStaleKvProtocolFault) {
   o.n = 48;
   o.stale_kv_fault = true;
   DriftResult r = drift_one(m, {1, 400, 300}, o, nullptr);
+  EXPECT_TRUE(r.first_flip.has_value());
+  EXPECT_GT(r.flip_rate, 0.0);
+}
+
+// On a recurrent target (Qwen3.5) the fault also leaves the rejected drafts
+// in the recurrent state: the harness must see it there too.
+TEST(Drift, DetectsTheStaleStateFaultOnARecurrentTarget) {
+  test::RandomSpec spec = test::RandomSpec::for_arch(model::Arch::Qwen35);
+  model::Model m(model::load_model(test::random_hf_checkpoint("drift-q35", spec), {}));
+  DriftOptions o;
+  o.n = 32;
+  o.draft_k = 3;
+  o.stale_kv_fault = true;
+  DriftResult r = drift_one(m, {5, 9, 7}, o, nullptr);
   EXPECT_TRUE(r.first_flip.has_value());
   EXPECT_GT(r.flip_rate, 0.0);
 }

@@ -180,10 +180,12 @@ TEST_P(LoadEachArch, ConfigAndWeightsMatchTheCheckpoint) {
 
 INSTANTIATE_TEST_SUITE_P(
     All, LoadEachArch,
-    // Gemma 4's layer kinds and per-layer embeddings: tests/model/gemma4_load_test.cc.
+    // Gemma 4's layer kinds and per-layer embeddings: tests/model/gemma4_load_test.cc;
+    // Qwen3.5's recurrent layers: tests/model/qwen35_load_test.cc.
     ::testing::Combine(::testing::ValuesIn([] {
                          auto a = test::every_arch();
                          std::erase(a, Arch::Gemma4);
+                         std::erase(a, Arch::Qwen35);
                          return a;
                        }()),
                        ::testing::Values(DType::F32, DType::BF16, DType::F16)),

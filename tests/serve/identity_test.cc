@@ -23,6 +23,7 @@
 #include "model/loader.h"
 #include "serve/serve_util.h"
 #include "serve/server.h"
+#include "speculative/scheduler/generate.h"
 #include "test_util.h"
 
 namespace mtp::serve {

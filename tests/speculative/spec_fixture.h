@@ -8,6 +8,7 @@
 #include "drafter/drafter.h"
 #include "model/forward.h"
 #include "speculative/scheduler/generate.h"
+#include "speculative/scheduler/scheduler.h"
 
 namespace mtp::test {
 
@@ -33,5 +34,19 @@ inline speculative::GenerateOptions options_of(const speculative::Request& r) {
   go.stop = r.stop;
   return go;
 }
+
+// generate() of request r without speculation, at context ctx: what every
+// speculating run of r must print.
+speculative::GenerateResult plain_generate(const Target& t, const speculative::Request& r,
+                                           int ctx);
+
+// Submits rs to s and steps it until it is idle: each request's result (by
+// its index in rs; null if it never finished) and the count of token events
+// a source drafted.
+struct SchedulerRun {
+  std::vector<std::shared_ptr<const speculative::SequenceResult>> results;
+  long drafted_tokens = 0;
+};
+SchedulerRun run_requests(speculative::Scheduler& s, const std::vector<speculative::Request>& rs);
 
 }  // namespace mtp::test

@@ -52,7 +52,8 @@ void check_torch_target(const std::string& tag, const test::RandomSpec& spec) {
 
 TEST(TorchTarget, CaptureWithinToleranceAndNegativeControlsFailEveryFamily) {
   for (model::Arch a : test::every_arch()) {
-    if (a == model::Arch::Gemma4) continue;
+    // Refused by name (below): their layers are captured by the engine on the CPU.
+    if (a == model::Arch::Gemma4 || a == model::Arch::Qwen35) continue;
     check_torch_target(model::arch_name(a), test::RandomSpec::for_arch(a));
   }
   // Llama 3's RoPE scaling (the engine's own tables).
@@ -66,11 +67,13 @@ TEST(TorchTarget, CaptureWithinToleranceAndNegativeControlsFailEveryFamily) {
   check_torch_target("llama3", l3);
 }
 
-TEST(TorchTarget, Gemma4IsRefusedByName) {
-  test::Target t = test::load_target(test::random_hf_checkpoint(
-      "torch_target_gemma4", test::RandomSpec::for_arch(model::Arch::Gemma4)));
-  test::expect_error<ConfigError>([&] { TorchTarget tt(*t.model, torch::kCPU); },
-                                  {"does not implement", "engine's forward on the CPU"});
+TEST(TorchTarget, Gemma4AndQwen35AreRefusedByName) {
+  for (model::Arch a : {model::Arch::Gemma4, model::Arch::Qwen35}) {
+    test::Target t = test::load_target(test::random_hf_checkpoint(
+        std::string("torch_target_") + model::arch_name(a), test::RandomSpec::for_arch(a)));
+    test::expect_error<ConfigError>([&] { TorchTarget tt(*t.model, torch::kCPU); },
+                                    {"does not implement", "engine's forward on the CPU"});
+  }
 }
 
 // Greedy continuations of stories260K prompts through the libtorch target

@@ -31,6 +31,7 @@ namespace mtp::speculative {
 // SpecStats::sources and of --json.
 inline constexpr const char* kMtpSource = "mtp";
 inline constexpr const char* kAssistantSource = "gemma4-assistant";
+inline constexpr const char* kNativeMtpSource = "native-mtp";  // the checkpoint's own head
 inline constexpr const char* kPromptSource = "prompt";
 inline constexpr const char* kHistorySource = "history";
 inline constexpr const char* kOracleSource = "oracle";

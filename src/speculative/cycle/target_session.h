@@ -60,6 +60,9 @@ class TargetSession {
   void truncate(int n) { kv_->truncate(seq_, n); }
   // Capture hidden of position pos (< forwarded()), [d].
   const float* hidden(int pos) const { return hidden_.data() + size_t(pos) * m_.config().d_model; }
+  // The capture hidden of positions [pos, pos + n) after the target's final
+  // norm, [n, d]: the bits its lm_head reads (Capture::PostNormHidden).
+  void post_norm_hidden(int pos, size_t n, float* out) const { m_.final_norm(hidden(pos), n, out); }
   // Where the capture hidden of position pos (< ctx) is stored, [d]: for the
   // owner of a shared cache that forwarded the row itself.
   float* hidden_row(int pos) { return hidden_.data() + size_t(pos) * m_.config().d_model; }

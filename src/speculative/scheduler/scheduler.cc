@@ -24,9 +24,9 @@ namespace {
 double now_s() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
 
 // Positions per slot: the requested context (0: min(model maximum, 2048)),
-// refused when all slots' target K/V and capture hidden — and, with a
-// drafter, its modules' K/V and outputs (allocated for every slot at start)
-// — would not fit in available memory.
+// refused when all slots' target K/V, recurrent state and capture hidden —
+// and, with a drafter, its modules' K/V and outputs (allocated for every
+// slot at start) — would not fit in available memory.
 int slot_ctx(const model::ModelConfig& c, const SchedulerOptions& opt,
              const drafter::Drafter* d) {
   const int ctx = resolve_ctx(c, opt.ctx > 0 ? opt.ctx : std::min(c.max_position, 2048));
@@ -36,7 +36,10 @@ int slot_ctx(const model::ModelConfig& c, const SchedulerOptions& opt,
     per_pos += double(d->config().K) *
                (double(b.n_layers) * b.n_kv_heads * b.head_dim * 2 + c.d_model) * sizeof(float);
   }
-  const double need = per_pos * ctx * std::max(1, opt.parallel);
+  // Recurrent layers (Qwen3.5): a fixed state, snapshot and ring per slot
+  // (the ring sized for 64 rows a call: prefill chunks are at most that).
+  const double per_slot = double(model::KVCache::recurrent_bytes(c, 64));
+  const double need = (per_pos * ctx + per_slot) * std::max(1, opt.parallel);
   const MemoryHeadroom room = memory_headroom();
   if (room.known() && need > room.bytes) {
     fail<InputError>("{} sequences x {} positions need {:.2f} GiB for the KV caches; {} is "

@@ -202,6 +202,8 @@ class Scheduler {
   // Memory held for all slots: the target's K/V and capture hidden, and the
   // drafter's module caches and outputs.
   size_t kv_bytes() const;
+  // Of it, one slot's recurrent state (a target with recurrent layers; 0 otherwise).
+  size_t recurrent_bytes_per_seq() const { return kv_.recurrent_bytes_per_seq(); }
   const CostCurve& cost_curve() const { return cost_; }
   long forwards() const { return forwards_; }
   long forward_rows() const { return forward_rows_; }

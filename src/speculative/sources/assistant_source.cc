@@ -65,7 +65,7 @@ void AssistantSource::propose_group(std::span<ProposeJob* const> jobs, const mod
     const ProposeJob& j = *jobs[i];
     const int N = int(j.committed.size());
     MTP_CHECK(d == B, "backbone {} vs hidden {}", B, d);
-    m.final_norm(j.target->hidden(N - 2), state_.data() + i * B);  // the post-norm hidden
+    m.final_norm(j.target->hidden(N - 2), 1, state_.data() + i * B);  // the post-norm hidden
     live.push_back(i);
   }
   std::vector<int32_t> token(jobs.size());

@@ -19,12 +19,14 @@ const char* capture_name(Capture c) {
   return "?";
 }
 
-// The built-in kinds (mtp_source.cc, lookup_sources.cc, assistant_source.cc), registered by the
+// The built-in kinds (mtp_source.cc, lookup_sources.cc, assistant_source.cc,
+// native_mtp_source.cc), registered by the
 // registry itself on first use: a static library's unreferenced registration
 // objects could be dropped by the linker.
 void register_mtp_source();
 void register_lookup_sources();
 void register_assistant_source();
+void register_native_mtp_source();
 
 namespace {
 
@@ -70,11 +72,25 @@ Registry& registry() {
     register_mtp_source();
     register_lookup_sources();
     register_assistant_source();
+    register_native_mtp_source();
   });
   return raw_registry();
 }
 
 }  // namespace
+
+DraftSource::Cost cost_from_calls(const std::function<double(int q)>& call) {
+  auto median_s = [&](int q) {
+    std::vector<double> t;
+    for (int r = 0; r < 7; ++r) t.push_back(call(q));
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  };
+  DraftSource::Cost c;
+  c.call_s = median_s(2);
+  c.row_s = std::max(0.0, (median_s(34) - c.call_s) / 32);
+  return c;
+}
 
 void register_builtin_source(std::string_view name, SourceFactory make, std::string help) {
   add(name, std::move(make), std::move(help));

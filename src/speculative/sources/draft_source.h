@@ -141,6 +141,11 @@ class DraftSource {
   std::function<void(int depth, int rows, double seconds)> on_call;
 };
 
+// A priced source's Cost from its own timed calls: `call(q)` runs one call of
+// q rows (one logits row) on scratch state and returns its seconds; the
+// median of 7 at q = 2 gives call_s, at q = 34 the rows past it give row_s.
+DraftSource::Cost cost_from_calls(const std::function<double(int q)>& call);
+
 // What a source is made from (the engine's resources and settings).
 struct SourceContext {
   const model::Model* target = nullptr;

@@ -95,10 +95,10 @@ void MtpSource::propose(std::span<ProposeJob> jobs) {
 }
 
 DraftSource::Cost MtpSource::measure_cost(ThreadPool* pool) {
-  // Median seconds of module 0 over q rows with one logits row, in a runner
-  // of its own (the slots' caches stay untouched).
+  // Calls of module 0 over q rows with one logits row, in a runner of its
+  // own (the slots' caches stay untouched).
   const model::Model& m = chains_.runner().target();
-  auto median_s = [&](int q) {
+  return cost_from_calls([&](int q) {
     drafter::MtpRunner runner(m, drafter(), 1, q + 1, std::max(q, 1));
     std::vector<float> h_in(size_t(q) * d_, 0.1f), h_out(size_t(q) * d_);
     std::vector<float> logits(size_t(q) * runner.logits_width());
@@ -106,20 +106,10 @@ DraftSource::Cost MtpSource::measure_cost(ThreadPool* pool) {
     mask.back() = 1;
     std::vector<model::Row> rows;
     for (int i = 0; i < q; ++i) rows.push_back({0, i, int32_t((3 + i) % m.config().vocab)});
-    std::vector<double> t;
-    for (int r = 0; r < 7; ++r) {
-      const auto t0 = Clock::now();
-      runner.forward(0, rows, h_in.data(), h_out.data(), logits.data(), mask.data(), pool);
-      t.push_back(since(t0));
-      runner.kv(0).truncate(0, 0);
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-  };
-  Cost c;
-  c.call_s = median_s(2);
-  c.row_s = std::max(0.0, (median_s(34) - c.call_s) / 32);
-  return c;
+    const auto t0 = Clock::now();
+    runner.forward(0, rows, h_in.data(), h_out.data(), logits.data(), mask.data(), pool);
+    return since(t0);
+  });
 }
 
 // ---------------------------------------------------------------- trees --
