@@ -5,15 +5,14 @@
 #include <map>
 
 #include "core/error.h"
+#include "speculative/sources/builtin_source.h"
 #include "speculative/sources/mtp_chains.h"  // choose_draft, top_probability
 
 namespace mtp::speculative {
 
-void register_builtin_source(std::string_view name, SourceFactory make, std::string help);
-
 namespace {
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+using sources_detail::Clock;
+using sources_detail::since;
 }  // namespace
 
 void register_assistant_source() {

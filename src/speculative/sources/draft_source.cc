@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "speculative/sources/builtin_source.h"
 
 namespace mtp::speculative {
 

@@ -8,20 +8,16 @@
 #include <optional>
 
 #include "core/error.h"
+#include "speculative/sources/builtin_source.h"
 #include "speculative/sources/draft_source.h"
 #include "speculative/sources/history.h"
 
 namespace mtp::speculative {
 
-void register_builtin_source(std::string_view name, SourceFactory make, std::string help);
-
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
+using sources_detail::Clock;
+using sources_detail::since;
 
 class PromptLookupSource final : public DraftSource {
  public:

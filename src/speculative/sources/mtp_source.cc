@@ -7,15 +7,14 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "speculative/sources/builtin_source.h"
 #include "drafter/module_rows.h"
 
 namespace mtp::speculative {
 
-void register_builtin_source(std::string_view name, SourceFactory make, std::string help);
-
 namespace {
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+using sources_detail::Clock;
+using sources_detail::since;
 }  // namespace
 
 void register_mtp_source() {

@@ -5,15 +5,14 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "speculative/sources/builtin_source.h"
 #include "speculative/sources/mtp_chains.h"
 
 namespace mtp::speculative {
 
-void register_builtin_source(std::string_view name, SourceFactory make, std::string help);
-
 namespace {
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+using sources_detail::Clock;
+using sources_detail::since;
 
 // Rows of one sequence per head call (a longer catch-up takes several).
 constexpr int kQMax = 64;
