@@ -67,7 +67,10 @@ model::BlockTensors read_block_tensors(const io::Metadata& meta, const model::Te
   model::BlockTensors out;
   if (meta.find("quantized") == meta.end()) return out;
   const nlohmann::json q = parse_meta(meta, "quantized", path);
-  for (const auto& [name, e] : q.items()) {
+  for (const auto& item : q.items()) {
+    // Named, not a structured binding: clang 14 cannot capture those in the lambda.
+    const std::string& name = item.key();
+    const nlohmann::json& e = item.value();
     auto sh = std::find_if(shapes.begin(), shapes.end(), [&](const auto& x) { return x.first == name; });
     if (sh == shapes.end() || sh->second.size() != 2) {
       fail<FormatError>("drafter '{}': __metadata__['quantized'] names '{}', which is not a "
