@@ -8,10 +8,21 @@
 
 namespace mtp::serve {
 
+namespace {
+// s with every byte that is not part of valid UTF-8 replaced by U+FFFD: an
+// error may quote what the client sent (a key, a parser's view of the body),
+// and the body must serialize whatever it quotes.
+std::string valid_utf8(const std::string& s) {
+  const std::string quoted =
+      nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return nlohmann::json::parse(quoted).get<std::string>();
+}
+}  // namespace
+
 nlohmann::json error_body(const ApiError& e) {
-  nlohmann::json err = {{"message", e.what()}, {"type", e.type}, {"param", nullptr},
+  nlohmann::json err = {{"message", valid_utf8(e.what())}, {"type", e.type}, {"param", nullptr},
                         {"code", nullptr}};
-  if (!e.param.empty()) err["param"] = e.param;
+  if (!e.param.empty()) err["param"] = valid_utf8(e.param);
   if (!e.code.empty()) err["code"] = e.code;
   return {{"error", err}};
 }

@@ -117,5 +117,20 @@ TEST(Api, ErrorBodyIsOpenAIShaped) {
   EXPECT_TRUE(j["error"]["code"].is_null());
 }
 
+// A body whose bytes are not UTF-8 (the fuzz target's finding: a key with
+// 0xFF bytes) is refused with 400, and the error body that quotes it
+// serializes with the strict dump (the invalid bytes replaced by U+FFFD).
+TEST(Api, ErrorBodyOfABodyThatIsNotUtf8Serializes) {
+  const std::string body = "{\"mes\xff\xff\xff\xff\xff\xff\"sages\": [{\"role\": 1}]}";
+  const ApiError e = error_of(body, Endpoint::Chat);
+  EXPECT_EQ(e.status, 400);
+  std::string out;
+  EXPECT_NO_THROW(out = error_body(e).dump());
+  EXPECT_EQ(nlohmann::json::parse(out)["error"]["type"], "invalid_request_error") << out;
+  const nlohmann::json j = error_body(ApiError(400, "key '\xff'", "\xff\xfe"));
+  EXPECT_NO_THROW((void)j.dump());
+  EXPECT_EQ(j["error"]["param"], "\xEF\xBF\xBD\xEF\xBF\xBD");
+}
+
 }  // namespace
 }  // namespace mtp::serve
