@@ -1,6 +1,6 @@
 // The HTTP server's connection handling (server.h): httplib parses requests
-// and routes them, but connections no longer sit on its worker threads while
-// their requests arrive.
+// and routes them; a connection takes none of its worker threads while its
+// request arrives (a slow client cannot hold a worker).
 //
 // Contracts:
 //  - One poll loop (the intake) reads every connection until a whole request
