@@ -79,7 +79,7 @@ model::TensorShapes gemma4_tensor_shapes(const model::ModelConfig& c) {
 }
 
 TorchGemma4::TorchGemma4(const model::ModelConfig& c, torch::Device dev)
-    : c_(c), dev_(dev), layout_(FlatLayout::from_shapes(gemma4_tensor_shapes(c))), rope_(c) {
+    : PretrainTarget(c, dev, FlatLayout::from_shapes(gemma4_tensor_shapes(c))), rope_(c) {
   if (c.arch != model::Arch::Gemma4 || !c.tie_embeddings) {
     fail<ConfigError>("the libtorch Gemma 4 builds tied Gemma 4 models only (got {}{})",
                       model::arch_name(c.arch), c.tie_embeddings ? "" : ", untied embeddings");
@@ -89,11 +89,6 @@ TorchGemma4::TorchGemma4(const model::ModelConfig& c, torch::Device dev)
 std::vector<float> TorchGemma4::init_params(uint64_t seed) const {
   return init_flat_params(layout_, c_.n_layers, seed,
                           {"o_proj.weight", "down_proj.weight", "per_layer_projection.weight"});
-}
-
-torch::Tensor TorchGemma4::param(const std::vector<torch::Tensor>& p,
-                                 const std::string& name) const {
-  return p.at(layout_.index(name));
 }
 
 const TorchGemma4::Tables& TorchGemma4::tables(int64_t R) const {

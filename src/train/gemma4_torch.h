@@ -49,10 +49,6 @@ class TorchGemma4 final : public PretrainTarget {
   // c: a tied Gemma 4 config (ConfigError otherwise).
   TorchGemma4(const model::ModelConfig& c, torch::Device dev);
 
-  const model::ModelConfig& config() const override { return c_; }
-  const FlatLayout& layout() const override { return layout_; }
-  torch::Device device() const override { return dev_; }
-
   // init_flat_params (train/pretrain_target.h) with per_layer_projection counted
   // as a residual projection.
   std::vector<float> init_params(uint64_t seed) const override;
@@ -65,15 +61,11 @@ class TorchGemma4 final : public PretrainTarget {
     RopeTables global, local;
     torch::Tensor full_mask, sliding_mask;  // [R, R] bool, true = masked
   };
-  torch::Tensor param(const std::vector<torch::Tensor>& p, const std::string& name) const;
   const Tables& tables(int64_t R) const;
   // [B, R, L, ple_dim]: Model::per_layer_inputs.
   torch::Tensor per_layer_inputs(const std::vector<torch::Tensor>& p, const torch::Tensor& tokens,
                                  const torch::Tensor& x) const;
 
-  model::ModelConfig c_;
-  torch::Device dev_;
-  FlatLayout layout_;
   model::Rope rope_;
   mutable std::map<int64_t, Tables> cache_;  // R -> tables
 };

@@ -21,7 +21,7 @@ model::TensorShapes llama_tensor_shapes(const model::ModelConfig& c) {
 }
 
 TorchLlama::TorchLlama(const model::ModelConfig& c, torch::Device dev)
-    : c_(c), dev_(dev), layout_(FlatLayout::from_shapes(llama_tensor_shapes(c))), rope_(c) {
+    : PretrainTarget(c, dev, FlatLayout::from_shapes(llama_tensor_shapes(c))), rope_(c) {
   if (c.arch != model::Arch::Llama || c.tie_embeddings || c.rope_interleaved) {
     fail<ConfigError>("pretraining builds untied Hugging Face Llama models only (got {}{}{})",
                       model::arch_name(c.arch), c.tie_embeddings ? ", tied embeddings" : "",
@@ -31,11 +31,6 @@ TorchLlama::TorchLlama(const model::ModelConfig& c, torch::Device dev)
 
 std::vector<float> TorchLlama::init_params(uint64_t seed) const {
   return init_flat_params(layout_, c_.n_layers, seed, {"o_proj.weight", "down_proj.weight"});
-}
-
-torch::Tensor TorchLlama::param(const std::vector<torch::Tensor>& p,
-                                const std::string& name) const {
-  return p.at(layout_.index(name));
 }
 
 torch::Tensor TorchLlama::forward(const std::vector<torch::Tensor>& p,

@@ -31,10 +31,6 @@ class TorchLlama final : public PretrainTarget {
   // c: an untied Llama config (ConfigError otherwise).
   TorchLlama(const model::ModelConfig& c, torch::Device dev);
 
-  const model::ModelConfig& config() const override { return c_; }
-  const FlatLayout& layout() const override { return layout_; }
-  torch::Device device() const override { return dev_; }
-
   // init_flat_params (train/pretrain_target.h): the residual projections are
   // o_proj and down_proj.
   std::vector<float> init_params(uint64_t seed) const override;
@@ -43,11 +39,7 @@ class TorchLlama final : public PretrainTarget {
                         const torch::Tensor& tokens) const override;
 
  private:
-  torch::Tensor param(const std::vector<torch::Tensor>& p, const std::string& name) const;
 
-  model::ModelConfig c_;
-  torch::Device dev_;
-  FlatLayout layout_;
   model::Rope rope_;
   mutable std::map<int64_t, RopeTables> rope_cache_;  // R -> cos, sin
   mutable std::map<int64_t, torch::Tensor> mask_cache_;

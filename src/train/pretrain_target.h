@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/config.h"
@@ -22,9 +23,9 @@ class PretrainTarget {
  public:
   virtual ~PretrainTarget() = default;
 
-  virtual const model::ModelConfig& config() const = 0;
-  virtual const FlatLayout& layout() const = 0;
-  virtual torch::Device device() const = 0;
+  const model::ModelConfig& config() const { return c_; }
+  const FlatLayout& layout() const { return layout_; }
+  torch::Device device() const { return dev_; }
 
   // Initial weights as one flat vector (host); a pure function of the seed.
   virtual std::vector<float> init_params(uint64_t seed) const = 0;
@@ -38,6 +39,19 @@ class PretrainTarget {
   torch::Tensor to_flat(const std::vector<float>& values) const {
     return layout().to_flat(values, device());
   }
+
+ protected:
+  // layout: the family's tensors (its *_tensor_shapes(c)) in one flat vector.
+  PretrainTarget(const model::ModelConfig& c, torch::Device dev, FlatLayout layout)
+      : c_(c), dev_(dev), layout_(std::move(layout)) {}
+  // The view of tensor `name` among layout().views() of a flat vector.
+  torch::Tensor param(const std::vector<torch::Tensor>& p, const std::string& name) const {
+    return p.at(layout_.index(name));
+  }
+
+  model::ModelConfig c_;
+  torch::Device dev_;
+  FlatLayout layout_;
 };
 
 // Initial weights of a target's flat layout (GPT-2): matrices and embeddings
