@@ -252,11 +252,16 @@ bool unread_kv_tensor(const ModelConfig& c, const std::string& name) {
 void check_tensors(const GgufFile& f, const ModelConfig& c) {
   // Before listing them: a block_count the file's tensors cannot cover is
   // refused here, instead of building names for tensors that cannot exist.
-  size_t per_layer = SIZE_MAX;  // the fewest of any layer kind
-  for (int l = 0; l < std::min(c.n_layers, 8); ++l) {
+  // The fewest of any layer kind: the pattern's kinds repeat within the
+  // first layers, and the layers reading another's K/V (llama.cpp's converter
+  // writes no attn_k/attn_v/attn_k_norm for them) are the last ones.
+  size_t per_layer = SIZE_MAX;
+  auto count = [&](int l) {
     per_layer = std::min(per_layer, layer_tensor_shapes(c, "", l).size() -
                                         (c.layer_scalar ? 1 : 0));
-  }
+  };
+  for (int l = 0; l < std::min(c.n_layers, 8); ++l) count(l);
+  for (int l = std::max(0, c.n_layers - 8); l < c.n_layers; ++l) count(l);
   const size_t need = size_t(c.n_layers) * per_layer + (c.tie_embeddings ? 2 : 3);
   if (f.tensors().size() < need) {
     fail<FormatError>("GGUF file '{}': its metadata describes a {} model of {} layers ({} "

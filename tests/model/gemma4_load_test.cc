@@ -187,6 +187,25 @@ TEST(Gemma4Gguf, MixtureOfExpertsIsRefused) {
   EXPECT_NO_THROW(load_model(gguf, {}));
 }
 
+// Most layers sharing K/V, all beyond the eighth (E2B: 35 layers, the last 20
+// shared): the file holds no attn_k/attn_v/attn_k_norm for those, as
+// llama.cpp's converter writes it, and the count of tensors the metadata
+// implies must see the shared layers' smaller count.
+TEST(Gemma4Gguf, SharedLayersBeyondTheEighthLoad) {
+  RandomSpec s = gemma4();
+  s.n_layers = 20, s.kv_shared = 12, s.layer_types.clear();
+  for (int i = 0; i < 20; ++i) {  // E2B's 4 sliding : 1 full, the last full
+    s.layer_types.push_back(i % 5 == 4 || i == 19 ? "full_attention" : "sliding_attention");
+  }
+  const std::string dir = test::random_hf_checkpoint("g4-gguf-deep", s);
+  const std::string gguf = test::temp_dir("g4-gguf-deep") + "/m.gguf";
+  test::convert_hf_to_gguf(dir, gguf, {});
+  const LoadedModel hf = load_model(dir, {}), gg = load_model(gguf, {});
+  ASSERT_EQ(gg.config.n_layers, 20);
+  EXPECT_FALSE(gg.config.layer_kind(19).owns_kv());
+  EXPECT_EQ(test::first_bit_difference(g4_logits(hf), g4_logits(gg)), -1);
+}
+
 // GGUF copies converted as llama.cpp does (ours: every matrix in one type,
 // our quantizer) compute what the HF checkpoint requantized at load computes.
 TEST(Gemma4Gguf, QuantizedCopiesEqualTheRequantizedCheckpoint) {
