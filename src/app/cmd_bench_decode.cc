@@ -18,6 +18,7 @@
 #include "cli/checks.h"
 #include "app/commands.h"
 #include "app/common.h"
+#include "core/memory_headroom.h"
 #include "core/error.h"
 #include "core/large_alloc.h"
 #include "kernels/bandwidth.h"
@@ -59,16 +60,6 @@ double bytes_per_token(const model::Model& m, int pos) {
   return b;
 }
 
-// The process's resident set (VmRSS), in bytes; 0 when unknown.
-double resident_bytes() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) * 1024;
-  }
-  return 0;
-}
-
 void run(BenchDecodeArgs a) {
   if (a.model.empty() == a.random.empty()) fail<InputError>("give exactly one of -m MODEL or --random PRESET");
   const std::string simd = kernels::simd_target_description();  // applies MTPSPEC_SIMD
@@ -100,7 +91,7 @@ void run(BenchDecodeArgs a) {
              "packed{} (tables are used in place: a checkpoint's stay in its memory map, "
              "resident as rows are read; a random target's per-layer table is never-written "
              "zero pages)\n",
-             resident_bytes() / 1e6, table_mb(w.embed),
+             resident_set_bytes() / 1e6, table_mb(w.embed),
              w.ple_embed.rows ? fmt::format(", per-layer table {:.0f} MB", table_mb(w.ple_embed))
                               : std::string(),
              double(w.lm_head.bytes()) / 1e6, c.tie_embeddings ? " (tied: a packed copy)" : "");
@@ -143,7 +134,7 @@ void run(BenchDecodeArgs a) {
                t_dec > 0 ? 100 * ts / t_dec : 0.0);
     sampling.push_back({{"setting", label}, {"seconds", ts}, {"fraction_of_decode", t_dec > 0 ? ts / t_dec : 0}});
   }
-  fmt::print(report, "resident set after the runs: {:.0f} MB\n", resident_bytes() / 1e6);
+  fmt::print(report, "resident set after the runs: {:.0f} MB\n", resident_set_bytes() / 1e6);
   if (a.json) {
     fmt::print("{}\n", nlohmann::json{{"model", m.loaded().path}, {"weights", a.weights}, {"held", held},
                                       {"sampling", sampling},

@@ -129,4 +129,13 @@ MemoryHeadroom memory_headroom() {
   return h;
 }
 
+double resident_set_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
 }  // namespace mtp

@@ -31,6 +31,10 @@ struct MemoryHeadroom {
 
 MemoryHeadroom memory_headroom();
 
+// This process's resident set (VmRSS of /proc/self/status), in bytes; 0 when
+// unknown. What a budget made after loading a model already holds.
+double resident_set_bytes();
+
 // The cgroup v2 headroom of the folder `dir` alone (memory.max − memory.current
 // + inactive_file of memory.stat), or a negative value when it has no limit or
 // the files cannot be read. Separate for tests (a folder of fake files).

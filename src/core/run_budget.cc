@@ -47,7 +47,11 @@ std::string RunBudget::text() const {
   }
   if (memory_bytes > 0) {
     const MemoryHeadroom h = memory_headroom();
-    add(fmt::format("memory {}{}", format_bytes(memory_bytes),
+    add(fmt::format("memory {}{}{}", format_bytes(memory_bytes),
+                    held_bytes > 0 ? fmt::format(" beyond the {} held now (peak {})",
+                                                 format_bytes(held_bytes),
+                                                 format_bytes(held_bytes + memory_bytes))
+                                   : std::string(),
                     h.known() ? fmt::format(" (may take {})", h.describe()) : std::string()));
   }
   return s;

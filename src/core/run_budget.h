@@ -13,7 +13,11 @@ struct RunBudget {
   long sequences = 0, tokens = 0, steps = 0;  // 0 = not applicable
   double disk_bytes = 0;     // written under disk_dir (0 = nothing large)
   std::string disk_dir;
-  double memory_bytes = 0;   // held at the peak (0 = not estimated)
+  double memory_bytes = 0;   // to be allocated up to the peak (0 = not estimated)
+  // Already resident when the budget is made (a loaded target, its frozen
+  // copies): part of the peak, but already out of the headroom memory_bytes
+  // is checked against. 0 = not said.
+  double held_bytes = 0;
   std::string text() const;  // "precompute budget: 1200 sequences, ... shards 2.1 GiB (free 40 GiB)"
 };
 

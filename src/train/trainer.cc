@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/setting.h"
 #include "core/mapped_file.h"
+#include "core/memory_headroom.h"
 #include "core/progress.h"
 #include "core/run_budget.h"
 #include "core/thread_pool.h"
@@ -254,6 +255,7 @@ TrainReport run_training(const TrainOptions& o) {
   budget.memory_bytes = training_memory_bytes(
       cfg, dc, long(tm.layout().total), o.batch, data.seq_len(), tm.head_chunk_rows(),
       !o.online_jobs.empty(), lead ? (o.eval_sequences > 0 ? o.eval_sequences : long(data.size(Split::Heldout))) : 0);
+  budget.held_bytes = resident_set_bytes();  // the target and its frozen copies, loaded
   if (lead && o.progress) say(budget.text() + " (tokens: at most, sequences cut to seq_len)");
   check_budget(budget, o.force);
   auto save = [&](const nlohmann::json& eval) {

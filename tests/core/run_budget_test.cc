@@ -66,6 +66,20 @@ TEST(RunBudget, MemoryThatDoesNotFitIsRefusedNamingBothNumbers) {
   EXPECT_NO_THROW(check_budget(b, false));
 }
 
+// What is already resident (a loaded target and its frozen copies: GiBs for a
+// 1 B-shaped target before training allocates anything) is said beside what
+// the run will still allocate, and the peak is their sum.
+TEST(RunBudget, MemoryHeldNowIsSaidWithThePeak) {
+  RunBudget b;
+  b.what = "training";
+  b.memory_bytes = 1.5 * 1024 * 1024 * 1024;
+  b.held_bytes = 6.0 * 1024 * 1024 * 1024;
+  const std::string t = b.text();
+  EXPECT_NE(t.find("memory 1.50 GiB beyond the 6.00 GiB held now (peak 7.50 GiB)"),
+            std::string::npos) << t;
+  EXPECT_GT(resident_set_bytes(), 0.0);
+}
+
 TEST(RunBudget, EstimateFromAWarmUp) {
   EXPECT_EQ(estimate_line("training", 4, 2.0, 400, "step"),
             "training: estimated 3m20s for 400 steps (from 4 steps in 2.00 s)");
