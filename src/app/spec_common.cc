@@ -33,8 +33,14 @@ std::shared_ptr<const drafter::Gemma4Assistant> open_assistant(const ModelArgs& 
                                                                const DrafterArgs& d,
                                                                const model::Model& m) {
   if (d.drafter.empty() || !drafter::is_assistant(d.drafter)) return nullptr;
-  return std::make_shared<const drafter::Gemma4Assistant>(
-      drafter::Gemma4Assistant::load(d.drafter, m.config(), parse_hold(a.weights)));
+  const drafter::ServedTarget served{model::target_fingerprint(m.loaded()), d.target_mismatch};
+  auto g = std::make_shared<const drafter::Gemma4Assistant>(
+      drafter::Gemma4Assistant::load(d.drafter, m.config(), parse_hold(a.weights), &served));
+  if (g->record().empty()) {
+    fmt::print(stderr, "note: assistant '{}' records no target (Google's published assistants "
+                       "carry none): accepted without a fingerprint check\n", d.drafter);
+  }
+  return g;
 }
 
 std::unique_ptr<drafter::Drafter> random_drafter(const model::Model& m, int K, uint64_t seed,
