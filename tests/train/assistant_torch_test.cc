@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "drafter/assistant_runner.h"
 #include "drafter/gemma4_assistant.h"
+#include "model/fingerprint.h"
 #include "model/loader.h"
 #include "model_util.h"
 #include "python_util.h"
@@ -173,7 +174,15 @@ TEST(TorchAssistant, TrainAssistantFineTunesAgainstTheEngineTarget) {
   const double first = (r.losses[0] + r.losses[1] + r.losses[2]) / 3;
   const double last = (r.losses[13] + r.losses[14] + r.losses[15]) / 3;
   EXPECT_LT(last, first);
-  const drafter::Gemma4Assistant back = drafter::Gemma4Assistant::load(o.out, f.m.config());
+  // It records the exact target (the engine refuses it for another) and so
+  // does its GGUF.
+  const drafter::ServedTarget served{model::target_fingerprint(f.m.loaded()),
+                                     drafter::TargetMismatch::Refuse};
+  const drafter::Gemma4Assistant back =
+      drafter::Gemma4Assistant::load(o.out, f.m.config(), {}, &served);
+  EXPECT_EQ(back.record().target_fingerprint, served.fingerprint);
+  EXPECT_EQ(drafter::Gemma4Assistant::load(o.gguf, f.m.config(), {}, &served).record().capture,
+            drafter::kAssistantCapture);
   EXPECT_EQ(back.parameters(), f.g.parameters());
   // Its GGUF drafts as the directory does (both F32: bit for bit).
   const drafter::Gemma4Assistant gg = drafter::Gemma4Assistant::load(o.gguf, f.m.config());
