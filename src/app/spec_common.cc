@@ -111,20 +111,19 @@ speculative::SchedulerOptions engine_options(
   so.adaptive = !a.no_gate;
   const int k = drafter ? drafter->config().K : 0;
   if (!d.tree.empty() || d.tree_budget > 0) {
-    if (assistant) {
-      fail<InputError>("--tree / --tree-budget: Gemma 4's assistant drafts chains only (trees "
-                       "need an MTP drafter)");
-    }
-    if (!drafter) {
+    if (!drafter && !assistant) {
       fail<InputError>("--tree / --tree-budget need a drafter (--drafter, or "
                        "drafter.safetensors beside the model)");
     }
-    so.tree = resolve_tree(d, k);
+    so.tree = resolve_tree(d, assistant ? kAssistantMaxSteps : k);
   }
   so.assistant = std::move(assistant);
   if (so.assistant) {
+    // A static tree deeper than the default draft length asks for its depth.
+    const int deep = so.tree.kind == speculative::TreeOptions::Kind::Static
+                         ? int(so.tree.widths.size()) : 0;
     so.draft_k = resolve_draft_k(d, kAssistantMaxSteps, "the assistant's longest draft",
-                                 speculative::kAssistantDefaultSteps);
+                                 std::max(speculative::kAssistantDefaultSteps, deep));
   } else if (named(speculative::kNativeMtpSource) && !named(speculative::kMtpSource)) {
     // The checkpoint's own head drafts; --draft-k is its longest chain.
     so.draft_k = resolve_draft_k(d, speculative::NativeMtpSource::kMaxLen,
