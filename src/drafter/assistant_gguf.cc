@@ -219,7 +219,8 @@ void check_gguf_tensors(const io::GgufFile& f, const AssistantConfig& a) {
 // for, read by the one parser (absent: empty).
 AssistantRecord gguf_record(const io::GgufFile& f) {
   json j = json::object();
-  for (const char* k : {"target_fingerprint", "target_architecture", "capture"}) {
+  const json fields = AssistantRecord{}.to_json();  // the record's field names
+  for (const auto& [k, unused] : fields.items()) {
     if (auto v = f.get_string(std::string(kAssistantRecordKey) + "." + k)) j[k] = *v;
   }
   if (j.empty()) return {};
