@@ -131,8 +131,8 @@ speculative::TreeOptions resolve_tree(const DrafterArgs& a, int drafter_k) {
   if (a.tree.empty()) return {};
   speculative::TreeOptions t = speculative::TreeOptions::parse(a.tree);
   if (t.kind == speculative::TreeOptions::Kind::Static && int(t.widths.size()) > drafter_k) {
-    fail<InputError>("--tree {} is {} deep; the drafter has K = {} modules (one per depth)",
-                     a.tree, t.widths.size(), drafter_k);
+    fail<InputError>("--tree {} is {} deep; the drafter drafts {} deep at most (an MTP "
+                     "drafter: K modules, one per depth)", a.tree, t.widths.size(), drafter_k);
   }
   return t;
 }

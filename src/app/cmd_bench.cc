@@ -277,7 +277,7 @@ void run_trees(BenchArgs a) {
                      "--plot, --corpus or --sources");
   }
   const BenchTarget t = open_target(a);
-  refuse_assistant(t, "--trees (the assistant drafts chains only)");
+  refuse_assistant(t, "--trees (its shape comparison runs the MTP modules)");
   const int dk = t.drafter->config().K;
   const int k = resolve_draft_k(a.spec, dk, "the drafter's K", dk);
   const speculative::TreesResult res = speculative::run_trees(inputs(t, a), a.trees, k, a.n, a.repeat);

@@ -33,8 +33,14 @@ std::shared_ptr<const drafter::Gemma4Assistant> open_assistant(const ModelArgs& 
                                                                const DrafterArgs& d,
                                                                const model::Model& m) {
   if (d.drafter.empty() || !drafter::is_assistant(d.drafter)) return nullptr;
-  return std::make_shared<const drafter::Gemma4Assistant>(
-      drafter::Gemma4Assistant::load(d.drafter, m.config(), parse_hold(a.weights)));
+  const drafter::ServedTarget served{model::target_fingerprint(m.loaded()), d.target_mismatch};
+  auto g = std::make_shared<const drafter::Gemma4Assistant>(
+      drafter::Gemma4Assistant::load(d.drafter, m.config(), parse_hold(a.weights), &served));
+  if (g->record().empty()) {
+    fmt::print(stderr, "note: assistant '{}' records no target (Google's published assistants "
+                       "carry none): accepted without a fingerprint check\n", d.drafter);
+  }
+  return g;
 }
 
 std::unique_ptr<drafter::Drafter> random_drafter(const model::Model& m, int K, uint64_t seed,
@@ -105,20 +111,19 @@ speculative::SchedulerOptions engine_options(
   so.adaptive = !a.no_gate;
   const int k = drafter ? drafter->config().K : 0;
   if (!d.tree.empty() || d.tree_budget > 0) {
-    if (assistant) {
-      fail<InputError>("--tree / --tree-budget: Gemma 4's assistant drafts chains only (trees "
-                       "need an MTP drafter)");
-    }
-    if (!drafter) {
+    if (!drafter && !assistant) {
       fail<InputError>("--tree / --tree-budget need a drafter (--drafter, or "
                        "drafter.safetensors beside the model)");
     }
-    so.tree = resolve_tree(d, k);
+    so.tree = resolve_tree(d, assistant ? kAssistantMaxSteps : k);
   }
   so.assistant = std::move(assistant);
   if (so.assistant) {
+    // A static tree deeper than the default draft length asks for its depth.
+    const int deep = so.tree.kind == speculative::TreeOptions::Kind::Static
+                         ? int(so.tree.widths.size()) : 0;
     so.draft_k = resolve_draft_k(d, kAssistantMaxSteps, "the assistant's longest draft",
-                                 speculative::kAssistantDefaultSteps);
+                                 std::max(speculative::kAssistantDefaultSteps, deep));
   } else if (named(speculative::kNativeMtpSource) && !named(speculative::kMtpSource)) {
     // The checkpoint's own head drafts; --draft-k is its longest chain.
     so.draft_k = resolve_draft_k(d, speculative::NativeMtpSource::kMaxLen,

@@ -26,7 +26,9 @@ std::unique_ptr<drafter::Drafter> open_drafter(const ModelArgs& a, const Drafter
 // gemma4-assistant GGUF (drafter::is_assistant): Gemma 4's assistant
 // for target m (refused, ConfigError naming the field and values, when it
 // does not fit), its matrices held as --weights (as stored by default);
-// null otherwise.
+// null otherwise. One trained for another target is refused or warned about
+// as a K-module drafter is (drafter/target_record.h); one with no record
+// (Google's) is accepted with a note on stderr.
 std::shared_ptr<const drafter::Gemma4Assistant> open_assistant(const ModelArgs& a,
                                                                const DrafterArgs& d,
                                                                const model::Model& m);

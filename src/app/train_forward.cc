@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -54,6 +55,28 @@ void require_train_binary(const std::string& what) {
   fail<IoError>("cannot run '{}': {}", bin, std::strerror(errno));
 }
 
+bool assistant_training(std::vector<std::string>& args) {
+  std::vector<std::string> rest;
+  std::string arch = "mtp";
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--drafter-arch" && i + 1 < args.size()) arch = args[++i];
+    else if (args[i].rfind("--drafter-arch=", 0) == 0) arch = args[i].substr(15);
+    else rest.push_back(args[i]);
+  }
+  if (arch != "gemma4-assistant") return false;
+  const bool help = std::find(rest.begin(), rest.end(), "--help") != rest.end() ||
+                    std::find(rest.begin(), rest.end(), "-h") != rest.end();
+  if (!help && !wants_online(rest)) {
+    fail<InputError>("--drafter-arch gemma4-assistant trains online only (--online): shards "
+                     "hold the target's pre-norm hidden state alone, and the assistant reads "
+                     "the post-norm hidden state and the K/V of the target's layers it attends "
+                     "with at every position, which only a live forward of the target gives");
+  }
+  rest.erase(std::remove(rest.begin(), rest.end(), "--online"), rest.end());
+  args = rest;
+  return true;
+}
+
 void add_train_forwarders(CLI::App& root) {
   for (const cli::TrainCommand& c :
        {cli::kTrain, cli::kExport, cli::kParity, cli::kTrainAssistant}) {
@@ -63,6 +86,9 @@ void add_train_forwarders(CLI::App& root) {
     const std::string name = c.name;
     cmd->callback([cmd, name] {
       std::vector<std::string> args = cmd->remaining();
+      if (name == cli::kTrain.name && assistant_training(args)) {
+        exec_train(cli::kTrainAssistant.name, args);
+      }
       if (name == cli::kTrain.name && wants_online(args)) {
         args = prepare_online_training(args);
         if (args.empty()) return;  // --jobs-only: nothing to train here

@@ -34,6 +34,13 @@ void require_train_binary(const std::string& what);
 // corpus and capture flags). --help is passed on unchanged. --jobs-only:
 // the jobs are written and the training command printed; returns {}.
 bool wants_online(const std::vector<std::string>& args);
+
+// `train --drafter-arch gemma4-assistant --online ...`: true, and args made
+// `train-assistant`'s (both flags removed; the assistant's trainer is online
+// by nature: train/assistant_train.h). Without --online: InputError saying
+// why shards cannot train it. Another (or no) --drafter-arch: false, args
+// unchanged (the K-module trainer's; its own --drafter-arch mtp).
+bool assistant_training(std::vector<std::string>& args);
 std::vector<std::string> prepare_online_training(const std::vector<std::string>& args);
 
 }  // namespace mtp::app

@@ -61,6 +61,10 @@ inline constexpr std::pair<const char*, const char*> kSettingFlags[] = {
     {"resume", "--resume"},
     {"shards", "--shards"},
     {"force", "--force"},
+    {"assistant_layers", "--assistant-layers"},
+    {"assistant_hidden", "--assistant-hidden"},
+    {"assistant_heads", "--assistant-heads"},
+    {"assistant_ffn", "--assistant-ffn"},
 };
 
 // The flag of `setting` when the command that ran (the deepest parsed

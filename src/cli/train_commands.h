@@ -11,14 +11,16 @@ struct TrainCommand {
 
 inline constexpr TrainCommand kTrain{
     "train", "Train the MTP drafter modules against the frozen target on precomputed shards, "
-             "or online (--online: the target computes the capture as training runs)"};
+             "or online (--online: the target computes the capture as training runs); "
+             "--drafter-arch gemma4-assistant --online trains Gemma 4's assistant instead"};
 inline constexpr TrainCommand kExport{
     "export", "Write the drafter file of a training run (checked by the parity gate)"};
 inline constexpr TrainCommand kParity{
     "parity", "Check that the engine's drafter modules reproduce the trained (libtorch) ones"};
 inline constexpr TrainCommand kTrainAssistant{
     "train-assistant",
-    "Train (fine-tune) Gemma 4's assistant against the exact target the engine serves, online"};
+    "Train Gemma 4's assistant (from scratch, or fine-tuned from --init-from) against the "
+    "exact target the engine serves, online"};
 // Forwarded by `mtpspec pretrain` after it prepared the data (not a user command).
 inline constexpr TrainCommand kPretrainModel{
     "pretrain-model", "Internal: the training half of `mtpspec pretrain` (run that instead)"};

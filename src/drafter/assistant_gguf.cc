@@ -215,6 +215,19 @@ void check_gguf_tensors(const io::GgufFile& f, const AssistantConfig& a) {
   }
 }
 
+// The record's keys "mtpspec.<field>" as the config.json object they stand
+// for, read by the one parser (absent: empty).
+AssistantRecord gguf_record(const io::GgufFile& f) {
+  json j = json::object();
+  const json fields = AssistantRecord{}.to_json();  // the record's field names
+  for (const auto& [k, unused] : fields.items()) {
+    if (auto v = f.get_string(std::string(kAssistantRecordKey) + "." + k)) j[k] = *v;
+  }
+  if (j.empty()) return {};
+  return parse_assistant_record({{kAssistantRecordKey, j}},
+                                "GGUF file '" + f.path() + "' (its keys " + kAssistantRecordKey + ".*)");
+}
+
 }  // namespace
 
 bool is_assistant_gguf(const std::string& path) {
@@ -230,12 +243,14 @@ bool is_assistant(const std::string& path) {
 
 Gemma4Assistant Gemma4Assistant::load_gguf(const std::string& path,
                                            const model::ModelConfig& target,
-                                           const model::Hold& hold) {
+                                           const model::Hold& hold, const ServedTarget* served) {
   const io::GgufFile f(path);
   Gemma4Assistant a;
   a.path_ = path;
   a.cfg_ = parse_assistant_config(gguf_config_json(f, target), target,
                                   "GGUF file '" + path + "' (read as a gemma4_assistant config)");
+  a.record_ = gguf_record(f);
+  a.check_target(target, served);
   const AssistantConfig& c = a.cfg_;
   check_gguf_tensors(f, c);
   for (const auto& [name, shape] : gguf_tensors(c)) {
@@ -327,6 +342,13 @@ void write_assistant_gguf(const std::string& dir, const std::string& out) {
   u32("embedding_length_out", json_as<int>(cfg.value("backbone_hidden_size", json(1536)),
                                            "backbone_hidden_size", cfg_path));
   u32("nextn_predict_layers", c.n_layers);
+  const AssistantRecord rec = parse_assistant_record(cfg, cfg_path);
+  if (!rec.empty()) {
+    const json fields = rec.to_json();
+    for (const auto& [k, v] : fields.items()) {
+      kv.push_back({std::string(kAssistantRecordKey) + "." + k, io::GgufValue::str(v.get<std::string>())});
+    }
+  }
   std::vector<io::GgufWriteTensor> tensors;
   {  // the full layers' proportional RoPE: 1 per rotated pair, 1e30 for the others
     std::vector<float> f(size_t(full_hd / 2), 1e30f);

@@ -255,26 +255,7 @@ Drafter Drafter::from_tensor_set(const io::TensorSet& ts, const std::string& pat
     return it != tgt.end() && it->is_string() ? it->get<std::string>() : std::string(def);
   };
   std::string fp = str("fingerprint", "");
-  if (fp != target_fingerprint) {
-    // A fingerprint covers the stored bytes (model/fingerprint.h): a GGUF,
-    // F16 or quantized copy of the checkpoint a drafter was trained on is
-    // another target, whose outputs (and so acceptance) may differ.
-    const std::string why = fmt::format(
-        "drafter '{}' was trained for target {} ({}); this target is {} ({}, {} weights). A "
-        "target's fingerprint is that of its stored bytes, so a GGUF, F16 or quantized copy of "
-        "the checkpoint a drafter was trained on is another target",
-        path, fp.empty() ? "<none>" : fp, str("architecture", "?"), target_fingerprint,
-        model::arch_name(target.arch), target.source);
-    if (mismatch == TargetMismatch::Refuse) {
-      fail_setting<ConfigError>("drafter_target_mismatch",
-                                "{}. Train a drafter for this model (mtpspec "
-                                "precompute/train/export), or set the target-mismatch policy to "
-                                "warn to run it anyway", why);
-    }
-    warn_setting("drafter_target_mismatch",
-                 fmt::format("{}; running it anyway (the target-mismatch policy is warn): the "
-                             "output is still the target's, acceptance may be lower", why));
-  }
+  check_drafter_target(path, fp, str("architecture", ""), target, {target_fingerprint, mismatch});
   dr.cfg_ = DrafterConfig::from_json(parse_meta(dr.meta_, "config", path),
                                      fmt::format("drafter '{}': __metadata__['config']", path));
   if (dr.cfg_.draft_vocab.size() > size_t(target.vocab)) {

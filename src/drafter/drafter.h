@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "drafter/target_record.h"  // TargetMismatch: the recorded-target rule
 #include "io/safetensors.h"
 #include "kernels/matmul.h"
 #include "model/config.h"
@@ -101,11 +102,6 @@ void round_to_storage(std::map<std::string, std::vector<float>>& tensors,
                       const model::ModelConfig& target, const DrafterConfig& d,
                       const DrafterStorage& s);
 
-// What Drafter::load does when the drafter's recorded target fingerprint is
-// not this target's (--drafter-target-mismatch): refuse (ConfigError), or
-// load it with one warning line on stderr. The output stays the target's
-// either way (verification decides every token); only acceptance suffers.
-enum class TargetMismatch { Refuse, Warn };
 
 class Drafter {
  public:

@@ -64,15 +64,6 @@ void refuse_text_config(const json& t, const std::string& where) {
   }
 }
 
-// The last K/V-owning target layer of a kind (-1: none).
-int owner_of(const model::ModelConfig& target, bool sliding) {
-  for (int l = target.n_layers - 1; l >= 0; --l) {
-    const model::LayerKind k = target.layer_kind(l);
-    if (k.owns_kv() && k.sliding == sliding) return l;
-  }
-  return -1;
-}
-
 // Each layer of the assistant onto the target layer it reads, refusing a
 // kind the target has no owner of or whose head width or kv heads differ.
 void bind_to_target(model::ModelConfig& b, const model::ModelConfig& target,
@@ -80,7 +71,7 @@ void bind_to_target(model::ModelConfig& b, const model::ModelConfig& target,
   for (int l = 0; l < b.n_layers; ++l) {
     model::LayerKind& k = b.layers[size_t(l)];
     const char* kind = k.sliding ? "sliding_attention" : "full_attention";
-    const int o = owner_of(target, k.sliding);
+    const int o = assistant_kv_owner(target, k.sliding);
     if (o < 0) {
       fail<ConfigError>("{}: layer {} is {}, but the target has no {} layer whose K/V it could "
                         "read", where, l, kind, kind);
@@ -112,6 +103,14 @@ void bind_to_target(model::ModelConfig& b, const model::ModelConfig& target,
 }
 
 }  // namespace
+
+int assistant_kv_owner(const model::ModelConfig& target, bool sliding) {
+  for (int l = target.n_layers - 1; l >= 0; --l) {
+    const model::LayerKind k = target.layer_kind(l);
+    if (k.owns_kv() && k.sliding == sliding) return l;
+  }
+  return -1;
+}
 
 int AssistantConfig::kv_layer(bool sliding) const {
   for (const model::LayerKind& k : block.layers) {
@@ -184,6 +183,38 @@ AssistantConfig parse_assistant_config(const json& config, const model::ModelCon
     }
   }
   return a;
+}
+
+nlohmann::json AssistantRecord::to_json() const {
+  return {{"target_fingerprint", target_fingerprint},
+          {"target_architecture", target_architecture},
+          {"capture", capture}};
+}
+
+AssistantRecord parse_assistant_record(const json& config, const std::string& where) {
+  AssistantRecord r;
+  if (!config.is_object() || !config.contains(kAssistantRecordKey)) return r;
+  const std::string w = where + " '" + kAssistantRecordKey + "'";
+  const json& j = config.at(kAssistantRecordKey);
+  if (!j.is_object()) fail<FormatError>("{}: not a JSON object", w);
+  r.target_fingerprint = json_get<std::string>(j, "target_fingerprint", w);
+  r.target_architecture =
+      j.contains("target_architecture") ? json_get<std::string>(j, "target_architecture", w) : "";
+  r.capture = json_get<std::string>(j, "capture", w);
+  if (r.target_fingerprint.empty()) fail<FormatError>("{}: target_fingerprint is empty", w);
+  if (r.capture != kAssistantCapture) {
+    fail<FormatError>("{}: capture is '{}'; an assistant reads '{}'", w, r.capture,
+                      kAssistantCapture);
+  }
+  return r;
+}
+
+void Gemma4Assistant::check_target(const model::ModelConfig& target,
+                                   const ServedTarget* served) const {
+  if (served && !record_.empty()) {
+    check_drafter_target(path_, record_.target_fingerprint, record_.target_architecture, target,
+                         *served);
+  }
 }
 
 model::TensorShapes assistant_tensor_shapes(const AssistantConfig& a) {
@@ -274,15 +305,19 @@ std::vector<kernels::PackedMatrix> cluster_heads(const io::TensorView& head,
 }  // namespace
 
 Gemma4Assistant Gemma4Assistant::load(const std::string& dir, const model::ModelConfig& target,
-                                      const model::Hold& hold) {
+                                      const model::Hold& hold, const ServedTarget* served) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec) && is_assistant_gguf(dir)) return load_gguf(dir, target, hold);
+  if (!fs::is_directory(dir, ec) && is_assistant_gguf(dir)) {
+    return load_gguf(dir, target, hold, served);
+  }
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
   if (!fs::exists(cfg_path)) fail<IoError>("no config.json in '{}'", dir);
   Gemma4Assistant a;
   a.path_ = dir;
-  a.cfg_ = parse_assistant_config(parse_json(read_file(cfg_path), "'" + cfg_path + "'"), target,
-                                  cfg_path);
+  const json config = parse_json(read_file(cfg_path), "'" + cfg_path + "'");
+  a.cfg_ = parse_assistant_config(config, target, cfg_path);
+  a.record_ = parse_assistant_record(config, cfg_path);
+  a.check_target(target, served);
   const AssistantConfig& c = a.cfg_;
   const io::TensorSet ts = io::TensorSet::open_dir(dir);
   const model::TensorShapes expected = assistant_tensor_shapes(c);

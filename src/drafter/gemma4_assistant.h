@@ -18,6 +18,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "drafter/target_record.h"
 #include "kernels/matmul.h"
 #include "model/config.h"
 #include "model/layer_io.h"
@@ -27,6 +28,33 @@ namespace mtp::drafter {
 
 inline constexpr const char* kAssistantModelType = "gemma4_assistant";
 inline constexpr const char* kAssistantGgufArch = "gemma4-assistant";  // llama.cpp's
+
+// The capture an assistant reads (docs/SEMANTICS.md "Gemma 4's assistant"),
+// as the files mtpspec writes record it. The K-module drafter's is another
+// (drafter.h kCapture: pre-norm); an assistant file recording any other is
+// refused.
+inline constexpr const char* kAssistantCapture =
+    "target hidden after the final norm at the position before the last committed token, "
+    "with the K/V of the target's last K/V-owning layer of each attention kind";
+
+// The target an assistant was trained against, as files mtpspec writes
+// record it: config.json's object "mtpspec" (transformers keeps unknown
+// keys of a config and ignores them), the GGUF's keys "mtpspec.*" (llama.cpp
+// ignores keys it does not know). Google's published assistants carry none:
+// every field empty.
+struct AssistantRecord {
+  std::string target_fingerprint;   // model::target_fingerprint of that target
+  std::string target_architecture;  // model::arch_name of it
+  std::string capture;              // kAssistantCapture
+  bool empty() const { return target_fingerprint.empty(); }
+  nlohmann::json to_json() const;
+};
+inline constexpr const char* kAssistantRecordKey = "mtpspec";  // config.json's key, GGUF prefix
+
+// config.json's record (absent: empty). FormatError naming `where` and the
+// field for a record that is not an object of strings, lacks the
+// fingerprint, or names another capture than kAssistantCapture.
+AssistantRecord parse_assistant_record(const nlohmann::json& config, const std::string& where);
 
 struct AssistantConfig {
   int backbone = 0;      // backbone_hidden_size: the target's d_model
@@ -48,6 +76,10 @@ struct AssistantConfig {
   // (sliding: lo = max(0, pos - 1 - window)). docs/SEMANTICS.md says why.
   int first_key(bool sliding, int pos) const;
 };
+
+// The target layer whose K/V an assistant's layers of a kind read: the last
+// layer of that kind owning its K/V (-1: the target has none).
+int assistant_kv_owner(const model::ModelConfig& target, bool sliding);
 
 // Whether `path` is a directory whose config.json says model_type
 // "gemma4_assistant" (a file, or a folder without it: false). Reads only
@@ -98,8 +130,12 @@ class Gemma4Assistant {
   // (FormatError naming the first repeated or out-of-range id). Matrices are
   // held as `hold` (as stored when empty, model::Hold).
   // A GGUF file (is_assistant_gguf) is read by load_gguf instead.
+  // served: the target's fingerprint and mismatch policy; the assistant's
+  // record is checked against it (check_drafter_target) unless it has none
+  // (record().empty(): accepted, the caller says so). Null: not checked
+  // (training starts from any assistant, tests).
   static Gemma4Assistant load(const std::string& dir, const model::ModelConfig& target,
-                              const model::Hold& hold = {});
+                              const model::Hold& hold = {}, const ServedTarget* served = nullptr);
   // llama.cpp's gemma4-assistant GGUF (assistant_gguf.cc; docs/FORMATS.md):
   // its metadata read back into the gemma4_assistant config it came from and
   // refused as parse_assistant_config refuses it (the backbone width and the
@@ -109,11 +145,13 @@ class Gemma4Assistant {
   // the converter drops the centroid head (a file carrying
   // masked_embd_centroids / masked_embd_ordering loads; they are not read).
   static Gemma4Assistant load_gguf(const std::string& path, const model::ModelConfig& target,
-                                   const model::Hold& hold = {});
+                                   const model::Hold& hold = {},
+                                   const ServedTarget* served = nullptr);
 
   const AssistantConfig& config() const { return cfg_; }
   const AssistantWeights& weights() const { return w_; }
   const std::string& path() const { return path_; }
+  const AssistantRecord& record() const { return record_; }
   // Parameters as stored (the head counted once): the E2B assistant's ~78 M.
   int64_t parameters() const { return parameters_; }
 
@@ -121,7 +159,10 @@ class Gemma4Assistant {
   AssistantConfig cfg_;
   AssistantWeights w_;
   std::string path_;
+  AssistantRecord record_;
   int64_t parameters_ = 0;
+  // Checks record_ against `served` (when given) for `target`.
+  void check_target(const model::ModelConfig& target, const ServedTarget* served) const;
 };
 
 }  // namespace mtp::drafter

@@ -102,6 +102,25 @@ std::pair<torch::Tensor, torch::Tensor> TorchAssistant::step(
           at::linear(xn, param(p, "post_projection.weight"))};
 }
 
+std::vector<torch::Tensor> TorchAssistant::chain(
+    const std::vector<torch::Tensor>& p, const std::vector<int32_t>& tokens,
+    const AssistantCapture& cap, const std::vector<std::vector<int32_t>>& feed,
+    int step_shift) const {
+  auto [logits, state] = step(p, embed(tokens), step1_state(cap.post_norm), cap.kv);
+  std::vector<torch::Tensor> out{logits};
+  for (size_t j = 0; j < feed.size(); ++j) {
+    TORCH_CHECK(feed[j].size() == tokens.size(), "TorchAssistant::chain: feed of step ", j + 2,
+                " holds ", feed[j].size(), " tokens, not ", tokens.size());
+    const int64_t shift = int64_t(j + 1) * step_shift;
+    auto e = embed(feed[j]);
+    if (shift != 0) e = torch::roll(e, shift, 1), state = torch::roll(state, shift, 1);
+    std::tie(logits, state) = step(p, e, state, cap.kv);
+    if (shift != 0) logits = torch::roll(logits, -shift, 1), state = torch::roll(state, -shift, 1);
+    out.push_back(logits);
+  }
+  return out;
+}
+
 std::vector<float> TorchAssistant::read_dir(const std::string& dir) const {
   const io::TensorSet ts = io::TensorSet::open_dir(dir);
   model::check_tensor_shapes(ts, drafter::assistant_tensor_shapes(a_), "the assistant's config");

@@ -68,6 +68,22 @@ class TorchAssistant {
   // Step 1's state of every row: state[t] = post_norm[t - 1] (row 0: zeros).
   static torch::Tensor step1_state(const torch::Tensor& post_norm);
 
+  // Draft steps 1..K of every row t (the chain of N = t + 1 committed
+  // tokens), carried as the engine's runner carries them: step 1 from
+  // tokens[t] and step1_state; step j > 1 from step j - 1's state' and the
+  // token feed[j - 2][t] ([R] each: the committed text's tokens[t + j - 1]
+  // when training, the engine's own drafts in the parity gate), at the SAME
+  // position t and keys [.., t - 1] as step 1 (the drafted tokens have no
+  // K/V). step_shift != 0 plants the mistake of advancing the position per
+  // draft (step j at position t + (j - 1)·step_shift, its keys with it; rows
+  // shifted past the end wrap): only for tests, which the gate must fail.
+  // Returns each step's logits [1, R, vocab].
+  std::vector<torch::Tensor> chain(const std::vector<torch::Tensor>& params,
+                                   const std::vector<int32_t>& tokens,
+                                   const AssistantCapture& cap,
+                                   const std::vector<std::vector<int32_t>>& feed,
+                                   int step_shift = 0) const;
+
   // The flat parameters of a gemma4_assistant directory (its tensors as
   // fp32, by name; ShapeError / FormatError as the engine's loader).
   std::vector<float> read_dir(const std::string& dir) const;

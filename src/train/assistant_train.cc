@@ -8,58 +8,121 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "core/mapped_file.h"
+#include "core/setting.h"
 #include "drafter/assistant_gguf.h"
 #include "drafter/gemma4_assistant.h"
 #include "io/pretrain_data.h"
+#include "model/fingerprint.h"
 #include "model/loader.h"
+#include "train/assistant_parity.h"
 #include "train/assistant_torch.h"
+#include "train/pretrain_target.h"
+#include "train/trainer.h"
 
 namespace fs = std::filesystem;
 
 namespace mtp::train {
 
-AssistantTrainResult train_assistant(const AssistantTrainOptions& o) {
+namespace {
+
+void check_options(const AssistantTrainOptions& o) {
   if (o.steps < 1 || o.seq_len < 3) {
     fail<InputError>("train-assistant: steps {} and sequence length {} must be >= 1 and >= 3",
                      o.steps, o.seq_len);
   }
+  if (o.K < 1 || o.K > 16) fail_setting<InputError>("K", "draft steps {} outside 1..16", o.K);
+  if (o.seq_len < o.K + 2) {
+    fail<InputError>("train-assistant: a window of {} tokens has no row for draft step {} (the "
+                     "sequence length must be >= K + 2 = {})", o.seq_len, o.K, o.K + 2);
+  }
   if (!(o.lr > 0)) fail<InputError>("train-assistant: learning rate {} must be > 0", o.lr);
-  const model::Model m(model::load_model(o.target, {}));
-  const drafter::Gemma4Assistant init = drafter::Gemma4Assistant::load(o.init_from, m.config());
-  const std::string cfg_path = (fs::path(o.init_from) / "config.json").string();
-  const nlohmann::json config = parse_json(read_file(cfg_path), "'" + cfg_path + "'");
-  const io::PretrainData data = io::read_pretrain_data(o.tokens);
+}
+
+// The token stream, checked against the target's vocabulary.
+io::PretrainData read_stream(const AssistantTrainOptions& o, int vocab) {
+  io::PretrainData data = io::read_pretrain_data(o.tokens);
   const std::vector<int32_t>& stream = data.train.tokens;
   if (stream.size() < size_t(o.seq_len)) {
     fail<InputError>("train-assistant: '{}' holds {} training tokens, fewer than one sequence of {}",
                      o.tokens, stream.size(), o.seq_len);
   }
-  for (int32_t t : stream) {
-    if (t < 0 || t >= m.config().vocab) {
-      fail<InputError>("train-assistant: '{}' holds token {}, outside the target's vocabulary of {}",
-                       o.tokens, t, m.config().vocab);
+  for (const std::vector<int32_t>* s : {&data.train.tokens, &data.heldout.tokens}) {
+    for (int32_t t : *s) {
+      if (t < 0 || t >= vocab) {
+        fail<InputError>("train-assistant: '{}' holds token {}, outside the target's vocabulary "
+                         "of {}", o.tokens, t, vocab);
+      }
     }
   }
+  return data;
+}
+
+// Σ_j w_j · mean cross-entropy of step j over rows t = 1 .. R - j, each fed
+// tok[t + j - 1] and labelled with the target's argmax there.
+torch::Tensor chain_loss(const TorchAssistant& ta, const std::vector<torch::Tensor>& leaves,
+                         const std::vector<int32_t>& toks, const AssistantCapture& cap,
+                         const std::vector<double>& w, int step_shift) {
+  const int64_t R = int64_t(toks.size());
+  const int K = int(w.size());
+  std::vector<std::vector<int32_t>> feed;
+  for (int j = 2; j <= K; ++j) {
+    std::vector<int32_t> f(toks.size(), 0);
+    for (int64_t t = 0; t + j - 1 < R; ++t) f[size_t(t)] = toks[size_t(t + j - 1)];
+    feed.push_back(std::move(f));
+  }
+  const std::vector<torch::Tensor> logits = ta.chain(leaves, toks, cap, feed, step_shift);
+  torch::Tensor loss = torch::zeros({}, torch::kFloat32);
+  for (int j = 1; j <= K; ++j) {
+    const int64_t rows = R - j;  // t = 1 .. R - j
+    const auto labels = torch::tensor(std::vector<int64_t>(cap.target_argmax.begin() + j,
+                                                           cap.target_argmax.end()));
+    const auto l = logits[size_t(j - 1)].squeeze(0).narrow(0, 1, rows);
+    loss = loss + w[size_t(j - 1)] * torch::nn::functional::cross_entropy(l, labels);
+  }
+  return loss;
+}
+
+}  // namespace
+
+AssistantTrainResult train_assistant(const AssistantTrainOptions& o) {
+  check_options(o);
+  const std::vector<double> w = per_step_loss_weights(o.loss_weights, o.K);
+  const model::Model m(model::load_model(o.target, {}));
+  nlohmann::json config;
+  if (o.init_from.empty()) {
+    config = scratch_assistant_config(m.config(), o.shape);
+  } else {
+    const std::string cfg_path = (fs::path(o.init_from) / "config.json").string();
+    config = parse_json(read_file(cfg_path), "'" + cfg_path + "'");
+  }
+  const drafter::AssistantConfig ac = drafter::parse_assistant_config(
+      config, m.config(), o.init_from.empty() ? "the scratch assistant" : o.init_from);
+  std::vector<int32_t> ordering;
   const torch::Device cpu(torch::kCPU);
-  const TorchAssistant ta(m, init.config(), cpu);
-  torch::Tensor flat = ta.layout().to_flat(ta.read_dir(o.init_from), cpu);
+  const TorchAssistant ta(m, ac, cpu);
+  std::vector<float> init;
+  if (o.init_from.empty()) {
+    init = init_flat_params(ta.layout(), ac.block.n_layers, o.seed,
+                            {"o_proj.weight", "down_proj.weight", "post_projection.weight"});
+  } else {
+    ordering = drafter::Gemma4Assistant::load(o.init_from, m.config()).weights().ordering;
+    init = ta.read_dir(o.init_from);
+  }
+  const io::PretrainData data = read_stream(o, m.config().vocab);
+  const std::vector<int32_t>& stream = data.train.tokens;
+  torch::Tensor flat = ta.layout().to_flat(init, cpu);
   // The views share flat's storage: the optimizer's in-place steps train it.
   std::vector<torch::Tensor> leaves = ta.layout().views(flat, true);
   torch::optim::Adam opt(leaves, torch::optim::AdamOptions(o.lr));
   std::mt19937_64 rng(o.seed);
   AssistantTrainResult r;
-  const int64_t R = o.seq_len;
+  const size_t R = size_t(o.seq_len);
   for (int s = 0; s < o.steps; ++s) {
-    const size_t start = size_t(rng() % uint64_t(stream.size() - size_t(R) + 1));
-    const std::vector<int32_t> toks(stream.begin() + long(start), stream.begin() + long(start) + R);
-    const AssistantCapture cap = engine_capture(m, init.config(), toks, cpu);
-    // Row t (t >= 1) drafts the target's next token after toks[0..t].
-    const auto labels = torch::tensor(std::vector<int64_t>(cap.target_argmax.begin() + 1,
-                                                           cap.target_argmax.end()));
+    const size_t start = size_t(rng() % uint64_t(stream.size() - R + 1));
+    const std::vector<int32_t> toks(stream.begin() + long(start), stream.begin() + long(start + R));
+    const AssistantCapture cap = engine_capture(m, ac, toks, cpu);
     opt.zero_grad();
-    auto logits = ta.step(leaves, ta.embed(toks), TorchAssistant::step1_state(cap.post_norm),
-                          cap.kv).first.squeeze(0).narrow(0, 1, R - 1);
-    auto loss = torch::nn::functional::cross_entropy(logits, labels);
+    auto loss = chain_loss(ta, leaves, toks, cap, w, o.step_shift);
     loss.backward();
     opt.step();
     r.losses.push_back(loss.item<double>());
@@ -68,9 +131,32 @@ AssistantTrainResult train_assistant(const AssistantTrainOptions& o) {
                  r.losses.back());
     }
   }
-  // The config as it came (transformers' strict config classes take no keys
-  // of ours; what it was trained against is the caller's to record).
-  ta.write_dir(o.out, config, to_host(flat), init.weights().ordering);
+  // The config plus the record of the target it was trained against
+  // (drafter::AssistantRecord: transformers keeps and ignores it).
+  config[drafter::kAssistantRecordKey] =
+      drafter::AssistantRecord{model::target_fingerprint(m.loaded()),
+                               model::arch_name(m.config().arch), drafter::kAssistantCapture}
+          .to_json();
+  const std::vector<float> trained = to_host(flat);
+  ta.write_dir(o.out, config, trained, ordering);
+  if (o.parity) {
+    // The engine's assistant as every user loads the directory, on a
+    // held-out window (the stream's first when none is held out).
+    const std::vector<int32_t>& held =
+        data.heldout.tokens.size() >= R ? data.heldout.tokens : stream;
+    const std::vector<int32_t> gate(held.begin(), held.begin() + long(R));
+    const drafter::Gemma4Assistant eng = drafter::Gemma4Assistant::load(o.out, m.config());
+    const auto p = ta.layout().views(ta.layout().to_flat(trained, cpu), false);
+    const AssistantParity rep = assistant_parity(m, eng, ta, p, gate, o.K, o.step_shift);
+    r.parity_ran = true;
+    r.parity_passed = rep.passed;
+    r.parity_text = rep.text();
+    fmt::print(stderr, "{}", r.parity_text);
+    if (!rep.passed) {
+      fail<Error>("assistant parity gate FAILED: the libtorch assistant and the engine's "
+                  "disagree on the draft chain (table above); '{}' is not to be used", o.out);
+    }
+  }
   if (!o.gguf.empty()) drafter::write_assistant_gguf(o.out, o.gguf);
   return r;
 }

@@ -38,9 +38,23 @@ namespace mtp::train {
 // weight lands orders of magnitude above.
 // An argmax can flip only if the top-2 margin is below |Δa| + |Δb| ≤ 2·tol_logit:
 // positions with a larger torch margin must agree exactly; the rest are near-ties.
+double fp32_tolerance(double stages, double n, double scale) {
+  constexpr double kU = 5.9604644775390625e-8;  // 2^-24
+  constexpr double kC = 64.0;
+  return kC * stages * kU * std::sqrt(n) * scale;
+}
+
+void top2(const float* x, size_t n, int32_t& arg, double& margin) {
+  size_t a = kernels::argmax(x, n);  // ties: lowest index
+  float second = -std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < n; ++i) {
+    if (i != a && x[i] > second) second = x[i];
+  }
+  arg = int32_t(a);
+  margin = double(x[a]) - double(second);
+}
+
 namespace {
-constexpr double kU = 5.9604644775390625e-8;  // 2^-24
-constexpr double kC = 64.0;
 
 struct Input {
   std::string source;
@@ -59,16 +73,6 @@ struct ModuleAcc {
   std::vector<Row> rows;
   std::vector<int32_t> engine_argmax;
 };
-
-void top2(const float* x, size_t n, int32_t& arg, double& margin) {
-  size_t a = kernels::argmax(x, n);  // ties: lowest index
-  float second = -std::numeric_limits<float>::infinity();
-  for (size_t i = 0; i < n; ++i) {
-    if (i != a && x[i] > second) second = x[i];
-  }
-  arg = int32_t(a);
-  margin = double(x[a]) - double(second);
-}
 
 // The target as the engine side of the gate reads it: a block-quantized head
 // (a GGUF or requantized target: Q8_0, Q4_K_M's Q6_K ...) held as its exact
@@ -235,8 +239,8 @@ ParityReport run_parity(const model::Model& target_as_loaded, const drafter::Dra
     m.max_dlogit = a.max_dlogit;
     m.ref_h = a.ref_h;
     m.ref_logit = a.ref_xnorm * max_wnorm;
-    m.tol_h = kC * (k + 1) * kU * std::sqrt(double(a.n)) * m.ref_h;
-    m.tol_logit = kC * (k + 2) * kU * std::sqrt(double(a.n)) * m.ref_logit;
+    m.tol_h = fp32_tolerance(k + 1, double(a.n), m.ref_h);
+    m.tol_logit = fp32_tolerance(k + 2, double(a.n), m.ref_logit);
     m.positions = long(a.rows.size());
     for (const Row& r : a.rows) {
       if (r.margin > 2 * m.tol_logit) {

@@ -58,6 +58,15 @@ struct ParityReport {
   nlohmann::json to_json() const;
 };
 
+// The tolerance rule derived in parity.cc: C·stages·u·√n·scale for a chain
+// of `stages` compute stages whose longest reduction is n long, at the
+// activations' `scale` (C = 64, u = 2^-24). The assistant's gate
+// (train/assistant_parity.h) uses it too.
+double fp32_tolerance(double stages, double n, double scale);
+// The argmax of x[0..n) (ties: the lowest index) and its margin over the
+// runner-up.
+void top2(const float* x, size_t n, int32_t& arg, double& margin);
+
 // `torch_tensors`: the drafter's tensors by name for the libtorch side (a
 // training checkpoint's weights); `engine`: the drafter file as the engine
 // loaded it; `target` as loaded (a block-quantized head is compared as its

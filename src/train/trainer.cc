@@ -81,6 +81,21 @@ double training_memory_bytes(const model::ModelConfig& c, const drafter::Drafter
 
 }  // namespace
 
+std::vector<double> per_step_loss_weights(const std::vector<double>& given, int K) {
+  if (given.empty()) {
+    fail_setting<InputError>("loss_weights", "the loss weights need at least one value");
+  }
+  for (double w : given) {
+    if (!std::isfinite(w) || w < 0) {
+      fail_setting<InputError>("loss_weights", "loss weights must be finite and >= 0, got {}", w);
+    }
+  }
+  std::vector<double> w = given;
+  while (int(w.size()) < K) w.push_back(w.back() * 0.8);
+  w.resize(size_t(std::max(K, 0)));
+  return w;
+}
+
 TrainReport run_training(const TrainOptions& o) {
   // ---- options ----
   if (o.K < 1 || o.K > 16) {
@@ -97,14 +112,7 @@ TrainReport run_training(const TrainOptions& o) {
     fail_setting<InputError>("ema", "the EMA decay must be in [0, 1) (0 = off), got {}", o.ema);
   }
   if (o.offset_shift < -1 || o.offset_shift > 0) fail<InputError>("offset shift must be -1 or 0");
-  if (o.loss_weights.empty()) {
-    fail_setting<InputError>("loss_weights", "the loss weights need at least one value");
-  }
-  for (double w : o.loss_weights) {
-    if (!std::isfinite(w) || w < 0) {
-      fail_setting<InputError>("loss_weights", "loss weights must be finite and >= 0, got {}", w);
-    }
-  }
+  per_step_loss_weights(o.loss_weights, o.K);
   if (o.loss != "ce" && o.loss != "kl" && o.loss != "ce+kl") {
     fail_setting<InputError>("loss", "the loss must be ce, kl or ce+kl, got '{}'", o.loss);
   }
@@ -173,9 +181,7 @@ TrainReport run_training(const TrainOptions& o) {
   dc.window = o.window < 0 ? data.seq_len() : o.window;
   dc.hidden_dtype = data.hidden_dtype();
   TorchMtp tm(target, dc, dev);
-  std::vector<double> w = o.loss_weights;
-  while (int(w.size()) < o.K) w.push_back(w.back() * 0.8);
-  w.resize(size_t(o.K));
+  const std::vector<double> w = per_step_loss_weights(o.loss_weights, o.K);
 
   const int M = dist.world() * o.accum;  // micro-batches per step
   const long per_step = long(M) * o.batch;

@@ -104,4 +104,9 @@ struct TrainReport {
 // failed parity gate).
 TrainReport run_training(const TrainOptions& o);
 
+// The loss weight of each of K draft steps (modules, or the assistant's
+// steps): `given` (at least one, each finite and >= 0: InputError for the
+// setting loss_weights), the missing ones continuing ×0.8, cut to K.
+std::vector<double> per_step_loss_weights(const std::vector<double>& given, int K);
+
 }  // namespace mtp::train

@@ -22,6 +22,13 @@ void add_train(CLI::App& root) {
   auto nproc = std::make_shared<int>(0);
   CLI::App* cmd = root.add_subcommand(
       cli::kTrain.name, cli::kTrain.help);
+  auto arch = std::make_shared<std::string>("mtp");
+  cmd->add_option("--drafter-arch", *arch,
+                  "mtp: the K-module MTP drafter (the flags below); gemma4-assistant: Gemma 4's "
+                  "assistant, online only (`mtpspec train --drafter-arch gemma4-assistant "
+                  "--online -m MODEL --tokens FILE -o DIR [--init-from DIR] [--k K]`: the flags "
+                  "of `mtpspec train-assistant --help`)")
+      ->check(CLI::IsMember({"mtp", "gemma4-assistant"}));
   auto* shards = cmd->add_option("--shards", o->shards_dir,
                                  "Shards folder written by `mtpspec precompute`");
   cmd->add_option("--online-jobs", o->online_jobs,
@@ -129,7 +136,12 @@ void add_train(CLI::App& root) {
       "flags; self-distillation samples with --seed. With --jobs-only it writes the jobs and "
       "prints this command instead (to train on another machine, e.g. a CUDA build: "
       "docs/TRAINING.md).");
-  cmd->callback([o, no_parity, nproc, cmd] {
+  cmd->callback([o, no_parity, nproc, cmd, arch] {
+    if (*arch != "mtp") {
+      fail<InputError>("the assistant is trained by `mtpspec train --drafter-arch {} --online` "
+                       "(or `mtpspec-train {}`), which take its own flags", *arch,
+                       cli::kTrainAssistant.name);
+    }
     if (*nproc > 1) {
       const int st = run_local_ranks(*nproc, own_arguments(), o->run_dir, 30);
       if (st != 0) fail<IoError>("data-parallel training on {} local ranks failed (status {})",

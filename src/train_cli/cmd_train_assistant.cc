@@ -1,7 +1,8 @@
-// `mtpspec train-assistant`: Gemma 4's assistant trained (fine-tuned from
-// --init-from) against the exact target the engine serves
-// (train/assistant_train.h). Runs in bin/mtpspec-train; `mtpspec
-// train-assistant` execs it (app/train_forward.h).
+// `mtpspec train-assistant` (also `mtpspec train --drafter-arch
+// gemma4-assistant --online`): Gemma 4's assistant trained from scratch or
+// fine-tuned from --init-from against the exact target the engine serves
+// (train/assistant_train.h). Runs in bin/mtpspec-train; `mtpspec` execs it
+// (app/train_forward.h).
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
@@ -17,25 +18,52 @@ namespace mtp::train_cli {
 
 void add_train_assistant(CLI::App& root) {
   auto o = std::make_shared<train::AssistantTrainOptions>();
+  auto no_parity = std::make_shared<bool>(false);
   CLI::App* cmd = root.add_subcommand(cli::kTrainAssistant.name, cli::kTrainAssistant.help);
   cmd->add_option("-m,--model", o->target, "The served target (any checkpoint the engine loads)")
       ->required();
-  cmd->add_option("--init-from", o->init_from,
-                  "gemma4_assistant directory to start from (Google's, to fine-tune it)")
-      ->required();
+  auto* init = cmd->add_option(
+      "--init-from", o->init_from,
+      "gemma4_assistant directory to start from (Google's, to fine-tune it); without it, an "
+      "assistant of the --assistant-* shape is trained from scratch");
+  cmd->add_option("--assistant-layers", o->shape.layers,
+                  "From scratch: layers (the last full attention, the others sliding)")
+      ->check(cli::Range(1, 64))->excludes(init);
+  cmd->add_option("--assistant-hidden", o->shape.hidden,
+                  "From scratch: width (0 = the target's d_model / 6, as Google's E2B assistant)")
+      ->check(cli::NonNegative)->excludes(init);
+  cmd->add_option("--assistant-heads", o->shape.heads,
+                  "From scratch: query heads (0 = 4, rounded up to the target's kv heads)")
+      ->check(cli::NonNegative)->excludes(init);
+  cmd->add_option("--assistant-ffn", o->shape.ffn, "From scratch: MLP width (0 = 8 x width)")
+      ->check(cli::NonNegative)->excludes(init);
   cmd->add_option("--tokens", o->tokens,
                   "Token stream: a pretraining tokens file (written by `mtpspec pretrain`)")
       ->required();
-  cmd->add_option("-o,--out", o->out, "gemma4_assistant directory to write")->required();
+  cmd->add_option("-o,--out,--output", o->out, "gemma4_assistant directory to write")->required();
   cmd->add_option("--gguf", o->gguf,
                   "Also write it as llama.cpp's gemma4-assistant GGUF here (full head)");
+  cmd->add_option("--k", o->K, "Draft steps trained jointly (the state carried step to step)")
+      ->check(cli::Range(1, 16));
+  cmd->add_option("--loss-weights", o->loss_weights,
+                  "Per-step loss weights, comma separated (missing ones continue x0.8)")
+      ->delimiter(',');
   cmd->add_option("--steps", o->steps, "Optimizer steps")->check(cli::Positive);
-  cmd->add_option("--seq-len", o->seq_len, "Tokens per step (>= 3)")->check(cli::Positive);
+  cmd->add_option("--seq-len", o->seq_len, "Tokens per step (>= K + 2)")->check(cli::Positive);
   cmd->add_option("--lr", o->lr, "Adam learning rate");
-  cmd->add_option("--seed", o->seed, "Seed of the windows drawn from the stream");
-  cmd->callback([o] {
+  cmd->add_option("--seed", o->seed, "Seed of the windows drawn from the stream and of scratch weights")
+      ->check(cli::kSeedRange);
+  cmd->add_flag("--no-parity", *no_parity, "Skip the parity gate at the end");
+  cmd->footer(
+      "The output records the target's fingerprint and the capture point; `mtpspec generate "
+      "--drafter DIR` refuses it for another target unless --drafter-target-mismatch warn. "
+      "docs/TRAINING.md \"Gemma 4's assistant\".");
+  cmd->callback([o, no_parity] {
+    o->parity = !*no_parity;
     const train::AssistantTrainResult r = train::train_assistant(*o);
-    const nlohmann::json j = {{"out", o->out}, {"losses", r.losses}};
+    const nlohmann::json j = {{"out", o->out}, {"losses", r.losses},
+                              {"parity", r.parity_ran ? nlohmann::json(r.parity_passed)
+                                                      : nlohmann::json("skipped")}};
     fmt::print("{}\n", j.dump());
   });
 }

@@ -3,7 +3,7 @@
 // `generate` drafts with it and prints the plain output (one prompt, and
 // --prompts --parallel), --json reports its cost per draft step; an
 // assistant that does not fit the target, or a malformed one, exits 2
-// naming the field and both values; --tree is refused (chains only).
+// naming the field and both values; --tree drafts trees (output = plain).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -87,6 +87,22 @@ TEST(AssistantCli, GenerateEqualsPlainAndReportsTheCost) {
 // bench --cycle-cost with the assistant: a row per draft length with the
 // live acceptance per position and the assistant's forwards per cycle, the
 // outputs equal to plain; what needs the K-module drafter exits 2.
+TEST(AssistantCli, TreesEqualPlain) {
+  const Dirs d = dirs();
+  const std::string args = base(d) + " -p 'abc de' -n 24 --temp 0";
+  const CliResult plain = run_cli(args + " --no-spec");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  for (const char* tree : {"--tree 2,2,1,1,1", "--tree-budget 6"}) {
+    SCOPED_TRACE(tree);
+    const CliResult spec =
+        run_cli(args + " " + tree + " --drafter " + shell_quote(d.assistant));
+    ASSERT_EQ(spec.status, 0) << spec.err;
+    const nlohmann::json p = nlohmann::json::parse(plain.out), s = nlohmann::json::parse(spec.out);
+    EXPECT_EQ(s["token_ids"], p["token_ids"]);
+    EXPECT_GT(s["stats"]["sources"]["gemma4-assistant"]["proposed"].get<long>(), 0) << spec.out;
+  }
+}
+
 TEST(AssistantCli, BenchCycleCostReportsAcceptancePerPosition) {
   const Dirs d = dirs();
   const std::string prompts = temp_dir("g4a-cli-bp") + "/p.jsonl";
@@ -165,14 +181,44 @@ TEST(AssistantCli, MisfitAndMalformedAssistantsExit2NamingTheField) {
     EXPECT_NE(r.err.find(c.words), std::string::npos) << r.err;
   }
   const Dirs d = dirs();
-  const CliResult tree = run_cli(base(d) + " -p 'abc' -n 4 --tree 2,1 --drafter " +
-                                 shell_quote(d.assistant));
-  EXPECT_EQ(tree.status, 2);
-  EXPECT_NE(tree.err.find("chains only"), std::string::npos) << tree.err;
   const CliResult k = run_cli(base(d) + " -p 'abc' -n 4 --draft-k 17 --drafter " +
                               shell_quote(d.assistant));
   EXPECT_EQ(k.status, 2);
   EXPECT_NE(k.err.find("--draft-k 17 is outside 1..16"), std::string::npos) << k.err;
+}
+
+// An assistant recording another target's fingerprint exits 2 naming both
+// fingerprints (as a K-module drafter does), runs with
+// --drafter-target-mismatch warn (output = plain); one with no record
+// (Google's) runs with a note saying it was accepted unchecked.
+TEST(AssistantCli, AnotherTargetsAssistantExits2NamingBothFingerprints) {
+  const std::string other(64, 'c');
+  AssistantSpec a;
+  a.config_patch = {{"mtpspec",
+                     {{"target_fingerprint", other},
+                      {"capture", "target hidden after the final norm at the position before the "
+                                  "last committed token, with the K/V of the target's last "
+                                  "K/V-owning layer of each attention kind"}}}};
+  const Dirs d = dirs(a);
+  const std::string args = base(d) + " -p 'abc' -n 8 --temp 0 --drafter " + shell_quote(d.assistant);
+  const CliResult r = run_cli(args);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("was trained for target " + other), std::string::npos) << r.err;
+  const size_t at = r.err.find("this target is ");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.substr(at + 15, 64).find_first_not_of("0123456789abcdef"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("--drafter-target-mismatch"), std::string::npos) << r.err;
+  const CliResult warned = run_cli(args + " --drafter-target-mismatch warn");
+  ASSERT_EQ(warned.status, 0) << warned.err;
+  const CliResult plain = run_cli(base(d) + " -p 'abc' -n 8 --temp 0 --no-spec");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  EXPECT_EQ(nlohmann::json::parse(warned.out)["token_ids"],
+            nlohmann::json::parse(plain.out)["token_ids"]);
+  const Dirs g = dirs({});
+  const CliResult google = run_cli(base(g) + " -p 'abc' -n 4 --drafter " + shell_quote(g.assistant));
+  ASSERT_EQ(google.status, 0) << google.err;
+  EXPECT_NE(google.err.find("records no target"), std::string::npos) << google.err;
 }
 
 }  // namespace

@@ -103,6 +103,7 @@ TEST(SettingFlags, EveryFlagOfTheTableIsACommandsFlag) {
   // train has every flag of mtpspec-train's commands in the table (its start
   // loads libtorch: about a second).
   add(run_cli_binary(MTPSPEC_TRAIN_BIN_PATH, "train --help"), "train");
+  add(run_cli_binary(MTPSPEC_TRAIN_BIN_PATH, "train-assistant --help"), "train-assistant");
   ASSERT_TRUE(flags.count("--model")) << testing::PrintToString(flags);
   for (const auto& [setting, flag] : cli::kSettingFlags) {
     EXPECT_TRUE(flags.count(flag)) << setting << " -> " << flag;

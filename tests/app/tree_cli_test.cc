@@ -43,7 +43,7 @@ TEST(TreeFlags, GenerateRefusesWhatItCannotVerify) {
   const std::string drafter = dir + "/drafter.safetensors";
   ASSERT_EQ(run_cli("init-drafter -m " + model + " -o " + drafter + " --k 2").status, 0);
   const std::string g = "generate -m " + model + " --drafter " + drafter + " -p Once -n 8 ";
-  expect_refused(g + "--tree 2,2,2", "--tree 2,2,2 is 3 deep; the drafter has K = 2");
+  expect_refused(g + "--tree 2,2,2", "--tree 2,2,2 is 3 deep; the drafter drafts 2 deep at most");
   expect_refused(g + "--tree 2,0", "--tree: a tree shape \"2,0\": widths are whole numbers");
   expect_refused(g + "--tree ''", "--tree");  // ran a chain, exit 0, before
   expect_refused(g + "--tree 2 --tree-budget 4", "excludes");

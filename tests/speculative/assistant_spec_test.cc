@@ -10,12 +10,14 @@
 //   bit, after accept/reject cycles of every length;
 // - rejection sampling drafts from the assistant's q (the centroid head's:
 //   its selected tokens only) and runs to the end;
-// - generations longer than the target's sliding ring read its K/V in place.
+// - generations longer than the target's sliding ring read its K/V in place;
+// - trees: output == plain, every node (rejected branches too) its replay's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <memory>
 #include <random>
+#include <span>
 
 #include "assistant_util.h"
 #include "core/error.h"
@@ -250,10 +252,90 @@ TEST(AssistantSpec, NeedsAnAssistant) {
   SchedulerOptions so;
   so.sources = {kAssistantSource};
   EXPECT_THROW(Scheduler s(*f.target.model, nullptr, nullptr, so, nullptr), InputError);
-  so.assistant = f.assistant;
-  so.tree.kind = TreeOptions::Kind::Static;
-  so.tree.widths = {2, 1};
-  EXPECT_THROW(Scheduler s(*f.target.model, nullptr, nullptr, so, nullptr), InputError);
+}
+
+// The rows of a replay over committed seq[0 .. N) fed `path` (the tokens
+// after the last committed one): step d + 1 fed path[0 .. d), as a fresh
+// target cache and the runner give them — (argmax, largest score) per step.
+std::vector<std::pair<int32_t, float>> replay_path(const Fixture& f, std::span<const int32_t> seq,
+                                                   const std::vector<int32_t>& path) {
+  const model::Model& m = *f.target.model;
+  const int N = int(seq.size());
+  model::KVCache kv = m.make_cache(1, N, N, 0);
+  std::vector<model::Row> rows;
+  for (int p = 0; p + 1 < N; ++p) rows.push_back({0, p, seq[size_t(p)]});
+  const size_t d = size_t(m.config().d_model);
+  std::vector<float> hidden(rows.size() * d), state(d), next(d);
+  m.forward(rows, kv, {nullptr, nullptr, hidden.data()}, nullptr);
+  m.final_norm(hidden.data() + size_t(N - 2) * d, 1, state.data());
+  drafter::AssistantRunner runner(m, *f.assistant);
+  std::vector<std::pair<int32_t, float>> out;
+  for (size_t j = 0; j <= path.size(); ++j) {
+    const drafter::AssistantInput in{0, N - 1, j == 0 ? seq[size_t(N - 1)] : path[j - 1],
+                                     state.data()};
+    runner.step({&in, 1}, kv, next.data(), nullptr);
+    const drafter::AssistantScores s = runner.scores(0);
+    const size_t best = size_t(std::max_element(s.logits, s.logits + s.n) - s.logits);
+    out.push_back({s.token(best), s.logits[best]});
+    state = next;
+  }
+  return out;
+}
+
+// Trees: output == plain for static and budget shapes, greedy and coupled;
+// at temperature 0 every node of every verified tree — rejected branches
+// included — carries the score of the replay fed its path (bit for bit),
+// and each node's first child (the root's too) is that row's argmax.
+TEST(AssistantSpec, TreesMatchPlainAndEveryNodeItsReplay) {
+  for (bool ordered : {false, true}) {
+    const Fixture f = make_fixture(ordered, 41);
+    std::mt19937 rng(11);
+    long nodes = 0, off_path = 0;
+    for (const TreeOptions& shape : {TreeOptions::parse("2,2,1"), TreeOptions::with_budget(6)}) {
+      for (int i = 0; i < 3; ++i) {
+        SCOPED_TRACE(testing::Message() << (ordered ? "centroid " : "full ") << shape.describe()
+                                        << " prompt " << i);
+        const std::vector<int32_t> prompt = test::random_tokens(rng, 2 + int(rng() % 8), 8);
+        GenerateOptions o;
+        o.n_new = 30;
+        if (i == 2) o.sampler = {.temperature = 0.9f, .seed = 4};
+        SpecOptions so;
+        so.assistant = f.assistant;
+        so.draft_k = 3;
+        so.tree = shape;
+        so.record_trace = true;
+        const GenerateResult plain = generate(*f.target.model, nullptr, prompt, o, nullptr);
+        const GenerateResult spec = generate(*f.target.model, nullptr, prompt, o, nullptr, nullptr, so);
+        ASSERT_EQ(spec.token_ids, plain.token_ids);
+        if (!o.sampler.greedy()) continue;
+        std::vector<int32_t> seq = prompt;
+        seq.insert(seq.end(), spec.token_ids.begin(), spec.token_ids.end());
+        for (const CycleTrace& cyc : spec.trace) {
+          if (cyc.drafts.empty()) continue;
+          const std::span<const int32_t> committed(seq.data(), size_t(cyc.n_committed));
+          ASSERT_EQ(cyc.scores.size(), cyc.drafts.size());
+          std::vector<uint8_t> accepted(cyc.drafts.size(), 0), first(cyc.drafts.size() + 1, 1);
+          for (int32_t a : cyc.accepted_nodes) accepted[size_t(a)] = 1;
+          for (size_t x = 0; x < cyc.drafts.size(); ++x) {
+            std::vector<int32_t> path;  // x's ancestors, root first
+            for (int p = cyc.parents[x]; p >= 0; p = cyc.parents[size_t(p)]) path.insert(path.begin(), cyc.drafts[size_t(p)]);
+            const auto rows = replay_path(f, committed, path);
+            ASSERT_EQ(test::first_bit_difference({cyc.scores[x]}, {rows.back().second}), -1)
+                << "N=" << cyc.n_committed << " node " << x;
+            const size_t parent_slot = size_t(cyc.parents[x] + 1);  // 0: the root
+            if (first[parent_slot]) {
+              EXPECT_EQ(cyc.drafts[x], rows.back().first) << "N=" << cyc.n_committed << " node " << x;
+              first[parent_slot] = 0;
+            }
+            ++nodes;
+            off_path += !accepted[x];
+          }
+        }
+      }
+    }
+    EXPECT_GT(nodes, 60);
+    EXPECT_GT(off_path, 10) << "no rejected branch was checked";
+  }
 }
 
 }  // namespace

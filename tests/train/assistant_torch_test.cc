@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "drafter/assistant_runner.h"
 #include "drafter/gemma4_assistant.h"
+#include "model/fingerprint.h"
 #include "model/loader.h"
 #include "model_util.h"
 #include "python_util.h"
@@ -173,7 +174,15 @@ TEST(TorchAssistant, TrainAssistantFineTunesAgainstTheEngineTarget) {
   const double first = (r.losses[0] + r.losses[1] + r.losses[2]) / 3;
   const double last = (r.losses[13] + r.losses[14] + r.losses[15]) / 3;
   EXPECT_LT(last, first);
-  const drafter::Gemma4Assistant back = drafter::Gemma4Assistant::load(o.out, f.m.config());
+  // It records the exact target (the engine refuses it for another) and so
+  // does its GGUF.
+  const drafter::ServedTarget served{model::target_fingerprint(f.m.loaded()),
+                                     drafter::TargetMismatch::Refuse};
+  const drafter::Gemma4Assistant back =
+      drafter::Gemma4Assistant::load(o.out, f.m.config(), {}, &served);
+  EXPECT_EQ(back.record().target_fingerprint, served.fingerprint);
+  EXPECT_EQ(drafter::Gemma4Assistant::load(o.gguf, f.m.config(), {}, &served).record().capture,
+            drafter::kAssistantCapture);
   EXPECT_EQ(back.parameters(), f.g.parameters());
   // Its GGUF drafts as the directory does (both F32: bit for bit).
   const drafter::Gemma4Assistant gg = drafter::Gemma4Assistant::load(o.gguf, f.m.config());
@@ -190,7 +199,7 @@ TEST(TorchAssistant, TrainAssistantFineTunesAgainstTheEngineTarget) {
 
 // transformers (PyPI, CPU; label `reference`) loads an exported directory
 // (the initial weights moved off by N(0, 0.01): not the checkpoint writer's
-// bits) as it loads Google's and drafts, on the same random target, what
+// bits; its config carrying the target record) as it loads Google's and drafts, on the same random target, what
 // the engine drafts from it: every score within 2× the fp32 tolerance, the
 // chosen tokens equal wherever the top two are apart.
 TEST(TransformersAssistantExport, TrainedExportDraftsAsTransformers) {
@@ -204,7 +213,14 @@ TEST(TransformersAssistantExport, TrainedExportDraftsAsTransformers) {
   torch::manual_seed(1);
   flat.add_(torch::randn({flat.size(0)}, torch::TensorOptions().dtype(torch::kFloat32)) * 0.01);
   const std::string out = test::temp_dir("g4a-hf-export") + "/assistant";
-  ta.write_dir(out, test::assistant_config_json(f.t, {}), to_host(flat));
+  // With the record of its target, as train-assistant writes it (transformers
+  // must keep loading it as Google's).
+  nlohmann::json config = test::assistant_config_json(f.t, {});
+  config[drafter::kAssistantRecordKey] =
+      drafter::AssistantRecord{model::target_fingerprint(f.m.loaded()), "gemma4",
+                               drafter::kAssistantCapture}
+          .to_json();
+  ta.write_dir(out, config, to_host(flat));
   const drafter::Gemma4Assistant back = drafter::Gemma4Assistant::load(out, f.m.config());
   constexpr int kN0 = 2, kSteps = 3;
   const auto eng = drafter::assistant_teacher_forced(f.m, back, f.tokens, kN0, kSteps, nullptr, true);

@@ -77,8 +77,9 @@ GenerateResult generate(const model::Model& m, const io::Tokenizer* tok,
                         const std::vector<int32_t>& prompt_ids, const GenerateOptions& opt,
                         ThreadPool* pool, const TextCallback& on_text, const SpecOptions& spec) {
   if (opt.n_new < 0) fail<InputError>("the number of new tokens must be >= 0, got {}", opt.n_new);
-  if (spec.tree.is_tree() && !spec.drafter) {
-    fail<InputError>("draft trees are drafted by an MTP drafter; none was given");
+  if (spec.tree.is_tree() && !spec.drafter && !spec.assistant) {
+    fail<InputError>("draft trees are drafted by an MTP drafter or Gemma 4's assistant; neither "
+                     "was given");
   }
   const int longest = std::max({spec.drafter ? spec.drafter->config().K : 0,
                                 spec.sources.empty() ? 0 : spec.lookup.max_draft, 1});

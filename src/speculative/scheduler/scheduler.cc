@@ -149,7 +149,7 @@ void Scheduler::make_sources(const drafter::Drafter* drafter) {
   }
   if (opt_.tree.is_tree()) {
     if (!priced_ || !priced_->trees()) {
-      fail<InputError>("draft trees ({}) need a draft source that proposes trees (mtp); the "
+      fail<InputError>("draft trees ({}) need a draft source that proposes trees (mtp, gemma4-assistant); the "
                        "sources are: {}", opt_.tree.describe(), source_names(opt_, drafter).empty()
                            ? std::string("none") : fmt::format("{}", fmt::join(source_names(opt_, drafter), ", ")));
     }

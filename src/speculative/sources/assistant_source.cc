@@ -48,6 +48,10 @@ void AssistantSource::propose(std::span<ProposeJob> jobs) {
     if (j.max_len < 1 || N < 2) continue;
     MTP_CHECK(j.target->forwarded() >= N - 1, "{}: {} committed tokens but {} forwarded",
               kAssistantSource, N, j.target->forwarded());
+    if (j.tree && j.tree->is_tree()) {
+      propose_tree(j, j.target->kv());
+      continue;
+    }
     by_cache[&j.target->kv()].push_back(&j);
   }
   for (const auto& [kv, group] : by_cache) propose_group(group, *kv);
@@ -103,6 +107,62 @@ void AssistantSource::propose_group(std::span<ProposeJob* const> jobs, const mod
     if (on_call) on_call(k, int(live.size()), s);
     live = std::move(still);
   }
+}
+
+void AssistantSource::run_step(ProposeJob& j, int k, const model::KVCache& kv) {
+  next_.resize(in_.size() * size_t(runner_.assistant().config().backbone));
+  const auto t0 = Clock::now();
+  runner_.step(in_, kv, next_.data(), j.target->pool());
+  const double s = since(t0);
+  j.seconds += s;
+  if (j.depth_seconds && size_t(k) < j.depth_seconds->size()) (*j.depth_seconds)[size_t(k)] += s;
+  if (on_call) on_call(k, int(in_.size()), s);
+}
+
+void AssistantSource::propose_tree(ProposeJob& j, const model::KVCache& kv) {
+  MTP_CHECK(j.tree->kind == TreeOptions::Kind::Static || j.tree->kind == TreeOptions::Kind::Budget,
+            "{}: a tree job of shape {} (the engine resolves auto)", kAssistantSource,
+            j.tree->describe());
+  DraftTree& tree = *j.out;
+  const size_t B = size_t(runner_.assistant().config().backbone);
+  const int N = int(j.committed.size());
+  const bool budget = j.tree->kind == TreeOptions::Kind::Budget;
+  const int depth_max = std::min(j.max_len, max_len_);
+  const int beam = budget ? budget_beam(j.tree->budget) : 0;
+  const int D = budget ? depth_max : std::min(depth_max, int(j.tree->widths.size()));
+  state_.resize(B);
+  runner_.target().final_norm(j.target->hidden(N - 2), 1, state_.data());
+  node_state_.clear();
+  cum_.clear();
+  std::vector<int> depth, expand{-1};  // -1: the root (the last committed token)
+  for (int k = 0; k < D && !expand.empty(); ++k) {
+    in_.clear();
+    for (int x : expand) {
+      in_.push_back({j.target->seq(), N - 1, x < 0 ? j.committed.back() : tree.token[size_t(x)],
+                     x < 0 ? state_.data() : node_state_.data() + size_t(x) * B});
+    }
+    run_step(j, k, kv);
+    const size_t level = tree.size();
+    for (size_t r = 0; r < expand.size(); ++r) {
+      const drafter::AssistantScores s = runner_.scores(r);
+      if (j.p_min > 0 && top_probability(s.logits, s.n) < j.p_min) continue;
+      // Depth k + 1's children: candidates for the token at position N + k.
+      j.sampler->top(s.logits, s.n, N + k, s.ids, size_t(budget ? beam : j.tree->widths[size_t(k)]),
+                     budget, cand_);
+      const float mx = *std::max_element(s.logits, s.logits + s.n);
+      const int x = expand[r];
+      for (const Sampler::Candidate& c : cand_) {
+        tree.push(c.id, x, {kAssistantSource, k});
+        cum_.push_back((x < 0 ? 1.0 : cum_[size_t(x)]) * c.prob);
+        depth.push_back(k + 1);
+        if (j.scores) j.scores->push_back(mx);
+        node_state_.insert(node_state_.end(), next_.begin() + std::ptrdiff_t(r * B),
+                           next_.begin() + std::ptrdiff_t((r + 1) * B));
+      }
+    }
+    level_to_expand(expand, level, tree.size(), budget ? beam : 0, cum_);
+  }
+  if (budget) keep_most_probable(tree, j.scores, cum_, depth, j.tree->budget);
 }
 
 DraftSource::Cost AssistantSource::measure_cost(ThreadPool* pool) {

@@ -12,11 +12,22 @@
 // the target's capture alone (live ≡ teacher-forced,
 // drafter::assistant_teacher_forced). docs/SEMANTICS.md "Gemma 4's
 // assistant" gives every step's inputs.
+//
+// Trees (a job's Static or Budget shape): depth d's nodes are expanded in
+// one assistant call, one row per expanded node; a node's row takes its
+// token and the state' of the row that drafted it (its parent's expansion:
+// each branch carries its own state), at the same position N - 1 and keys
+// [.., N - 2] as every chain step — the target's committed K/V only, no
+// draft has any. Children are the row's best candidates (Sampler::top);
+// Budget expands the beam most probable nodes of each depth and keeps the
+// budget's most probable nodes (keep_most_probable), as the MTP source does.
+// A node's tokens and scores are those of the replay fed its path.
 #pragma once
 #include <span>
 #include <vector>
 
 #include "drafter/assistant_runner.h"
+#include "speculative/cycle/sampler.h"
 #include "speculative/sources/draft_source.h"
 
 namespace mtp::speculative {
@@ -30,6 +41,7 @@ class AssistantSource final : public DraftSource {
   Capture capture() const override { return Capture::SharedKV; }
   Pricing pricing() const override { return Pricing::Priced; }
   int max_len() const override { return max_len_; }
+  bool trees() const override { return true; }
 
   void propose(std::span<ProposeJob> jobs) override;
   // Seconds of one step of a few rows and of each further row, over a
@@ -41,11 +53,18 @@ class AssistantSource final : public DraftSource {
  private:
   // The jobs in `jobs` whose target cache is `kv`, drafted together.
   void propose_group(std::span<ProposeJob* const> jobs, const model::KVCache& kv);
+  // Job j's tree (j.tree a Static or Budget shape) into j.out.
+  void propose_tree(ProposeJob& j, const model::KVCache& kv);
+  // One step for in_ (timed into j), its state' into next_.
+  void run_step(ProposeJob& j, int k, const model::KVCache& kv);
 
   drafter::AssistantRunner runner_;
   int max_len_;
   std::vector<drafter::AssistantInput> in_;
   std::vector<float> state_, next_;
+  std::vector<float> node_state_;              // [node, backbone]: state' of its drafting row
+  std::vector<double> cum_;                    // [node] cumulative draft probability
+  std::vector<Sampler::Candidate> cand_;
 };
 
 // The default draft length of the assistant when none is asked for.

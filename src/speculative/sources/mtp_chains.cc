@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 #include "core/error.h"
 #include "drafter/module_rows.h"
@@ -22,6 +23,48 @@ float top_probability(const float* logits, size_t vocab) {
   double sum = 0;
   for (size_t i = 0; i < vocab; ++i) sum += std::exp(double(logits[i]) - mx);
   return float(1.0 / sum);
+}
+
+int budget_beam(int budget) {
+  return std::clamp(int(std::ceil(std::sqrt(double(budget)))), 1, 8);
+}
+
+void level_to_expand(std::vector<int>& expand, size_t begin, size_t end, int beam,
+                     const std::vector<double>& cum) {
+  expand.resize(end - begin);
+  std::iota(expand.begin(), expand.end(), int(begin));
+  if (beam > 0 && int(expand.size()) > beam) {
+    std::stable_sort(expand.begin(), expand.end(),
+                     [&](int a, int b) { return cum[size_t(a)] > cum[size_t(b)]; });
+    expand.resize(size_t(beam));
+    std::sort(expand.begin(), expand.end());
+  }
+}
+
+void keep_most_probable(DraftTree& tree, std::vector<float>* scores,
+                        const std::vector<double>& cum, const std::vector<int>& depth,
+                        int budget) {
+  if (int(tree.size()) <= budget) return;
+  std::vector<int> order(tree.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    if (cum[size_t(a)] != cum[size_t(b)]) return cum[size_t(a)] > cum[size_t(b)];
+    return depth[size_t(a)] < depth[size_t(b)];
+  });
+  std::vector<uint8_t> keep(tree.size(), 0);
+  for (int i = 0; i < budget; ++i) keep[size_t(order[size_t(i)])] = 1;
+  DraftTree kept;
+  std::vector<float> kept_scores;
+  std::vector<int> index(tree.size(), -1);
+  for (size_t i = 0; i < tree.size(); ++i) {
+    if (!keep[i]) continue;
+    const int p = tree.parent[i];
+    MTP_CHECK(p < 0 || index[size_t(p)] >= 0, "budget pruning kept node {} without its parent", i);
+    index[i] = kept.push(tree.token[i], p < 0 ? -1 : index[size_t(p)], tree.source[i]);
+    if (scores) kept_scores.push_back((*scores)[i]);
+  }
+  tree = std::move(kept);
+  if (scores) *scores = std::move(kept_scores);
 }
 
 int32_t choose_draft(Sampler& sampler, SpecSampling mode, const float* lg, size_t n,

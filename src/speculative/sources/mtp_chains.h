@@ -56,6 +56,26 @@ int32_t choose_draft(Sampler& sampler, SpecSampling mode, const float* logits, s
 // Top probability of a logits row (softmax max), for --draft-p-min.
 float top_probability(const float* logits, size_t vocab);
 
+// A budget tree's beam: the nodes of a depth expanded, and the children
+// each gets (EAGLE-2's top-k): ceil(sqrt(budget)) within 1..8.
+int budget_beam(int budget);
+
+// The nodes of one tree depth to expand: nodes [begin, end) in order, or
+// with beam > 0 (a budget tree) the beam of them with the largest cum (ties
+// to the earlier), in node order.
+void level_to_expand(std::vector<int>& expand, size_t begin, size_t end, int beam,
+                     const std::vector<double>& cum);
+
+// A budget tree (TreeOptions::Kind::Budget) cut to its `budget` most
+// probable nodes by cum[node] (the product of the draft probabilities on
+// its path), ties to the shallower (depth[node]), then earlier node. A
+// child's cum never exceeds its parent's, so every kept node's parent is
+// kept. scores (optional: one per node) follow the kept nodes. No-op when
+// the tree has at most `budget` nodes.
+void keep_most_probable(DraftTree& tree, std::vector<float>* scores,
+                        const std::vector<double>& cum, const std::vector<int>& depth,
+                        int budget);
+
 class MtpChains {
  public:
   // Module caches for n_slots sequences of up to ctx positions each.

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <numeric>
 
 #include "core/error.h"
 #include "speculative/sources/builtin_source.h"
@@ -162,7 +161,7 @@ void MtpSource::propose_tree(ProposeJob& j) {
   if (int(widths.size()) > depth_max) widths.resize(size_t(depth_max));
   // Budget: expand the `beam` most probable nodes of a depth with their
   // `beam` best children (EAGLE-2's top-k), then keep the budget's best.
-  const int beam = budget ? std::clamp(int(std::ceil(std::sqrt(double(j.tree->budget)))), 1, 8) : 0;
+  const int beam = budget ? budget_beam(j.tree->budget) : 0;
   const int D = budget ? depth_max : int(widths.size());
   if (D < 1) return;
   const float* d0_logits = chains_.d0_logits(slot);
@@ -174,14 +173,7 @@ void MtpSource::propose_tree(ProposeJob& j) {
   size_t level_begin = 0, level_end = tree.size();
   for (int k = 1; k < D && level_end > level_begin; ++k) {
     // The depth-k nodes to expand.
-    expand.resize(level_end - level_begin);
-    std::iota(expand.begin(), expand.end(), int(level_begin));
-    if (budget && int(expand.size()) > beam) {
-      std::stable_sort(expand.begin(), expand.end(),
-                       [&](int a, int b) { return cum_[size_t(a)] > cum_[size_t(b)]; });
-      expand.resize(size_t(beam));
-      std::sort(expand.begin(), expand.end());
-    }
+    level_to_expand(expand, level_begin, level_end, budget ? beam : 0, cum_);
     // Module k's rows: every node on the path to an expanded node, in node
     // order (parents first), each a tree row under its parent's row.
     on_path.assign(tree.size(), 0);
@@ -244,31 +236,7 @@ void MtpSource::propose_tree(ProposeJob& j) {
     level_end = tree.size();
   }
 
-  if (budget && int(tree.size()) > j.tree->budget) {
-    // Keep the budget's most probable nodes. A child's cumulative probability
-    // never exceeds its parent's and ties go to the shallower, earlier node,
-    // so every kept node's parent is kept.
-    std::vector<int> order(tree.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-      if (cum_[size_t(a)] != cum_[size_t(b)]) return cum_[size_t(a)] > cum_[size_t(b)];
-      return depth[size_t(a)] < depth[size_t(b)];
-    });
-    std::vector<uint8_t> keep(tree.size(), 0);
-    for (int i = 0; i < j.tree->budget; ++i) keep[size_t(order[size_t(i)])] = 1;
-    DraftTree kept;
-    std::vector<float> kept_scores;
-    std::vector<int> index(tree.size(), -1);
-    for (size_t i = 0; i < tree.size(); ++i) {
-      if (!keep[i]) continue;
-      const int p = tree.parent[i];
-      MTP_CHECK(p < 0 || index[size_t(p)] >= 0, "budget pruning kept node {} without its parent", i);
-      index[i] = kept.push(tree.token[i], p < 0 ? -1 : index[size_t(p)], tree.source[i]);
-      if (j.scores) kept_scores.push_back((*j.scores)[i]);
-    }
-    tree = std::move(kept);
-    if (j.scores) *j.scores = std::move(kept_scores);
-  }
+  if (budget) keep_most_probable(tree, j.scores, cum_, depth, j.tree->budget);
 }
 
 }  // namespace mtp::speculative
