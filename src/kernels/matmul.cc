@@ -431,10 +431,11 @@ void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, fl
     return;
   }
   detail::ensure_simd_target();
-  if (weight_type_quantized(w.hold())) {
+  if (weight_type_quantized(w.hold()) || w.is_view()) {
     if (x_stride < w.cols() || y_stride < w.rows())
       fail<ShapeError>("matmul: x_stride {} < cols {} or y_stride {} < rows {}", x_stride,
                        w.cols(), y_stride, w.rows());
+    if (w.is_view()) return detail::matmul_view(w, x, x_stride, q, y, y_stride, pool);
     return detail::matmul_grouped(w, x, x_stride, q, y, y_stride, pool);
   }
   // Diagnostic only (drift --verify-kernels blas): not batch-invariant.

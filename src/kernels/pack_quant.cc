@@ -81,6 +81,27 @@ PackedMatrix PackedMatrix::pack_blocks(const void* blocks, GgmlType type, size_t
   return detail::hold_blocks(static_cast<const uint8_t*>(blocks), type, hold_of(type), rows, cols);
 }
 
+PackedMatrix PackedMatrix::view(const void* data, GgmlType type, size_t rows, size_t cols,
+                               std::shared_ptr<const void> owner) {
+  if (!ggml_type_supported(type))
+    fail<ShapeError>("cannot read a matrix of ggml type {} (supported: {})",
+                     ggml_type_name(static_cast<uint32_t>(type)), kSupportedGgmlTypes);
+  const GgmlTypeInfo info = ggml_type_info(static_cast<uint32_t>(type));
+  if (cols % info.block_elems != 0)
+    fail<ShapeError>("a {} matrix of {} columns is not a whole number of {}-element blocks per row",
+                     info.name, cols, info.block_elems);
+  PackedMatrix m;
+  m.rows_ = rows;
+  m.cols_ = cols;
+  m.hold_ = type == GgmlType::F16 ? WeightType::F16 : hold_of(type);
+  m.bytes_ = rows * ggml_row_bytes(static_cast<uint32_t>(type), cols);
+  m.view_ = true;
+  // Shares `owner`'s count; never freed through this pointer.
+  m.data_ = std::shared_ptr<uint8_t[]>(std::move(owner),
+                                       static_cast<uint8_t*>(const_cast<void*>(data)));
+  return m;
+}
+
 void PackedMatrix::row_blocks(size_t r, uint8_t* out) const {
   if (parts_) {
     for (const auto& p : *parts_) {
@@ -92,6 +113,11 @@ void PackedMatrix::row_blocks(size_t r, uint8_t* out) const {
   if (!weight_type_quantized(hold_))
     fail<ShapeError>("row_blocks: a {} matrix is not held as ggml blocks", weight_type_name(hold_));
   if (r >= rows_) fail<ShapeError>("row_blocks: row {} of {}", r, rows_);
+  if (view_) {
+    const size_t rb = ggml_row_bytes(static_cast<uint32_t>(weight_ggml_type(hold_)), cols_);
+    std::memcpy(out, data_.get() + r * rb, rb);
+    return;
+  }
   detail::grouped_gather_row(weight_ggml_type(hold_), data_.get(), rows_, cols_, r, out);
 }
 
