@@ -33,8 +33,20 @@ void add_model_flags(CLI::App* cmd, ModelArgs& a) {
                   "q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (docs/FORMATS.md)")
       ->check(CLI::IsMember(kWeightTypeNames))
       ->capture_default_str();
+  add_tied_head_flag(cmd, a.tied_head);
   cmd->add_option("--threads", a.threads, "Worker threads (default: physical cores)")
       ->check(cli::NonNegative);
+}
+
+void add_tied_head_flag(CLI::App* cmd, std::string& mode) {
+  cmd->add_option("--tied-head", mode,
+                  "How a tied head reads the token table: auto (in place from the memory map, "
+                  "no copy, where the weights hold the stored floats exactly; a packed copy for "
+                  "GGUF block types, whose in-place product is slower), mapped (in place for "
+                  "block types too) or packed (always a copy). Every logit has the same bits "
+                  "either way")
+      ->check(CLI::IsMember({"auto", "mapped", "packed"}))
+      ->capture_default_str();
 }
 
 void add_capture_flags(CLI::App* cmd, speculative::PrecomputeOptions& o) {
