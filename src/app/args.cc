@@ -40,12 +40,13 @@ void add_model_flags(CLI::App* cmd, ModelArgs& a) {
 
 void add_tied_head_flag(CLI::App* cmd, std::string& mode) {
   cmd->add_option("--tied-head", mode,
-                  "How a tied head reads the token table: auto (in place from the memory map, "
-                  "no copy, where the weights hold the stored floats exactly; a packed copy for "
-                  "GGUF block types, whose in-place product is slower), mapped (in place for "
-                  "block types too) or packed (always a copy). Every logit has the same bits "
-                  "either way")
-      ->check(CLI::IsMember({"auto", "mapped", "packed"}))
+                  "How a tied head reads the token table: packed (a copy in the kernels' "
+                  "layout, the fastest), mapped (a float table read in place from the memory "
+                  "map: no copy, ~10 % slower on a large head; the weights must hold its values "
+                  "as stored or fp32; GGUF block types stay packed) or mapped-blocks (block "
+                  "types in place too, computed by the much slower reference). Every logit has "
+                  "the same bits either way")
+      ->check(CLI::IsMember({"packed", "mapped", "mapped-blocks"}))
       ->capture_default_str();
 }
 

@@ -54,17 +54,19 @@ struct BenchArgs {
   bool in_place = false;
 };
 
-// Row-major storage of `src` in the float hold `dt` (fp32, bf16, fp16).
-std::vector<uint8_t> row_major(const std::vector<float>& src, kernels::WeightType dt) {
+// Row-major storage of `src` in the float hold `dt` (fp32, bf16, fp16), on
+// the pages the packed copies get (alloc_large: the kernels compared alone;
+// a checkpoint's memory map is on 4 KiB pages — bench-decode measures that).
+LargeBuffer row_major(const std::vector<float>& src, kernels::WeightType dt) {
   const bool f32 = dt == kernels::WeightType::F32;
-  std::vector<uint8_t> out(src.size() * (f32 ? 4 : 2));
+  LargeBuffer out(alloc_large(src.size() * (f32 ? 4 : 2)));
   for (size_t i = 0; i < src.size(); ++i) {
     if (f32) {
-      std::memcpy(out.data() + 4 * i, &src[i], 4);
+      std::memcpy(out.get() + 4 * i, &src[i], 4);
       continue;
     }
     const uint16_t h = dt == kernels::WeightType::BF16 ? f32_to_bf16(src[i]) : f32_to_f16(src[i]);
-    std::memcpy(out.data() + 2 * i, &h, 2);
+    std::memcpy(out.get() + 2 * i, &h, 2);
   }
   return out;
 }
@@ -178,12 +180,12 @@ void run_bench(const BenchArgs& a) {
       while (mats.size() < n_mats)
         mats.push_back(kernels::PackedMatrix::pack(src.data(), DType::F32, out, in, dt));
       // In place: as many row-major copies, each a view (float types only).
-      std::vector<std::vector<uint8_t>> stores;
+      std::vector<LargeBuffer> stores;
       std::vector<kernels::PackedMatrix> views;
       if (a.in_place && !kernels::weight_type_quantized(dt))
         while (views.size() < n_mats) {
           stores.push_back(row_major(src, dt));
-          views.push_back(kernels::PackedMatrix::view(stores.back().data(),
+          views.push_back(kernels::PackedMatrix::view(stores.back().get(),
                                                       kernels::weight_ggml_type(dt), out, in,
                                                       nullptr));
         }

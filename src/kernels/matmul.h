@@ -68,8 +68,8 @@ class PackedMatrix {
   // (held as fp32, bf16, fp16), or a block type pack_blocks takes
   // (ggml_row_bytes(type, cols) bytes per row). matmul() gives the bits a
   // packed copy of the same values gives (kernels/matmul_rows.cc); block
-  // types run the reference arithmetic (quant_dot.h), slower than a packed
-  // copy. `owner` keeps the storage alive (null: the caller does). Throws
+  // types run the reference arithmetic (quant_dot.h), much slower than a
+  // packed copy. `owner` keeps the storage alive (null: the caller does). Throws
   // ShapeError as pack_blocks for another type or a partial block.
   static PackedMatrix view(const void* data, GgmlType type, size_t rows, size_t cols,
                            std::shared_ptr<const void> owner);

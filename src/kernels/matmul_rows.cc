@@ -20,8 +20,16 @@
 //
 // Performance: a tile holds kR output rows × kQ activation rows of 16-lane
 // accumulators; the kR rows are adjacent in memory (one linear stream of
-// kR·row bytes), prefetched into L2 kPrefetchBytes ahead by the first tile
-// as matmul.cc does, and re-read from L1 by the other tiles of a verify.
+// kR·row bytes), re-read from L1 by the other tiles of a verify. The first
+// tile prefetches that stream into L2 kPrefetchBytes ahead at every q, q = 1
+// included (matmul.cc leaves q = 1 to the hardware on AMD): read as kR
+// interleaved short streams (a 1536-col bf16 row is 3 KiB) the hardware
+// prefetcher falls behind — measured on a 262144x1536 bf16 head (Zen 4
+// 2-core VM, 1 thread, bench-kernels --in-place, the rows on 4 KiB pages):
+// q = 1 88 ms without, 45 ms with (the packed copy, on huge pages, 35-51 ms
+// in the same runs). On huge pages too it still ran ~10 % behind the packed
+// copy at q = 1 (docs/perf/gemma4.md; 8 rows per tile measured no better),
+// hence model::TiedHead's default.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -56,7 +64,7 @@ struct RowsArgs {
   const float* xtail;  // [q, 32]: each row's partial last superchunk, zero-padded
   float* y;
   size_t y_stride, q;
-  bool prefetch;
+  bool prefetch;  // software prefetch of the weight stream (always, see the top)
 };
 constexpr size_t kRowsGroup = 4;  // output rows per thread-split unit
 }  // namespace mtp::kernels::detail
@@ -74,31 +82,8 @@ using DU = hn::RebindToUnsigned<DF>;
 constexpr size_t kN = hn::MaxLanes(DF());
 constexpr size_t kV = kLanes / kN;  // vectors per 16-lane accumulator
 
-// matmul.cc's tree sum of one 16-lane accumulator (kV vectors of kN lanes).
-template <class D>
-HWY_INLINE float reduce_vec(D d, hn::Vec<D> v) {
-#if HWY_TARGET == HWY_SCALAR
-  (void)d;
-  return hn::GetLane(v);
-#else
-  constexpr size_t n = hn::MaxLanes(D());
-  if constexpr (n > 4) {
-    const hn::Half<D> dh;
-    return reduce_vec(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
-  } else {
-    (void)d;
-    v = hn::Add(v, hn::Shuffle1032(v));
-    return hn::GetLane(hn::Add(v, hn::Shuffle2301(v)));
-  }
-#endif
-}
-HWY_INLINE float reduce16(const hn::Vec<DF>* acc) {
-  hn::Vec<DF> a[kV];
-  for (size_t v = 0; v < kV; ++v) a[v] = acc[v];
-  for (size_t w = kV / 2; w >= 1; w /= 2)
-    for (size_t v = 0; v < w; ++v) a[v] = hn::Add(a[v], a[v + w]);
-  return reduce_vec(DF(), a[0]);
-}
+// matmul.cc's tree sum of one 16-lane accumulator (reduce16).
+#include "kernels/reduce16-inl.h"
 
 // kN weights of element type kE from element i of a row, as fp32 (exact).
 template <Elem kE>
@@ -291,7 +276,7 @@ void matmul_view(const PackedMatrix& w, const float* x, size_t x_stride, size_t 
     tail = xtail.data();
   }
   const RowsArgs a{w.data(), w.rows(), cols, nfull, ns, elem_of(w.hold()), x, x_stride, tail,
-                   y, y_stride, q, q > 1 || prefetch_single_row()};
+                   y, y_stride, q, true};
   auto fn = HWY_DYNAMIC_DISPATCH(MatmulRowsGroups);
   const size_t G = (w.rows() + kRowsGroup - 1) / kRowsGroup;
   if (pool && pool->size() > 1 && w.bytes() * q > g_parallel_min_work.load(std::memory_order_relaxed))

@@ -67,7 +67,9 @@ PackedMatrix pack_quantized(const void* src, DType st, size_t rows, size_t cols,
 }
 }  // namespace detail
 
-PackedMatrix PackedMatrix::pack_blocks(const void* blocks, GgmlType type, size_t rows, size_t cols) {
+namespace {
+// ShapeError unless `type` is a supported ggml type and cols whole blocks of it.
+void check_blocks(GgmlType type, size_t cols) {
   if (!ggml_type_supported(type))
     fail<ShapeError>("cannot hold a matrix of ggml type {} (supported: {})",
                      ggml_type_name(static_cast<uint32_t>(type)), kSupportedGgmlTypes);
@@ -75,6 +77,11 @@ PackedMatrix PackedMatrix::pack_blocks(const void* blocks, GgmlType type, size_t
   if (cols % info.block_elems != 0)
     fail<ShapeError>("a {} matrix of {} columns is not a whole number of {}-element blocks per row",
                      info.name, cols, info.block_elems);
+}
+}  // namespace
+
+PackedMatrix PackedMatrix::pack_blocks(const void* blocks, GgmlType type, size_t rows, size_t cols) {
+  check_blocks(type, cols);
   if (type == GgmlType::F32) return pack(blocks, DType::F32, rows, cols, WeightType::F32);
   if (type == GgmlType::F16) return pack(blocks, DType::F16, rows, cols, WeightType::F32);
   if (type == GgmlType::BF16) return pack(blocks, DType::BF16, rows, cols, WeightType::BF16);
@@ -83,13 +90,7 @@ PackedMatrix PackedMatrix::pack_blocks(const void* blocks, GgmlType type, size_t
 
 PackedMatrix PackedMatrix::view(const void* data, GgmlType type, size_t rows, size_t cols,
                                std::shared_ptr<const void> owner) {
-  if (!ggml_type_supported(type))
-    fail<ShapeError>("cannot read a matrix of ggml type {} (supported: {})",
-                     ggml_type_name(static_cast<uint32_t>(type)), kSupportedGgmlTypes);
-  const GgmlTypeInfo info = ggml_type_info(static_cast<uint32_t>(type));
-  if (cols % info.block_elems != 0)
-    fail<ShapeError>("a {} matrix of {} columns is not a whole number of {}-element blocks per row",
-                     info.name, cols, info.block_elems);
+  check_blocks(type, cols);
   PackedMatrix m;
   m.rows_ = rows;
   m.cols_ = cols;

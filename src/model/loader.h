@@ -17,7 +17,7 @@ struct LoadOptions {
   // and the embedding table is used as stored.
   Hold weights;
   // How a tied head reads the token table (model::TiedHead).
-  TiedHead tied_head = TiedHead::Auto;
+  TiedHead tied_head = TiedHead::Packed;
 };
 
 struct LoadedModel {

@@ -34,34 +34,33 @@ kernels::WeightType resolve_hold(const Hold& hold, DType stored) {
 }
 
 TiedHead parse_tied_head(const std::string& name) {
-  if (name == "auto") return TiedHead::Auto;
-  if (name == "mapped") return TiedHead::Mapped;
   if (name == "packed") return TiedHead::Packed;
-  fail_setting<InputError>("tied_head", "unknown tied-head mode '{}' (want auto, mapped or packed)",
-                           name);
+  if (name == "mapped") return TiedHead::Mapped;
+  if (name == "mapped-blocks") return TiedHead::MappedBlocks;
+  fail_setting<InputError>("tied_head",
+                           "unknown tied-head mode '{}' (want packed, mapped or mapped-blocks)", name);
 }
 
 kernels::PackedMatrix EmbeddingTable::head(const Hold& hold, TiedHead mode,
                                            const std::string& what) const {
   if (blocks != GgmlType::F32) {
-    if (mode == TiedHead::Mapped) return kernels::PackedMatrix::view(data, blocks, rows, cols, owner);
+    if (mode == TiedHead::MappedBlocks)
+      return kernels::PackedMatrix::view(data, blocks, rows, cols, owner);
     return kernels::PackedMatrix::pack_blocks(data, blocks, rows, cols);
   }
+  if (mode == TiedHead::Packed) return pack_float_matrix(data, dtype, rows, cols, hold, what);
   const kernels::WeightType h = resolve_hold(hold, dtype);
   // Holds that keep every stored value (and so compute its bits).
   const bool exact = h == kernels::WeightType::F32 ||
                      (h == kernels::WeightType::BF16 && dtype == DType::BF16) ||
                      (h == kernels::WeightType::F16 && dtype == DType::F16);
-  if (mode == TiedHead::Mapped && !exact)
+  if (!exact)
     fail_setting<ConfigError>("tied_head", "{}: an in-place head reads the {} values as stored, "
                               "but the weights are held as {}", what, dtype_name(dtype),
                               kernels::weight_type_name(h));
-  if (mode != TiedHead::Packed && exact) {
-    const GgmlType t = dtype == DType::BF16 ? GgmlType::BF16 : dtype == DType::F16 ? GgmlType::F16
-                                                                                   : GgmlType::F32;
-    return kernels::PackedMatrix::view(data, t, rows, cols, owner);
-  }
-  return pack_float_matrix(data, dtype, rows, cols, hold, what);
+  const GgmlType t = dtype == DType::BF16 ? GgmlType::BF16 : dtype == DType::F16 ? GgmlType::F16
+                                                                                 : GgmlType::F32;
+  return kernels::PackedMatrix::view(data, t, rows, cols, owner);
 }
 
 std::vector<float> norm_weight(const void* src, DType t, size_t n, bool one_plus) {

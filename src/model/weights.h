@@ -32,17 +32,20 @@ using Hold = std::optional<kernels::WeightType>;
 kernels::WeightType resolve_hold(const Hold& hold, DType stored);
 
 // How a tied head reads the token table (LoadOptions::tied_head):
-//   Auto: in place (kernels::PackedMatrix::view, no copy) where the table is
-//         float storage the hold keeps exactly (bf16 held as bf16 or fp32,
-//         fp16 as fp16 or fp32, fp32 as fp32); a packed copy otherwise — a
-//         requantizing or rounding hold, and ggml block storage, whose
-//         in-place product runs the reference arithmetic (slower);
-//   Mapped: in place for block storage too; a hold that changes the values
-//         is refused (ConfigError, setting "tied_head");
-//   Packed: always a packed copy.
+//   Packed (the default): a packed copy — the kernels' layout, the fastest
+//         product (the in-place one measured ~10 % slower at q = 1 on a
+//         262,144-row head, docs/perf/gemma4.md);
+//   Mapped: float storage read in place (kernels::PackedMatrix::view, no
+//         copy: the table's bytes stay in the memory map) under a hold that
+//         keeps its values (bf16 held as bf16 or fp32, fp16 as fp16 or fp32,
+//         fp32 as fp32; another is refused: ConfigError, setting
+//         "tied_head"); ggml block storage stays a packed copy (its fast
+//         kernels need the grouped layout);
+//   MappedBlocks: block storage in place too (the reference arithmetic,
+//         row by row: much slower).
 // In place or packed, every logit has the same bits (kernels/matmul_rows.cc).
-enum class TiedHead : uint8_t { Auto, Mapped, Packed };
-// "auto" | "mapped" | "packed"; InputError naming the allowed set.
+enum class TiedHead : uint8_t { Packed, Mapped, MappedBlocks };
+// "packed" | "mapped" | "mapped-blocks"; InputError naming the allowed set.
 TiedHead parse_tied_head(const std::string& name);
 
 // A [vocab, d] table viewed in place: fp32, bf16 or fp16 storage (`dtype`),

@@ -1,10 +1,9 @@
 // A tied head read in place from the checkpoint's memory map
-// (model::TiedHead, kernels::PackedMatrix::view): by default a float table
-// the hold keeps exactly is not copied, a GGUF block table is packed unless
-// `mapped` is asked for; in place or packed, every logit of decode, verify
-// chunks and batched rows has the same bits — the property that lets the
-// engine use either. A hold that would change the values is refused for
-// `mapped`.
+// (model::TiedHead, kernels::PackedMatrix::view): `mapped` reads a float table
+// the hold keeps exactly without a copy (a GGUF block table stays packed
+// unless `mapped-blocks`); in place or packed, every logit of decode and
+// verify chunks has the same bits — the property that lets the engine use
+// either. A hold that would change the values is refused for `mapped`.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -48,7 +47,7 @@ void expect_same_logits(const LoadedModel& a, const LoadedModel& b, const std::s
       << what << ": in place, chunks against decode";
 }
 
-// Hugging Face checkpoints with tied embeddings in each float dtype: `auto`
+// Hugging Face checkpoints with tied embeddings in each float dtype: `mapped`
 // reads the table in place under every hold that keeps its values.
 TEST(TiedHead, HfFloatTableIsReadInPlaceWithThePackedCopysBits) {
   for (auto [arch, dt] : {std::pair{Arch::Gemma4, DType::BF16}, std::pair{Arch::Qwen3, DType::F16},
@@ -61,21 +60,20 @@ TEST(TiedHead, HfFloatTableIsReadInPlaceWithThePackedCopysBits) {
     const LoadedModel packed = load(dir, {}, TiedHead::Packed);
     EXPECT_FALSE(packed.weights.lm_head.is_view()) << what;
     for (Hold hold : {Hold{}, Hold{WeightType::F32}}) {
-      const LoadedModel mapped = load(dir, hold, TiedHead::Auto);
+      const LoadedModel mapped = load(dir, hold, TiedHead::Mapped);
       ASSERT_TRUE(mapped.weights.lm_head.is_view()) << what;
       EXPECT_EQ(mapped.weights.lm_head.data(), mapped.weights.embed.data) << what << ": a copy";
       expect_same_logits(mapped, packed, what);
     }
-    // A rounding or requantizing hold packs (auto) and is refused (mapped).
+    // A rounding or requantizing hold is refused in place.
     const Hold changes = dt == DType::BF16 ? Hold{WeightType::Q8_0} : Hold{WeightType::BF16};
-    EXPECT_FALSE(load(dir, changes, TiedHead::Auto).weights.lm_head.is_view()) << what;
     test::expect_error<ConfigError>([&] { load(dir, changes, TiedHead::Mapped); },
                                     {"tied head", "held as"});
   }
 }
 
-// GGUF token_embd in block types: packed by default, in place when mapped,
-// the same bits either way.
+// GGUF token_embd in block types: packed (mapped too), in place with
+// mapped-blocks, the same bits either way.
 TEST(TiedHead, GgufBlockTableInPlaceWhenMapped) {
   RandomSpec s = RandomSpec::for_arch(Arch::Llama);
   s.tie = true;
@@ -88,9 +86,9 @@ TEST(TiedHead, GgufBlockTableInPlaceWhenMapped) {
     test::GgufConvert opt;
     opt.type_of = [t](const std::string& n) { return n == "token_embd.weight" ? int(t) : -1; };
     test::convert_hf_to_gguf(dir, gguf, opt);
-    const LoadedModel packed = load(gguf, {}, TiedHead::Auto);
+    const LoadedModel packed = load(gguf, {}, TiedHead::Mapped);
     EXPECT_FALSE(packed.weights.lm_head.is_view()) << name;
-    const LoadedModel mapped = load(gguf, {}, TiedHead::Mapped);
+    const LoadedModel mapped = load(gguf, {}, TiedHead::MappedBlocks);
     ASSERT_TRUE(mapped.weights.lm_head.is_view()) << name;
     EXPECT_EQ(kernels::weight_ggml_type(mapped.weights.lm_head.hold()), t) << name;
     expect_same_logits(mapped, packed, name);
@@ -104,7 +102,7 @@ TEST(TiedHead, RandomTargetReadsItsTableInPlace) {
   spec.d_model = 64, spec.n_layers = 5, spec.n_heads = 2, spec.ffn = 96, spec.vocab = 300;
   spec.max_position = 256, spec.head_dim = 16, spec.global_head_dim = 32, spec.ple_dim = 8;
   spec.kv_shared = 2, spec.window = 8;
-  LoadedModel a = random_model(spec, WeightType::F32, 3, TiedHead::Auto);
+  LoadedModel a = random_model(spec, WeightType::F32, 3, TiedHead::Mapped);
   ASSERT_TRUE(a.config.tie_embeddings);
   EXPECT_TRUE(a.weights.lm_head.is_view());
   LoadedModel b = random_model(spec, WeightType::F32, 3, TiedHead::Packed);
@@ -113,10 +111,11 @@ TEST(TiedHead, RandomTargetReadsItsTableInPlace) {
 }
 
 TEST(TiedHead, ModeNames) {
-  EXPECT_EQ(parse_tied_head("auto"), TiedHead::Auto);
-  EXPECT_EQ(parse_tied_head("mapped"), TiedHead::Mapped);
   EXPECT_EQ(parse_tied_head("packed"), TiedHead::Packed);
-  test::expect_error<InputError>([] { parse_tied_head("copy"); }, {"'copy'", "auto, mapped or packed"});
+  EXPECT_EQ(parse_tied_head("mapped"), TiedHead::Mapped);
+  EXPECT_EQ(parse_tied_head("mapped-blocks"), TiedHead::MappedBlocks);
+  test::expect_error<InputError>([] { parse_tied_head("auto"); },
+                                 {"'auto'", "packed, mapped or mapped-blocks"});
 }
 
 }  // namespace
