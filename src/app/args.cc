@@ -33,8 +33,21 @@ void add_model_flags(CLI::App* cmd, ModelArgs& a) {
                   "q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (docs/FORMATS.md)")
       ->check(CLI::IsMember(kWeightTypeNames))
       ->capture_default_str();
+  add_tied_head_flag(cmd, a.tied_head);
   cmd->add_option("--threads", a.threads, "Worker threads (default: physical cores)")
       ->check(cli::NonNegative);
+}
+
+void add_tied_head_flag(CLI::App* cmd, std::string& mode) {
+  cmd->add_option("--tied-head", mode,
+                  "How a tied head reads the token table: packed (a copy in the kernels' "
+                  "layout, the fastest), mapped (a float table read in place from the memory "
+                  "map: no copy, ~10 % slower on a large head; the weights must hold its values "
+                  "as stored or fp32; GGUF block types stay packed) or mapped-blocks (block "
+                  "types in place too, computed by the much slower reference). Every logit has "
+                  "the same bits either way")
+      ->check(CLI::IsMember({"packed", "mapped", "mapped-blocks"}))
+      ->capture_default_str();
 }
 
 void add_capture_flags(CLI::App* cmd, speculative::PrecomputeOptions& o) {

@@ -32,11 +32,14 @@ struct ModelArgs {
   std::string model;      // -m
   std::string tokenizer;  // --tokenizer ("" = the one beside the model)
   std::string weights = "auto";
+  std::string tied_head = "packed";  // --tied-head (model::TiedHead)
   int threads = 0;        // 0 = physical cores
 };
 
-// Adds -m/--model (required), --tokenizer, --weights and --threads.
+// Adds -m/--model (required), --tokenizer, --weights, --tied-head and --threads.
 void add_model_flags(CLI::App* cmd, ModelArgs& a);
+// --tied-head into `mode` (packed | mapped | mapped-blocks: model::parse_tied_head).
+void add_tied_head_flag(CLI::App* cmd, std::string& mode);
 
 // What the target captures for training (precompute's shards, online
 // training): --corpus or --prompts, --seq-len, --max-tokens, --heldout,

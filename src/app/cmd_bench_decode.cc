@@ -31,7 +31,7 @@ namespace mtp::app {
 
 namespace {
 struct BenchDecodeArgs {
-  std::string model, random, weights = "bf16";
+  std::string model, random, weights = "bf16", tied_head = "packed";
   std::vector<int> threads = {1, 2};
   int pos = 0, q_max = 8, reps = 15;  // pos 0: min(256, half the model's context)
   uint64_t seed = 0;
@@ -65,10 +65,11 @@ void run(BenchDecodeArgs a) {
   const std::string simd = kernels::simd_target_description();  // applies MTPSPEC_SIMD
   model::LoadOptions lo;
   lo.weights = parse_hold(a.weights);
+  lo.tied_head = model::parse_tied_head(a.tied_head);
   fmt::print(stderr, "loading {} ...\n", a.model.empty() ? "random " + a.random : a.model);
   model::LoadedModel lm = a.model.empty()
       ? model::random_model(model::random_model_preset(a.random),
-                            model::resolve_hold(lo.weights, DType::F32), a.seed)
+                            model::resolve_hold(lo.weights, DType::F32), a.seed, lo.tied_head)
       : model::load_model(a.model, lo);
   model::Model m(std::move(lm));
   // The human report: stdout, or stderr under --json (stdout then holds the
@@ -88,13 +89,16 @@ void run(BenchDecodeArgs a) {
     return double(t.rows) * double(t.cols) * (t.dtype == DType::F32 ? 4 : 2) / 1e6;
   };
   fmt::print(report, "resident set after load: {:.0f} MB; token table {:.0f} MB{}, head {:.0f} MB "
-             "packed{} (tables are used in place: a checkpoint's stay in its memory map, "
+             "{} (tables are used in place: a checkpoint's stay in its memory map, "
              "resident as rows are read; a random target's per-layer table is never-written "
              "zero pages)\n",
              resident_set_bytes() / 1e6, table_mb(w.embed),
              w.ple_embed.rows ? fmt::format(", per-layer table {:.0f} MB", table_mb(w.ple_embed))
                               : std::string(),
-             double(w.lm_head.bytes()) / 1e6, c.tie_embeddings ? " (tied: a packed copy)" : "");
+             double(w.lm_head.bytes()) / 1e6,
+             !c.tie_embeddings          ? "packed"
+             : w.lm_head.is_view() ? "(tied: the token table, read in place)"
+                                        : "(tied: a packed copy of the token table)");
   for (int requested : a.threads) {
     const int t = resolve_threads(requested);  // 0: the physical cores
     ThreadPool pool(t);
@@ -158,6 +162,7 @@ void add_bench_decode(CLI::App& root) {
                   "target: fp32), fp32, fp16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (quantized "
                   "in memory; the limit counts quantized bytes)")
       ->check(CLI::IsMember(kWeightTypeNames));
+  add_tied_head_flag(cmd, a->tied_head);
   cmd->add_option("--threads", a->threads,
                   "Thread counts to measure: comma-separated and/or repeated (--threads 1,2 or "
                   "--threads 1 --threads 2; 0 = physical cores)")

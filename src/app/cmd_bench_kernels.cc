@@ -11,6 +11,9 @@
 // arithmetic alone (unpacking, multiplies), far steadier on a noisy host than
 // DRAM-bound timings, and what says whether q = 1 is bound by memory or by
 // compute.
+// --in-place adds, for the float types, the same values stored row-major and
+// read in place (PackedMatrix::view: a tied head over the memory map), timed
+// call by call alternately with the packed copies (rows "bf16 in-place").
 //
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
@@ -18,6 +21,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -29,6 +33,7 @@
 
 #include "app/args.h"
 #include "app/commands.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/large_alloc.h"
 #include "core/thread_pool.h"
@@ -46,7 +51,25 @@ struct BenchArgs {
       shapes{"4096x4096", "2048x8192"};
   int q_max = 8, reps = 30;
   bool in_cache = false;
+  bool in_place = false;
 };
+
+// Row-major storage of `src` in the float hold `dt` (fp32, bf16, fp16), on
+// the pages the packed copies get (alloc_large: the kernels compared alone;
+// a checkpoint's memory map is on 4 KiB pages — bench-decode measures that).
+LargeBuffer row_major(const std::vector<float>& src, kernels::WeightType dt) {
+  const bool f32 = dt == kernels::WeightType::F32;
+  LargeBuffer out(alloc_large(src.size() * (f32 ? 4 : 2)));
+  for (size_t i = 0; i < src.size(); ++i) {
+    if (f32) {
+      std::memcpy(out.get() + 4 * i, &src[i], 4);
+      continue;
+    }
+    const uint16_t h = dt == kernels::WeightType::BF16 ? f32_to_bf16(src[i]) : f32_to_f16(src[i]);
+    std::memcpy(out.get() + 2 * i, &h, 2);
+  }
+  return out;
+}
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -156,37 +179,57 @@ void run_bench(const BenchArgs& a) {
       std::vector<kernels::PackedMatrix> mats{first};
       while (mats.size() < n_mats)
         mats.push_back(kernels::PackedMatrix::pack(src.data(), DType::F32, out, in, dt));
+      // In place: as many row-major copies, each a view (float types only).
+      std::vector<LargeBuffer> stores;
+      std::vector<kernels::PackedMatrix> views;
+      if (a.in_place && !kernels::weight_type_quantized(dt))
+        while (views.size() < n_mats) {
+          stores.push_back(row_major(src, dt));
+          views.push_back(kernels::PackedMatrix::view(stores.back().get(),
+                                                      kernels::weight_ggml_type(dt), out, in,
+                                                      nullptr));
+        }
       std::vector<float> x(size_t(a.q_max) * in), y(size_t(a.q_max) * out);
       for (auto& v : x) v = nd(rng) * 50;
       for (size_t k = 0; k < threads.size(); ++k) {
         // q values interleaved call by call so that bandwidth drifts of the
         // shared machine hit every q alike; each call uses the next matrix.
-        std::vector<std::vector<double>> times(size_t(a.q_max));
+        // times[layout][q - 1]: layout 0 the packed copies, 1 the views,
+        // timed alternately call by call.
+        std::vector<std::vector<double>> times[2] = {std::vector<std::vector<double>>(size_t(a.q_max)),
+                                                     std::vector<std::vector<double>>(size_t(a.q_max))};
+        const size_t n_layouts = views.empty() ? 1 : 2;
         size_t m = 0;
         for (int r = -1; r < a.reps; ++r) {  // r = -1: warm-up lap
           for (int q = 1; q <= a.q_max; ++q) {
-            for (size_t lap = 0; lap < (r < 0 ? n_mats : 1); ++lap) {
-              const auto& w = mats[m++ % n_mats];
-              double t0 = now_s();
-              kernels::matmul(w, x.data(), size_t(q), y.data(), pools[k].get());
-              double t = now_s() - t0;
-              if (r >= 0) times[q - 1].push_back(t);
+            for (size_t lap = 0; lap < (r < 0 ? n_mats : 1); ++lap, ++m) {
+              for (size_t l = 0; l < n_layouts; ++l) {
+                const auto& w = (l == 0 ? mats : views)[m % n_mats];
+                double t0 = now_s();
+                kernels::matmul(w, x.data(), size_t(q), y.data(), pools[k].get());
+                double t = now_s() - t0;
+                if (r >= 0) times[l][q - 1].push_back(t);
+              }
             }
           }
         }
-        const double t1 = median(times[0]),
-                     t1min = *std::min_element(times[0].begin(), times[0].end());
-        for (int q = 1; q <= a.q_max; ++q) {
-          Row row{kernels::weight_type_name(dt), out, in, threads[k], q, median(times[q - 1]),
-                  double(first.bytes())};
-          rows.push_back(row);
-          if (!a.json) {
-            const double gbs = row.bytes / row.time_s / 1e9;
-            const double tmin = *std::min_element(times[q - 1].begin(), times[q - 1].end());
-            fmt::print("{:>5} {:>10} {:>3} {:>3} {:>9.3f} {:>6.2f} {:>8.1f} {:>4.0f}% {:>9.3f} "
-                       "{:>6.2f}\n",
-                       row.dtype, fmt::format("{}x{}", out, in), row.threads, q, row.time_s * 1e3,
-                       row.time_s / t1, gbs, 100 * gbs * 1e9 / bw[k], tmin * 1e3, tmin / t1min);
+        for (size_t l = 0; l < n_layouts; ++l) {
+          const auto& tl = times[l];
+          const double t1 = median(tl[0]), t1min = *std::min_element(tl[0].begin(), tl[0].end());
+          const std::string name =
+              std::string(kernels::weight_type_name(dt)) + (l == 1 ? " in-place" : "");
+          for (int q = 1; q <= a.q_max; ++q) {
+            Row row{name, out, in, threads[k], q, median(tl[q - 1]), double(first.bytes())};
+            rows.push_back(row);
+            if (!a.json) {
+              const double gbs = row.bytes / row.time_s / 1e9;
+              const double tmin = *std::min_element(tl[q - 1].begin(), tl[q - 1].end());
+              fmt::print("{:>5} {:>10} {:>3} {:>3} {:>9.3f} {:>6.2f} {:>8.1f} {:>4.0f}% {:>9.3f} "
+                         "{:>6.2f}\n",
+                         row.dtype, fmt::format("{}x{}", out, in), row.threads, q,
+                         row.time_s * 1e3, row.time_s / t1, gbs, 100 * gbs * 1e9 / bw[k],
+                         tmin * 1e3, tmin / t1min);
+            }
           }
         }
         std::fflush(stdout);
@@ -247,6 +290,10 @@ void add_bench_kernels(CLI::App& root) {
                 "Call one copy of each matrix repeatedly instead of cycling copies over >= 4x the "
                 "last-level cache: for a matrix that fits the cache (e.g. 256x4096), the kernels' "
                 "arithmetic cost without DRAM");
+  cmd->add_flag("--in-place", a->in_place,
+                "Also time the float types stored row-major and read in place (a tied head over "
+                "the memory map; PackedMatrix::view), alternating call by call with the packed "
+                "copies");
   cmd->callback([a] { run_bench(*a); });
 }
 

@@ -51,6 +51,7 @@ Session open_session(const ModelArgs& a) {
   Session s;
   model::LoadOptions lo;
   lo.weights = parse_hold(a.weights);
+  lo.tied_head = model::parse_tied_head(a.tied_head);
   model::LoadedModel lm = model::load_model(a.model, lo);
   std::string tok_path = a.tokenizer.empty() ? lm.tokenizer : a.tokenizer;
   if (tok_path.empty()) {
@@ -71,7 +72,8 @@ Session open_random_session(const std::string& preset, const ModelArgs& a, uint6
   Session s;
   s.model = std::make_unique<model::Model>(
       model::random_model(model::random_model_preset(preset),
-                          model::resolve_hold(parse_hold(a.weights), DType::F32), seed));
+                          model::resolve_hold(parse_hold(a.weights), DType::F32), seed,
+                          model::parse_tied_head(a.tied_head)));
   s.pool = std::make_unique<ThreadPool>(resolve_threads(a.threads));
   return s;
 }

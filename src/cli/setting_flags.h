@@ -25,6 +25,7 @@ inline constexpr std::pair<const char*, const char*> kSettingFlags[] = {
     {"arch", "--arch"},
     {"ctx", "--ctx"},
     {"verify_kernels", "--verify-kernels"},
+    {"tied_head", "--tied-head"},
     {"tokenizer", "--tokenizer"},
     {"vocab", "--vocab"},
     {"widen_shape", "--shape"},

@@ -97,36 +97,8 @@ constexpr size_t kN = hn::MaxLanes(DF());  // lanes per vector
 constexpr size_t kV = kLanes / kN;         // vectors per semantic 16-lane accumulator
 static_assert(kN * kV == kLanes, "vector width must divide 16");
 
-// The fixed 16-lane tree sum of one accumulator held as kV vectors of kN
-// lanes: t[l] += t[l + h] for h = 8, 4, 2, 1 (the same bits for every
-// vector width; tests compare AVX2 with AVX3).
-template <class D>
-HWY_INLINE float reduce_vec(D d, hn::Vec<D> v) {
-#if HWY_TARGET == HWY_SCALAR
-  (void)d;
-  return hn::GetLane(v);  // one lane: all halving steps were across vectors
-#else
-  constexpr size_t n = hn::MaxLanes(D());
-  static_assert(n >= 4, "unsupported vector width");
-  if constexpr (n > 4) {
-    const hn::Half<D> dh;
-    return reduce_vec(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
-  } else {
-    (void)d;
-    v = hn::Add(v, hn::Shuffle1032(v));                  // lanes 0,1: t0+t2, t1+t3
-    return hn::GetLane(hn::Add(v, hn::Shuffle2301(v)));  // lane 0: (t0+t2)+(t1+t3)
-  }
-#endif
-}
-
-HWY_INLINE float reduce16(const hn::Vec<DF>* acc) {
-  hn::Vec<DF> a[kV];
-  for (size_t v = 0; v < kV; ++v) a[v] = acc[v];
-  // Halves that span vectors first (h >= kN), then within one vector.
-  for (size_t w = kV / 2; w >= 1; w /= 2)
-    for (size_t v = 0; v < w; ++v) a[v] = hn::Add(a[v], a[v + w]);
-  return reduce_vec(DF(), a[0]);
-}
+// The fixed 16-lane tree sum (reduce16).
+#include "kernels/reduce16-inl.h"
 
 // The register tiles (pass, run_tile, run_any_tile).
 #include "kernels/matmul_tiles-inl.h"
@@ -431,10 +403,11 @@ void matmul(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, fl
     return;
   }
   detail::ensure_simd_target();
-  if (weight_type_quantized(w.hold())) {
+  if (weight_type_quantized(w.hold()) || w.is_view()) {
     if (x_stride < w.cols() || y_stride < w.rows())
       fail<ShapeError>("matmul: x_stride {} < cols {} or y_stride {} < rows {}", x_stride,
                        w.cols(), y_stride, w.rows());
+    if (w.is_view()) return detail::matmul_view(w, x, x_stride, q, y, y_stride, pool);
     return detail::matmul_grouped(w, x, x_stride, q, y, y_stride, pool);
   }
   // Diagnostic only (drift --verify-kernels blas): not batch-invariant.

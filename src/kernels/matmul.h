@@ -63,6 +63,17 @@ class PackedMatrix {
   // and F16 as fp32, BF16 as bf16. Throws ShapeError for another type or a cols that is not a
   // whole number of blocks.
   static PackedMatrix pack_blocks(const void* blocks, GgmlType type, size_t rows, size_t cols);
+  // `rows` rows stored row-major as they are, read in place (no copy; a tied
+  // head over the mapped token table): `type` F32, BF16 or F16 elements
+  // (held as fp32, bf16, fp16), or a block type pack_blocks takes
+  // (ggml_row_bytes(type, cols) bytes per row). matmul() gives the bits a
+  // packed copy of the same values gives (kernels/matmul_rows.cc); block
+  // types run the reference arithmetic (quant_dot.h), much slower than a
+  // packed copy. `owner` keeps the storage alive (null: the caller does). Throws
+  // ShapeError as pack_blocks for another type or a partial block.
+  static PackedMatrix view(const void* data, GgmlType type, size_t rows, size_t cols,
+                           std::shared_ptr<const void> owner);
+  bool is_view() const { return view_; }
   // The row-wise concatenation of matrices with the same cols but possibly
   // different holds (a GGUF Q4_K_M layer fuses Q4_K q/k rows with Q6_K v
   // rows into one wqkv): matmul runs each part's kernel on its own output
@@ -77,7 +88,7 @@ class PackedMatrix {
   size_t cols() const { return cols_; }
   WeightType hold() const { return hold_; }
   bool empty() const { return rows_ == 0; }
-  size_t bytes() const { return bytes_; }  // packed storage size
+  size_t bytes() const { return bytes_; }  // packed storage size (a view: the bytes it reads)
   // Row r as fp32 (exactly the values the kernel multiplies by). For tests and
   // reference implementations; not fast.
   void row_f32(size_t r, float* out) const;
@@ -92,7 +103,8 @@ class PackedMatrix {
   friend struct PackedMatrixAccess;
   size_t rows_ = 0, cols_ = 0, bytes_ = 0;
   WeightType hold_ = WeightType::F32;
-  std::shared_ptr<uint8_t[]> data_;  // 64-byte aligned
+  bool view_ = false;                // row-major storage read in place (view())
+  std::shared_ptr<uint8_t[]> data_;  // 64-byte aligned (a view: as stored)
   std::shared_ptr<const std::vector<PackedMatrix>> parts_;  // concat_rows only
 };
 

@@ -113,6 +113,10 @@ void PackedMatrix::row_f32(size_t r, float* out) const {
     row_blocks(r, blocks.data());
     return dequantize_row(t, blocks.data(), cols_, out);
   }
+  if (view_) {  // row-major as stored
+    const DType st = hold_ == WeightType::BF16 ? DType::BF16 : hold_ == WeightType::F16 ? DType::F16 : DType::F32;
+    return to_f32(data_.get() + r * cols_ * dtype_size(st), st, cols_, out);
+  }
   const size_t ns = detail::n_super_of(cols_), nb = (rows_ + kBlockRows - 1) / kBlockRows;
   const detail::Elem e = detail::elem_of(hold_);
   for (size_t sc = 0; sc < ns; ++sc) {

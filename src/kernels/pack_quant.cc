@@ -67,7 +67,9 @@ PackedMatrix pack_quantized(const void* src, DType st, size_t rows, size_t cols,
 }
 }  // namespace detail
 
-PackedMatrix PackedMatrix::pack_blocks(const void* blocks, GgmlType type, size_t rows, size_t cols) {
+namespace {
+// ShapeError unless `type` is a supported ggml type and cols whole blocks of it.
+void check_blocks(GgmlType type, size_t cols) {
   if (!ggml_type_supported(type))
     fail<ShapeError>("cannot hold a matrix of ggml type {} (supported: {})",
                      ggml_type_name(static_cast<uint32_t>(type)), kSupportedGgmlTypes);
@@ -75,10 +77,30 @@ PackedMatrix PackedMatrix::pack_blocks(const void* blocks, GgmlType type, size_t
   if (cols % info.block_elems != 0)
     fail<ShapeError>("a {} matrix of {} columns is not a whole number of {}-element blocks per row",
                      info.name, cols, info.block_elems);
+}
+}  // namespace
+
+PackedMatrix PackedMatrix::pack_blocks(const void* blocks, GgmlType type, size_t rows, size_t cols) {
+  check_blocks(type, cols);
   if (type == GgmlType::F32) return pack(blocks, DType::F32, rows, cols, WeightType::F32);
   if (type == GgmlType::F16) return pack(blocks, DType::F16, rows, cols, WeightType::F32);
   if (type == GgmlType::BF16) return pack(blocks, DType::BF16, rows, cols, WeightType::BF16);
   return detail::hold_blocks(static_cast<const uint8_t*>(blocks), type, hold_of(type), rows, cols);
+}
+
+PackedMatrix PackedMatrix::view(const void* data, GgmlType type, size_t rows, size_t cols,
+                               std::shared_ptr<const void> owner) {
+  check_blocks(type, cols);
+  PackedMatrix m;
+  m.rows_ = rows;
+  m.cols_ = cols;
+  m.hold_ = type == GgmlType::F16 ? WeightType::F16 : hold_of(type);
+  m.bytes_ = rows * ggml_row_bytes(static_cast<uint32_t>(type), cols);
+  m.view_ = true;
+  // Shares `owner`'s count; never freed through this pointer.
+  m.data_ = std::shared_ptr<uint8_t[]>(std::move(owner),
+                                       static_cast<uint8_t*>(const_cast<void*>(data)));
+  return m;
 }
 
 void PackedMatrix::row_blocks(size_t r, uint8_t* out) const {
@@ -92,6 +114,11 @@ void PackedMatrix::row_blocks(size_t r, uint8_t* out) const {
   if (!weight_type_quantized(hold_))
     fail<ShapeError>("row_blocks: a {} matrix is not held as ggml blocks", weight_type_name(hold_));
   if (r >= rows_) fail<ShapeError>("row_blocks: row {} of {}", r, rows_);
+  if (view_) {
+    const size_t rb = ggml_row_bytes(static_cast<uint32_t>(weight_ggml_type(hold_)), cols_);
+    std::memcpy(out, data_.get() + r * rb, rb);
+    return;
+  }
   detail::grouped_gather_row(weight_ggml_type(hold_), data_.get(), rows_, cols_, r, out);
 }
 

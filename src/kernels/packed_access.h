@@ -39,6 +39,10 @@ PackedMatrix pack_quantized(const void* src, DType st, size_t rows, size_t cols,
 // layout); strides already checked.
 void matmul_grouped(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, float* y,
                size_t y_stride, ThreadPool* pool);
+// matmul() for a view (PackedMatrix::view, matmul_rows.cc); strides already
+// checked.
+void matmul_view(const PackedMatrix& w, const float* x, size_t x_stride, size_t q, float* y,
+                 size_t y_stride, ThreadPool* pool);
 // A quantized hold of `rows` GGUF rows of type t (ggml_row_bytes each, back to
 // back): Q8_0, Q4_0 and Q4_K grouped (grouped_blocks.h), the other types as they are.
 PackedMatrix hold_blocks(const uint8_t* blocks, GgmlType t, WeightType hold, size_t rows, size_t cols);

@@ -368,7 +368,7 @@ EmbeddingTable gguf_table(const GgufFile& f, const char* name, size_t rows, size
   const GgufTensor* e = f.tensor(name);
   if (const auto edt = float_dtype(e->type)) {
     check_finite(e->data, *edt, e->numel(), fmt::format("tensor {} in '{}'", name, f.path()));
-    return EmbeddingTable{e->data, *edt, rows, cols};
+    return EmbeddingTable{e->data, *edt, rows, cols, GgmlType::F32, f.keep_alive()};
   }
   if (!kernels::ggml_type_supported(static_cast<GgmlType>(e->type))) {
     fail<ConfigError>("tensor {} in '{}' has type {}, which mtpspec cannot compute with", name,
@@ -376,7 +376,8 @@ EmbeddingTable gguf_table(const GgufFile& f, const char* name, size_t rows, size
   }
   check_finite_blocks(e->data, static_cast<GgmlType>(e->type), e->rows(), e->row_elems(),
                       fmt::format("tensor {} in '{}'", name, f.path()));
-  return EmbeddingTable{e->data, DType::U8, rows, cols, static_cast<GgmlType>(e->type)};
+  return EmbeddingTable{e->data, DType::U8, rows, cols, static_cast<GgmlType>(e->type),
+                        f.keep_alive()};
 }
 
 }  // namespace
@@ -409,7 +410,10 @@ LoadedModel load_gguf(const std::string& path, const LoadOptions& opt) {
       w.ple_proj_norm = gguf_vector(f, "per_layer_proj_norm.weight");
     }
     w.final_norm = gguf_vector(f, "output_norm.weight");
-    w.lm_head = gguf_matrix(f, c.tie_embeddings ? e->name : "output.weight", opt.weights);
+    w.lm_head = c.tie_embeddings
+                    ? w.embed.head(opt.weights, opt.tied_head,
+                                   fmt::format("tensor {} in '{}' (the tied head)", e->name, path))
+                    : gguf_matrix(f, "output.weight", opt.weights);
     if (c.mtp_layers > 0) {
       const std::string b = "blk." + std::to_string(c.n_layers) + ".nextn.";
       w.mtp.norm_embed = gguf_vector(f, b + "enorm.weight");

@@ -296,11 +296,12 @@ void load_tables(const TensorSet& ts, const Layout& l, const LoadOptions& opt, M
                  ModelWeights& w) {
   const TensorView& e = finite_tensor(ts, l.prefix + "embed_tokens.weight");
   w.embed = EmbeddingTable{e.data, e.dtype, size_t(c.vocab), size_t(c.d_model)};
+  w.embed.owner = ts.keep_alive();
   w.final_norm = load_norm(ts, l.prefix + "norm.weight", c.norm_one_plus);
   if (c.tie_embeddings) {
-    // The tied head: the embedding's bits packed as a matrix (a range error
+    // The tied head: the embedding's bits, in place or packed (a range error
     // of the hold names the tensor).
-    w.lm_head = w.embed.pack(opt.weights, "tensor " + e.name + " (the tied head)");
+    w.lm_head = w.embed.head(opt.weights, opt.tied_head, "tensor " + e.name + " (the tied head)");
   } else {
     w.lm_head = pack_rows({&finite_tensor(ts, l.lm_head)}, opt.weights);
   }

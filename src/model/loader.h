@@ -16,6 +16,8 @@ struct LoadOptions {
   // matrices are requantized to at load (PackedMatrix::pack); norms stay fp32
   // and the embedding table is used as stored.
   Hold weights;
+  // How a tied head reads the token table (model::TiedHead).
+  TiedHead tied_head = TiedHead::Packed;
 };
 
 struct LoadedModel {

@@ -98,7 +98,8 @@ std::shared_ptr<void> zero_map(size_t bytes) {
 
 }  // namespace
 
-LoadedModel random_model(const RandomModelSpec& s, kernels::WeightType hold, uint64_t seed) {
+LoadedModel random_model(const RandomModelSpec& s, kernels::WeightType hold, uint64_t seed,
+                         TiedHead tied) {
   LoadedModel m;
   m.path = "random:" + s.name + ":seed=" + std::to_string(seed);
   ModelConfig& c = m.config;
@@ -118,7 +119,7 @@ LoadedModel random_model(const RandomModelSpec& s, kernels::WeightType hold, uin
   auto emb = std::make_shared<std::vector<uint16_t>>(size_t(c.vocab) * d);
   FastNormal n(seed);
   for (auto& x : *emb) x = f32_to_bf16(n.next());
-  m.weights.embed = EmbeddingTable{emb->data(), DType::BF16, size_t(c.vocab), d};
+  m.weights.embed = EmbeddingTable{emb->data(), DType::BF16, size_t(c.vocab), d, GgmlType::F32, emb};
   m.weights.keep_alive.push_back(emb);
   uint64_t k = seed * 1000;
   for (int l = 0; l < c.n_layers; ++l) {
@@ -149,7 +150,7 @@ LoadedModel random_model(const RandomModelSpec& s, kernels::WeightType hold, uin
     m.weights.ple_model_proj = random_matrix(all, d, hold, ++k);
     m.weights.ple_proj_norm.assign(size_t(c.ple_dim), 1.0f);
   }
-  m.weights.lm_head = c.tie_embeddings ? m.weights.embed.pack(hold, "the random embedding")
+  m.weights.lm_head = c.tie_embeddings ? m.weights.embed.head(hold, tied, "the random embedding")
                                        : random_matrix(size_t(c.vocab), d, hold, ++k);
   return m;
 }

@@ -33,6 +33,8 @@ RandomModelSpec random_model_preset(const std::string& name);  // InputError if 
 // ([vocab, layers · 256] bf16, 4.7 GB for E2B) is an anonymous mapping of
 // zeros that is never written: pages a lookup reads map the zero page, so
 // it costs address space, not memory — its values do not change the speed.
-LoadedModel random_model(const RandomModelSpec& spec, kernels::WeightType hold, uint64_t seed);
+// A tied head reads the table as `tied` says (model::TiedHead).
+LoadedModel random_model(const RandomModelSpec& spec, kernels::WeightType hold, uint64_t seed,
+                         TiedHead tied = TiedHead::Packed);
 
 }  // namespace mtp::model

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/setting.h"
 #include "kernels/quant_blocks.h"
 #include "model/layer_io.h"
 
@@ -32,9 +33,34 @@ kernels::WeightType resolve_hold(const Hold& hold, DType stored) {
                                 : kernels::WeightType::F32;
 }
 
-kernels::PackedMatrix EmbeddingTable::pack(const Hold& hold, const std::string& what) const {
-  if (blocks != GgmlType::F32) return kernels::PackedMatrix::pack_blocks(data, blocks, rows, cols);
-  return pack_float_matrix(data, dtype, rows, cols, hold, what);
+TiedHead parse_tied_head(const std::string& name) {
+  if (name == "packed") return TiedHead::Packed;
+  if (name == "mapped") return TiedHead::Mapped;
+  if (name == "mapped-blocks") return TiedHead::MappedBlocks;
+  fail_setting<InputError>("tied_head",
+                           "unknown tied-head mode '{}' (want packed, mapped or mapped-blocks)", name);
+}
+
+kernels::PackedMatrix EmbeddingTable::head(const Hold& hold, TiedHead mode,
+                                           const std::string& what) const {
+  if (blocks != GgmlType::F32) {
+    if (mode == TiedHead::MappedBlocks)
+      return kernels::PackedMatrix::view(data, blocks, rows, cols, owner);
+    return kernels::PackedMatrix::pack_blocks(data, blocks, rows, cols);
+  }
+  if (mode == TiedHead::Packed) return pack_float_matrix(data, dtype, rows, cols, hold, what);
+  const kernels::WeightType h = resolve_hold(hold, dtype);
+  // Holds that keep every stored value (and so compute its bits).
+  const bool exact = h == kernels::WeightType::F32 ||
+                     (h == kernels::WeightType::BF16 && dtype == DType::BF16) ||
+                     (h == kernels::WeightType::F16 && dtype == DType::F16);
+  if (!exact)
+    fail_setting<ConfigError>("tied_head", "{}: an in-place head reads the {} values as stored, "
+                              "but the weights are held as {}", what, dtype_name(dtype),
+                              kernels::weight_type_name(h));
+  const GgmlType t = dtype == DType::BF16 ? GgmlType::BF16 : dtype == DType::F16 ? GgmlType::F16
+                                                                                 : GgmlType::F32;
+  return kernels::PackedMatrix::view(data, t, rows, cols, owner);
 }
 
 std::vector<float> norm_weight(const void* src, DType t, size_t n, bool one_plus) {

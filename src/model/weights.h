@@ -31,6 +31,23 @@ using Hold = std::optional<kernels::WeightType>;
 // The hold of a float matrix whose source is `stored` (F32, BF16 or F16).
 kernels::WeightType resolve_hold(const Hold& hold, DType stored);
 
+// How a tied head reads the token table (LoadOptions::tied_head):
+//   Packed (the default): a packed copy — the kernels' layout, the fastest
+//         product (the in-place one measured ~10 % slower at q = 1 on a
+//         262,144-row head, docs/perf/gemma4.md);
+//   Mapped: float storage read in place (kernels::PackedMatrix::view, no
+//         copy: the table's bytes stay in the memory map) under a hold that
+//         keeps its values (bf16 held as bf16 or fp32, fp16 as fp16 or fp32,
+//         fp32 as fp32; another is refused: ConfigError, setting
+//         "tied_head"); ggml block storage stays a packed copy (its fast
+//         kernels need the grouped layout);
+//   MappedBlocks: block storage in place too (the reference arithmetic,
+//         row by row: much slower).
+// In place or packed, every logit has the same bits (kernels/matmul_rows.cc).
+enum class TiedHead : uint8_t { Packed, Mapped, MappedBlocks };
+// "packed" | "mapped" | "mapped-blocks"; InputError naming the allowed set.
+TiedHead parse_tied_head(const std::string& name);
+
 // A [vocab, d] table viewed in place: fp32, bf16 or fp16 storage (`dtype`),
 // or, when `blocks` is a ggml block type (Q8_0 ... Q6_K, as GGUF token_embd
 // often is), rows of those blocks (ggml_row_bytes(blocks, cols) bytes each).
@@ -39,13 +56,15 @@ struct EmbeddingTable {
   DType dtype = DType::F32;
   size_t rows = 0, cols = 0;
   GgmlType blocks = GgmlType::F32;  // F32: plain storage of `dtype`
+  std::shared_ptr<const void> owner;  // keeps `data` alive (a head viewing it shares it)
   // Row `id` converted (dequantized) to fp32 and multiplied by scale (in
   // fp32). Throws InputError for ids outside [0, rows).
   void lookup(int32_t id, float scale, float* out) const;
-  // The whole table as a packed matrix held as `hold` (a tied head): raw
-  // blocks are held as stored (PackedMatrix::pack_blocks), whatever `hold`;
-  // a value the hold cannot represent is an InputError naming `what`.
-  kernels::PackedMatrix pack(const Hold& hold, const std::string& what = "the embedding table") const;
+  // The tied head over the whole table, [rows, cols]: in place or a packed
+  // copy as `mode` says (TiedHead). A packed copy holds raw blocks as stored
+  // (PackedMatrix::pack_blocks), whatever `hold`, and floats as `hold`; a
+  // value the hold cannot represent is an InputError naming `what`.
+  kernels::PackedMatrix head(const Hold& hold, TiedHead mode, const std::string& what) const;
 };
 
 // One decoder layer. hd, KV, ffn: the layer's kind (ModelConfig::layer_kind).
@@ -98,7 +117,7 @@ struct ModelWeights {
   EmbeddingTable ple_embed;
   kernels::PackedMatrix ple_model_proj;
   std::vector<float> ple_proj_norm;
-  kernels::PackedMatrix lm_head;     // [vocab, d] (a packed copy of embed when tied)
+  kernels::PackedMatrix lm_head;     // [vocab, d] (tied: embed.head(), in place or packed)
   NativeMtpWeights mtp;              // ModelConfig::mtp_layers > 0 and in the checkpoint
   // Keeps the memory maps (and any converted buffers) the views point into.
   std::vector<std::shared_ptr<void>> keep_alive;

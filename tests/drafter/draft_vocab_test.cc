@@ -2,7 +2,8 @@
 // BF16-held modules:
 // - the sub-head's logits are bit-identical to the full head's at the same
 //   tokens (so drafting among them is exactly the restricted argmax), for fp32
-//   and bf16 heads and with a logit soft-cap;
+//   and bf16 heads, a tied head read in place (--tied-head mapped), and with a
+//   logit soft-cap;
 // - the chooser keeps the most frequent training labels (ties: lower id) and
 //   counts only loss-masked positions of the training split;
 // - the file round-trips the ids; bad ids are refused with the offending value;
@@ -30,9 +31,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::unique_ptr<model::Model> load(const std::string& dir, kernels::WeightType wt) {
+std::unique_ptr<model::Model> load(const std::string& dir, kernels::WeightType wt,
+                                   model::TiedHead head = model::TiedHead::Packed) {
   model::LoadOptions o;
   o.weights = wt;
+  o.tied_head = head;
   return std::make_unique<model::Model>(model::load_model(dir, o));
 }
 
@@ -41,9 +44,16 @@ TEST(DraftVocab, SubHeadLogitsAreBitIdenticalToTheFullHead) {
     test::RandomSpec spec = test::RandomSpec::for_arch(arch);
     spec.vocab = 333;  // not a multiple of any tile
     const std::string dir = test::random_hf_checkpoint("subhead", spec);
-    for (auto wt : {kernels::WeightType::F32, kernels::WeightType::BF16}) {
-      SCOPED_TRACE(testing::Message() << model::arch_name(arch) << " " << int(wt));
-      auto m = load(dir, wt);
+    spec.tie = true;
+    const std::string tied = test::random_hf_checkpoint("subhead-tied", spec);
+    for (auto [wt, head] : {std::pair{kernels::WeightType::F32, model::TiedHead::Packed},
+                            std::pair{kernels::WeightType::BF16, model::TiedHead::Packed},
+                            std::pair{kernels::WeightType::F32, model::TiedHead::Mapped}}) {
+      const bool mapped = head == model::TiedHead::Mapped;
+      SCOPED_TRACE(testing::Message() << model::arch_name(arch) << " " << int(wt)
+                                      << (mapped ? " tied, in place" : ""));
+      auto m = load(mapped ? tied : dir, wt, head);
+      ASSERT_EQ(m->weights().lm_head.is_view(), mapped);
       const size_t d = size_t(m->config().d_model), V = size_t(m->config().vocab);
       const std::vector<int32_t> ids = {0, 1, 7, 64, 65, 200, 331, 332};
       const kernels::PackedMatrix sub = sub_head(m->weights().lm_head, ids);
