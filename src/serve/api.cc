@@ -241,7 +241,7 @@ void parse_messages(const json& body, ApiRequest& r) {
     if (!k->is_object()) bad("chat_template_kwargs", "must be an object");
     const json* t = field(*k, "enable_thinking");
     if (t && !t->is_boolean()) bad("chat_template_kwargs.enable_thinking", "must be a boolean");
-    r.extras.enable_thinking = t && t->get<bool>();
+    if (t) r.extras.enable_thinking = t->get<bool>();
   }
 }
 
