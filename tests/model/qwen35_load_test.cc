@@ -186,6 +186,16 @@ TEST(Qwen35Load, GgufKeysTheTensorsContradictAreRefusedNamingTheKey) {
   refused("qwen35.ssm.conv_kernel", 3, {"qwen35.ssm.conv_kernel = 3", "ssm_conv1d", "4 taps"});
   refused("qwen35.ssm.time_step_rank", 2, {"qwen35.ssm.time_step_rank = 2", "ssm_a", "4 heads"});
   refused("qwen35.ssm.state_size", 4, {"qwen35.ssm.state_size 4", "attn_qkv", "which has 64"});
+  // Several MTP layers (vLLM would run layer k mod n at draft step k): refused.
+  const std::string gguf = test::temp_dir("q35-gguf-bad") + "/mtp2.gguf";
+  test::GgufConvert opt;
+  opt.edit = [&](io::GgufMetadata& kv, std::vector<io::GgufWriteTensor>&) {
+    std::erase_if(kv, [](const auto& e) { return e.first == "qwen35.nextn_predict_layers"; });
+    kv.push_back({"qwen35.nextn_predict_layers", io::GgufValue::u32(2)});
+  };
+  test::convert_hf_to_gguf(dir, gguf, opt);
+  test::expect_error<ConfigError>([&] { load_model(gguf, {}); },
+                                  {"qwen35.nextn_predict_layers = 2", "1 layer"});
 }
 
 TEST(Qwen35Load, MixtureOfExpertsVariantsAreRefused) {
