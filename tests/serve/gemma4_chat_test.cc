@@ -23,6 +23,7 @@
 #include "cli_util.h"
 #include "core/error.h"
 #include "serve/api.h"
+#include "serve/chat_reference.h"
 #include "serve/gemma4_chat.h"
 #include "serve/reply_parser.h"
 #include "serve/script_server.h"
@@ -36,86 +37,18 @@ namespace {
 
 using nlohmann::json;
 
-// The cases and transformers' rendering of them with the published template
-// (chat_expected.py writes "expected" and names the renderer and the
-// template's sha256 under "reference").
-const json& reference() {
-  static const json doc = [] {
-    std::ifstream f(std::string(MTPSPEC_SOURCE_DIR) + "/tests/serve/gemma4_chat_expected.json");
-    return json::parse(f);
-  }();
-  return doc;
-}
+const test::ChatReference kRef{"gemma4_chat_expected.json", ChatFormat::Gemma4, "<bos>"};
 
-const json& cases() { return reference().at("cases"); }
-
-const json& case_named(const std::string& name) {
-  for (const json& c : cases()) {
-    if (c.at("name") == name) return c;
-  }
-  ADD_FAILURE() << "no case '" << name << "'";
-  return cases().at(0);
-}
-
-std::string body_of(const json& c) {
-  json b = {{"messages", c.at("messages")}};
-  if (!c.at("tools").empty()) b["tools"] = c.at("tools");
-  if (c.at("thinking").get<bool>()) b["chat_template_kwargs"] = {{"enable_thinking", true}};
-  return b.dump();
-}
-
-// Our rendering of a case, through the API's parsing as serve does it.
-std::string ours(const json& c) {
-  const ApiRequest r = parse_request(body_of(c), Endpoint::Chat);
-  ChatTemplate t;
-  t.format = ChatFormat::Gemma4;
-  t.bos = "<bos>";
-  return t.render(r.messages, r.extras);
-}
-
-void expect_renders(const json& doc) {
-  size_t n = 0;
-  for (const json& c : doc.at("cases")) {
-    EXPECT_EQ(ours(c), c.at("expected").get<std::string>()) << c.at("name");
-    ++n;
-  }
-  EXPECT_GE(n, 15u);
-}
+const json& case_named(const std::string& name) { return kRef.case_named(name); }
 
 TEST(Gemma4Chat, RendersAsTransformersRendersThePublishedTemplate) {
-  const json& ref = reference().at("reference");
-  EXPECT_EQ(ref.at("template"), "google-gemma-4-31B-it.jinja");
-  EXPECT_TRUE(ref.at("renderer").get<std::string>().starts_with("transformers ")) << ref;
-  expect_renders(reference());
+  kRef.expect_transformers_renderings("google-gemma-4-31B-it.jinja", 15);
 }
 
 // The same cases rendered now, by python3's jinja2, from the template that
 // bench/real-models.sh --install put in the `real` venv (skipped when absent).
 TEST(Gemma4Chat, RendersAsThePublishedTemplateRenderedNow) {
-  if (std::system("python3 -c 'import jinja2' >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "python3 with jinja2 not found (apt install python3-jinja2)";
-  }
-  const std::string path = test::real_model_path("google-gemma-4-31B-it.jinja");
-  if (path.empty()) {
-    GTEST_SKIP() << "Gemma 4's published template is not in " << test::venv_dir("real")
-                 << "/models (bench/real-models.sh --install puts it there)";
-  }
-  std::ifstream f(path);
-  const std::string tmpl((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(recognise_template(tmpl, path).format, ChatFormat::Gemma4);
-  const std::string out = test::temp_dir("gemma4_chat") + "/rendered.json";
-  const std::string src = std::string(MTPSPEC_SOURCE_DIR) + "/tests/serve/";
-  std::string log;
-  ASSERT_EQ(test::run_python("python3",
-                             test::shell_quote(src + "chat_expected.py") + " " +
-                                 test::shell_quote(path) + " " +
-                                 test::shell_quote(src + "gemma4_chat_expected.json") +
-                                 " --out " + test::shell_quote(out),
-                             &log),
-            0)
-      << log;
-  std::ifstream rendered(out);
-  expect_renders(json::parse(rendered));
+  kRef.expect_renderings_now("google-gemma-4-31B-it.jinja", 15);
 }
 
 // Gemma 4's checkpoints ship their template as chat_template.jinja; as in
@@ -145,8 +78,8 @@ TEST(Gemma4Chat, FormatNamesRoundTrip) {
 TEST(Gemma4Chat, OtherFormatsRefuseToolsAndThinking) {
   ChatTemplate t;
   t.format = ChatFormat::ChatML;
-  for (const json& c : cases()) {
-    const ApiRequest r = parse_request(body_of(c), Endpoint::Chat);
+  for (const json& c : kRef.doc().at("cases")) {
+    const ApiRequest r = test::ChatReference::request(c);
     const bool gemma4_only = !r.extras.tools.empty() || r.extras.enable_thinking.value_or(false);
     if (gemma4_only) EXPECT_THROW(t.render(r.messages, r.extras), InputError) << c.at("name");
   }

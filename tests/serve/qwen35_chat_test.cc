@@ -15,92 +15,31 @@
 //     and returns reasoning_content and tool_calls, streamed or not.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <fstream>
 
 #include "core/error.h"
 #include "serve/api.h"
+#include "serve/chat_reference.h"
 #include "serve/qwen35_chat.h"
 #include "serve/reply_parser.h"
 #include "serve/script_server.h"
-#include "test_util.h"
-#include "venv_util.h"
 
 namespace mtp::serve::qwen35_chat_test {
 namespace {
 
 using nlohmann::json;
 
-const json& reference() {
-  static const json doc = [] {
-    std::ifstream f(std::string(MTPSPEC_SOURCE_DIR) + "/tests/serve/qwen35_chat_expected.json");
-    return json::parse(f);
-  }();
-  return doc;
-}
+const test::ChatReference kRef{"qwen35_chat_expected.json", ChatFormat::Qwen35, ""};
 
-const json& case_named(const std::string& name) {
-  for (const json& c : reference().at("cases")) {
-    if (c.at("name") == name) return c;
-  }
-  ADD_FAILURE() << "no case '" << name << "'";
-  return reference().at("cases").at(0);
-}
-
-// Our rendering of a case, through the API's parsing as serve does it.
-std::string ours(const json& c) {
-  json b = {{"messages", c.at("messages")}};
-  if (!c.at("tools").empty()) b["tools"] = c.at("tools");
-  if (!c.at("thinking").is_null()) b["chat_template_kwargs"] = {{"enable_thinking", c["thinking"]}};
-  const ApiRequest r = parse_request(b.dump(), Endpoint::Chat);
-  ChatTemplate t;
-  t.format = ChatFormat::Qwen35;
-  return t.render(r.messages, r.extras);
-}
-
-void expect_renders(const json& doc) {
-  size_t n = 0;
-  for (const json& c : doc.at("cases")) {
-    EXPECT_EQ(ours(c), c.at("expected").get<std::string>()) << c.at("name");
-    ++n;
-  }
-  EXPECT_GE(n, 20u);
-}
+const json& case_named(const std::string& name) { return kRef.case_named(name); }
 
 TEST(Qwen35Chat, RendersAsTransformersRendersThePublishedTemplate) {
-  const json& ref = reference().at("reference");
-  EXPECT_EQ(ref.at("template"), "Qwen3.5-4B.jinja");
-  EXPECT_TRUE(ref.at("renderer").get<std::string>().starts_with("transformers ")) << ref;
-  expect_renders(reference());
+  kRef.expect_transformers_renderings("Qwen3.5-4B.jinja", 20);
 }
 
 // The same cases rendered now, by python3's jinja2, from the template that
 // bench/real-models.sh --install put in the `real` venv (skipped when absent).
 TEST(Qwen35Chat, RendersAsThePublishedTemplateRenderedNow) {
-  if (std::system("python3 -c 'import jinja2' >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "python3 with jinja2 not found (apt install python3-jinja2)";
-  }
-  const std::string path = test::real_model_path("Qwen3.5-4B.jinja");
-  if (path.empty()) {
-    GTEST_SKIP() << "Qwen3.5's published template is not in " << test::venv_dir("real")
-                 << "/models (bench/real-models.sh --install puts it there)";
-  }
-  std::ifstream f(path);
-  const std::string tmpl((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(recognise_template(tmpl, path).format, ChatFormat::Qwen35);
-  const std::string out = test::temp_dir("qwen35_chat") + "/rendered.json";
-  const std::string src = std::string(MTPSPEC_SOURCE_DIR) + "/tests/serve/";
-  std::string log;
-  ASSERT_EQ(test::run_python("python3",
-                             test::shell_quote(src + "chat_expected.py") + " " +
-                                 test::shell_quote(path) + " " +
-                                 test::shell_quote(src + "qwen35_chat_expected.json") + " --out " +
-                                 test::shell_quote(out),
-                             &log),
-            0)
-      << log;
-  std::ifstream rendered(out);
-  expect_renders(json::parse(rendered));
+  kRef.expect_renderings_now("Qwen3.5-4B.jinja", 20);
 }
 
 // Qwen3.5's markers pick the format; Qwen 3's template (no <function=) and
