@@ -58,11 +58,11 @@ const char* chat_format_name(ChatFormat f);
 std::vector<std::string> chat_format_names();
 
 // A tool call of an assistant message: OpenAI's {id, function: {name,
-// arguments}}, the arguments as a JSON object (or, when a client sent text
-// that is not one, that text).
+// arguments}}, the arguments as a JSON object in the client's key order (or,
+// when a client sent text that is not one, that text).
 struct ToolCall {
   std::string id, name;
-  nlohmann::json arguments;
+  nlohmann::ordered_json arguments;
 };
 
 struct ChatMessage {
@@ -79,7 +79,7 @@ struct ChatMessage {
 // by the API) and the template's thinking switch (chat_template_kwargs
 // enable_thinking; absent: the template's default — gemma4 off, qwen35 on).
 struct ChatExtras {
-  nlohmann::json tools = nlohmann::json::array();
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // the client's key order
   std::optional<bool> enable_thinking;
   // Whether this request thinks in `format`.
   bool thinking(ChatFormat format) const {

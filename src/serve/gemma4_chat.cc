@@ -184,14 +184,15 @@ std::string strip_thinking(const std::string& text) {
 
 std::string call_text(const ToolCall& c) {
   std::string args;
-  if (c.arguments.is_object()) {
+  const json arguments(c.arguments);  // Gemma's notation sorts the keys
+  if (arguments.is_object()) {
     bool first = true;
-    for (const auto& [key, v] : dictsort(c.arguments)) {
+    for (const auto& [key, v] : dictsort(arguments)) {
       args += (first ? "" : ",") + key + ":" + format_value(*v, false);
       first = false;
     }
-  } else if (c.arguments.is_string()) {
-    args = c.arguments.get<std::string>();
+  } else if (arguments.is_string()) {
+    args = arguments.get<std::string>();
   }
   return "<|tool_call>call:" + c.name + "{" + args + "}<tool_call|>";
 }
@@ -254,7 +255,7 @@ std::string render_gemma4(const ChatTemplate& t, const std::vector<ChatMessage>&
     out += "<|turn>system\n";
     if (thinking) out += "<|think|>\n", prev = Prev::Other;
     if (system) out += trim(msgs[0].content);
-    for (const json& tool : x.tools) out += "<|tool>" + trim(format_declaration(tool)) + "<tool|>";
+    for (const auto& tool : x.tools) out += "<|tool>" + trim(format_declaration(json(tool))) + "<tool|>";
     if (!x.tools.empty()) prev = Prev::Other;
     out += "<turn|>\n";
   }

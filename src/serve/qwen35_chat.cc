@@ -65,7 +65,7 @@ std::string call_text(const ToolCall& c, bool first, bool after_text, const std:
   }
   for (const auto& [key, v] : c.arguments.items()) {
     out += "<parameter=" + key + ">\n";
-    out += v.is_object() || v.is_array() ? python_json(v) : python_str(v);
+    out += v.is_object() || v.is_array() ? python_json(v) : python_str(json(v));
     out += "\n</parameter>\n";
   }
   return out + "</function>\n</tool_call>";
@@ -95,7 +95,7 @@ void render_assistant(const ChatMessage& m, bool after_query, const std::string&
 
 }  // namespace
 
-std::string python_json(const json& v) {
+std::string python_json(const nlohmann::ordered_json& v) {
   if (v.is_object()) {
     std::string out = "{";
     for (auto it = v.begin(); it != v.end(); ++it) {
@@ -110,7 +110,7 @@ std::string python_json(const json& v) {
   }
   if (v.is_null()) return "null";
   if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
-  if (v.is_number_float()) return python_str(v);  // repr(float)
+  if (v.is_number_float()) return python_str(json(v));  // repr(float)
   return v.dump();
 }
 
@@ -120,7 +120,7 @@ std::string render_qwen35(const std::vector<ChatMessage>& msgs, const ChatExtras
   std::string out;
   if (!x.tools.empty()) {
     out += kToolsHead;
-    for (const json& tool : x.tools) out += "\n" + python_json(tool);
+    for (const auto& tool : x.tools) out += "\n" + python_json(tool);
     out += kToolsTail;
     if (system && !strip(msgs[0].content).empty()) out += "\n\n" + strip(msgs[0].content);
     out += "<|im_end|>\n";

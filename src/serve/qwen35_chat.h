@@ -20,8 +20,8 @@
 // an assistant's reasoning is its reasoning_content, else the part of its
 // text before </think>. TOOL_JSON and object or list VALUEs are Python's
 // json.dumps (", " and ": " separators, non-ASCII kept), other VALUEs
-// Python's str(). Keys come in our JSON's order (sorted), where transformers
-// keeps the client's order: the same text when the client's keys are sorted.
+// Python's str(); keys in the client's order, as transformers keeps them
+// (the API reads tools and arguments with parse_json_ordered).
 #pragma once
 #include <optional>
 #include <string>
@@ -40,8 +40,9 @@ namespace mtp::serve {
 std::string render_qwen35(const std::vector<ChatMessage>& messages, const ChatExtras& extras,
                           bool add_generation_prompt);
 
-// Python's json.dumps(v, ensure_ascii=False): transformers' tojson filter.
-std::string python_json(const nlohmann::json& v);
+// Python's json.dumps(v, ensure_ascii=False): transformers' tojson filter
+// (keys in v's order).
+std::string python_json(const nlohmann::ordered_json& v);
 
 // A call as the model writes it between <tool_call> and </tool_call>:
 // "\n<function=NAME>\n<parameter=P>\nVALUE\n</parameter>\n...</function>\n".

@@ -46,13 +46,25 @@ struct ChatReference {
     return doc().at("cases").at(0);
   }
 
-  // A case as the API reads its request; its thinking true/false is sent as
-  // enable_thinking, null not at all.
-  static serve::ApiRequest request(const nlohmann::json& c) {
-    nlohmann::json b = {{"messages", c.at("messages")}};
-    if (!c.at("tools").empty()) b["tools"] = c.at("tools");
-    if (!c.at("thinking").is_null()) b["chat_template_kwargs"] = {{"enable_thinking", c["thinking"]}};
-    return serve::parse_request(b.dump(), serve::Endpoint::Chat);
+  // A case as the API reads its request, sent with the file's key order (a
+  // client's); its thinking true/false is sent as enable_thinking, null not
+  // at all.
+  serve::ApiRequest request(const nlohmann::json& c) const {
+    static std::map<std::string, nlohmann::ordered_json> ordered;
+    auto it = ordered.find(cases_file);
+    if (it == ordered.end()) {
+      std::ifstream f(std::string(MTPSPEC_SOURCE_DIR) + "/tests/serve/" + cases_file);
+      it = ordered.emplace(cases_file, nlohmann::ordered_json::parse(f)).first;
+    }
+    for (const nlohmann::ordered_json& o : it->second.at("cases")) {
+      if (o.at("name") != c.at("name").get<std::string>()) continue;
+      nlohmann::ordered_json b = {{"messages", o.at("messages")}};
+      if (!o.at("tools").empty()) b["tools"] = o.at("tools");
+      if (!o.at("thinking").is_null()) b["chat_template_kwargs"] = {{"enable_thinking", o["thinking"]}};
+      return serve::parse_request(b.dump(), serve::Endpoint::Chat);
+    }
+    ADD_FAILURE() << "no case '" << c.at("name") << "' in " << cases_file;
+    return {};
   }
 
   std::string ours(const nlohmann::json& c) const {

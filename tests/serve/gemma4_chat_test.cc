@@ -79,7 +79,7 @@ TEST(Gemma4Chat, OtherFormatsRefuseToolsAndThinking) {
   ChatTemplate t;
   t.format = ChatFormat::ChatML;
   for (const json& c : kRef.doc().at("cases")) {
-    const ApiRequest r = test::ChatReference::request(c);
+    const ApiRequest r = kRef.request(c);
     const bool gemma4_only = !r.extras.tools.empty() || r.extras.enable_thinking.value_or(false);
     if (gemma4_only) EXPECT_THROW(t.render(r.messages, r.extras), InputError) << c.at("name");
   }
