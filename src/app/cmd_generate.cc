@@ -44,6 +44,20 @@ void add_trace(const std::string& path, speculative::SchedulerOptions& so) {
   so.trace = speculative::trace_to(std::make_shared<speculative::TraceFile>(path));
 }
 
+// The recurrent layers' memory per sequence (Qwen3.5), where the engine's
+// memory is printed: stderr, and --json's "memory".
+void print_state_memory(const speculative::Scheduler& sched) {
+  if (const size_t rec = sched.recurrent_bytes_per_seq(); rec > 0) {
+    fmt::print(stderr, "[recurrent state: {:.1f} MiB per sequence (state, its snapshot, the "
+               "conv and gate ring), in the KV memory]\n", double(rec) / (1 << 20));
+  }
+}
+
+nlohmann::json memory_json(const speculative::Scheduler& sched) {
+  return {{"ctx", sched.ctx()}, {"kv_bytes", sched.kv_bytes()},
+          {"recurrent_state_bytes_per_seq", sched.recurrent_bytes_per_seq()}};
+}
+
 // --prompts: every prompt of the set through the scheduler, --parallel at a
 // time; one JSON line (--json) or one text block per prompt as it finishes.
 void run_generate_batch(GenerateArgs& a) {
@@ -66,10 +80,7 @@ void run_generate_batch(GenerateArgs& a) {
              sched.parallel(), sched.ctx(), double(sched.kv_bytes()) / (1 << 20),
              dr ? " (target + drafter)" : "");
   if (as) print_assistant(*as);
-  if (const size_t rec = sched.recurrent_bytes_per_seq(); rec > 0) {
-    fmt::print(stderr, "[recurrent state: {:.1f} MiB per sequence (state, its snapshot, the "
-               "conv and gate ring), in the KV memory]\n", double(rec) / (1 << 20));
-  }
+  print_state_memory(sched);
   // The cost curve at its timed points: as timed at start, or as followed live.
   auto print_curve = [&](const char* what, bool live) {
     std::string curve;
@@ -175,6 +186,7 @@ void run_generate(GenerateArgs a) {
   std::unique_ptr<speculative::Scheduler> made =
       make_engine(s, dr.get(), so, fmt::format("--ctx {}", so.ctx));
   speculative::Scheduler& engine = *made;
+  if (!a.json) print_state_memory(engine);
   speculative::Request req;
   apply_request_flags(a.spec, a.sampling, dr.get(), req, as.get());
   speculative::SpecOptions spec;
@@ -202,6 +214,7 @@ void run_generate(GenerateArgs a) {
                     {"generation_s", t.gen_s}, {"generation_tok_s", t.gen_tok_s()},
                     {"threads", s.pool->size()}};
     j["sampling"] = sampling_json(a.sampling);
+    j["memory"] = memory_json(engine);
     if (r.stats) j["stats"] = r.stats->to_json();
     if (dr) j["drafter"] = dr->path();
     if (as) j["drafter"] = as->path();

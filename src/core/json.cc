@@ -26,30 +26,43 @@ std::string field_path(int depth, const std::vector<std::string>& keys,
 
 }  // namespace
 
-json parse_json(std::string_view text, const std::string& where, const JsonKeyCheck& on_key,
-                int max_depth) {
+namespace {
+template <class J>
+J parse_as(std::string_view text, const std::string& where, const JsonKeyCheck& on_key,
+           int max_depth) {
   std::vector<std::string> keys;  // keys[d]: the last key read at depth d
   std::vector<char> in_array;     // in_array[d]: the open container at depth d is an array
-  auto watch = [&](int depth, json::parse_event_t ev, json& parsed) {
-    if (ev == json::parse_event_t::object_start || ev == json::parse_event_t::array_start) {
+  auto watch = [&](int depth, typename J::parse_event_t ev, J& parsed) {
+    if (ev == J::parse_event_t::object_start || ev == J::parse_event_t::array_start) {
       if (depth >= max_depth) {
         fail<FormatError>("{}: JSON nested deeper than {} levels (at '{}')", where, max_depth,
                           field_path(depth, keys, in_array));
       }
       in_array.resize(size_t(depth) + 1);
-      in_array[size_t(depth)] = ev == json::parse_event_t::array_start;
-    } else if (ev == json::parse_event_t::key) {
+      in_array[size_t(depth)] = ev == J::parse_event_t::array_start;
+    } else if (ev == J::parse_event_t::key) {
       keys.resize(size_t(depth) + 1);
-      keys[size_t(depth)] = parsed.get<std::string>();
+      keys[size_t(depth)] = parsed.template get<std::string>();
       if (on_key) on_key(depth, keys[size_t(depth)]);
     }
     return true;
   };
   try {
-    return json::parse(text.begin(), text.end(), watch);
-  } catch (const json::exception& e) {
+    return J::parse(text.begin(), text.end(), watch);
+  } catch (const nlohmann::json::exception& e) {
     fail<FormatError>("{}: not valid JSON: {}", where, clip_value(e.what(), 200));
   }
+}
+}  // namespace
+
+json parse_json(std::string_view text, const std::string& where, const JsonKeyCheck& on_key,
+                int max_depth) {
+  return parse_as<json>(text, where, on_key, max_depth);
+}
+
+nlohmann::ordered_json parse_json_ordered(std::string_view text, const std::string& where,
+                                          int max_depth) {
+  return parse_as<nlohmann::ordered_json>(text, where, nullptr, max_depth);
 }
 
 std::string json_type_name(const json& v) {

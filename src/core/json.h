@@ -44,6 +44,11 @@ using JsonKeyCheck = std::function<void(int depth, const std::string& key)>;
 nlohmann::json parse_json(std::string_view text, const std::string& where,
                           const JsonKeyCheck& on_key = nullptr, int max_depth = kMaxJsonDepth);
 
+// The same, keeping each object's keys in the document's order (what a
+// client's tools and tool-call arguments are rendered in: serve/qwen35_chat.h).
+nlohmann::ordered_json parse_json_ordered(std::string_view text, const std::string& where,
+                                          int max_depth = kMaxJsonDepth);
+
 // The JSON type a value has, in words ("a string", "an object", ...).
 std::string json_type_name(const nlohmann::json& v);
 // A value as JSON text, clipped for a message.

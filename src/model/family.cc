@@ -72,7 +72,12 @@ constexpr ChatMarkers kLlamaChat[] = {
     {"llama3", {"<|start_header_id|>", "<|eot_id|>"}, nullptr},
     {"llama2", {"[INST]", "[/INST]", "<<SYS>>"}, nullptr},
 };
-constexpr ChatMarkers kChatML[] = {{"chatml", {"<|im_start|>", "<|im_end|>"}, nullptr}};
+// The Qwen families' ChatML: Qwen3.5's own format (its tool calls in
+// <function=...> and the thinking switch) before plain ChatML, so a Qwen 2/3
+// template (no <function=) or Qwen3-Coder's (no thinking switch) stays ChatML.
+constexpr ChatMarkers kChatML[] = {
+    {"qwen35", {"<|im_start|>", "<function=", "enable_thinking"}, nullptr},
+    {"chatml", {"<|im_start|>", "<|im_end|>"}, nullptr}};
 constexpr ChatMarkers kGemmaChat[] = {{"gemma", {"<start_of_turn>", "<end_of_turn>"}, nullptr}};
 constexpr ChatMarkers kMistralChat[] = {{"mistral", {"[INST]", "[/INST]"}, "<<SYS>>"}};
 constexpr ChatMarkers kGemma4Chat[] = {{"gemma4", {"<|turn>", "<turn|>"}, nullptr}};

@@ -394,6 +394,10 @@ void gguf_check_linear_tensors(const Meta& m, const ModelConfig& c) {
 void gguf_linear_layers(const Meta& m, ModelConfig& c) {
   const io::GgufFile& f = m.f;
   c.mtp_layers = m.get_int("nextn_predict_layers", 0);
+  if (c.mtp_layers > 1) {  // as mtp_num_hidden_layers (load_hf.cc)
+    fail<ConfigError>("GGUF file '{}': {} = {}; the native MTP head is read with 1 layer",
+                      f.path(), m.key("nextn_predict_layers"), c.mtp_layers);
+  }
   if (c.mtp_layers >= c.n_layers) {
     fail<ConfigError>("GGUF file '{}': {} = {} leaves no trunk layer of {} = {}", f.path(),
                       m.key("nextn_predict_layers"), c.mtp_layers, m.key("block_count"),

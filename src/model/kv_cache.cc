@@ -7,6 +7,33 @@
 
 namespace mtp::model {
 
+namespace {
+// The K/V stores of a cache: per layer that owns its K/V, its slots and
+// width (the one rule the cache's allocation and bytes_for share).
+struct KvStore {
+  int layer, slots, kv_dim;
+};
+std::vector<KvStore> kv_stores(const ModelConfig& cfg, int ctx, int q_max) {
+  std::vector<KvStore> out;
+  const int ring = std::min(ctx, cfg.sliding_window + q_max);
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    const LayerKind k = cfg.layer_kind(l);
+    if (k.recurrent || !k.owns_kv()) continue;
+    out.push_back({l, k.sliding ? ring : ctx, k.n_kv_heads * k.head_dim});
+  }
+  return out;
+}
+}  // namespace
+
+size_t KVCache::bytes_for(const ModelConfig& c, int n_seq, int ctx, int q_max, int tree_slots) {
+  const size_t tree = size_t(tree_slots < 0 ? q_max : std::min(tree_slots, q_max));
+  size_t per = 0;
+  for (const KvStore& s : kv_stores(c, ctx, q_max)) {
+    per += (size_t(s.slots) + tree) * size_t(s.kv_dim) * 2 * sizeof(float);
+  }
+  return (per + recurrent_bytes(c, q_max)) * size_t(n_seq);
+}
+
 KVCache::KVCache(const ModelConfig& cfg, int n_seq, int ctx, int q_max, int tree_slots)
     : ctx_(ctx), q_max_(q_max),
       tree_slots_(tree_slots < 0 ? q_max : std::min(tree_slots, q_max)) {
@@ -18,21 +45,20 @@ KVCache::KVCache(const ModelConfig& cfg, int n_seq, int ctx, int q_max, int tree
   store_.resize(size_t(cfg.n_layers));
   rec_index_.assign(size_t(cfg.n_layers), -1);
   linear_ = cfg.linear;
+  for (const KvStore& s : kv_stores(cfg, ctx, q_max)) {
+    store_[size_t(s.layer)] = int(slots_.size());
+    slots_.push_back(s.slots);
+    kv_dim_.push_back(s.kv_dim);
+  }
   for (int l = 0; l < cfg.n_layers; ++l) {
     const LayerKind k = cfg.layer_kind(l);
     if (k.recurrent) {
       rec_index_[size_t(l)] = int(rec_layer_.size());
       rec_layer_.push_back(l);
       store_[size_t(l)] = -1;
-      continue;
-    }
-    if (!k.owns_kv()) {
+    } else if (!k.owns_kv()) {
       store_[size_t(l)] = store_[size_t(k.kv_source)];  // validated: an earlier owner
-      continue;
     }
-    store_[size_t(l)] = int(slots_.size());
-    slots_.push_back(k.sliding ? ring_slots_ : ctx);
-    kv_dim_.push_back(k.n_kv_heads * k.head_dim);
   }
   seqs_.resize(size_t(n_seq));
   for (auto& s : seqs_) {

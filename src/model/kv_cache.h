@@ -76,6 +76,13 @@ class KVCache {
   int length(int seq) const { return seqs_.at(seq).length; }
   void truncate(int seq, int n);
   size_t bytes() const;
+  // The bytes KVCache(c, n_seq, ctx, q_max, tree_slots).bytes() gives,
+  // without allocating (the memory estimates): K and V for the attention
+  // layers that own theirs (full: ctx slots, sliding: a ring of
+  // min(ctx, window + q_max)), plus tree_slots each; the recurrent storage
+  // for the Gated DeltaNet layers, which hold no K/V.
+  static size_t bytes_for(const ModelConfig& c, int n_seq, int ctx, int q_max = 64,
+                          int tree_slots = -1);
   // Bytes of one sequence's recurrent storage (states, snapshots, rings) in
   // a cache of q_max rows per call for config c; of this cache's.
   static size_t recurrent_bytes(const ModelConfig& c, int q_max);

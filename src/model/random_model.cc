@@ -54,7 +54,24 @@ RandomModelSpec random_model_preset(const std::string& name) {
     s.window = 512, s.period = 5;
     return s;
   }
-  fail<InputError>("unknown random model preset '{}' (known: 1b, tiny, gemma4-e2b)", name);
+  // Qwen3.5 (the published config.json files, docs/FORMATS.md "Qwen3.5").
+  if (name == "qwen35-0.8b" || name == "qwen35-4b") {
+    const bool small = name == "qwen35-0.8b";
+    RandomModelSpec s = small ? RandomModelSpec{name, 1024, 24, 8, 2, 3584, 248320, 262144}
+                              : RandomModelSpec{name, 2560, 32, 16, 4, 9216, 248320, 262144};
+    s.arch = Arch::Qwen35;
+    s.head_dim = 256, s.period = 4, s.lin_v_heads = small ? 16 : 32, s.tie = small;
+    return s;
+  }
+  // Qwen3-0.6B's shapes: the plain transformer of Qwen3.5-0.8B's size.
+  if (name == "qwen3-0.6b") {
+    RandomModelSpec s{name, 1024, 28, 16, 8, 3072, 151936, 40960};
+    s.arch = Arch::Qwen3;
+    s.head_dim = 128, s.tie = true;
+    return s;
+  }
+  fail<InputError>("unknown random model preset '{}' (known: 1b, tiny, gemma4-e2b, qwen35-0.8b, "
+                   "qwen35-4b, qwen3-0.6b)", name);
 }
 
 namespace {
@@ -89,6 +106,22 @@ void gemma4_config(const RandomModelSpec& s, ModelConfig& c) {
   c.tie_embeddings = true;
 }
 
+// Qwen3.5's config from a spec: three Gated DeltaNet layers to one full
+// attention layer (the last of each period), the family's DeltaNet shape
+// (16 key heads of 128) with the spec's value heads, partial rotary 0.25.
+void qwen35_config(const RandomModelSpec& s, ModelConfig& c) {
+  c.arch = Arch::Qwen35;
+  c.head_dim = s.head_dim;
+  apply_family(family(Arch::Qwen35), c);
+  c.set_uniform_layers(std::vector<uint8_t>(size_t(s.n_layers), 0));
+  for (int l = 0; l < s.n_layers; ++l) c.layers[size_t(l)].recurrent = (l + 1) % s.period != 0;
+  c.linear = family(Arch::Qwen35).linear_defaults;
+  c.linear.v_heads = s.lin_v_heads;
+  c.rope_theta = 1e7f;
+  c.rope_rotary_dim = s.head_dim / 4;
+  c.tie_embeddings = s.tie;
+}
+
 // A zero-filled anonymous mapping of `bytes`, never written (see the header).
 std::shared_ptr<void> zero_map(size_t bytes) {
   void* p = mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -114,6 +147,13 @@ LoadedModel random_model(const RandomModelSpec& s, kernels::WeightType hold, uin
   c.vocab = s.vocab;
   c.max_position = s.max_position;
   if (s.arch == Arch::Gemma4) gemma4_config(s, c);
+  if (s.arch == Arch::Qwen35) qwen35_config(s, c);
+  if (s.arch == Arch::Qwen3) {
+    c.arch = Arch::Qwen3;
+    c.head_dim = s.head_dim;
+    apply_family(family(Arch::Qwen3), c);
+    c.tie_embeddings = s.tie;
+  }
   c.validate();
   const size_t d = c.d_model;
   auto emb = std::make_shared<std::vector<uint16_t>>(size_t(c.vocab) * d);
@@ -129,9 +169,21 @@ LoadedModel random_model(const RandomModelSpec& s, kernels::WeightType hold, uin
     w.attn_norm.assign(d, 1.0f);
     w.ffn_norm.assign(d, 1.0f);
     if (c.sandwich_norms) w.post_attn_norm.assign(d, 1.0f), w.post_ffn_norm.assign(d, 1.0f);
-    if (c.qk_norm) w.q_norm.assign(hd, 1.0f), w.k_norm.assign(hd, 1.0f);
-    w.wqkv = random_matrix(qd + (kind.owns_kv() ? 2 * kvd : 0), d, hold, ++k);
-    w.wo = random_matrix(d, qd, hold, ++k);
+    if (kind.recurrent) {  // Gated DeltaNet: fused in_proj, conv, decay, gated norm, out_proj
+      const LinearAttn& a = c.linear;
+      const size_t C = size_t(a.conv_dim()), V = size_t(a.value_dim()), hv = size_t(a.v_heads);
+      w.w_lin_in = random_matrix(C + V + 2 * hv, d, hold, ++k);
+      w.w_lin_out = random_matrix(d, V, hold, ++k);
+      w.conv_w.assign(C * size_t(a.conv_kernel), 0.5f);
+      w.a_neg.assign(hv, -1.0f);
+      w.dt_bias.assign(hv, 0.0f);
+      w.lin_norm.assign(size_t(a.v_dim), 1.0f);
+    } else {
+      if (c.qk_norm) w.q_norm.assign(hd, 1.0f), w.k_norm.assign(hd, 1.0f);
+      const size_t q_rows = c.attn_gate ? 2 * qd : qd;  // Qwen3.5: query and its gate
+      w.wqkv = random_matrix(q_rows + (kind.owns_kv() ? 2 * kvd : 0), d, hold, ++k);
+      w.wo = random_matrix(d, qd, hold, ++k);
+    }
     w.w_gate_up = random_matrix(2 * size_t(kind.ffn), d, hold, ++k);
     w.w_down = random_matrix(d, size_t(kind.ffn), hold, ++k);
     if (c.ple_dim > 0) {

@@ -16,8 +16,13 @@ struct RandomModelSpec {
   // per-layer embedding width, shared layers (double-wide MLPs), the
   // sliding window and the layer pattern's period (the last of each period
   // full).
+  // Qwen3.5 (arch Qwen35): head_dim, period 4 (the last layer of each full
+  // attention, the others Gated DeltaNet), the DeltaNet's value heads, a
+  // tied head.
   Arch arch = Arch::Llama;
   int head_dim = 0, global_head_dim = 0, ple_dim = 0, kv_shared = 0, window = 0, period = 0;
+  int lin_v_heads = 0;
+  bool tie = false;
 };
 
 // Presets: "1b" (Llama-shaped, ~1.1 B parameters: d 2048, 22 layers, 32/4
@@ -25,7 +30,13 @@ struct RandomModelSpec {
 // "gemma4-e2b" (Gemma 4 E2B's real shapes, transformers'
 // convert_gemma4_weights.py: d 1536, 35 layers 4 sliding : 1 full, 8 heads,
 // 1 kv head, head_dim 256 / 512, ffn 6144 (12288 on the 20 shared layers),
-// per-layer embeddings 256 wide, window 512, vocab 262144, tied head).
+// per-layer embeddings 256 wide, window 512, vocab 262144, tied head),
+// "qwen35-0.8b" / "qwen35-4b" (Qwen3.5's published shapes: d 1024 / 2560,
+// 24 / 32 layers 3 Gated DeltaNet : 1 gated full attention, 8/2 / 16/4
+// heads of 256, MLP 3584 / 9216, DeltaNet 16 key heads and 16 / 32 value
+// heads of 128, conv 4, vocab 248320; the 0.8B's head tied), "qwen3-0.6b"
+// (Qwen3-0.6B: d 1024, 28 layers, 16/8 heads of 128, MLP 3072, vocab
+// 151936, tied; the transformer to compare Qwen3.5-0.8B's verify with).
 RandomModelSpec random_model_preset(const std::string& name);  // InputError if unknown
 
 // A model with weights held as `hold`; the embedding table is stored in bf16

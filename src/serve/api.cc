@@ -241,7 +241,30 @@ void parse_messages(const json& body, ApiRequest& r) {
     if (!k->is_object()) bad("chat_template_kwargs", "must be an object");
     const json* t = field(*k, "enable_thinking");
     if (t && !t->is_boolean()) bad("chat_template_kwargs.enable_thinking", "must be a boolean");
-    r.extras.enable_thinking = t && t->get<bool>();
+    if (t) r.extras.enable_thinking = t->get<bool>();
+  }
+}
+
+// The tools and tool-call arguments again, in the client's key order (a
+// template may render them so: serve/qwen35_chat.h); the request was checked
+// above, so each value read here is where that check found it.
+void keep_client_order(std::string_view body, ApiRequest& r) {
+  bool calls = false;
+  for (const ChatMessage& m : r.messages) calls = calls || !m.tool_calls.empty();
+  if (r.extras.tools.empty() && !calls) return;
+  try {
+    const nlohmann::ordered_json o = parse_json_ordered(body, "the request body");
+    if (!r.extras.tools.empty()) r.extras.tools = o.at("tools");
+    for (size_t i = 0; i < r.messages.size(); ++i) {
+      for (size_t k = 0; k < r.messages[i].tool_calls.size(); ++k) {
+        ToolCall& c = r.messages[i].tool_calls[k];
+        if (!c.arguments.is_object() || c.arguments.empty()) continue;  // text, or nothing to order
+        const auto& a = o.at("messages").at(i).at("tool_calls").at(k).at("function").at("arguments");
+        c.arguments = a.is_object() ? a : parse_json_ordered(a.get<std::string>(), "arguments");
+      }
+    }
+  } catch (const nlohmann::json::exception&) {
+    // not where the check found it: the keys stay sorted
   }
 }
 
@@ -265,6 +288,7 @@ ApiRequest parse_request(std::string_view body, Endpoint endpoint) {
     parse_prompt(j, r);
   } else {
     parse_messages(j, r);
+    keep_client_order(body, r);
   }
   if (get_int(j, "n", 1, std::numeric_limits<int64_t>::min(), INT64_MAX) != 1) {
     bad("n", "must be 1 (one choice per request)");

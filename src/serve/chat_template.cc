@@ -14,6 +14,7 @@
 #include "io/gguf.h"
 #include "model/family.h"
 #include "serve/gemma4_chat.h"
+#include "serve/qwen35_chat.h"
 
 namespace fs = std::filesystem;
 
@@ -28,7 +29,7 @@ struct FormatName {
 constexpr FormatName kFormats[] = {{ChatFormat::Llama3, "llama3"},   {ChatFormat::ChatML, "chatml"},
                                    {ChatFormat::Gemma, "gemma"},     {ChatFormat::Llama2, "llama2"},
                                    {ChatFormat::Mistral, "mistral"}, {ChatFormat::Gemma4, "gemma4"},
-                                   {ChatFormat::Plain, "plain"}};
+                                   {ChatFormat::Qwen35, "qwen35"},   {ChatFormat::Plain, "plain"}};
 
 // Jinja's `trim` / Python's str.strip() on ASCII whitespace.
 std::string trim(const std::string& s) {
@@ -140,9 +141,12 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& msgs, bool gen)
 std::string ChatTemplate::render(const std::vector<ChatMessage>& msgs, const ChatExtras& extras,
                                  bool gen) const {
   if (format == ChatFormat::Gemma4) return render_gemma4(*this, msgs, extras, gen);
+  if (format == ChatFormat::Qwen35) return render_qwen35(msgs, extras, gen);
   const std::string why = fmt::format("the {} chat format has", chat_format_name(format));
-  if (!extras.tools.empty()) fail_setting<InputError>("tools", "tools: {} no tools (gemma4 has)", why);
-  if (extras.enable_thinking) {
+  if (!extras.tools.empty()) {
+    fail_setting<InputError>("tools", "tools: {} no tools (gemma4 and qwen35 have)", why);
+  }
+  if (extras.enable_thinking.value_or(false)) {
     fail_setting<InputError>("enable_thinking", "enable_thinking: {} no thinking switch", why);
   }
   for (size_t i = 0; i < msgs.size(); ++i) {
@@ -199,6 +203,7 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& msgs, const Cha
       return out;  // the model's turn follows [/INST] directly
     }
     case ChatFormat::Gemma4:  // rendered above
+    case ChatFormat::Qwen35:
     case ChatFormat::Plain:
       for (size_t i = 0; i < msgs.size(); ++i) out += (i ? "\n" : "") + msgs[i].content;
       return out;
@@ -209,7 +214,8 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& msgs, const Cha
 std::vector<std::string> ChatTemplate::turn_ends() const {
   switch (format) {
     case ChatFormat::Llama3: return {"<|eot_id|>"};
-    case ChatFormat::ChatML: return {"<|im_end|>"};
+    case ChatFormat::ChatML:
+    case ChatFormat::Qwen35: return {"<|im_end|>"};
     case ChatFormat::Gemma: return {"<end_of_turn>"};
     case ChatFormat::Gemma4: return {"<turn|>", "<|tool_response>"};
     case ChatFormat::Llama2:

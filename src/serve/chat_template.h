@@ -24,13 +24,20 @@
 //            system text, the tool declarations and the thinking switch; an
 //            assistant's tool calls and the tool results after it in its own
 //            turn; the prompt <|turn>model\n, with an empty thought channel
-//            unless thinking is on (serve/gemma4_chat.h). The only format
-//            that takes tools, tool calls, tool results and thinking.
+//            unless thinking is on (serve/gemma4_chat.h).
+//   qwen35   ChatML with Qwen3.5's system turn of tool declarations, an
+//            assistant's <think> part after the last query, tool calls as
+//            <tool_call><function=NAME><parameter=P>..., tool results as
+//            <tool_response> in a user turn; the prompt opens <think>\n
+//            unless thinking is off (serve/qwen35_chat.h).
+//   gemma4 and qwen35 are the formats that take tools, tool calls, tool
+//   results and thinking.
 //   plain    the messages' texts joined by "\n" (base models; no markers).
 // The rendered text starts with the BOS text where the family has one; the
 // server tokenizes it without adding another (prompt_ids: no double BOS).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,9 +47,10 @@
 
 namespace mtp::serve {
 
-enum class ChatFormat { Llama3, ChatML, Gemma, Llama2, Mistral, Gemma4, Plain };
+enum class ChatFormat { Llama3, ChatML, Gemma, Llama2, Mistral, Gemma4, Qwen35, Plain };
 
-// "llama3" | "chatml" | "gemma" | "llama2" | "mistral" | "gemma4" | "plain";
+// "llama3" | "chatml" | "gemma" | "llama2" | "mistral" | "gemma4" | "qwen35" |
+// "plain";
 // InputError otherwise.
 ChatFormat parse_chat_format(const std::string& name);
 const char* chat_format_name(ChatFormat f);
@@ -50,11 +58,11 @@ const char* chat_format_name(ChatFormat f);
 std::vector<std::string> chat_format_names();
 
 // A tool call of an assistant message: OpenAI's {id, function: {name,
-// arguments}}, the arguments as a JSON object (or, when a client sent text
-// that is not one, that text).
+// arguments}}, the arguments as a JSON object in the client's key order (or,
+// when a client sent text that is not one, that text).
 struct ToolCall {
   std::string id, name;
-  nlohmann::json arguments;
+  nlohmann::ordered_json arguments;
 };
 
 struct ChatMessage {
@@ -69,10 +77,14 @@ struct ChatMessage {
 // What a chat request adds to its messages: OpenAI's tools (an array of
 // {"type": "function", "function": {name, description, parameters}}, checked
 // by the API) and the template's thinking switch (chat_template_kwargs
-// enable_thinking).
+// enable_thinking; absent: the template's default — gemma4 off, qwen35 on).
 struct ChatExtras {
-  nlohmann::json tools = nlohmann::json::array();
-  bool enable_thinking = false;
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // the client's key order
+  std::optional<bool> enable_thinking;
+  // Whether this request thinks in `format`.
+  bool thinking(ChatFormat format) const {
+    return enable_thinking.value_or(format == ChatFormat::Qwen35);
+  }
 };
 
 struct ChatTemplate {
@@ -91,6 +103,11 @@ struct ChatTemplate {
   // Texts that end an assistant turn: stop strings for chat completions
   // (gemma4: the end of the turn and the cue for a tool's result).
   std::vector<std::string> turn_ends() const;
+  // Whether the generation prompt for `extras` ends inside the thinking part
+  // (qwen35 with thinking on: the reply starts with the thinking).
+  bool prompt_opens_thought(const ChatExtras& extras) const {
+    return format == ChatFormat::Qwen35 && extras.thinking(format);
+  }
 };
 
 // The family of a Jinja chat template (ConfigError naming `where` if none).

@@ -46,25 +46,6 @@ const json* at(const json& v, const char* key) {
   return it == v.end() ? nullptr : &*it;
 }
 
-// What {{ x }} prints for a scalar: Python's str() of the JSON value.
-std::string python_str(const json& v) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_null()) return "None";
-  if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
-  if (v.is_number_float()) {
-    std::string s = fmt::format("{}", v.get<double>());
-    if (s.find_first_of(".eni") == std::string::npos) s += ".0";  // repr(1.0) == "1.0"
-    return s;
-  }
-  if (v.is_number()) return v.dump();
-  std::string out = v.is_array() ? "[" : "{";
-  for (auto it = v.begin(); it != v.end(); ++it) {
-    if (it != v.begin()) out += ", ";
-    if (v.is_object()) out += "'" + it.key() + "': ";
-    out += it->is_string() ? "'" + it->get<std::string>() + "'" : python_str(*it);
-  }
-  return out + (v.is_array() ? "]" : "}");
-}
 
 // `value['type'] | upper`: "" when absent.
 std::string type_upper(const json& v) {
@@ -203,19 +184,39 @@ std::string strip_thinking(const std::string& text) {
 
 std::string call_text(const ToolCall& c) {
   std::string args;
-  if (c.arguments.is_object()) {
+  const json arguments(c.arguments);  // Gemma's notation sorts the keys
+  if (arguments.is_object()) {
     bool first = true;
-    for (const auto& [key, v] : dictsort(c.arguments)) {
+    for (const auto& [key, v] : dictsort(arguments)) {
       args += (first ? "" : ",") + key + ":" + format_value(*v, false);
       first = false;
     }
-  } else if (c.arguments.is_string()) {
-    args = c.arguments.get<std::string>();
+  } else if (arguments.is_string()) {
+    args = arguments.get<std::string>();
   }
   return "<|tool_call>call:" + c.name + "{" + args + "}<tool_call|>";
 }
 
 }  // namespace
+
+std::string python_str(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_null()) return "None";
+  if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
+  if (v.is_number_float()) {
+    std::string s = fmt::format("{}", v.get<double>());
+    if (s.find_first_of(".eni") == std::string::npos) s += ".0";  // repr(1.0) == "1.0"
+    return s;
+  }
+  if (v.is_number()) return v.dump();
+  std::string out = v.is_array() ? "[" : "{";
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (it != v.begin()) out += ", ";
+    if (v.is_object()) out += "'" + it.key() + "': ";
+    out += it->is_string() ? "'" + it->get<std::string>() + "'" : python_str(*it);
+  }
+  return out + (v.is_array() ? "]" : "}");
+}
 
 std::string format_value(const json& v, bool quote_keys) {
   if (v.is_string()) return quoted(v.get<std::string>());
@@ -249,11 +250,12 @@ std::string render_gemma4(const ChatTemplate& t, const std::vector<ChatMessage>&
   enum class Prev { None, Other, ToolCall, ToolResponse } prev = Prev::None;
   std::string out = t.bos;
   const bool system = !msgs.empty() && msgs[0].role == "system";
-  if (x.enable_thinking || !x.tools.empty() || system) {
+  const bool thinking = x.thinking(ChatFormat::Gemma4);
+  if (thinking || !x.tools.empty() || system) {
     out += "<|turn>system\n";
-    if (x.enable_thinking) out += "<|think|>\n", prev = Prev::Other;
+    if (thinking) out += "<|think|>\n", prev = Prev::Other;
     if (system) out += trim(msgs[0].content);
-    for (const json& tool : x.tools) out += "<|tool>" + trim(format_declaration(tool)) + "<tool|>";
+    for (const auto& tool : x.tools) out += "<|tool>" + trim(format_declaration(json(tool))) + "<tool|>";
     if (!x.tools.empty()) prev = Prev::Other;
     out += "<turn|>\n";
   }
@@ -300,7 +302,7 @@ std::string render_gemma4(const ChatTemplate& t, const std::vector<ChatMessage>&
   }
   if (gen && prev != Prev::ToolResponse && prev != Prev::ToolCall) {
     out += "<|turn>model\n";
-    if (!x.enable_thinking) out += "<|channel>thought\n<channel|>";
+    if (!thinking) out += "<|channel>thought\n<channel|>";
   }
   return out;
 }

@@ -39,6 +39,10 @@ namespace mtp::serve {
 std::string render_gemma4(const ChatTemplate& t, const std::vector<ChatMessage>& messages,
                           const ChatExtras& extras, bool add_generation_prompt);
 
+// What Jinja's {{ x }} prints for a JSON value in transformers' renderer:
+// Python's str() of it (True, None, 1.0, ['a', 1], {'k': 'v'}).
+std::string python_str(const nlohmann::json& v);
+
 // A value in Gemma's notation; quote_keys: object keys in <|"|> too (the
 // template's escape_keys).
 std::string format_value(const nlohmann::json& v, bool quote_keys);

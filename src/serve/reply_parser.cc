@@ -1,6 +1,7 @@
 #include "serve/reply_parser.h"
 
 #include "serve/gemma4_chat.h"
+#include "serve/qwen35_chat.h"
 
 namespace mtp::serve {
 
@@ -8,7 +9,9 @@ namespace {
 
 constexpr std::string_view kChannelOpen = "<|channel>", kChannelClose = "<channel|>",
                            kCallOpen = "<|tool_call>", kCallClose = "<tool_call|>",
-                           kThoughtName = "thought\n";
+                           kThoughtName = "thought\n", kThinkOpen = "<think>",
+                           kThinkClose = "</think>", kQwenCallOpen = "<tool_call>",
+                           kQwenCallClose = "</tool_call>";
 
 // The length of the longest suffix of `s` that is a proper prefix of one of
 // `markers`: text that must wait for the next piece.
@@ -25,6 +28,19 @@ size_t pending_prefix(std::string_view s, std::initializer_list<std::string_view
   return best;
 }
 
+// The number of newlines right before position `end` of `s`.
+size_t newlines_in_front(std::string_view s, size_t end) {
+  size_t n = 0;
+  while (n < end && s[end - n - 1] == '\n') ++n;
+  return n;
+}
+
+// The length of s's tail from the newlines right before `end`: what a
+// newline-trimming reader holds back when the text ends at `end`.
+size_t newlines_before(std::string_view s, size_t end) {
+  return s.size() - end + newlines_in_front(s, end);
+}
+
 }  // namespace
 
 void ReplyDelta::append(ReplyDelta d) {
@@ -33,16 +49,25 @@ void ReplyDelta::append(ReplyDelta d) {
   for (auto& c : d.calls) calls.push_back(std::move(c));
 }
 
+ReplyParser::ReplyParser(ChatFormat f, bool in_thought, nlohmann::json tools)
+    : format_(f), structured_(f == ChatFormat::Gemma4 || f == ChatFormat::Qwen35),
+      tools_(std::move(tools)) {
+  if (f == ChatFormat::Qwen35 && in_thought) state_ = State::Thought, skip_newlines_ = true;
+}
+
 ReplyDelta ReplyParser::feed(std::string_view text) {
   if (!structured_) return ReplyDelta{std::string(text), "", {}};
   buf_ += text;
-  return drain(false);
+  return format_ == ChatFormat::Qwen35 ? drain_qwen35(false) : drain(false);
 }
 
 ReplyDelta ReplyParser::finish() {
   if (!structured_) return {};
-  ReplyDelta d = drain(true);
-  if (state_ == State::Call) d.content += std::string(kCallOpen) + call_;  // unfinished call
+  const bool qwen = format_ == ChatFormat::Qwen35;
+  ReplyDelta d = qwen ? drain_qwen35(true) : drain(true);
+  if (state_ == State::Call) {  // an unfinished call
+    d.content += std::string(qwen ? kQwenCallOpen : kCallOpen) + call_;
+  }
   call_.clear();
   state_ = State::Content;
   return d;
@@ -66,17 +91,76 @@ void ReplyParser::end_call(ReplyDelta& d) {
   call_.clear();
 }
 
-bool ReplyParser::take_until(std::string_view close, std::string& sink, bool final) {
+bool ReplyParser::take_until(std::string_view close, std::string& sink, bool final,
+                             bool trim_newlines) {
+  skip_newlines();
   const size_t end = buf_.find(close);
   if (end == std::string::npos) {
-    const size_t keep = final ? 0 : pending_prefix(buf_, {close});
+    size_t keep = final ? 0 : pending_prefix(buf_, {close});
+    if (trim_newlines && !final) keep = newlines_before(buf_, buf_.size() - keep);
     sink += buf_.substr(0, buf_.size() - keep);
     buf_.erase(0, buf_.size() - keep);
     return false;
   }
-  sink += buf_.substr(0, end);
+  sink += buf_.substr(0, trim_newlines ? end - newlines_in_front(buf_, end) : end);
   buf_.erase(0, end + close.size());
   return true;
+}
+
+void ReplyParser::skip_newlines() {
+  if (!skip_newlines_) return;
+  const size_t n = buf_.find_first_not_of('\n');
+  buf_.erase(0, n == std::string::npos ? buf_.size() : n);
+  skip_newlines_ = n == std::string::npos;
+}
+
+ReplyDelta ReplyParser::drain_qwen35(bool final) {
+  ReplyDelta d;
+  for (;;) {
+    switch (state_) {
+      case State::Content: {
+        skip_newlines();
+        const size_t think = buf_.find(kThinkOpen), call = buf_.find(kQwenCallOpen);
+        const size_t at = std::min(think, call);
+        if (at == std::string::npos) {
+          size_t keep = final ? 0 : pending_prefix(buf_, {kThinkOpen, kQwenCallOpen});
+          if (!final) keep = newlines_before(buf_, buf_.size() - keep);
+          d.content += buf_.substr(0, buf_.size() - keep);
+          buf_.erase(0, buf_.size() - keep);
+          return d;
+        }
+        d.content += buf_.substr(0, at - newlines_in_front(buf_, at));
+        const bool is_think = at == think;
+        buf_.erase(0, at + (is_think ? kThinkOpen : kQwenCallOpen).size());
+        state_ = is_think ? State::Thought : State::Call;
+        skip_newlines_ = is_think;
+        break;
+      }
+      case State::Thought:
+        if (!take_until(kThinkClose, d.reasoning, final, /*trim_newlines=*/true)) {
+          if (final) state_ = State::Content;
+          return d;
+        }
+        state_ = State::Content;
+        skip_newlines_ = true;
+        break;
+      case State::Call: {
+        if (!take_until(kQwenCallClose, call_, final)) return d;
+        if (auto c = parse_qwen35_call(call_, tools_)) {
+          d.calls.push_back({c->name, c->arguments.dump()});
+        } else {
+          d.content += std::string(kQwenCallOpen) + call_ + std::string(kQwenCallClose);
+        }
+        call_.clear();
+        state_ = State::Content;
+        skip_newlines_ = true;
+        break;
+      }
+      case State::ChannelName:
+        state_ = State::Content;
+        break;
+    }
+  }
 }
 
 ReplyDelta ReplyParser::drain(bool final) {

@@ -132,7 +132,7 @@ bool respond(httplib::Response& res, const Prepared& p, Channel& ch,
       }
       json r = envelope(p, false);
       if (is_chat(p)) {
-        ReplyParser parser(p.reply_format);
+        ReplyParser parser(p.reply_format, p.reply_in_thought, p.api.extras.tools);
         ReplyDelta reply = parser.feed(text);
         reply.append(parser.finish());
         r["choices"] = json::array(
@@ -152,7 +152,8 @@ bool respond(httplib::Response& res, const Prepared& p, Channel& ch,
 void stream_response(httplib::Response& res, std::shared_ptr<Prepared> p,
                      std::shared_ptr<Channel> ch, std::function<void()> drop) {
   auto sent_role = std::make_shared<bool>(false);
-  auto parser = std::make_shared<ReplyParser>(p->reply_format);
+  auto parser =
+      std::make_shared<ReplyParser>(p->reply_format, p->reply_in_thought, p->api.extras.tools);
   auto calls = std::make_shared<size_t>(0);  // tool calls streamed so far
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");

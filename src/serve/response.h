@@ -33,6 +33,7 @@ struct Prepared {
   // Chat: how the reply's text is read back (content, reasoning_content,
   // tool_calls: serve/reply_parser.h).
   ChatFormat reply_format = ChatFormat::Plain;
+  bool reply_in_thought = false;  // the prompt opened the thinking part
 };
 
 // One request's events, from the engine thread to the HTTP thread.

@@ -98,6 +98,7 @@ Prepared Server::prepare(const std::string& body, Endpoint endpoint) {
       r.prompt = encode_chat(tok_, opt_.chat.render(p.api.messages, p.api.extras));
       for (const std::string& e : opt_.chat.turn_ends()) p.api.stop.push_back(e);
       p.reply_format = opt_.chat.format;
+      p.reply_in_thought = opt_.chat.prompt_opens_thought(p.api.extras);
     } else if (p.api.prompt_is_ids) {
       for (int64_t t : p.api.prompt_ids) {
         if (t < 0 || t >= tok_.vocab_size()) {

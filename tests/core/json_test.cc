@@ -69,6 +69,15 @@ TEST(ParseJson, KeyCheckSeesTopLevelKeys) {
   EXPECT_EQ(seen, 2);
 }
 
+TEST(ParseJson, OrderedKeepsTheDocumentsKeyOrderUnderTheSameLimits) {
+  const auto o = parse_json_ordered(R"({"z": 1, "a": {"y": 2, "b": 3}})", "w");
+  EXPECT_EQ(o.dump(), R"({"z":1,"a":{"y":2,"b":3}})");
+  EXPECT_EQ(parse_json(R"({"z": 1, "a": 2})", "w").dump(), R"({"a":2,"z":1})");
+  const std::string deep = std::string(100, '[') + std::string(100, ']');
+  EXPECT_THROW(parse_json_ordered(deep, "w"), FormatError);
+  EXPECT_THROW(parse_json_ordered("{", "w"), FormatError);
+}
+
 TEST(JsonGet, TypeErrorsNameFileFieldAndValue) {
   const json j = parse_json(R"({"d_model": "64", "shards": 5, "step": "x", "big": -3,
                                 "name": "n", "text": ")" + std::string(5000, 'y') + "\"}",

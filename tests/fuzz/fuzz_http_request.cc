@@ -32,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (r.messages.empty()) std::abort();
     for (ChatFormat f : {ChatFormat::Llama3, ChatFormat::ChatML, ChatFormat::Gemma,
                          ChatFormat::Llama2, ChatFormat::Mistral, ChatFormat::Gemma4,
-                         ChatFormat::Plain}) {
+                         ChatFormat::Qwen35, ChatFormat::Plain}) {
       ChatTemplate t;
       t.format = f;
       t.bos = "<s>";

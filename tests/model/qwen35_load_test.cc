@@ -186,6 +186,16 @@ TEST(Qwen35Load, GgufKeysTheTensorsContradictAreRefusedNamingTheKey) {
   refused("qwen35.ssm.conv_kernel", 3, {"qwen35.ssm.conv_kernel = 3", "ssm_conv1d", "4 taps"});
   refused("qwen35.ssm.time_step_rank", 2, {"qwen35.ssm.time_step_rank = 2", "ssm_a", "4 heads"});
   refused("qwen35.ssm.state_size", 4, {"qwen35.ssm.state_size 4", "attn_qkv", "which has 64"});
+  // Several MTP layers (vLLM would run layer k mod n at draft step k): refused.
+  const std::string gguf = test::temp_dir("q35-gguf-bad") + "/mtp2.gguf";
+  test::GgufConvert opt;
+  opt.edit = [&](io::GgufMetadata& kv, std::vector<io::GgufWriteTensor>&) {
+    std::erase_if(kv, [](const auto& e) { return e.first == "qwen35.nextn_predict_layers"; });
+    kv.push_back({"qwen35.nextn_predict_layers", io::GgufValue::u32(2)});
+  };
+  test::convert_hf_to_gguf(dir, gguf, opt);
+  test::expect_error<ConfigError>([&] { load_model(gguf, {}); },
+                                  {"qwen35.nextn_predict_layers = 2", "1 layer"});
 }
 
 TEST(Qwen35Load, MixtureOfExpertsVariantsAreRefused) {
@@ -271,6 +281,40 @@ TEST(Qwen35Load, RecurrentStateMemoryPerSequence) {
                 "%.1f MiB, conv/gate ring for %d rows %.1f MiB): %.1f MiB\n", sh.name, rec,
                 double(rec * state) / (1 << 20), double(rec * state) / (1 << 20), q_max,
                 double(bytes - 2 * rec * state) / (1 << 20), double(bytes) / (1 << 20));
+  }
+}
+
+// The memory estimate (KVCache::bytes_for, what the default context and the
+// scheduler's check use) of the published shapes: K/V only for the full
+// attention layers (one in four), the recurrent storage for the others —
+// the sum from the dims; and, for the 0.8B shape, what a cache allocates.
+TEST(Qwen35Load, KvEstimateCountsKvOnlyForAttentionLayers) {
+  struct Shape {
+    const char* name;
+    int d, layers, heads, kv_heads, k_heads, v_heads;
+  };
+  for (const Shape& sh : {Shape{"0.8B", 1024, 24, 8, 2, 16, 16}, Shape{"4B", 2560, 32, 16, 4, 16, 32}}) {
+    RandomSpec s = qwen35();
+    s.config_patch = {{"hidden_size", sh.d}, {"num_hidden_layers", sh.layers},
+                      {"layer_types", nullptr}, {"num_attention_heads", sh.heads},
+                      {"num_key_value_heads", sh.kv_heads}, {"linear_num_key_heads", sh.k_heads},
+                      {"linear_num_value_heads", sh.v_heads}, {"linear_key_head_dim", 128},
+                      {"linear_value_head_dim", 128}, {"head_dim", 256}};
+    const ModelConfig c = parse_hf_config(test::hf_config_json(s), nullptr);
+    const int ctx = 4096, q_max = 16, n_seq = 3;
+    const size_t attn = size_t(sh.layers) / 4, rec = size_t(sh.layers) - attn;
+    const size_t kv = attn * size_t(ctx + q_max) * size_t(sh.kv_heads) * 256 * 2 * 4;
+    const size_t C = size_t(2 * sh.k_heads * 128 + sh.v_heads * 128);
+    const size_t state = size_t(sh.v_heads) * 128 * 128 * 4;
+    const size_t recurrent = rec * (2 * state + size_t(q_max + 3) * (C + 2 * size_t(sh.v_heads)) * 4);
+    EXPECT_EQ(KVCache::bytes_for(c, n_seq, ctx, q_max), n_seq * (kv + recurrent)) << sh.name;
+    // Counting K/V for every layer, as a plain transformer's, would be this much more.
+    const size_t all_layers = size_t(sh.layers) * size_t(ctx + q_max) * size_t(sh.kv_heads) * 256 * 2 * 4;
+    std::printf("  Qwen3.5-%s, %d positions: %.1f MiB per sequence (K/V %.1f, recurrent %.1f); "
+                "K/V of every layer would be %.1f MiB\n", sh.name, ctx,
+                double(kv + recurrent) / (1 << 20), double(kv) / (1 << 20),
+                double(recurrent) / (1 << 20), double(all_layers) / (1 << 20));
+    if (sh.d == 1024) EXPECT_EQ(KVCache(c, 1, 64, q_max).bytes(), KVCache::bytes_for(c, 1, 64, q_max));
   }
 }
 

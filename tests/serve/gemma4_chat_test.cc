@@ -5,7 +5,7 @@
 //     turns, thinking, tool declarations (flat and nested schemas), tool calls
 //     (arguments as objects, nested, or as OpenAI's JSON text; reasoning as
 //     reasoning_content or vLLM's reasoning) and their results: the
-//     renderings checked in beside this file by gemma4_chat_expected.py, and
+//     renderings checked in beside this file by chat_expected.py, and
 //     the same cases rendered now by python3's jinja2 when
 //     bench/real-models.sh --install put the template in the `real` venv;
 //   - the reply parser turns thought channels into reasoning and tool calls
@@ -23,8 +23,10 @@
 #include "cli_util.h"
 #include "core/error.h"
 #include "serve/api.h"
+#include "serve/chat_reference.h"
 #include "serve/gemma4_chat.h"
 #include "serve/reply_parser.h"
+#include "serve/script_server.h"
 #include "serve/serve_util.h"
 #include "serve/server.h"
 #include "test_util.h"
@@ -35,86 +37,18 @@ namespace {
 
 using nlohmann::json;
 
-// The cases and transformers' rendering of them with the published template
-// (gemma4_chat_expected.py writes "expected" and names the renderer and the
-// template's sha256 under "reference").
-const json& reference() {
-  static const json doc = [] {
-    std::ifstream f(std::string(MTPSPEC_SOURCE_DIR) + "/tests/serve/gemma4_chat_expected.json");
-    return json::parse(f);
-  }();
-  return doc;
-}
+const test::ChatReference kRef{"gemma4_chat_expected.json", ChatFormat::Gemma4, "<bos>"};
 
-const json& cases() { return reference().at("cases"); }
-
-const json& case_named(const std::string& name) {
-  for (const json& c : cases()) {
-    if (c.at("name") == name) return c;
-  }
-  ADD_FAILURE() << "no case '" << name << "'";
-  return cases().at(0);
-}
-
-std::string body_of(const json& c) {
-  json b = {{"messages", c.at("messages")}};
-  if (!c.at("tools").empty()) b["tools"] = c.at("tools");
-  if (c.at("thinking").get<bool>()) b["chat_template_kwargs"] = {{"enable_thinking", true}};
-  return b.dump();
-}
-
-// Our rendering of a case, through the API's parsing as serve does it.
-std::string ours(const json& c) {
-  const ApiRequest r = parse_request(body_of(c), Endpoint::Chat);
-  ChatTemplate t;
-  t.format = ChatFormat::Gemma4;
-  t.bos = "<bos>";
-  return t.render(r.messages, r.extras);
-}
-
-void expect_renders(const json& doc) {
-  size_t n = 0;
-  for (const json& c : doc.at("cases")) {
-    EXPECT_EQ(ours(c), c.at("expected").get<std::string>()) << c.at("name");
-    ++n;
-  }
-  EXPECT_GE(n, 15u);
-}
+const json& case_named(const std::string& name) { return kRef.case_named(name); }
 
 TEST(Gemma4Chat, RendersAsTransformersRendersThePublishedTemplate) {
-  const json& ref = reference().at("reference");
-  EXPECT_EQ(ref.at("template"), "google-gemma-4-31B-it.jinja");
-  EXPECT_TRUE(ref.at("renderer").get<std::string>().starts_with("transformers ")) << ref;
-  expect_renders(reference());
+  kRef.expect_transformers_renderings("google-gemma-4-31B-it.jinja", 15);
 }
 
 // The same cases rendered now, by python3's jinja2, from the template that
 // bench/real-models.sh --install put in the `real` venv (skipped when absent).
 TEST(Gemma4Chat, RendersAsThePublishedTemplateRenderedNow) {
-  if (std::system("python3 -c 'import jinja2' >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "python3 with jinja2 not found (apt install python3-jinja2)";
-  }
-  const std::string path = test::real_model_path("google-gemma-4-31B-it.jinja");
-  if (path.empty()) {
-    GTEST_SKIP() << "Gemma 4's published template is not in " << test::venv_dir("real")
-                 << "/models (bench/real-models.sh --install puts it there)";
-  }
-  std::ifstream f(path);
-  const std::string tmpl((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(recognise_template(tmpl, path).format, ChatFormat::Gemma4);
-  const std::string out = test::temp_dir("gemma4_chat") + "/rendered.json";
-  const std::string src = std::string(MTPSPEC_SOURCE_DIR) + "/tests/serve/";
-  std::string log;
-  ASSERT_EQ(test::run_python("python3",
-                             test::shell_quote(src + "gemma4_chat_expected.py") + " " +
-                                 test::shell_quote(path) + " " +
-                                 test::shell_quote(src + "gemma4_chat_expected.json") +
-                                 " --out " + test::shell_quote(out),
-                             &log),
-            0)
-      << log;
-  std::ifstream rendered(out);
-  expect_renders(json::parse(rendered));
+  kRef.expect_renderings_now("google-gemma-4-31B-it.jinja", 15);
 }
 
 // Gemma 4's checkpoints ship their template as chat_template.jinja; as in
@@ -144,9 +78,9 @@ TEST(Gemma4Chat, FormatNamesRoundTrip) {
 TEST(Gemma4Chat, OtherFormatsRefuseToolsAndThinking) {
   ChatTemplate t;
   t.format = ChatFormat::ChatML;
-  for (const json& c : cases()) {
-    const ApiRequest r = parse_request(body_of(c), Endpoint::Chat);
-    const bool gemma4_only = !r.extras.tools.empty() || r.extras.enable_thinking;
+  for (const json& c : kRef.doc().at("cases")) {
+    const ApiRequest r = kRef.request(c);
+    const bool gemma4_only = !r.extras.tools.empty() || r.extras.enable_thinking.value_or(false);
     if (gemma4_only) EXPECT_THROW(t.render(r.messages, r.extras), InputError) << c.at("name");
   }
   EXPECT_EQ(parse_request(R"({"messages":[{"role":"user","content":"x"}],"tools":[],
@@ -232,82 +166,9 @@ TEST(Gemma4Chat, ReplyParserReadsThoughtsAndCallsWholeOrByteByByte) {
   EXPECT_EQ(plain.feed(kReply).content, kReply);  // other formats: all content
 }
 
-// Emits a scripted reply, one byte per token, and keeps the prompt it got.
-class ScriptEngine : public Engine {
- public:
-  explicit ScriptEngine(std::string reply) : reply_(std::move(reply)) {
-    info_.model_id = "script";
-    info_.ctx = 4096;
-  }
-  ~ScriptEngine() override {
-    for (auto& t : threads_) t.join();
-  }
-  const EngineInfo& info() const override { return info_; }
-  Handle submit(Request r, EventFn f) override {
-    std::lock_guard<std::mutex> lk(mu_);
-    prompts_.push_back(r.prompt);
-    threads_.emplace_back([this, f] {
-      for (char ch : reply_) {
-        Event e;
-        e.token = 3 + uint8_t(ch);
-        e.text = std::string(1, ch);
-        f(e);
-      }
-      Event d;
-      d.type = Event::Type::Done;
-      d.finish_reason = "stop";
-      d.completion_tokens = int(reply_.size());
-      f(d);
-    });
-    return Handle(threads_.size());
-  }
-  void cancel(Handle) override {}
-  size_t queue_depth() const override { return 0; }
-  size_t running() const override { return 0; }
-  void shutdown(bool) override {}
-  std::string last_prompt() {
-    std::lock_guard<std::mutex> lk(mu_);
-    std::string s;
-    for (size_t i = 1; i < prompts_.back().size(); ++i) s += char(prompts_.back()[i] - 3);
-    return s;
-  }
-
- private:
-  std::string reply_;
-  EngineInfo info_;
-  std::mutex mu_;
-  std::vector<std::vector<int32_t>> prompts_;
-  std::vector<std::thread> threads_;
-};
-
-// A server of chat format `f` over a ScriptEngine replying `reply`, listening
-// on a loopback port until destroyed; `client` talks to it.
-struct ScriptServer {
-  test::ByteTokenizer tok;
-  ScriptEngine engine;
-  Server server;
-  std::thread th;
-  httplib::Client client;
-  static ServerOptions options(ChatFormat f) {
-    ServerOptions o;
-    o.port = 0;
-    o.chat.format = f;
-    return o;
-  }
-  ScriptServer(ChatFormat f, std::string reply)
-      : engine(std::move(reply)), server(engine, tok, options(f)), client("127.0.0.1", server.bind()) {
-    th = std::thread([this] { server.listen(); });
-    client.set_read_timeout(10, 0);
-  }
-  ~ScriptServer() {
-    server.stop();
-    th.join();
-  }
-};
-
 TEST(Gemma4Chat, ServerReturnsToolCallsAndReasoning) {
-  ScriptServer s(ChatFormat::Gemma4, kReply);
-  ScriptEngine& engine = s.engine;
+  test::ScriptServer s(ChatFormat::Gemma4, kReply);
+  test::ScriptEngine& engine = s.engine;
   httplib::Client& c = s.client;
   const std::string body = json({{"messages", {{{"role", "user"}, {"content", "Weather?"}}}},
                                  {"tools", case_named("tools").at("tools")},
@@ -336,34 +197,18 @@ TEST(Gemma4Chat, ServerReturnsToolCallsAndReasoning) {
   sb["stream"] = true;
   r = c.Post("/v1/chat/completions", sb.dump(), "application/json");
   ASSERT_TRUE(r);
-  std::string content, reasoning, finish;
-  json calls = json::array();
-  for (size_t p = 0; (p = r->body.find("data: ", p)) != std::string::npos;) {
-    const size_t e = r->body.find("\n\n", p);
-    const std::string d = r->body.substr(p + 6, e - p - 6);
-    p = e;
-    if (d == "[DONE]") break;
-    json ch = json::parse(d);
-    if (ch["choices"].empty()) continue;
-    const json& delta = ch["choices"][0]["delta"];
-    if (delta.contains("content")) content += delta["content"].get<std::string>();
-    if (delta.contains("reasoning_content")) reasoning += delta["reasoning_content"].get<std::string>();
-    if (delta.contains("tool_calls")) {
-      for (const json& tc : delta["tool_calls"]) calls.push_back(tc);
-    }
-    if (!ch["choices"][0]["finish_reason"].is_null()) finish = ch["choices"][0]["finish_reason"];
-  }
-  EXPECT_EQ(content, "Checking.");
-  EXPECT_EQ(reasoning, "The user wants Paris.");
-  ASSERT_EQ(calls.size(), 1u);
-  EXPECT_EQ(calls[0]["index"], 0);
-  EXPECT_EQ(json::parse(calls[0]["function"]["arguments"].get<std::string>()), args);
-  EXPECT_EQ(finish, "tool_calls");
+  const test::StreamedReply st = test::read_stream(r->body);
+  EXPECT_EQ(st.content, "Checking.");
+  EXPECT_EQ(st.reasoning, "The user wants Paris.");
+  ASSERT_EQ(st.calls.size(), 1u);
+  EXPECT_EQ(st.calls[0]["index"], 0);
+  EXPECT_EQ(json::parse(st.calls[0]["function"]["arguments"].get<std::string>()), args);
+  EXPECT_EQ(st.finish, "tool_calls");
 }
 
 // A format without tools or thinking answers 400 naming the field.
 TEST(Gemma4Chat, ServerOfAnotherFormatNamesToolsAndThinkingIn400) {
-  ScriptServer s(ChatFormat::ChatML, "hi");
+  test::ScriptServer s(ChatFormat::ChatML, "hi");
   httplib::Client& c = s.client;
   const json msgs = {{{"role", "user"}, {"content", "Weather?"}}};
   for (const auto& [body, param] :

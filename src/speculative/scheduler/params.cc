@@ -4,6 +4,8 @@
 
 #include "core/error.h"
 #include "core/memory_headroom.h"
+#include "drafter/drafter.h"
+#include "model/kv_cache.h"
 
 namespace mtp::speculative {
 
@@ -28,26 +30,39 @@ int resolve_ctx(const model::ModelConfig& c, int requested, int64_t needed) {
     fail<InputError>("a context of {} positions exceeds the model's maximum of {}", requested,
                      c.max_position);
   }
-  // Bytes per position: K and V of every layer, and the captured hidden row.
-  const double per_pos =
-      (double(c.n_layers) * c.n_kv_heads * c.head_dim * 2 + c.d_model) * sizeof(float);
   const MemoryHeadroom room = memory_headroom();
   const double avail = room.bytes;
   if (requested > 0) {
-    if (room.known() && per_pos * requested > avail) {
+    if (room.known() && slot_bytes(c, requested) > avail) {
       fail<InputError>("a context of {} positions needs {:.2f} GiB for the KV cache; {} is "
-                       "available", requested, per_pos * requested / (1ull << 30),
+                       "available", requested, slot_bytes(c, requested) / (1ull << 30),
                        room.describe());
     }
     return requested;
   }
   // Default: what this generation can use (prompt + new tokens + drafts), at
-  // most the model's maximum and a memory budget — never the model's maximum
-  // up front (max_position_embeddings may be 1 M or 2^31 - 1).
+  // most the model's maximum and the longest context within a memory budget
+  // — never the model's maximum up front (max_position_embeddings may be 1 M
+  // or 2^31 - 1). slot_bytes grows with ctx: the longest is a bisection.
   const double budget = room.known() ? std::min(kKvBudgetBytes, avail / 2) : kKvBudgetBytes;
-  int64_t ctx = std::min<int64_t>(c.max_position, int64_t(std::max(256.0, budget / per_pos)));
+  int64_t lo = std::min(256, c.max_position), hi = c.max_position;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (slot_bytes(c, int(mid)) <= budget) lo = mid; else hi = mid - 1;
+  }
+  int64_t ctx = lo;
   if (needed > 0) ctx = std::min(ctx, needed);
   return int(ctx);
+}
+
+double slot_bytes(const model::ModelConfig& c, int ctx, const drafter::Drafter* d) {
+  double bytes = double(model::KVCache::bytes_for(c, 1, ctx)) +
+                 double(ctx) * c.d_model * sizeof(float);  // captured hidden rows
+  if (d) {
+    bytes += double(d->config().K) * (double(model::KVCache::bytes_for(d->block_config(), 1, ctx)) +
+                                      double(ctx) * c.d_model * sizeof(float));
+  }
+  return bytes;
 }
 
 int resolve_n_new(int max_tokens, int prompt_tokens, int ctx) {

@@ -6,6 +6,10 @@
 #include <vector>
 
 #include "model/config.h"
+
+namespace mtp::drafter {
+class Drafter;
+}
 #include "tokenizer/tokenizer.h"
 
 namespace mtp::speculative {
@@ -13,6 +17,13 @@ namespace mtp::speculative {
 // Tokens that end generation for this model/tokenizer pair (config.json's EOS
 // ids ∪ the tokenizer's; llama2.c: BOS, as its runner stops on it).
 std::vector<int32_t> stop_token_ids(const model::ModelConfig& c, const io::Tokenizer* tok);
+
+// Bytes one sequence of `ctx` positions holds (the memory estimate of every
+// entry point): the target's K/V for its attention layers and the recurrent
+// storage of its Gated DeltaNet layers (model::KVCache::bytes_for, q_max 64:
+// a prefill chunk or verify at most), the captured hidden rows [ctx,
+// d_model]; with a drafter, its K modules' caches and output rows.
+double slot_bytes(const model::ModelConfig& c, int ctx, const drafter::Drafter* d = nullptr);
 
 // Positions per sequence: `requested` (> 0; at most the model's maximum and
 // what memory holds), else `needed` (0: unknown) capped by the model's

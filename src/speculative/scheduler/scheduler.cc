@@ -30,16 +30,7 @@ double now_s() { return std::chrono::duration<double>(Clock::now().time_since_ep
 int slot_ctx(const model::ModelConfig& c, const SchedulerOptions& opt,
              const drafter::Drafter* d) {
   const int ctx = resolve_ctx(c, opt.ctx > 0 ? opt.ctx : std::min(c.max_position, 2048));
-  double per_pos = (double(c.n_layers) * c.n_kv_heads * c.head_dim * 2 + c.d_model) * sizeof(float);
-  if (d) {
-    const model::ModelConfig& b = d->block_config();
-    per_pos += double(d->config().K) *
-               (double(b.n_layers) * b.n_kv_heads * b.head_dim * 2 + c.d_model) * sizeof(float);
-  }
-  // Recurrent layers (Qwen3.5): a fixed state, snapshot and ring per slot
-  // (the ring sized for 64 rows a call: prefill chunks are at most that).
-  const double per_slot = double(model::KVCache::recurrent_bytes(c, 64));
-  const double need = (per_pos * ctx + per_slot) * std::max(1, opt.parallel);
+  const double need = slot_bytes(c, ctx, d) * std::max(1, opt.parallel);
   const MemoryHeadroom room = memory_headroom();
   if (room.known() && need > room.bytes) {
     fail<InputError>("{} sequences x {} positions need {:.2f} GiB for the KV caches; {} is "

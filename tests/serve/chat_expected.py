@@ -1,23 +1,30 @@
-"""Renders the chat cases of gemma4_chat_expected.json with Gemma 4's published
-chat template, as transformers' apply_chat_template(tokenize=False,
-add_generation_prompt=True) does: the reference that
-tests/serve/gemma4_chat_test.cc compares our own rendering with.
+"""Renders the chat cases of a *_chat_expected.json file with a model's
+published chat template, as transformers' apply_chat_template(tokenize=False,
+add_generation_prompt=True) does: the reference that the serve tests
+(gemma4_chat_test.cc, qwen35_chat_test.cc) compare our own rendering with.
 
-  python gemma4_chat_expected.py TEMPLATE CASES_JSON --write
+  python chat_expected.py TEMPLATE CASES_JSON --write
       fills each case's "expected" and the "reference" block in CASES_JSON
       (run it with a Python that has transformers, e.g. /work/venv-ref, on
-      llama.cpp's models/templates/google-gemma-4-31B-it.jinja, which
-      bench/real-models.sh --install puts in the `real` venv's models/);
-  python gemma4_chat_expected.py TEMPLATE CASES_JSON --out OUT_JSON
-      writes the same document to OUT_JSON (the test's live check).
+      the template from llama.cpp's models/templates/ that
+      bench/real-models.sh --install puts in the `real` venv's models/:
+      google-gemma-4-31B-it.jinja, Qwen3.5-4B.jinja);
+  python chat_expected.py TEMPLATE CASES_JSON --out OUT_JSON
+      writes the same document to OUT_JSON (the tests' live check).
 
+A case's "thinking" (true or false) is passed as enable_thinking; null leaves
+it undefined (the template's default). The document's "bos_token" and
+"eos_token" (default "<bos>", "<eos>") are passed as such.
 Without transformers the template is rendered by jinja2 in the environment
-transformers builds (sandboxed, trim_blocks, lstrip_blocks, loopcontrols).
+transformers builds (sandboxed, trim_blocks, lstrip_blocks, loopcontrols,
+its tojson).
 As OpenAI-compatible servers do (vLLM, llama.cpp), a tool call's arguments
 given as JSON text are parsed to an object before rendering, and, as
-apply_chat_template does, message keys whose value is null are dropped.
+apply_chat_template does, message keys whose value is null are dropped; a
+"developer" message is a system message, as our API reads it.
 """
 import argparse
+import copy
 import hashlib
 import json
 import os
@@ -34,6 +41,14 @@ def renderer():
 
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                             extensions=[jinja2.ext.loopcontrols])
+        env.filters["tojson"] = lambda x, ensure_ascii=False, indent=None, separators=None, \
+            sort_keys=False: json.dumps(x, ensure_ascii=ensure_ascii, indent=indent,
+                                        separators=separators, sort_keys=sort_keys)
+
+        def raise_exception(message):
+            raise jinja2.exceptions.TemplateError(message)
+
+        env.globals["raise_exception"] = raise_exception
 
         def render(template, messages, tools, **kw):
             return env.from_string(template).render(messages=messages, tools=tools, **kw)
@@ -51,7 +66,11 @@ def renderer():
 def server_messages(messages):
     out = []
     for m in messages:
-        m = {k: v for k, v in m.items() if v is not None}
+        m = {k: v for k, v in copy.deepcopy(m).items() if v is not None}
+        if "reasoning" in m and "reasoning_content" not in m:  # vLLM's name, as transformers reads it
+            m["reasoning_content"] = m.pop("reasoning")
+        if m.get("role") == "developer":  # OpenAI's newer name, read as system by our API
+            m["role"] = "system"
         for call in m.get("tool_calls", []):
             args = call["function"].get("arguments")
             if isinstance(args, str):
@@ -74,9 +93,10 @@ def main():
         doc = json.load(f)
     render, by = renderer()
     for c in doc["cases"]:
-        kw = dict(add_generation_prompt=True, bos_token="<bos>", eos_token="<eos>")
-        if c["thinking"]:
-            kw["enable_thinking"] = True
+        kw = dict(add_generation_prompt=True, bos_token=doc.get("bos_token", "<bos>"),
+                  eos_token=doc.get("eos_token", "<eos>"))
+        if c.get("thinking") is not None:
+            kw["enable_thinking"] = c["thinking"]
         c["expected"] = render(template, server_messages(c["messages"]), c["tools"] or None, **kw)
     doc["reference"] = {
         "renderer": by,
