@@ -56,7 +56,7 @@ void require_train_binary(const std::string& what) {
 
 void add_train_forwarders(CLI::App& root) {
   for (const cli::TrainCommand& c :
-       {cli::kTrain, cli::kExport, cli::kParity, cli::kTrainAssistant}) {
+       {cli::kTrain, cli::kExport, cli::kParity, cli::kTrainAssistant, cli::kTrainNativeHead}) {
     CLI::App* cmd = root.add_subcommand(c.name, c.help);
     cmd->prefix_command();  // stop parsing: everything after the name is passed on
     cmd->set_help_flag();   // --help too (mtpspec-train documents the flags)

@@ -209,17 +209,28 @@ torch::Tensor TorchQwen35::forward(const std::vector<torch::Tensor>& p,
   return head(p, trunk(p, tokens));
 }
 
+torch::Tensor native_head_forward(const model::ModelConfig& mc,
+                                  const std::function<torch::Tensor(const std::string&)>& W,
+                                  const torch::Tensor& e, const torch::Tensor& hidden,
+                                  const RopeTables& rope, const torch::Tensor& mask) {
+  auto N = [&](const std::string& n, const torch::Tensor& x) {
+    return rmsnorm(x, W(n) + 1.0f, mc.norm_eps);
+  };
+  auto cat = torch::cat({N("mtp.pre_fc_norm_embedding.weight", e),
+                         N("mtp.pre_fc_norm_hidden.weight", hidden)}, -1);  // [B, R, 2d]
+  auto x = at::linear(cat, W("mtp.fc.weight"));
+  x = decoder_layer(
+      mc, [&](const std::string& n) { return W(kMtpLayer + n); }, x, rope, mask);
+  return N("mtp.norm.weight", x);
+}
+
 torch::Tensor TorchQwen35::mtp(const std::vector<torch::Tensor>& p, const torch::Tensor& next,
                                const torch::Tensor& hidden) const {
   MTP_CHECK(has_mtp(), "the Qwen3.5 config has no MTP layer");
   const Tables& t = tables(next.size(1));
   auto e = torch::embedding(param(p, "model.embed_tokens.weight"), next);  // [B, R, d]
-  auto cat = torch::cat({norm(p, "mtp.pre_fc_norm_embedding.weight", e),
-                         norm(p, "mtp.pre_fc_norm_hidden.weight", hidden)}, -1);  // [B, R, 2d]
-  auto x = at::linear(cat, param(p, "mtp.fc.weight"));
-  x = decoder_layer(
-      mtp_cfg_, [&](const std::string& n) { return param(p, kMtpLayer + n); }, x, t.rope, t.mask);
-  return norm(p, "mtp.norm.weight", x);
+  return native_head_forward(
+      mtp_cfg_, [&](const std::string& n) { return param(p, n); }, e, hidden, t.rope, t.mask);
 }
 
 PretrainTarget::Loss TorchQwen35::training_loss(const std::vector<torch::Tensor>& p,

@@ -23,6 +23,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -54,6 +55,18 @@ nlohmann::json qwen35_pretrain_config(const model::PretrainPreset& p, int vocab,
 // embedding, the layers (model/layer_io.h), the final norm, lm_head when
 // untied, and the native head's mtp.* when c.mtp_layers > 0.
 model::TensorShapes qwen35_tensor_shapes(const model::ModelConfig& c);
+
+// The native head over rows t = 0..R-1 at positions 0..R-1 (the training
+// side of drafter::NativeHead): e [B, R, d] the target's embedding of the
+// token each row embeds, hidden [B, R, d] the target's post-norm hidden ->
+// out [B, R, d] after mtp.norm (logits: the target's head on out). weight:
+// the head's tensors by their names ("mtp.fc.weight", ...), norms as stored
+// (1 + w applied here); mtp_cfg: model::native_mtp_config of the target's;
+// rope: tables of mtp_cfg.rotary_dim(head_dim) dims; mask [R, R].
+torch::Tensor native_head_forward(const model::ModelConfig& mtp_cfg,
+                                  const std::function<torch::Tensor(const std::string&)>& weight,
+                                  const torch::Tensor& e, const torch::Tensor& hidden,
+                                  const RopeTables& rope, const torch::Tensor& mask);
 
 class TorchQwen35 final : public PretrainTarget {
  public:
