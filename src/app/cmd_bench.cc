@@ -166,6 +166,10 @@ void run_bench(BenchArgs a) {
   if (!a.lookup.lookup.empty() || !a.lookup.corpus.empty()) {
     fail<InputError>("bench compares lookup sources with --sources mtp,prompt,history,union");
   }
+  if (!a.lookup.sources.empty()) {  // the default bench measures the drafter only
+    fail<InputError>("--draft-source: bench measures other draft sources with --sources (e.g. "
+                     "--sources native-mtp,mtp)");
+  }
   for (const auto& [flag, out] : {std::pair{"--report", &a.report}, std::pair{"--plot", &a.plot}}) {
     cli::refuse_output_over_inputs(flag, *out, false,
                                    {{"--prompts", &a.prompts}, {"--corpus", &a.corpus},

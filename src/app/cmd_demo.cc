@@ -4,13 +4,16 @@
 // work is reused when the demo is run again):
 //   1. corpus      Debian's `fortunes` package (%-separated) -> WORKDIR/corpus.txt
 //                  (skipped with --corpus or --model)
-//   2. pretrain    a tiny target from scratch, Llama or (--arch gemma4) Gemma 4
+//   2. pretrain    a tiny target from scratch, Llama, (--arch gemma4) Gemma 4 or
+//                  (--arch qwen35) Qwen3.5 trained with its native MTP head
 //                  (skipped with --model)
 //   3. precompute  self-distilled shards: the target's own continuations
 //   4. train       a K = 2 MTP drafter (libtorch), then export (parity-gated)
 //   5. parity      libtorch modules vs engine modules on the same inputs
 //   6. bench       plain vs speculative generation, interleaved, live acceptance
 //   7. drift       decode-only vs verify-only token streams (flips must be 0)
+//   8. bench-native (a target with a native MTP head, Qwen3.5's mtp.*) plain vs
+//                  speculative with the head drafting alone (bench --sources native-mtp)
 // and a summary: speedup, live acceptance per module, flips, and distinct-2 of
 // the target's own output (a degenerate, repetitive target inflates acceptance;
 // this makes it visible).
@@ -23,6 +26,7 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "cli/checks.h"
@@ -38,6 +42,7 @@
 #include "model/pretrain_options.h"
 #include "measure/bench.h"
 #include "measure/drift.h"
+#include "speculative/cycle/draft_tree.h"
 
 namespace mtp::app {
 
@@ -176,13 +181,26 @@ class Demo {
           {"-m", model_dir, "--drafter", drafter_path, "--prompts", prompts, "-n", n_tokens,
            "--threads", threads, "--json"},
           false, drift_json.string());
+    std::optional<json> native;
+    // A config with an MTP layer whose checkpoint holds the head (transformers'
+    // save_pretrained drops mtp.*).
+    if (model::read_model_config(model_dir).mtp_layers > 0 &&
+        model::load_model(model_dir, {}).weights.mtp.present()) {
+      const fs::path native_json = w_ / "bench-native.json";
+      stage("bench",
+            {"-m", model_dir, "--drafter", drafter_path, "--sources", "native-mtp", "--draft-k",
+             std::to_string(a_.k), "--prompts", prompts, "-n", n_tokens, "--threads", threads,
+             "--repeat", std::to_string(a_.repeat), "--json"},
+            false, native_json.string(), "bench-native");
+      native = native_head_summary(read_json(native_json), native_json);
+    }
     const json drift = read_json(drift_json);
     if (!drift.is_object() || !drift.contains("summary")) {
       fail<FormatError>("{}: no \"summary\" in the drift stage's output", drift_json.string());
     }
     summary(speculative::BenchResult::from_json(read_json(bench_json)),
             speculative::DriftSummary::from_json(drift["summary"]), drafter_info(drafter_path),
-            now() - t0);
+            native, now() - t0);
   }
 
  private:
@@ -193,15 +211,17 @@ class Demo {
 
   // Runs `mtpspec name args...` (plus --corpus files when asked); a failing stage
   // stops the demo with its exit status named.
+  // `label`: the stage's name in the log and summary ("" = name).
   void stage(const std::string& name, std::vector<std::string> args, bool with_corpus = false,
-             const std::string& stdout_path = "") {
+             const std::string& stdout_path = "", std::string label = "") {
+    if (label.empty()) label = name;
     if (with_corpus) {
       args.push_back("--corpus");
       args.insert(args.end(), corpus_.begin(), corpus_.end());
     }
     std::string line = "mtpspec " + name;
     for (const auto& x : args) line += " " + x;
-    fmt::print(stderr, "\n== [{}] {}\n", name, line);
+    fmt::print(stderr, "\n== [{}] {}\n", label, line);
     const double t = now();
     args.insert(args.begin(), name);
     // A stage's human-readable output goes to stderr: our stdout is the summary.
@@ -209,12 +229,12 @@ class Demo {
                                stdout_path.empty() ? ChildStdout{ChildStdout::kStderr, ""}
                                                    : ChildStdout{ChildStdout::kFile, stdout_path});
     const double s = now() - t;
-    stages_.push_back({{"stage", name}, {"seconds", s}, {"skipped", false}});
+    stages_.push_back({{"stage", label}, {"seconds", s}, {"skipped", false}});
     if (rc != 0) {
       fail<ConfigError>("demo stage `{}` failed (exit status {}); its output is above. Fix it and "
-                        "rerun `mtpspec demo` — finished stages are reused", name, rc);
+                        "rerun `mtpspec demo` — finished stages are reused", label, rc);
     }
-    fmt::print(stderr, "== [{}] done in {}\n", name, format_duration(s));
+    fmt::print(stderr, "== [{}] done in {}\n", label, format_duration(s));
   }
 
   void skipped(const std::string& name, const std::string& why) {
@@ -297,6 +317,23 @@ class Demo {
     return parse_json(read_file(p.string()), p.string() + " (the JSON the stage should have written)");
   }
 
+  // The native head's row of a `bench --sources native-mtp --json` result
+  // (speculative::SourcesResult::to_json, every prompt kind together).
+  static json native_head_summary(const json& j, const fs::path& p) {
+    const json* r = nullptr;
+    if (j.is_object() && j.contains("kinds") && j["kinds"].contains("all")) {
+      const json& src = j["kinds"]["all"]["sources"];
+      if (src.contains(speculative::kNativeMtpSource)) r = &src[speculative::kNativeMtpSource];
+    }
+    if (!r) fail<FormatError>("{}: no native-mtp result for all prompts", p.string());
+    return {{"speedup", (*r)["speedup"]},
+            {"baseline_tok_s", j["kinds"]["all"]["plain_tok_s"]},
+            {"spec_tok_s", (*r)["tok_s"]},
+            {"acceptance_live", (*r)["stats"]["acceptance"]},
+            {"tokens_per_cycle", (*r)["tokens_per_cycle"]},
+            {"outputs_differing", (*r)["flips"]}};
+  }
+
   // What the drafter file says about itself: stored precision and draft vocabulary.
   static json drafter_info(const std::string& path) {
     const io::TensorSet ts = io::TensorSet::open_file(path);
@@ -316,8 +353,9 @@ class Demo {
     return info;
   }
 
+  // native: the bench with the target's native MTP head drafting, if it has one.
   void summary(const speculative::BenchResult& b, const speculative::DriftSummary& drift, const json& drafter,
-               double seconds) {
+               const std::optional<json>& native, double seconds) {
     json out = {{"workdir", w_.string()},
                 {"seconds", seconds},
                 {"stages", stages_},
@@ -336,6 +374,7 @@ class Demo {
                 {"drift_max_abs_dlogit", drift.max_abs_dlogit},
                 {"target_distinct_2", b.target_distinct_2},
                 {"drafter", drafter}};
+    if (native) out["native_head"] = *native;
     if (a_.json) {
       fmt::print("{}\n", out.dump());
       return;
@@ -370,6 +409,16 @@ class Demo {
     fmt::print("  target output diversity: distinct-2 = {:.3f} (1 = no repeated bigram; a "
                "repetitive target inflates acceptance)\n",
                b.target_distinct_2);
+    if (native) {
+      const json& h = *native;
+      fmt::print("  native MTP head (mtp.*, up to {} drafts): {:.1f} tok/s, speedup {:.2f}x (its "
+                 "own plain run {:.1f} tok/s); live acceptance per position: {}; tokens per "
+                 "cycle {:.2f}; outputs differing from plain: {}\n",
+                 a_.k, h["spec_tok_s"].get<double>(), h["speedup"].get<double>(),
+                 h["baseline_tok_s"].get<double>(),
+                 list(h["acceptance_live"].get<std::vector<double>>()),
+                 h["tokens_per_cycle"].get<double>(), h["outputs_differing"].get<long>());
+    }
   }
 
   DemoArgs a_;
@@ -399,9 +448,10 @@ void add_demo(CLI::App& root) {
   cmd->add_option("--preset", a->preset,
                   "Pretraining preset of the target (see `mtpspec pretrain --help`)");
   cmd->add_option("--arch", a->arch,
-                  "Family of the pretrained target: llama (default) or gemma4 (per-layer "
-                  "embeddings, K/V sharing, sliding and full layers; see `mtpspec pretrain "
-                  "--help`)")
+                  "Family of the pretrained target: llama (default), gemma4 (per-layer "
+                  "embeddings, K/V sharing, sliding and full layers) or qwen35 (Gated DeltaNet "
+                  "and gated attention layers, with its native MTP head, which is benchmarked "
+                  "too); see `mtpspec pretrain --help`")
       ->check(CLI::IsMember(std::vector<std::string>(model::kPretrainArchs.begin(),
                                                      model::kPretrainArchs.end())));
   cmd->add_option("--pretrain-steps", a->pretrain_steps, "Pretraining steps (0 = the preset's)")

@@ -253,9 +253,11 @@ void add_pretrain(CLI::App& root) {
       ->required()
       ->check(cli::OutputDir);
   cmd->add_option("--arch", a->o.arch,
-                  "Architecture: llama (LlamaForCausalLM) or gemma4 (Gemma4ForCausalLM: the "
+                  "Architecture: llama (LlamaForCausalLM), gemma4 (Gemma4ForCausalLM: the "
                   "preset's sizes with per-layer embeddings, K/V sharing, sliding and full "
-                  "layers, at least 4 layers)")
+                  "layers, at least 4 layers) or qwen35 (Qwen3_5ForCausalLM: Gated DeltaNet "
+                  "layers with a gated full-attention layer every 4th and last, trained with its "
+                  "native MTP head mtp.*)")
       ->check(CLI::IsMember(std::vector<std::string>(model::kPretrainArchs.begin(),
                                                      model::kPretrainArchs.end())));
   cmd->add_option("--preset", a->o.preset, "Model size:" + presets);

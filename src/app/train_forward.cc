@@ -79,7 +79,7 @@ bool assistant_training(std::vector<std::string>& args) {
 
 void add_train_forwarders(CLI::App& root) {
   for (const cli::TrainCommand& c :
-       {cli::kTrain, cli::kExport, cli::kParity, cli::kTrainAssistant}) {
+       {cli::kTrain, cli::kExport, cli::kParity, cli::kTrainAssistant, cli::kTrainNativeHead}) {
     CLI::App* cmd = root.add_subcommand(c.name, c.help);
     cmd->prefix_command();  // stop parsing: everything after the name is passed on
     cmd->set_help_flag();   // --help too (mtpspec-train documents the flags)

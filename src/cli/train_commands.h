@@ -21,6 +21,10 @@ inline constexpr TrainCommand kTrainAssistant{
     "train-assistant",
     "Train Gemma 4's assistant (from scratch, or fine-tuned from --init-from) against the "
     "exact target the engine serves, online"};
+inline constexpr TrainCommand kTrainNativeHead{
+    "train-native-head",
+    "Fine-tune a Qwen3.5 checkpoint's native MTP head (mtp.*) against the exact target the "
+    "engine serves, online; writes the checkpoint again with the new head"};
 // Forwarded by `mtpspec pretrain` after it prepared the data (not a user command).
 inline constexpr TrainCommand kPretrainModel{
     "pretrain-model", "Internal: the training half of `mtpspec pretrain` (run that instead)"};

@@ -48,6 +48,7 @@ SpecOptions source_config(const std::string& s, const BenchInputs& in, const Sou
     so.drafter = in.drafter;
     so.draft_k = o.draft_k;
   }
+  if (s == kNativeMtpSource) so.draft_k = o.draft_k;  // the head's chain length
   return so;
 }
 

@@ -32,7 +32,7 @@ struct SourceBenchOptions {
   double history_mb = 64;
   std::vector<std::vector<int32_t>> corpus;  // --lookup-corpus documents, token ids
   bool gate = true;
-  int draft_k = 0;  // the drafter's draft length (0 = its K)
+  int draft_k = 0;  // the drafter's and the native head's draft length (0 = the drafter's K)
 };
 
 struct SourceRun {

@@ -88,6 +88,18 @@ TensorShapes layer_tensor_shapes(const ModelConfig& c, const std::string& p, int
   return t;
 }
 
+TensorShapes native_mtp_tensors(const ModelConfig& c) {
+  const int64_t d = c.d_model;
+  TensorShapes t = {{"mtp.fc.weight", {d, 2 * d}},
+                    {"mtp.pre_fc_norm_embedding.weight", {d}},
+                    {"mtp.pre_fc_norm_hidden.weight", {d}},
+                    {"mtp.norm.weight", {d}}};
+  for (auto& x : layer_tensor_shapes(native_mtp_config(c), "mtp.layers.0.", 0)) {
+    t.push_back(std::move(x));
+  }
+  return t;
+}
+
 void check_tensor_shapes(const TensorSet& ts, const TensorShapes& expected,
                          const std::string& what, const BlockTensors* blocks) {
   for (auto& [name, shape] : expected) {

@@ -38,6 +38,10 @@ std::string shape_str(const std::vector<int64_t>& s);
 // k/v projections or k norm; a K = V layer no v projection.
 TensorShapes layer_tensor_shapes(const ModelConfig& c, const std::string& prefix, int layer = 0);
 
+// The native MTP head's tensors (Qwen3.5's mtp.*: fc, the two pre-fc norms,
+// the final norm, one full-attention layer of native_mtp_config(c)).
+TensorShapes native_mtp_tensors(const ModelConfig& c);
+
 // Checks presence, dtype (F32/BF16/F16) and shape of each expected tensor;
 // throws FormatError / ShapeError naming the tensor, the file and `what`.
 // Tensors named in `blocks` must instead be U8 [rows, row bytes] with the

@@ -83,18 +83,6 @@ bool has_native_mtp(const TensorSet& ts, const ModelConfig& c) {
   return c.mtp_layers > 0 && ts.contains("mtp.fc.weight");
 }
 
-TensorShapes native_mtp_tensors(const ModelConfig& c) {
-  const int64_t d = c.d_model;
-  TensorShapes t = {{"mtp.fc.weight", {d, 2 * d}},
-                    {"mtp.pre_fc_norm_embedding.weight", {d}},
-                    {"mtp.pre_fc_norm_hidden.weight", {d}},
-                    {"mtp.norm.weight", {d}}};
-  for (auto& x : layer_tensor_shapes(native_mtp_config(c), "mtp.layers.0.", 0)) {
-    t.push_back(std::move(x));
-  }
-  return t;
-}
-
 // Stored tensors nobody reads: RoPE caches some converters keep, and the
 // K/V projections and norms a layer reading another's K/V has no use for
 // (Gemma 4 checkpoints keep them; transformers ignores them too).

@@ -49,8 +49,9 @@ inline const PretrainPreset& pretrain_preset(const std::string& name) {
 }
 
 // The families pretraining builds (train/pretrain_target.h): "llama" (untied
-// LlamaForCausalLM) and "gemma4" (Gemma4ForCausalLM, train/gemma4_torch.h).
-inline constexpr std::array<const char*, 2> kPretrainArchs = {"llama", "gemma4"};
+// LlamaForCausalLM), "gemma4" (Gemma4ForCausalLM, train/gemma4_torch.h) and
+// "qwen35" (Qwen3_5ForCausalLM with its native MTP head, train/qwen35_torch.h).
+inline constexpr std::array<const char*, 3> kPretrainArchs = {"llama", "gemma4", "qwen35"};
 
 struct PretrainOptions {
   std::string model_dir;  // holds pretrain/tokens.safetensors; receives the model

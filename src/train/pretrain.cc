@@ -19,6 +19,7 @@
 #include "train/checkpoint.h"
 #include "train/data.h"
 #include "train/gemma4_torch.h"
+#include "train/qwen35_torch.h"
 #include "train/pretrain_target.h"
 #include "train/step.h"
 
@@ -73,10 +74,7 @@ torch::Tensor windows(const io::TokenStream& s, const std::vector<int64_t>& offs
 // Mean next-token cross-entropy of the windows' tokens [B, R + 1].
 torch::Tensor window_loss(const PretrainTarget& m, const std::vector<torch::Tensor>& P,
                           const torch::Tensor& w) {
-  const int64_t R = w.size(1) - 1;
-  torch::Tensor logits = m.forward(P, w.narrow(1, 0, R));
-  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
-                                              w.narrow(1, 1, R).reshape(-1));
+  return PretrainTarget::next_token_loss(m.forward(P, w.narrow(1, 0, w.size(1) - 1)), w, 1);
 }
 
 // Held-out loss over non-overlapping windows (each target predicted once).
@@ -136,7 +134,8 @@ PretrainReport run_pretrain(const PretrainOptions& o) {
   }
   if (std::find(model::kPretrainArchs.begin(), model::kPretrainArchs.end(), o.arch) ==
       model::kPretrainArchs.end()) {
-    fail_setting<InputError>("arch", "pretraining builds llama or gemma4 models, not '{}'", o.arch);
+    fail_setting<InputError>("arch", "pretraining builds llama, gemma4 or qwen35 models, not '{}'",
+                             o.arch);
   }
   if (!(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1))
     fail<InputError>("min lr ratio must be in [0, 1]");
@@ -164,8 +163,9 @@ PretrainReport run_pretrain(const PretrainOptions& o) {
   }
   const int vocab = info["vocab"].get<int>(), bos = info.value("bos_id", -1),
             eos = info.value("eos_id", -1);
-  const json config = o.arch == "gemma4" ? gemma4_pretrain_config(pre, vocab, bos, eos, seq_len)
-                                         : llama_config_json(pre, vocab, bos, eos, seq_len);
+  const json config = o.arch == "gemma4"   ? gemma4_pretrain_config(pre, vocab, bos, eos, seq_len)
+                      : o.arch == "qwen35" ? qwen35_pretrain_config(pre, vocab, bos, eos, seq_len)
+                                           : llama_config_json(pre, vocab, bos, eos, seq_len);
   const model::ModelConfig cfg = parse_config(config, "the pretraining config");
   const std::unique_ptr<PretrainTarget> model = make_pretrain_target(cfg, dev);
   const PretrainTarget& m = *model;
@@ -264,10 +264,12 @@ PretrainReport run_pretrain(const PretrainOptions& o) {
       offs.push_back(data.train.starts[order.at(uint64_t(step) * uint64_t(batch) + uint64_t(b))]);
     }
     const std::vector<torch::Tensor> leaves = m.layout().views(st.params, true);
-    torch::Tensor loss = window_loss(m, leaves, windows(data.train, offs, seq_len + 1, dev));
-    loss.backward();
+    const PretrainTarget::Loss loss =
+        m.training_loss(leaves, windows(data.train, offs, seq_len + 1, dev));
+    loss.total.backward();
     torch::Tensor g = m.layout().flat_grad(leaves);
-    rep.train_loss = loss.item<double>();
+    rep.train_loss = loss.total.item<double>();
+    rep.mtp_loss = loss.mtp.defined() ? loss.mtp.item<double>() : -1;
     const double gnorm = optimizer_step(st, g, m.layout(), lr_now, step, adamw);
     train_secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
     ++step;
@@ -279,6 +281,7 @@ PretrainReport run_pretrain(const PretrainOptions& o) {
            {"step", step},
            {"lr", lr_now},
            {"loss", rep.train_loss},
+           {"mtp_loss", rep.mtp_loss >= 0 ? json(rep.mtp_loss) : json(nullptr)},
            {"grad_norm", gnorm},
            {"tokens_per_s", tps},
            {"elapsed_s", secs}});
@@ -330,13 +333,21 @@ PretrainReport run_pretrain(const PretrainOptions& o) {
   return rep;
 }
 
-std::vector<float> torch_logits(const std::string& model_dir, const std::vector<int32_t>& tokens) {
-  torch::NoGradGuard ng;
+namespace {
+
+// The libtorch twin of the model in model_dir and its weights (a flat tensor
+// on the CPU) from config.json and model.safetensors.
+struct LoadedTarget {
+  std::unique_ptr<PretrainTarget> model;
+  torch::Tensor params;
+  std::vector<torch::Tensor> views() const { return model->layout().views(params, false); }
+};
+
+LoadedTarget load_torch_target(const std::string& model_dir) {
   const std::string cfg_path = (fs::path(model_dir) / "config.json").string();
   const json config = parse_json(read_file(cfg_path), "'" + cfg_path + "'");
-  const std::unique_ptr<PretrainTarget> model = make_pretrain_target(parse_config(config, cfg_path),
-                                                                torch::kCPU);
-  const PretrainTarget& m = *model;
+  LoadedTarget t{make_pretrain_target(parse_config(config, cfg_path), torch::kCPU), {}};
+  const PretrainTarget& m = *t.model;
   io::SafetensorsFile f((fs::path(model_dir) / "model.safetensors").string());
   std::vector<float> flat(size_t(m.layout().total));
   for (const auto& e : m.layout().entries) {
@@ -346,10 +357,40 @@ std::vector<float> torch_logits(const std::string& model_dir, const std::vector<
     }
     std::copy_n(static_cast<const float*>(v.data), e.numel, flat.begin() + e.offset);
   }
+  t.params = m.to_flat(flat);
+  return t;
+}
+
+torch::Tensor token_row(const std::vector<int32_t>& tokens) {  // [1, T] int64
   auto t = torch::empty({1, int64_t(tokens.size())}, torch::kInt64);
   for (size_t i = 0; i < tokens.size(); ++i) t[0][int64_t(i)] = int64_t(tokens[i]);
-  torch::Tensor params = m.to_flat(flat);
-  return to_host(m.forward(m.layout().views(params, false), t)[0]);
+  return t;
+}
+
+}  // namespace
+
+std::vector<float> torch_logits(const std::string& model_dir, const std::vector<int32_t>& tokens) {
+  torch::NoGradGuard ng;
+  const LoadedTarget t = load_torch_target(model_dir);
+  return to_host(t.model->forward(t.views(), token_row(tokens))[0]);
+}
+
+std::vector<float> torch_mtp_logits(const std::string& model_dir,
+                                    const std::vector<int32_t>& tokens) {
+  torch::NoGradGuard ng;
+  const LoadedTarget t = load_torch_target(model_dir);
+  const auto* q = dynamic_cast<const TorchQwen35*>(t.model.get());
+  if (!q || !q->has_mtp()) {
+    fail<InputError>("'{}' holds no native multi-token-prediction head (a Qwen3.5 checkpoint "
+                     "with mtp_num_hidden_layers 1)", model_dir);
+  }
+  if (tokens.size() < 2) fail<InputError>("the native head needs at least 2 tokens");
+  const int64_t T = int64_t(tokens.size());
+  const std::vector<torch::Tensor> P = t.views();
+  const torch::Tensor row = token_row(tokens);
+  const torch::Tensor h = q->trunk(P, row);
+  const torch::Tensor out = q->mtp(P, row.narrow(1, 1, T - 1), h.narrow(1, 0, T - 1));
+  return to_host(q->head(P, out)[0]);
 }
 
 }  // namespace mtp::train

@@ -1,13 +1,15 @@
-// `mtpspec pretrain`, the libtorch half: trains a Llama or Gemma 4 target
+// `mtpspec pretrain`, the libtorch half: trains a Llama, Gemma 4 or Qwen3.5 target
 // (PretrainOptions::arch; train/pretrain_target.h) from scratch on the token
 // streams the main binary prepared (MODEL_DIR/pretrain/tokens.safetensors,
 // io/pretrain_data.h) and writes a Hugging Face directory the engine loads
-// like any other checkpoint: config.json (LlamaForCausalLM, or
-// Gemma4ForCausalLM: train/gemma4_torch.h) and model.safetensors (F32, HF
-// names), beside the tokenizer the main binary put there. Plain C++ interface
+// like any other checkpoint: config.json (LlamaForCausalLM,
+// Gemma4ForCausalLM: train/gemma4_torch.h, or Qwen3_5ForCausalLM with its
+// native MTP head's mtp.* tensors: train/qwen35_torch.h) and model.safetensors
+// (F32, HF names), beside the tokenizer the main binary put there. Plain C++ interface
 // (no torch types).
 //
-// Training: fp32, next-token cross-entropy over windows of seq_len + 1 tokens
+// Training: fp32, next-token cross-entropy (Qwen3.5: plus its native head's
+// next-next-token term, PretrainTarget::training_loss) over windows of seq_len + 1 tokens
 // of the training stream. Window b of step s starts at the first token (BOS) of
 // document order.at(s·batch + b) (train::DataOrder over the documents, seeded)
 // and runs on across the following documents, wrapping at the end of the
@@ -45,7 +47,8 @@ using model::PretrainPreset;
 struct PretrainReport {
   long steps_done = 0, final_step = 0, total_steps = 0;
   double seconds = 0, tokens_per_s = 0;  // over time in steps (not evals or saves)
-  double train_loss = 0;                 // the last step's
+  double train_loss = 0;                 // the last step's (with the MTP term, Qwen3.5)
+  double mtp_loss = -1;                  // the last step's native-head term (-1: none)
   double eval_loss = -1;                 // the last evaluation's (-1: none)
   long parameters = 0;
   bool model_written = false;
@@ -59,5 +62,12 @@ PretrainReport run_pretrain(const PretrainOptions& o);
 // config.json and model.safetensors in model_dir: [T, vocab] row-major. The
 // reference tests compare the engine's forward against.
 std::vector<float> torch_logits(const std::string& model_dir, const std::vector<int32_t>& tokens);
+
+// The native MTP head's logits (Qwen3.5, train/qwen35_torch.h) teacher-forced
+// on one sequence: row t = 0..T-2 embeds tokens[t + 1] and reads the libtorch
+// trunk's post-norm hidden at t, predicting tokens[t + 2]: [T - 1, vocab].
+// InputError when the model has no native head.
+std::vector<float> torch_mtp_logits(const std::string& model_dir,
+                                    const std::vector<int32_t>& tokens);
 
 }  // namespace mtp::train

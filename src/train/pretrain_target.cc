@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "train/gemma4_torch.h"
 #include "train/llama_torch.h"
+#include "train/qwen35_torch.h"
 
 namespace mtp::train {
 
@@ -40,8 +41,9 @@ std::unique_ptr<PretrainTarget> make_pretrain_target(const model::ModelConfig& c
   switch (c.arch) {
     case model::Arch::Llama: return std::make_unique<TorchLlama>(c, dev);
     case model::Arch::Gemma4: return std::make_unique<TorchGemma4>(c, dev);
+    case model::Arch::Qwen35: return std::make_unique<TorchQwen35>(c, dev);
     default:
-      fail<ConfigError>("pretraining builds Llama and Gemma 4 models, not {}",
+      fail<ConfigError>("pretraining builds Llama, Gemma 4 and Qwen3.5 models, not {}",
                         model::arch_name(c.arch));
   }
 }

@@ -1,6 +1,6 @@
 // A pretrainable target in libtorch: what `mtpspec pretrain` trains and the
 // reference tests compare the engine with. One class per family
-// (train/llama_torch.h, train/gemma4_torch.h), each computing exactly the
+// (train/llama_torch.h, train/gemma4_torch.h, train/qwen35_torch.h), each computing exactly the
 // engine's function (model/forward.cc + model/block.cc) with the layer code
 // the MTP modules are trained with (train/torch_mtp.h decoder_layer).
 // Parameters live in one flat fp32 vector (FlatLayout: the Hugging Face tensor
@@ -35,6 +35,25 @@ class PretrainTarget {
   virtual torch::Tensor forward(const std::vector<torch::Tensor>& params,
                                 const torch::Tensor& tokens) const = 0;
 
+  // The loss pretraining minimises over windows w [B, R + 1] (int64, device):
+  // `total`, and with a native MTP head (Qwen3.5) its own term `mtp` (else
+  // undefined). Default: next_token_loss.
+  struct Loss {
+    torch::Tensor total, mtp;
+  };
+  virtual Loss training_loss(const std::vector<torch::Tensor>& params, const torch::Tensor& w) const {
+    return {next_token_loss(forward(params, w.narrow(1, 0, w.size(1) - 1)), w, 1), {}};
+  }
+
+  // Mean cross-entropy of logits [B, R', V] against the tokens `ahead` places
+  // after each row's own: w[:, ahead .. ahead + R' - 1].
+  static torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& w,
+                                       int64_t ahead) {
+    const int64_t R = logits.size(1);
+    return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                                w.narrow(1, ahead, R).reshape(-1));
+  }
+
   // A flat tensor on the device from host values (size checked).
   torch::Tensor to_flat(const std::vector<float>& values) const {
     return layout().to_flat(values, device());
@@ -61,8 +80,8 @@ class PretrainTarget {
 std::vector<float> init_flat_params(const FlatLayout& layout, int n_layers, uint64_t seed,
                                     const std::vector<std::string>& residual);
 
-// The libtorch twin of a config `mtpspec pretrain` writes: Llama or Gemma 4
-// (ConfigError for another family).
+// The libtorch twin of a config `mtpspec pretrain` writes: Llama, Gemma 4 or
+// Qwen3.5 (ConfigError for another family).
 std::unique_ptr<PretrainTarget> make_pretrain_target(const model::ModelConfig& c, torch::Device dev);
 
 }  // namespace mtp::train

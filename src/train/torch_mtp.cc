@@ -17,13 +17,15 @@ namespace mtp::train {
 namespace {
 std::string prefix(int k) { return "mtp." + std::to_string(k) + "."; }
 
-// Matrices and embeddings; not norms, biases or Gemma 4's layer scalar.
+// Matrices and embeddings; not norms, biases, Gemma 4's layer scalar or the
+// Gated DeltaNet's decay parameters (dt_bias, A_log).
 bool is_decayed(const std::string& name) {
   auto ends = [&](const char* s) {
     const size_t n = std::char_traits<char>::length(s);
     return name.size() >= n && name.compare(name.size() - n, n, s) == 0;
   };
-  return name.find("norm") == std::string::npos && !ends(".bias") && !ends("layer_scalar");
+  return name.find("norm") == std::string::npos && !ends(".bias") && !ends("layer_scalar") &&
+         !ends("dt_bias") && !ends("A_log");
 }
 }  // namespace
 
@@ -145,9 +147,16 @@ torch::Tensor causal_mask(int64_t R, int window, torch::Device dev) {
 
 namespace {
 // x: [B, R, heads, hd]; rotate-half (HF) or interleaved pairs (llama2.c).
+// Partial rotary (Qwen3.5): the tables cover the first 2·cos.size(-1) dims of
+// each head; the other dims pass unrotated.
 torch::Tensor apply_rope(const model::ModelConfig& c, const torch::Tensor& x, const RopeTables& r) {
   const auto& [cos, sin] = r;
-  const int64_t half = x.size(-1) / 2;
+  const int64_t half = cos.size(-1);
+  if (2 * half < x.size(-1)) {
+    const int64_t rot = 2 * half;
+    return torch::cat({apply_rope(c, x.narrow(-1, 0, rot), r),
+                       x.narrow(-1, rot, x.size(-1) - rot)}, -1);
+  }
   if (c.rope_interleaved) {  // pairs (x[2i], x[2i+1])
     auto xp = x.unflatten(-1, {half, 2});
     auto x0 = xp.select(-1, 0), x1 = xp.select(-1, 1);
@@ -243,7 +252,7 @@ const RopeTables& TorchMtp::rope_tables(int64_t R) const {
   if (it != rope_cache_.end()) return it->second;
   // The engine's own tables: global or local frequencies exactly as MtpRunner picks.
   const bool local = bc_.is_sliding(0) && target_.rope().has_local();
-  return rope_cache_.emplace(R, train::rope_tables(target_.rope(), local, R, bc_.head_dim, dev_))
+  return rope_cache_.emplace(R, train::rope_tables(target_.rope(), local, R, bc_.rotary_dim(bc_.head_dim), dev_))
       .first->second;
 }
 
@@ -260,6 +269,16 @@ torch::Tensor TorchMtp::block(int k, const P& flat, torch::Tensor x) const {
   const int64_t R = x.size(1);
   return decoder_layer(bc_, [&](const std::string& n) { return param(flat, p + n); }, x,
                        rope_tables(R), attn_mask(R));
+}
+
+torch::Tensor gated_mlp(const model::ModelConfig& c,
+                        const std::function<torch::Tensor(const std::string&)>& W,
+                        const torch::Tensor& xn) {
+  auto g = at::linear(xn, W("mlp.gate_proj.weight"));
+  auto u = at::linear(xn, W("mlp.up_proj.weight"));
+  auto a = c.activation == model::Activation::SiLU ? torch::silu(g) * u
+                                                    : torch::gelu(g, "tanh") * u;
+  return at::linear(a, W("mlp.down_proj.weight"));
 }
 
 torch::Tensor decoder_layer(const model::ModelConfig& c,
@@ -282,7 +301,15 @@ torch::Tensor decoder_layer(const model::ModelConfig& c,
     bk = W("self_attn.k_proj.bias");
     bv = W("self_attn.v_proj.bias");
   }
-  auto q = at::linear(xn, W("self_attn.q_proj.weight"), bq).view({B, R, H, hd});
+  auto q = at::linear(xn, W("self_attn.q_proj.weight"), bq);
+  torch::Tensor gate;  // Qwen3.5: per head hd query rows, then hd output-gate rows
+  if (c.attn_gate) {
+    auto qg = q.view({B, R, H, 2 * hd});
+    q = qg.narrow(-1, 0, hd);
+    gate = qg.narrow(-1, hd, hd).reshape({B, R, H * hd});
+  } else {
+    q = q.view({B, R, H, hd});
+  }
   if (c.qk_norm) q = rmsnorm(q, N("self_attn.q_norm.weight"), eps);
   q = apply_rope(c, q, rope).permute({0, 2, 1, 3});  // [B, H, R, hd]
   torch::Tensor kk, v;
@@ -318,6 +345,7 @@ torch::Tensor decoder_layer(const model::ModelConfig& c,
   scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
   auto att = torch::matmul(torch::softmax(scores, -1), v);  // [B, H, R, hd]
   att = att.permute({0, 2, 1, 3}).reshape({B, R, H * hd});
+  if (c.attn_gate) att = att * torch::sigmoid(gate);
   auto o = at::linear(att, W("self_attn.o_proj.weight"));
   if (c.sandwich_norms) {
     o = rmsnorm(o, N("post_attention_layernorm.weight"), eps);
@@ -327,11 +355,7 @@ torch::Tensor decoder_layer(const model::ModelConfig& c,
   const std::string ffn_norm =
       c.sandwich_norms ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight";
   xn = rmsnorm(x, N(ffn_norm), eps);
-  auto g = at::linear(xn, W("mlp.gate_proj.weight"));
-  auto u = at::linear(xn, W("mlp.up_proj.weight"));
-  auto a = c.activation == model::Activation::SiLU ? torch::silu(g) * u
-                                                    : torch::gelu(g, "tanh") * u;
-  auto dn = at::linear(a, W("mlp.down_proj.weight"));
+  auto dn = gated_mlp(c, W, xn);
   if (c.sandwich_norms) {
     dn = rmsnorm(dn, N("post_feedforward_layernorm.weight"), eps);
   }

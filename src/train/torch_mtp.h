@@ -93,7 +93,14 @@ struct LayerKV {
   torch::Tensor k, v, pos;
 };
 
+// The MLP of a layer over its normed input xn [B, R, d]: down(act(gate) · up).
+torch::Tensor gated_mlp(const model::ModelConfig& c,
+                        const std::function<torch::Tensor(const std::string&)>& weight,
+                        const torch::Tensor& xn);
+
 // One decoder layer of family c (model/block.cc) over x [B, R, d], with autograd.
+// Qwen3.5's full-attention layers: the sigmoid output gate (c.attn_gate) and
+// partial rotary (rope tables of c.rotary_dim(hd) dims; the rest unrotated).
 // weight(name): the layer's tensor by Hugging Face name ("self_attn.q_proj.weight");
 // norm weights as stored (Gemma's 1 + w is applied here, in fp32). rope: the
 // tables of the layer's kind (its head width).

@@ -13,5 +13,6 @@ void add_export(CLI::App& root);          // cmd_export.cc
 void add_parity(CLI::App& root);          // cmd_parity.cc
 void add_pretrain_model(CLI::App& root);  // cmd_pretrain_model.cc
 void add_train_assistant(CLI::App& root); // cmd_train_assistant.cc
+void add_train_native_head(CLI::App& root);  // cmd_train_native_head.cc
 
 }  // namespace mtp::train_cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   mtp::train_cli::add_parity(app);
   mtp::train_cli::add_pretrain_model(app);
   mtp::train_cli::add_train_assistant(app);
+  mtp::train_cli::add_train_native_head(app);
   mtp::cli::show_defaults(app);
   return mtp::cli::run_cli(app, argc, argv);
 }

@@ -302,7 +302,7 @@ TEST(HelpDefaults, EveryValueFlagShowsItsDefault) {
   check(MTPSPEC_BIN, {"generate", "bench", "bench-decode", "bench-kernels", "precompute",
                       "drift", "init-drafter", "demo", "pretrain", "widen", "serve"});
 #ifdef MTPSPEC_HAVE_TRAIN_BIN
-  check(MTPSPEC_TRAIN_BIN_PATH, {"train", "export", "parity", "train-assistant"});
+  check(MTPSPEC_TRAIN_BIN_PATH, {"train", "export", "parity", "train-assistant", "train-native-head"});
 #endif
 }
 

@@ -11,11 +11,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "cli_util.h"
+#include "demo_util.h"
 #include "model/loader.h"
 #include "test_util.h"
 
@@ -24,39 +23,6 @@ namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
-
-// English sentences from templates, one to four per document.
-std::string write_corpus(const std::string& dir) {
-  const char* who[] = {"The cat", "A dog", "My friend", "The old man", "Every child",
-                       "Our teacher", "The sailor", "A young girl"};
-  const char* did[] = {"walked to", "looked at", "talked about", "dreamed of", "ran past",
-                       "found", "painted", "remembered"};
-  const char* what[] = {"the river.", "a small house.", "the green hill.", "an open door.",
-                        "the busy market.", "a quiet garden.", "the long road.", "a red boat."};
-  std::mt19937 rng(3);
-  std::string text;
-  for (int doc = 0; doc < 1500; ++doc) {
-    const int n = 1 + int(rng() % 4);
-    for (int s = 0; s < n; ++s) {
-      text += std::string(s ? " " : "") + who[rng() % 8] + " " + did[rng() % 8] + " " +
-              what[rng() % 8];
-    }
-    text += "\n\n";
-  }
-  const std::string path = dir + "/corpus.txt";
-  std::ofstream(path) << text;
-  return path;
-}
-
-json summary_of(const CliResult& r, const std::string& what) {
-  EXPECT_EQ(r.status, 0) << what << " failed:\n" << r.err.substr(r.err.size() > 6000 ? r.err.size() - 6000 : 0);
-  try {
-    return json::parse(r.out);
-  } catch (const json::exception& e) {
-    ADD_FAILURE() << what << ": stdout is not JSON (" << e.what() << "):\n" << r.out;
-    return json::object();
-  }
-}
 
 // The verdicts every run must give: lossless, parity passed (export and the
 // parity stage would have failed the demo), the target a Gemma 4 with every
@@ -80,18 +46,18 @@ void expect_lossless_gemma4(const json& s, const std::string& workdir) {
 
 TEST(DemoGemma4E2E, SmokeRun) {
   const std::string tmp = temp_dir("demo-g4");
-  const std::string corpus = write_corpus(tmp), w = tmp + "/work";
+  const std::string corpus = write_demo_corpus(tmp), w = tmp + "/work";
   const std::string args = "demo --arch gemma4 --preset micro --corpus " + shell_quote(corpus) +
                            " --workdir " + shell_quote(w) +
                            " --threads 2 --pretrain-steps 60 --distill-prompts 100 "
                            "--train-steps 30 -n 16 --repeat 1 --json";
-  const json s = summary_of(run_cli(args), "demo --arch gemma4");
+  const json s = demo_summary(run_cli(args), "demo --arch gemma4");
   ASSERT_TRUE(s.contains("stages")) << s.dump();
   expect_lossless_gemma4(s, w);
 
   // Rerun: every stage reused (nothing pretrained, trained or exported
   // again), still lossless.
-  const json again = summary_of(run_cli(args), "demo rerun");
+  const json again = demo_summary(run_cli(args), "demo rerun");
   for (const auto& st : again["stages"]) {
     if (st["stage"] == "pretrain" || st["stage"] == "train") {
       EXPECT_TRUE(st["skipped"].get<bool>()) << st.dump();
@@ -116,7 +82,7 @@ TEST(DemoGemma4E2E, HeavyFullRun) {
     GTEST_SKIP() << "Debian's fortunes package is not installed (the demo's corpus)";
   }
   const std::string w = temp_dir("demo-g4-full") + "/work";
-  const json s = summary_of(run_cli("demo --arch gemma4 --workdir " + shell_quote(w) +
+  const json s = demo_summary(run_cli("demo --arch gemma4 --workdir " + shell_quote(w) +
                                     " --threads 2 --json"),
                             "demo --arch gemma4");
   ASSERT_TRUE(s.contains("stages")) << s.dump();

@@ -10,20 +10,24 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 
 #include "checkpoint_util.h"
 #include "cli_util.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "drafter/native_head.h"
 #include "io/pretrain_data.h"
 #include "io/safetensors.h"
 #include "model/forward.h"
 #include "model/loader.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
+#include "train/native_head_train.h"
 
 namespace mtp::train {
 namespace {
@@ -91,12 +95,16 @@ std::vector<float> engine_logits(const model::Model& m, const std::vector<int32_
 // A tied head is the embedding table; a Gemma 4 layer's longest reduction
 // may be its own head width or MLP, and its per-layer-embedding stage adds a
 // group.
-double logit_tolerance(const std::string& dir) {
+// Qwen3.5's (1 + w) gains count as stored + 1; its native head (gain
+// mtp.norm) adds two groups (fc and its layer) to the trunk's.
+double logit_tolerance(const std::string& dir, const std::string& gain_name = "model.norm.weight",
+                       int extra_groups = 0) {
   model::LoadedModel lm = model::load_model(dir, {});
   const model::ModelConfig& c = lm.config;
   io::SafetensorsFile f(dir + "/model.safetensors");
   const auto& head = f.get(c.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
-  const auto& gain = f.get("model.norm.weight");
+  const auto& gain = f.get(gain_name);
+  const double one = c.norm_one_plus ? 1.0 : 0.0;
   const float* w = static_cast<const float*>(head.data);
   double max_row = 0, max_g = 0;
   for (int v = 0; v < c.vocab; ++v) {
@@ -105,7 +113,7 @@ double logit_tolerance(const std::string& dir) {
     max_row = std::max(max_row, std::sqrt(s));
   }
   for (int i = 0; i < c.d_model; ++i) {
-    max_g = std::max(max_g, std::fabs(double(static_cast<const float*>(gain.data)[i])));
+    max_g = std::max(max_g, std::fabs(one + static_cast<const float*>(gain.data)[i]));
   }
   double n = std::max({2.0 * c.d_model, double(c.max_position),
                        double(c.n_layers) * c.ple_dim});
@@ -114,7 +122,7 @@ double logit_tolerance(const std::string& dir) {
     n = std::max({n, double(c.n_heads) * k.head_dim, double(k.ffn)});
   }
   const double ref = std::sqrt(double(c.d_model)) * max_g * max_row;
-  const int groups = c.n_layers + 1 + (c.ple_dim > 0 ? 1 : 0);
+  const int groups = c.n_layers + 1 + (c.ple_dim > 0 ? 1 : 0) + extra_groups;
   return 64.0 * groups * std::ldexp(1.0, -24) * std::sqrt(n) * ref;
 }
 
@@ -139,14 +147,12 @@ struct Compared {
   long decided = 0, agreed = 0;
 };
 
-Compared compare(const std::string& dir, const std::vector<float>& reference,
-                 const std::vector<int32_t>& tokens, double tol) {
-  model::Model m(model::load_model(dir, {}));
-  const std::vector<float> eng = engine_logits(m, tokens);
+// Row by row, engine logits against the reference's ([rows, V] each).
+Compared compare_rows(const std::vector<float>& eng, const std::vector<float>& reference,
+                      size_t V, double tol) {
   Compared r;
   r.tol = tol;
-  const size_t V = size_t(m.config().vocab);
-  for (size_t t = 0; t < tokens.size(); ++t) {
+  for (size_t t = 0; t < reference.size() / V; ++t) {
     const float* a = eng.data() + t * V;
     const float* b = reference.data() + t * V;
     size_t ae = 0, ar = 0;
@@ -165,6 +171,12 @@ Compared compare(const std::string& dir, const std::vector<float>& reference,
     }
   }
   return r;
+}
+
+Compared compare(const std::string& dir, const std::vector<float>& reference,
+                 const std::vector<int32_t>& tokens, double tol) {
+  model::Model m(model::load_model(dir, {}));
+  return compare_rows(engine_logits(m, tokens), reference, size_t(m.config().vocab), tol);
 }
 
 // The classic Hugging Face <-> Meta conversion: rotate-half row order to
@@ -295,6 +307,170 @@ TEST(Pretrain, Gemma4EngineLogitsMatchLibtorch) {
     std::printf("%s changed: max|dlogit| %.3g\n", tag.c_str(), wrong.max_diff);
     EXPECT_GT(wrong.max_diff, 10 * tol) << tag;
   }
+}
+
+// A copy of `dir` whose tensors `edit` changed (name, fp32 values).
+std::string edited_copy(const std::string& dir, const std::string& tag,
+                        const std::function<void(const std::string&, std::vector<float>&)>& edit) {
+  const std::string out = test::temp_dir(tag) + "/model";
+  fs::create_directories(out);
+  fs::copy_file(dir + "/config.json", out + "/config.json");
+  io::SafetensorsFile f(dir + "/model.safetensors");
+  std::vector<std::vector<float>> store;
+  std::vector<io::TensorView> views;
+  store.reserve(f.names().size());
+  for (const std::string& name : f.names()) {
+    const io::TensorView& v = f.get(name);
+    const float* p = static_cast<const float*>(v.data);
+    store.emplace_back(p, p + v.numel());
+    edit(name, store.back());
+    views.push_back(io::make_view(name, DType::F32, v.shape, store.back()));
+  }
+  io::write_safetensors(out + "/model.safetensors", views);
+  return out;
+}
+
+// The engine's native head teacher-forced like torch_mtp_logits: row t embeds
+// tokens[t + 1] and reads the target's hidden at t after the final norm
+// (post_norm false: the pre-norm capture instead, a planted fault): [T - 1, V].
+std::vector<float> engine_mtp_logits(const std::string& dir, const std::vector<int32_t>& tokens,
+                                     bool post_norm = true) {
+  model::Model m(model::load_model(dir, {}));
+  const size_t T = tokens.size(), d = size_t(m.config().d_model);
+  model::KVCache kv = m.make_cache(1, int(T), int(T));
+  std::vector<model::Row> rows;
+  for (size_t t = 0; t < T; ++t) rows.push_back({0, int32_t(t), tokens[t]});
+  std::vector<float> h(T * d);
+  model::ForwardOut fo;
+  fo.hidden = h.data();
+  m.forward(rows, kv, fo, nullptr);
+  if (post_norm) m.final_norm(h.data(), T, h.data());
+  drafter::NativeHead head(m, 1, int(T), int(T));
+  std::vector<model::Row> mrows;
+  for (size_t t = 0; t + 1 < T; ++t) mrows.push_back({0, int32_t(t), tokens[t + 1]});
+  std::vector<float> logits((T - 1) * size_t(m.config().vocab));
+  head.forward(mrows, h.data(), nullptr, logits.data(), nullptr, nullptr);
+  return logits;
+}
+
+// The tiny Qwen3.5 of the micro preset: a Gated DeltaNet layer then a gated
+// full-attention one, trained with its native MTP head. libtorch and the
+// engine compute the same trunk and the same head on what pretraining wrote;
+// the check tells a conv without its history, a fully rotated head, and a
+// head reading the pre-norm hidden.
+TEST(Pretrain, Qwen35EngineLogitsAndNativeHeadMatchLibtorch) {
+  const std::string dir = synthetic_model_dir("pretrain_qwen35");
+  PretrainOptions o = quick(dir);
+  o.arch = "qwen35";
+  o.steps = 80;
+  PretrainReport r = run_pretrain(o);
+  ASSERT_TRUE(r.model_written);
+  EXPECT_LT(r.train_loss, std::log(double(kPreVocab)) - 1.0) << "training did not learn";
+  EXPECT_GE(r.mtp_loss, 0);
+  EXPECT_LT(r.mtp_loss, std::log(double(kPreVocab)) - 1.0) << "the native head did not learn";
+
+  model::LoadedModel lm = model::load_model(dir, {});
+  const model::ModelConfig& c = lm.config;
+  ASSERT_EQ(c.arch, model::Arch::Qwen35);
+  EXPECT_EQ(c.n_layers, 2);
+  EXPECT_TRUE(c.is_recurrent(0));
+  EXPECT_FALSE(c.is_recurrent(1));
+  EXPECT_EQ(c.mtp_layers, 1);
+  EXPECT_TRUE(lm.weights.mtp.present());
+  EXPECT_EQ(c.rope_rotary_dim, 4);
+
+  const std::vector<int32_t> tokens = probe_tokens();
+  const std::vector<float> ref = torch_logits(dir, tokens);
+  const double tol = logit_tolerance(dir);
+  const Compared ok = compare(dir, ref, tokens, tol);
+  std::printf("qwen35 engine vs libtorch: max|dlogit| %.3g, tolerance %.3g, %ld decided\n",
+              ok.max_diff, tol, ok.decided);
+  EXPECT_LE(ok.max_diff, tol);
+  EXPECT_GT(ok.decided, 24);
+  EXPECT_EQ(ok.agreed, ok.decided);
+  EXPECT_LT(tol, 1e-3 * max_abs(ref));
+
+  // The conv without its history (every tap but the current one zeroed), or
+  // every dim of the head rotated, is far outside the tolerance.
+  const std::string no_conv = edited_copy(dir, "pretrain_qwen35_conv",
+                                          [&](const std::string& n, std::vector<float>& v) {
+    if (n.find("conv1d.weight") == std::string::npos) return;
+    const size_t kc = size_t(c.linear.conv_kernel);
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (i % kc != kc - 1) v[i] = 0;
+    }
+  });
+  const nlohmann::json full_rot = {{"rope_parameters", {{"partial_rotary_factor", 1.0}}}};
+  for (const auto& [tag, bad] : std::vector<std::pair<std::string, std::string>>{
+           {"conv history", no_conv},
+           {"rotation", patched_copy(dir, "pretrain_qwen35_rope", full_rot)}}) {
+    const Compared wrong = compare(bad, ref, tokens, tol);
+    std::printf("%s changed: max|dlogit| %.3g\n", tag.c_str(), wrong.max_diff);
+    EXPECT_GT(wrong.max_diff, 10 * tol) << tag;
+  }
+
+  // The native head: the engine's drafts = the libtorch head's, teacher-forced.
+  const std::vector<float> mref = torch_mtp_logits(dir, tokens);
+  const double mtol = logit_tolerance(dir, "mtp.norm.weight", 2);
+  const size_t V = size_t(c.vocab);
+  const Compared head = compare_rows(engine_mtp_logits(dir, tokens), mref, V, mtol);
+  std::printf("qwen35 native head engine vs libtorch: max|dlogit| %.3g, tolerance %.3g, "
+              "%ld decided\n", head.max_diff, mtol, head.decided);
+  EXPECT_LE(head.max_diff, mtol);
+  EXPECT_GT(head.decided, 16);
+  EXPECT_EQ(head.agreed, head.decided);
+  EXPECT_LT(mtol, 1e-3 * max_abs(mref));
+  const Compared pre = compare_rows(engine_mtp_logits(dir, tokens, false), mref, V, mtol);
+  std::printf("native head on the pre-norm hidden: max|dlogit| %.3g\n", pre.max_diff);
+  EXPECT_GT(pre.max_diff, 10 * mtol);
+}
+
+// train-native-head on the micro Qwen3.5: a few steps from its pretrained
+// head against the engine's target; the directory written keeps every trunk
+// tensor, loads in the engine, and its head drafts what the libtorch head
+// trained (teacher-forced logits within the tolerance, argmax equal); the
+// head it started from is far outside that tolerance, so the check can tell.
+TEST(Pretrain, Qwen35NativeHeadFineTuneExportsWhatItTrained) {
+  const std::string dir = synthetic_model_dir("ft_qwen35");
+  PretrainOptions o = quick(dir);
+  o.arch = "qwen35";
+  o.steps = 40;
+  ASSERT_TRUE(run_pretrain(o).model_written);
+  NativeHeadTrainOptions f;
+  f.target = f.init_from = dir;
+  f.tokens = io::pretrain_tokens_path(dir);
+  f.out = test::temp_dir("ft_qwen35_out") + "/model";
+  f.steps = 30;
+  f.seq_len = 32;
+  f.lr = 3e-3;
+  const NativeHeadTrainResult r = train_native_head(f);
+  ASSERT_EQ(r.losses.size(), 30u);
+  EXPECT_LT(r.losses.back(), r.losses.front()) << "the head did not learn";
+  EXPECT_TRUE(r.parity_passed);
+  EXPECT_GT(r.parity_decided, 0);
+
+  io::SafetensorsFile a(dir + "/model.safetensors"), b(f.out + "/model.safetensors");
+  ASSERT_EQ(a.names(), b.names());
+  for (const std::string& n : a.names()) {
+    const io::TensorView &x = a.get(n), &y = b.get(n);
+    const bool same = x.nbytes == y.nbytes && std::memcmp(x.data, y.data, x.nbytes) == 0;
+    if (n.rfind("mtp.", 0) != 0) EXPECT_TRUE(same) << n << ": a trunk tensor changed";
+    if (n == "mtp.fc.weight") EXPECT_FALSE(same) << "the head was not written";
+  }
+
+  const std::vector<int32_t> tokens = probe_tokens();
+  const std::vector<float> mref = torch_mtp_logits(f.out, tokens);
+  const double mtol = logit_tolerance(f.out, "mtp.norm.weight", 2);
+  const size_t V = size_t(model::load_model(f.out, {}).config.vocab);
+  const Compared ok = compare_rows(engine_mtp_logits(f.out, tokens), mref, V, mtol);
+  std::printf("fine-tuned head, engine vs libtorch: max|dlogit| %.3g, tolerance %.3g, %ld "
+              "decided\n", ok.max_diff, mtol, ok.decided);
+  EXPECT_LE(ok.max_diff, mtol);
+  EXPECT_GT(ok.decided, 16);
+  EXPECT_EQ(ok.agreed, ok.decided);
+  const Compared before = compare_rows(engine_mtp_logits(dir, tokens), mref, V, mtol);
+  std::printf("the head it started from: max|dlogit| %.3g\n", before.max_diff);
+  EXPECT_GT(before.max_diff, 10 * mtol);
 }
 
 std::vector<std::string> metric_lines(const std::string& dir) {

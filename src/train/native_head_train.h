@@ -1,0 +1,54 @@
+// Fine-tuning a checkpoint's native MTP head (Qwen3.5's mtp.*) against the
+// exact target the engine serves: `mtpspec train-native-head`
+// (train_cli/cmd_train_native_head.cc). Mirrors train/assistant_train.h.
+//
+// Online against the engine: every step takes a window of the token stream,
+// runs the target through the ENGINE (any checkpoint it loads: Hugging Face,
+// GGUF, quantized) for the head's input — the target's hidden AFTER its
+// final norm, the capture point native-mtp drafts with
+// (drafter::Capture::PostNormHidden) — and trains the head in libtorch
+// (train/qwen35_torch.h native_head_forward) teacher-forced as it drafts:
+// row t embeds token t + 1, reads h_t and is scored (cross-entropy over the
+// full head) against the target's own argmax at t + 1, the token that
+// follows token t + 1 in greedy decoding. The target's embedding and head
+// are the engine's values (dequantized), frozen.
+//
+// Starts from the mtp.* of a Hugging Face Qwen3.5 directory (--init-from),
+// and writes that directory again with the new mtp.* (fp32) beside its other
+// tensors as stored and its other files (config.json unchanged): a directory
+// the engine and transformers load like the original. Then the parity gate:
+// the engine's head loaded from the written directory against the libtorch
+// head on held-out windows of the served target's capture, argmax equal on
+// every row whose libtorch top-2 margin exceeds 2·tol (tol from the
+// dimensions, as train/parity.h); a failed gate removes the output.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mtp::train {
+
+struct NativeHeadTrainOptions {
+  std::string target;     // the served target (any format the engine loads)
+  std::string init_from;  // a Hugging Face Qwen3.5 directory holding mtp.*
+  std::string tokens;     // a pretraining tokens file (io/pretrain_data.h): train / held-out streams
+  std::string out;        // the directory written
+  int steps = 100, seq_len = 64;
+  double lr = 1e-4;
+  uint64_t seed = 0;
+  int parity_windows = 4;  // held-out (else training) windows of seq_len the gate compares
+};
+
+struct NativeHeadTrainResult {
+  std::vector<double> losses;  // per step
+  long parity_rows = 0, parity_decided = 0, parity_agreed = 0;
+  double parity_max_dlogit = 0, parity_tol = 0;
+  bool parity_passed = false;
+};
+
+// InputError for options out of range, a target without a native head, or an
+// init directory whose head does not fit the target; the loaders' errors for
+// files that do not load; ConfigError when the parity gate fails.
+NativeHeadTrainResult train_native_head(const NativeHeadTrainOptions& o);
+
+}  // namespace mtp::train
