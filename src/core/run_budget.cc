@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <string>
 #include <system_error>
+#include <vector>
 
 #include "core/memory_headroom.h"
 #include "core/progress.h"
@@ -47,12 +49,15 @@ std::string RunBudget::text() const {
   }
   if (memory_bytes > 0) {
     const MemoryHeadroom h = memory_headroom();
+    // "memory 1.50 GiB beyond the 6.00 GiB held now (peak 7.50 GiB; this
+    // process may take 18.5 GiB (MemAvailable))": one parenthesis.
+    std::vector<std::string> notes;
+    if (held_bytes > 0) notes.push_back(fmt::format("peak {}", format_bytes(held_bytes + memory_bytes)));
+    if (h.known()) notes.push_back(fmt::format("this process may take {}", h.describe()));
     add(fmt::format("memory {}{}{}", format_bytes(memory_bytes),
-                    held_bytes > 0 ? fmt::format(" beyond the {} held now (peak {})",
-                                                 format_bytes(held_bytes),
-                                                 format_bytes(held_bytes + memory_bytes))
+                    held_bytes > 0 ? fmt::format(" beyond the {} held now", format_bytes(held_bytes))
                                    : std::string(),
-                    h.known() ? fmt::format(" (may take {})", h.describe()) : std::string()));
+                    notes.empty() ? std::string() : fmt::format(" ({})", fmt::join(notes, "; "))));
   }
   return s;
 }
