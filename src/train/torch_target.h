@@ -43,7 +43,7 @@ namespace mtp::train {
 
 class TorchTarget {
  public:
-  // ConfigError for a family or layer kind it does not implement.
+  // Copies the engine's weights to `dev` (matrices bf16 on CUDA, fp32 on the CPU).
   TorchTarget(const model::Model& m, torch::Device dev);
   ~TorchTarget();
 
