@@ -87,7 +87,7 @@ struct Put {
     return (*this)(matrix_rows(m, r0, n), true);
   }
   torch::Tensor all(const kernels::PackedMatrix& m) const { return rows(m, 0, m.rows()); }
-  torch::Tensor norm(const std::vector<float>& v) const { return (*this)(vec(v), false); }
+  torch::Tensor fp32(const std::vector<float>& v) const { return (*this)(vec(v), false); }
 };
 
 using Tensors = std::map<std::string, torch::Tensor>;  // a layer's, by Hugging Face name
@@ -111,8 +111,8 @@ void attention_tensors(const model::ModelConfig& c, const model::LayerKind& k,
     t["self_attn.v_proj.bias"] = put(b.narrow(0, int64_t(Q + KV), int64_t(KV)), false);
   }
   if (c.qk_norm) {
-    t["self_attn.q_norm.weight"] = put.norm(lw.q_norm);
-    if (k.owns_kv()) t["self_attn.k_norm.weight"] = put.norm(lw.k_norm);
+    t["self_attn.q_norm.weight"] = put.fp32(lw.q_norm);
+    if (k.owns_kv()) t["self_attn.k_norm.weight"] = put.fp32(lw.k_norm);
   }
 }
 
@@ -126,9 +126,9 @@ void delta_net_tensors(const model::LinearAttn& a, const model::LayerWeights& lw
   t["in_proj_b.weight"] = put.rows(lw.w_lin_in, C + vd, hv);
   t["in_proj_a.weight"] = put.rows(lw.w_lin_in, C + vd + hv, hv);
   t["conv1d.weight"] = put(vec(lw.conv_w).view({int64_t(C), 1, a.conv_kernel}), false);
-  t["A_neg"] = put.norm(lw.a_neg);
-  t["dt_bias"] = put.norm(lw.dt_bias);
-  t["norm.weight"] = put.norm(lw.lin_norm);
+  t["A_neg"] = put.fp32(lw.a_neg);
+  t["dt_bias"] = put.fp32(lw.dt_bias);
+  t["norm.weight"] = put.fp32(lw.lin_norm);
   t["out_proj.weight"] = put.all(lw.w_lin_out);
 }
 
@@ -145,18 +145,18 @@ Tensors layer_tensors(const model::ModelConfig& c, int l, const model::LayerWeig
   t["mlp.gate_proj.weight"] = put.rows(lw.w_gate_up, 0, size_t(k.ffn));
   t["mlp.up_proj.weight"] = put.rows(lw.w_gate_up, size_t(k.ffn), size_t(k.ffn));
   t["mlp.down_proj.weight"] = put.all(lw.w_down);
-  t["input_layernorm.weight"] = put.norm(lw.attn_norm);
+  t["input_layernorm.weight"] = put.fp32(lw.attn_norm);
   if (c.sandwich_norms) {
-    t["post_attention_layernorm.weight"] = put.norm(lw.post_attn_norm);
-    t["pre_feedforward_layernorm.weight"] = put.norm(lw.ffn_norm);
-    t["post_feedforward_layernorm.weight"] = put.norm(lw.post_ffn_norm);
+    t["post_attention_layernorm.weight"] = put.fp32(lw.post_attn_norm);
+    t["pre_feedforward_layernorm.weight"] = put.fp32(lw.ffn_norm);
+    t["post_feedforward_layernorm.weight"] = put.fp32(lw.post_ffn_norm);
   } else {
-    t["post_attention_layernorm.weight"] = put.norm(lw.ffn_norm);
+    t["post_attention_layernorm.weight"] = put.fp32(lw.ffn_norm);
   }
   if (c.ple_dim > 0) {
     t["per_layer_input_gate.weight"] = put.all(lw.w_ple_gate);
     t["per_layer_projection.weight"] = put.all(lw.w_ple_proj);
-    t["post_per_layer_input_norm.weight"] = put.norm(lw.ple_post_norm);
+    t["post_per_layer_input_norm.weight"] = put.fp32(lw.ple_post_norm);
   }
   if (c.layer_scalar) t["layer_scalar"] = put(torch::full({1}, lw.layer_scalar), false);
   return t;
@@ -184,9 +184,9 @@ TorchTarget::TorchTarget(const model::Model& m, torch::Device dev)
   }
   if (c.ple_dim > 0) {
     w_->ple_proj = put.all(mw.ple_model_proj);
-    w_->ple_norm = put.norm(mw.ple_proj_norm);
+    w_->ple_norm = put.fp32(mw.ple_proj_norm);
   }
-  w_->final_norm = put.norm(mw.final_norm);
+  w_->final_norm = put.fp32(mw.final_norm);
   w_->lm_head = put.all(mw.lm_head);
 }
 
