@@ -108,20 +108,24 @@ const TorchGemma4::Tables& TorchGemma4::tables(int64_t R) const {
   return cache_.emplace(R, std::move(t)).first->second;
 }
 
+torch::Tensor gemma4_per_layer_inputs(const model::ModelConfig& c, const torch::Tensor& proj,
+                                      const torch::Tensor& norm, const torch::Tensor& tok,
+                                      const torch::Tensor& x) {
+  const int64_t B = x.size(0), R = x.size(1), L = c.n_layers, e = c.ple_dim;
+  // transformers' Python-float constants, as fp32: hidden_size**-0.5, 2.0**-0.5.
+  const float proj_scale = float(std::pow(double(c.d_model), -0.5));
+  const float input_scale = float(std::pow(2.0, -0.5));
+  auto p = rmsnorm((at::linear(x, proj) * proj_scale).view({B, R, L, e}), norm, c.norm_eps);
+  return (p + tok.view({B, R, L, e})) * input_scale;
+}
+
 torch::Tensor TorchGemma4::per_layer_inputs(const std::vector<torch::Tensor>& p,
                                             const torch::Tensor& tokens,
                                             const torch::Tensor& x) const {
-  const int64_t B = tokens.size(0), R = tokens.size(1), L = c_.n_layers, e = c_.ple_dim;
-  // transformers' Python-float constants, as fp32: hidden_size**-0.5, 2.0**-0.5.
-  const float proj_scale = float(std::pow(double(c_.d_model), -0.5));
-  const float input_scale = float(std::pow(2.0, -0.5));
-  auto proj = (at::linear(x, param(p, "model.per_layer_model_projection.weight")) * proj_scale)
-                  .view({B, R, L, e});
-  proj = rmsnorm(proj, param(p, "model.per_layer_projection_norm.weight"), c_.norm_eps);
-  auto tok = (torch::embedding(param(p, "model.embed_tokens_per_layer.weight"), tokens) *
-              c_.ple_embed_scale)
-                 .view({B, R, L, e});
-  return (proj + tok) * input_scale;
+  auto tok =
+      torch::embedding(param(p, "model.embed_tokens_per_layer.weight"), tokens) * c_.ple_embed_scale;
+  return gemma4_per_layer_inputs(c_, param(p, "model.per_layer_model_projection.weight"),
+                                 param(p, "model.per_layer_projection_norm.weight"), tok, x);
 }
 
 torch::Tensor TorchGemma4::forward(const std::vector<torch::Tensor>& p,

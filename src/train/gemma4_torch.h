@@ -44,6 +44,15 @@ nlohmann::json gemma4_pretrain_config(const model::PretrainPreset& p, int vocab,
 // the layers (model/layer_io.h: their kinds), the final norm; no lm_head (tied).
 model::TensorShapes gemma4_tensor_shapes(const model::ModelConfig& c);
 
+// Every layer's per-layer-embedding input (Model::per_layer_inputs): x [B, R,
+// d] the layer-0 input, tok [B, R, L·e] the rows of the per-layer token table
+// × ple_embed_scale, proj [L·e, d] per_layer_model_projection, norm [e]
+// per_layer_projection_norm as applied -> [B, R, L, e]. The pretraining module
+// and the libtorch target (train/torch_target.h) both compute it here.
+torch::Tensor gemma4_per_layer_inputs(const model::ModelConfig& c, const torch::Tensor& proj,
+                                      const torch::Tensor& norm, const torch::Tensor& tok,
+                                      const torch::Tensor& x);
+
 class TorchGemma4 final : public PretrainTarget {
  public:
   // c: a tied Gemma 4 config (ConfigError otherwise).

@@ -139,32 +139,38 @@ torch::Tensor TorchQwen35::norm(const std::vector<torch::Tensor>& p, const std::
   return rmsnorm(x, param(p, name) + 1.0f, c_.norm_eps);
 }
 
-torch::Tensor TorchQwen35::delta_net(const std::vector<torch::Tensor>& p, const std::string& pre,
-                                     const torch::Tensor& x) const {
-  const model::LinearAttn& a = c_.linear;
+torch::Tensor gated_delta_net(const model::ModelConfig& c,
+                              const std::function<torch::Tensor(const std::string&)>& W,
+                              const torch::Tensor& x, DeltaState* state) {
+  const model::LinearAttn& a = c.linear;
   const int64_t B = x.size(0), R = x.size(1), kc = a.conv_kernel, C = a.conv_dim();
   const int64_t nk = a.k_heads, nv = a.v_heads, dk = a.k_dim, dv = a.v_dim, key = a.key_dim();
-  auto W = [&](const std::string& n) { return param(p, pre + "linear_attn." + n); };
   auto mixed = at::linear(x, W("in_proj_qkv.weight"));                     // [B, R, C]
   auto z = at::linear(x, W("in_proj_z.weight")).view({B, R, nv, dv});
   auto beta = torch::sigmoid(at::linear(x, W("in_proj_b.weight")));        // [B, R, nv]
-  auto g = -torch::exp(W("A_log")) *
-           torch::softplus(at::linear(x, W("in_proj_a.weight")) + W("dt_bias"));  // [B, R, nv]
-  // The causal depthwise conv: kc - 1 zeros of history before position 0.
-  auto conv = torch::conv1d(torch::constant_pad_nd(mixed.transpose(1, 2), {kc - 1, 0}),
-                            W("conv1d.weight"), c10::optional<torch::Tensor>(), at::IntArrayRef{1},
-                            at::IntArrayRef{0}, at::IntArrayRef{1}, C);           // [B, C, R]
+  auto g = W("A_neg") * torch::softplus(at::linear(x, W("in_proj_a.weight")) + W("dt_bias"));
+  // The causal depthwise conv over [history; rows]: kc - 1 columns of history
+  // (zeros before position 0).
+  auto cols = mixed.transpose(1, 2);                                       // [B, C, R]
+  auto padded = state ? torch::cat({state->conv.to(cols.scalar_type()), cols}, 2)
+                      : torch::constant_pad_nd(cols, {kc - 1, 0});          // [B, C, kc - 1 + R]
+  auto conv = torch::conv1d(padded, W("conv1d.weight"), c10::optional<torch::Tensor>(),
+                            at::IntArrayRef{1}, at::IntArrayRef{0}, at::IntArrayRef{1}, C);
+  if (state) state->conv.copy_(padded.narrow(2, R, kc - 1));
   conv = torch::silu(conv).transpose(1, 2);                                // [B, R, C]
   auto q = l2norm(conv.narrow(-1, 0, key).view({B, R, nk, dk})) / std::sqrt(float(dk));
   auto k = l2norm(conv.narrow(-1, key, key).view({B, R, nk, dk}));
   auto v = conv.narrow(-1, 2 * key, nv * dv).view({B, R, nv, dv});
-  if (nv != nk) {  // value head h reads key head h / (nv / nk)
+  if (nv != nk && a.v_tiled) {  // value head h reads key head h % nk (LinearAttn::k_head_of)
+    q = q.repeat({1, 1, nv / nk, 1});
+    k = k.repeat({1, 1, nv / nk, 1});
+  } else if (nv != nk) {  // value head h reads key head h / (nv / nk)
     q = q.repeat_interleave(nv / nk, 2);
     k = k.repeat_interleave(nv / nk, 2);
   }
   auto decay = torch::exp(g);
-  // The delta rule, one token at a time: S [B, nv, dk, dv] from zeros.
-  auto S = torch::zeros({B, nv, dk, dv}, x.options());
+  // The delta rule, one token at a time: S [B, nv, dk, dv].
+  auto S = state ? state->S.to(x.scalar_type()) : torch::zeros({B, nv, dk, dv}, x.options());
   std::vector<torch::Tensor> outs;
   outs.reserve(size_t(R));
   for (int64_t t = 0; t < R; ++t) {
@@ -175,8 +181,9 @@ torch::Tensor TorchQwen35::delta_net(const std::vector<torch::Tensor>& p, const 
     S = S + kt.transpose(-1, -2) * delta.unsqueeze(-2);                    // + k deltaᵀ
     outs.push_back(torch::matmul(q.select(1, t).unsqueeze(-2), S).squeeze(-2));  // Sᵀq
   }
+  if (state) state->S.copy_(S);
   auto o = torch::stack(outs, 1);                                          // [B, R, nv, dv]
-  o = rmsnorm(o, W("norm.weight"), c_.norm_eps) * torch::silu(z);
+  o = rmsnorm(o, W("norm.weight"), c.norm_eps) * torch::silu(z);
   return at::linear(o.reshape({B, R, nv * dv}), W("out_proj.weight"));
 }
 
@@ -194,7 +201,10 @@ torch::Tensor TorchQwen35::trunk(const std::vector<torch::Tensor>& p,
       x = decoder_layer(c_, W, x, t.rope, t.mask, lc);
       continue;
     }
-    x = x + delta_net(p, pre, norm(p, pre + "input_layernorm.weight", x));
+    auto lin = [&](const std::string& n) {
+      return n == "A_neg" ? -torch::exp(W("linear_attn.A_log")) : W("linear_attn." + n);
+    };
+    x = x + gated_delta_net(c_, lin, norm(p, pre + "input_layernorm.weight", x));
     x = x + gated_mlp(c_, W, norm(p, pre + "post_attention_layernorm.weight", x));
   }
   return norm(p, "model.norm.weight", x);

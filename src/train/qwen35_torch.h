@@ -68,6 +68,25 @@ torch::Tensor native_head_forward(const model::ModelConfig& mtp_cfg,
                                   const torch::Tensor& e, const torch::Tensor& hidden,
                                   const RopeTables& rope, const torch::Tensor& mask);
 
+// A Gated DeltaNet's recurrent state over B sequences (the libtorch target's
+// cache, train/torch_target.h): conv [B, C, kernel - 1] the last kernel - 1
+// inputs of the causal conv (zeros before position 0), S [B, v_heads, k_dim,
+// v_dim] the delta rule's state (zeros at position 0).
+struct DeltaState {
+  torch::Tensor conv, S;
+};
+
+// One Gated DeltaNet over x [B, R, d] (after input_layernorm) -> [B, R, d],
+// the rows consecutive tokens. weight(name): the layer's linear_attn tensors
+// by their Hugging Face names ("in_proj_qkv.weight", "conv1d.weight" [C, 1,
+// kernel], "dt_bias", "norm.weight", "out_proj.weight", ...), except "A_neg"
+// = -exp(A_log) [v_heads] (as the engine holds it). state null: from zero
+// history and state (pretraining); otherwise the rows continue `state`, which
+// is updated in place to its value after them (decoding).
+torch::Tensor gated_delta_net(const model::ModelConfig& c,
+                              const std::function<torch::Tensor(const std::string&)>& weight,
+                              const torch::Tensor& x, DeltaState* state = nullptr);
+
 class TorchQwen35 final : public PretrainTarget {
  public:
   // c: a Qwen3.5 config with at most one MTP layer (ConfigError otherwise).
@@ -97,9 +116,6 @@ class TorchQwen35 final : public PretrainTarget {
                     const torch::Tensor& hidden) const;
 
  private:
-  // x [B, R, d] (after input_layernorm) -> the Gated DeltaNet's output [B, R, d].
-  torch::Tensor delta_net(const std::vector<torch::Tensor>& p, const std::string& pre,
-                          const torch::Tensor& x) const;
   torch::Tensor norm(const std::vector<torch::Tensor>& p, const std::string& name,
                      const torch::Tensor& x) const;  // x̂ · (1 + w)
   struct Tables {

@@ -1,14 +1,17 @@
 // The target in libtorch: the engine's function (model/forward.cc) for the
-// online capture on the training device, for every family whose layers
-// train::decoder_layer computes — Llama (llama3 RoPE scaling included: the
-// engine's own model::Rope tables), Qwen2, Qwen3, Mistral, Gemma 2, Gemma 3.
-// Gemma 4 (per-layer embeddings, shared K/V, proportional RoPE, V norm, layer
-// scalars) is refused: the engine captures it on the CPU.
+// online capture on the training device, for every family the engine loads —
+// Llama (llama3 RoPE scaling included: the engine's own model::Rope tables),
+// Qwen2, Qwen3, Mistral, Gemma 2, Gemma 3, Gemma 4 (per-layer embeddings,
+// shared K/V, both layer kinds, proportional RoPE, V norm, layer scalars:
+// train::decoder_layer and gemma4_per_layer_inputs, the code the pretraining
+// module runs) and Qwen3.5 (Gated DeltaNet: train::gated_delta_net; gated
+// attention with partial rotary: decoder_layer).
 //
 // The weights are the engine's as loaded (kernels::PackedMatrix::row_f32: a
 // quantized target's exact dequantized values; norms with Gemma's 1 + w
-// already added), so the function is the served one; the difference is the
-// arithmetic: fp32 on the CPU (summation order only), bf16 autocast on CUDA.
+// already added; Qwen3.5's -exp(A_log)), so the function is the served one;
+// the difference is the arithmetic: fp32 on the CPU (summation order only),
+// bf16 autocast on CUDA.
 // The capture is the residual after the last layer, before the final norm
 // (invariant 2). capture_gap measures it against the engine's, position by
 // position, with a tolerance derived from the dimensions and the unit
@@ -16,10 +19,12 @@
 // checks it per family and that the post-norm hidden and the penultimate
 // layer's output fail it.
 //
-// Self-distillation decodes with a K/V cache (train::LayerKV), one token per
-// step for every sequence of the batch, the tokens chosen on the host by the
-// caller's rule (the same Sampler as the engine's); the capture of the final
-// sequences is one forward over them.
+// Self-distillation decodes with a cache (Cache: K/V of the layers that own
+// theirs — a layer sharing another's reads its owner's — and the Gated
+// DeltaNet layers' recurrent state), one token per step for every sequence of
+// the batch, the tokens chosen on the host by the caller's rule (the same
+// Sampler as the engine's); the capture of the final sequences is one forward
+// over them.
 #pragma once
 #include <torch/torch.h>
 
@@ -31,13 +36,14 @@
 
 #include "model/forward.h"
 #include "train/online_data.h"
+#include "train/qwen35_torch.h"
 #include "train/torch_mtp.h"
 
 namespace mtp::train {
 
 class TorchTarget {
  public:
-  // ConfigError for a family or layer kind it does not implement.
+  // Copies the engine's weights to `dev` (matrices bf16 on CUDA, fp32 on the CPU).
   TorchTarget(const model::Model& m, torch::Device dev);
   ~TorchTarget();
 
@@ -47,13 +53,22 @@ class TorchTarget {
   double unit_roundoff() const;
 
   struct Cache {
-    std::vector<LayerKV> layers;  // k, v [B, KV, T, hd] fp32
+    int64_t T = 0;                   // positions the K/V hold
+    std::vector<LayerKV> layers;     // [layer] k, v [B, KV_l, T, hd_l] fp32 (K/V owners)
+    std::vector<DeltaState> state;   // [layer] Gated DeltaNet layers (zeros: position 0)
+    // Sequence b's entries (views: writes reach this cache).
+    Cache slice(int64_t b) const;
   };
   Cache make_cache(int64_t B, int64_t T) const;
+  // Whether some layer is recurrent (Gated DeltaNet): its rows must continue
+  // the cache's state (below).
+  bool recurrent() const { return lc_.has_recurrent(); }
 
   // Rows tokens [B, R] (int64, host) at positions pos [B, R] (int64, host)
   // through the first `layers` layers (-1 = all: the capture) -> the residual
-  // [B, R, d] fp32 on the device; their K/V written to `cache`.
+  // [B, R, d] fp32 on the device; their K/V and recurrent state written to
+  // `cache`. A recurrent layer reads no positions: each sequence's rows are
+  // the tokens right after those its state has consumed, in order.
   torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& pos, Cache& cache,
                         int layers = -1) const;
   // Final norm + lm_head + soft-cap: [N, d] -> [N, V] fp32.
@@ -65,6 +80,10 @@ class TorchTarget {
  private:
   struct Weights;
   torch::Tensor embed(const torch::Tensor& tokens) const;  // [B, R] -> [B, R, d] on the device
+  // Per-layer embedding inputs [B, R, L, e] of tokens [B, R] with layer-0 input x.
+  torch::Tensor per_layer_inputs(const torch::Tensor& tokens, const torch::Tensor& x) const;
+  // cos, sin [B, R, 1, width/2] at positions p [B, R] (device).
+  RopeTables rope_at(bool local, int64_t width, const torch::Tensor& p, int64_t T) const;
 
   const model::Model& m_;
   torch::Device dev_;
