@@ -40,13 +40,16 @@ void add_model_flags(CLI::App* cmd, ModelArgs& a) {
 
 void add_tied_head_flag(CLI::App* cmd, std::string& mode) {
   cmd->add_option("--tied-head", mode,
-                  "How a tied head reads the token table: packed (a copy in the kernels' "
-                  "layout, the fastest), mapped (a float table read in place from the memory "
-                  "map: no copy, ~10 % slower on a large head; the weights must hold its values "
-                  "as stored or fp32; GGUF block types stay packed) or mapped-blocks (block "
-                  "types in place too, computed by the much slower reference). Every logit has "
-                  "the same bits either way")
-      ->check(CLI::IsMember({"packed", "mapped", "mapped-blocks"}))
+                  "How a tied head reads the token table: auto (the default: a float table "
+                  "the weights hold as stored or as fp32 is read in place from the memory map, "
+                  "no copy; a hold that changes its values, e.g. --weights q4_k over bf16, and "
+                  "GGUF block types get a packed copy), packed (always a copy in the kernels' "
+                  "layout, the table's bytes held twice: the in-place head takes ~13 % longer "
+                  "on 1 thread, as long on 2), "
+                  "mapped (in place, refusing a hold that changes the values; GGUF block types "
+                  "stay packed) or mapped-blocks (block types in place too, computed by the "
+                  "much slower reference). Every logit has the same bits either way")
+      ->check(CLI::IsMember({"auto", "packed", "mapped", "mapped-blocks"}))
       ->capture_default_str();
 }
 

@@ -28,17 +28,20 @@ inline const std::vector<std::string> kWeightTypeNames{"auto", "fp32", "bf16", "
 
 // The target model: -m/--model, --tokenizer, --weights, --threads.
 
+// --tied-head's default (every command that loads a target): model::TiedHead::Auto.
+inline constexpr const char* kTiedHeadDefault = "auto";
+
 struct ModelArgs {
   std::string model;      // -m
   std::string tokenizer;  // --tokenizer ("" = the one beside the model)
   std::string weights = "auto";
-  std::string tied_head = "packed";  // --tied-head (model::TiedHead)
+  std::string tied_head = kTiedHeadDefault;  // --tied-head (model::TiedHead)
   int threads = 0;        // 0 = physical cores
 };
 
 // Adds -m/--model (required), --tokenizer, --weights, --tied-head and --threads.
 void add_model_flags(CLI::App* cmd, ModelArgs& a);
-// --tied-head into `mode` (packed | mapped | mapped-blocks: model::parse_tied_head).
+// --tied-head into `mode` (auto | packed | mapped | mapped-blocks: model::parse_tied_head).
 void add_tied_head_flag(CLI::App* cmd, std::string& mode);
 
 // What the target captures for training (precompute's shards, online

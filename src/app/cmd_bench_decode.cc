@@ -31,7 +31,7 @@ namespace mtp::app {
 
 namespace {
 struct BenchDecodeArgs {
-  std::string model, random, weights = "bf16", tied_head = "packed";
+  std::string model, random, weights = "bf16", tied_head = kTiedHeadDefault;
   std::vector<int> threads = {1, 2};
   int pos = 0, q_max = 8, reps = 15;  // pos 0: min(256, half the model's context)
   uint64_t seed = 0;

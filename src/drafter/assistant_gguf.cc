@@ -266,7 +266,11 @@ Gemma4Assistant Gemma4Assistant::load_gguf(const std::string& path,
     w.final_norm = model::gguf_vector(f, "output_norm.weight");
     w.pre_proj = model::gguf_matrix(f, kPre, hold);
     w.post_proj = model::gguf_matrix(f, kPost, hold);
-    w.head = model::gguf_matrix(f, "token_embd.weight", hold);
+    // The tied head reads the table as the target's default does
+    // (model::TiedHead::Auto: in place where the hold keeps its values).
+    w.head = model::gguf_table(f, "token_embd.weight", size_t(c.block.vocab), size_t(c.block.d_model))
+                 .head(hold, model::TiedHead::Auto,
+                       "tensor token_embd.weight in '" + path + "' (the tied head)");
   });
   return a;
 }

@@ -352,6 +352,12 @@ Gemma4Assistant Gemma4Assistant::load(const std::string& dir, const model::Model
     w.centroids = model::load_matrix(ts, {"masked_embedding.centroids.weight"}, hold);
     w.ordering = read_ordering(ts, c.block.vocab);
     w.clusters = cluster_heads(hv, c, w.ordering, hold);
+  } else if (c.block.tie_embeddings) {
+    // The tied head reads the table as the target's default does
+    // (model::TiedHead::Auto: in place where the hold keeps its values).
+    const model::EmbeddingTable table{hv.data, hv.dtype, size_t(c.block.vocab),
+                                      size_t(c.block.d_model), GgmlType::F32, ts.keep_alive()};
+    w.head = table.head(hold, model::TiedHead::Auto, "tensor '" + head + "' (the tied head)");
   } else {
     w.head = model::load_matrix(ts, {head}, hold);
   }

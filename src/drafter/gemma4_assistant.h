@@ -114,7 +114,10 @@ struct AssistantWeights {
   std::vector<model::LayerWeights> layers;  // wqkv: q only ([H · hd, hidden])
   std::vector<float> final_norm;           // [hidden]
   // The full head: [vocab, hidden] (the tied embedding table, or lm_head).
-  // Ordered: empty; the head's rows by cluster instead.
+  // Tied, it reads the table as model::TiedHead::Auto says: in place from
+  // the memory map (a view) where the hold keeps its values, else a packed
+  // copy. Ordered: empty; the head's rows by cluster instead (copies: rows
+  // regrouped by cluster are not the table's layout).
   kernels::PackedMatrix head;
   kernels::PackedMatrix centroids;             // [num_centroids, hidden] (ordered)
   std::vector<int32_t> ordering;               // [vocab] token_ordering (ordered)

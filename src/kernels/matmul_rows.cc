@@ -27,9 +27,10 @@
 // prefetcher falls behind — measured on a 262144x1536 bf16 head (Zen 4
 // 2-core VM, 1 thread, bench-kernels --in-place, the rows on 4 KiB pages):
 // q = 1 88 ms without, 45 ms with (the packed copy, on huge pages, 35-51 ms
-// in the same runs). On huge pages too it still ran ~10 % behind the packed
-// copy at q = 1 (docs/perf/gemma4.md; 8 rows per tile measured no better),
-// hence model::TiedHead's default.
+// in the same runs). On huge pages too it still runs ~13 % behind the packed
+// copy at q = 1 on one thread and level with it on two (docs/perf/gemma4.md;
+// 8 rows per tile measured no better); model::TiedHead::Auto reads in place
+// all the same, for the table's bytes it saves.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>

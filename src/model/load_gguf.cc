@@ -360,11 +360,7 @@ LayerWeights load_gguf_layer(const GgufFile& f, const ModelConfig& c, int i, con
   return w;
 }
 
-namespace {
-
-// A token table used in place: plain float storage, or rows of ggml blocks
-// (looked up a row at a time), after a finiteness check.
-EmbeddingTable gguf_table(const GgufFile& f, const char* name, size_t rows, size_t cols) {
+EmbeddingTable gguf_table(const GgufFile& f, const std::string& name, size_t rows, size_t cols) {
   const GgufTensor* e = f.tensor(name);
   if (const auto edt = float_dtype(e->type)) {
     check_finite(e->data, *edt, e->numel(), fmt::format("tensor {} in '{}'", name, f.path()));
@@ -379,8 +375,6 @@ EmbeddingTable gguf_table(const GgufFile& f, const char* name, size_t rows, size
   return EmbeddingTable{e->data, DType::U8, rows, cols, static_cast<GgmlType>(e->type),
                         f.keep_alive()};
 }
-
-}  // namespace
 
 LoadedModel load_gguf(const std::string& path, const LoadOptions& opt) {
   auto file = std::make_shared<GgufFile>(path);

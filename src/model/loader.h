@@ -17,7 +17,7 @@ struct LoadOptions {
   // and the embedding table is used as stored.
   Hold weights;
   // How a tied head reads the token table (model::TiedHead).
-  TiedHead tied_head = TiedHead::Packed;
+  TiedHead tied_head = TiedHead::Auto;
 };
 
 struct LoadedModel {
@@ -87,6 +87,11 @@ std::vector<float> gguf_vector(const io::GgufFile& f, const std::string& name);
 // - One matrix, packed as every GGUF matrix is (float types held as `hold`,
 //   block types as stored).
 kernels::PackedMatrix gguf_matrix(const io::GgufFile& f, const std::string& name, const Hold& hold);
+// - A [rows, cols] token table used in place (a tied head reads it as
+//   EmbeddingTable::head says): plain float storage, or rows of ggml blocks
+//   (looked up a row at a time), after a finiteness check; ConfigError for a
+//   block type mtpspec cannot compute with.
+EmbeddingTable gguf_table(const io::GgufFile& f, const std::string& name, size_t rows, size_t cols);
 // - Layer i of `c` under blk.{block} (block -1: blk.{i}; a layer reading
 //   another's K/V: q only).
 LayerWeights load_gguf_layer(const io::GgufFile& f, const ModelConfig& c, int i, const Hold& hold,

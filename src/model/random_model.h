@@ -46,6 +46,6 @@ RandomModelSpec random_model_preset(const std::string& name);  // InputError if 
 // it costs address space, not memory — its values do not change the speed.
 // A tied head reads the table as `tied` says (model::TiedHead).
 LoadedModel random_model(const RandomModelSpec& spec, kernels::WeightType hold, uint64_t seed,
-                         TiedHead tied = TiedHead::Packed);
+                         TiedHead tied = TiedHead::Auto);
 
 }  // namespace mtp::model

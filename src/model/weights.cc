@@ -34,11 +34,13 @@ kernels::WeightType resolve_hold(const Hold& hold, DType stored) {
 }
 
 TiedHead parse_tied_head(const std::string& name) {
+  if (name == "auto") return TiedHead::Auto;
   if (name == "packed") return TiedHead::Packed;
   if (name == "mapped") return TiedHead::Mapped;
   if (name == "mapped-blocks") return TiedHead::MappedBlocks;
   fail_setting<InputError>("tied_head",
-                           "unknown tied-head mode '{}' (want packed, mapped or mapped-blocks)", name);
+                           "unknown tied-head mode '{}' (want auto, packed, mapped or "
+                           "mapped-blocks)", name);
 }
 
 kernels::PackedMatrix EmbeddingTable::head(const Hold& hold, TiedHead mode,
@@ -54,7 +56,8 @@ kernels::PackedMatrix EmbeddingTable::head(const Hold& hold, TiedHead mode,
   const bool exact = h == kernels::WeightType::F32 ||
                      (h == kernels::WeightType::BF16 && dtype == DType::BF16) ||
                      (h == kernels::WeightType::F16 && dtype == DType::F16);
-  if (!exact)
+  if (!exact && mode == TiedHead::Auto) return pack_float_matrix(data, dtype, rows, cols, hold, what);
+  if (!exact)  // an explicit `mapped`
     fail_setting<ConfigError>("tied_head", "{}: an in-place head reads the {} values as stored, "
                               "but the weights are held as {}", what, dtype_name(dtype),
                               kernels::weight_type_name(h));

@@ -32,9 +32,15 @@ using Hold = std::optional<kernels::WeightType>;
 kernels::WeightType resolve_hold(const Hold& hold, DType stored);
 
 // How a tied head reads the token table (LoadOptions::tied_head):
-//   Packed (the default): a packed copy — the kernels' layout, the fastest
-//         product (the in-place one measured ~10 % slower at q = 1 on a
-//         262,144-row head, docs/perf/gemma4.md);
+//   Auto (the default): Mapped where that keeps the values, else Packed —
+//         float storage (bf16, fp16, fp32) under a hold that keeps every
+//         stored value is read in place; a hold that changes the values
+//         (a bf16 hold of fp32 storage, a quantized hold) and ggml block
+//         storage get the packed copy. In place saves the table's bytes
+//         (805 MB on Gemma 4 E2B's 262,144 x 1,536 bf16 head) for ~13 %
+//         of the head's time at 1 thread and none at 2 (docs/perf/gemma4.md);
+//   Packed: a packed copy — the kernels' layout, the fastest product at
+//         1 thread;
 //   Mapped: float storage read in place (kernels::PackedMatrix::view, no
 //         copy: the table's bytes stay in the memory map) under a hold that
 //         keeps its values (bf16 held as bf16 or fp32, fp16 as fp16 or fp32,
@@ -44,8 +50,8 @@ kernels::WeightType resolve_hold(const Hold& hold, DType stored);
 //   MappedBlocks: block storage in place too (the reference arithmetic,
 //         row by row: much slower).
 // In place or packed, every logit has the same bits (kernels/matmul_rows.cc).
-enum class TiedHead : uint8_t { Packed, Mapped, MappedBlocks };
-// "packed" | "mapped" | "mapped-blocks"; InputError naming the allowed set.
+enum class TiedHead : uint8_t { Auto, Packed, Mapped, MappedBlocks };
+// "auto" | "packed" | "mapped" | "mapped-blocks"; InputError naming the allowed set.
 TiedHead parse_tied_head(const std::string& name);
 
 // A [vocab, d] table viewed in place: fp32, bf16 or fp16 storage (`dtype`),

@@ -71,6 +71,7 @@ TEST(Gemma4AssistantGguf, DraftsEqualTheHfFolder) {
       EXPECT_EQ(gg.config().kv_layer(false), hf.config().kv_layer(false));
       EXPECT_EQ(gg.config().block.rope_partial, hf.config().block.rope_partial);
       EXPECT_EQ(gg.parameters(), hf.parameters());
+      EXPECT_TRUE(gg.weights().head.is_view());  // an fp32 token_embd, read in place
       std::mt19937 rng(7);
       const std::vector<int32_t> toks = test::random_tokens(rng, 14, t.vocab);
       const auto want = assistant_teacher_forced(m, hf, toks, 2, 3, nullptr, true);
@@ -119,6 +120,9 @@ TEST(Gemma4AssistantGguf, QuantizedFileDrafts) {
   };
   const Gemma4Assistant g =
       Gemma4Assistant::load(to_gguf(test::random_assistant("g4a-gguf-q", t, {}), q), m.config());
+  // A block-type token_embd: the packed copy (the fast kernels' layout).
+  EXPECT_EQ(g.weights().head.hold(), kernels::WeightType::Q8_0);
+  EXPECT_FALSE(g.weights().head.is_view());
   std::mt19937 rng(3);
   const auto d = assistant_teacher_forced(m, g, test::random_tokens(rng, 8, t.vocab), 2, 2, nullptr);
   ASSERT_EQ(d.size(), 7u);

@@ -75,6 +75,8 @@ TEST(Gemma4Assistant, LoadsThePublishedLayout) {
     EXPECT_EQ(c.block.layer_kind(2).kv_source, 2);
     EXPECT_EQ(c.ordered, ordered);
     EXPECT_EQ(g.weights().clusters.size(), ordered ? 8u : 0u);
+    // The tied head reads the fp32 table in place (model::TiedHead::Auto).
+    EXPECT_EQ(g.weights().head.is_view(), !ordered);
     // Every stored tensor once: embed 384x32, 3 layers, norm, projections.
     int64_t layers = 0;
     for (int hd : {16, 16, 32}) layers += 4 * 32 + 2 * 4 * hd * 32 + hd + 3 * 48 * 32 + 1;
@@ -88,6 +90,15 @@ TEST(Gemma4Assistant, LoadsThePublishedLayout) {
   EXPECT_EQ(g.config().first_key(true, 20), 20 - 1 - 6);
   EXPECT_EQ(g.config().first_key(true, 3), 0);
   EXPECT_FALSE(is_assistant_dir(test::random_hf_checkpoint("g4a-t", t)));
+  // A hold that rounds the table packs the tied head; an untied head is packed.
+  const Gemma4Assistant rounded = Gemma4Assistant::load(test::random_assistant("g4a", t, {}),
+                                                        m.config(), kernels::WeightType::BF16);
+  EXPECT_FALSE(rounded.weights().head.is_view());
+  EXPECT_EQ(rounded.weights().head.hold(), kernels::WeightType::BF16);
+  AssistantSpec untied;
+  untied.tie = false;
+  EXPECT_FALSE(Gemma4Assistant::load(test::random_assistant("g4a-u", t, untied), m.config())
+                   .weights().head.is_view());
 }
 
 TEST(Gemma4Assistant, RefusesWhatDoesNotFit) {

@@ -11,9 +11,15 @@
 //     exactly as the GGUF "gemma4" loader (llama.cpp's layout: newline-run
 //     pre-split, raw merges, token types) does from the same vocabulary;
 //   - label `reference` (Transformers*): Hugging Face `tokenizers` itself,
-//     from the reference venv, gives the same ids and decoded text.
+//     from the reference venv, gives the same ids and decoded text;
+//   - label `real` (Real*): the real 262,144-token Gemma 4 vocabulary
+//     (llama.cpp's ggml-vocab-gemma-4.gguf: tokens, types and its 514,906
+//     merges) written in this layout reproduces llama.cpp's reference
+//     vectors (made with Hugging Face's tokenizer of the published
+//     checkpoint) and decodes them back.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -21,6 +27,7 @@
 
 #include "cli_util.h"
 #include "io/gguf.h"
+#include "io/tokenizer_fixture.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "venv_util.h"
@@ -224,6 +231,67 @@ TEST(TransformersTokenizer, Gemma4LayoutMatchesHuggingFaceTokenizers) {
     EXPECT_EQ(hf->encode(samples()[i], true), ref[i]["special"].get<std::vector<int32_t>>());
     EXPECT_EQ(hf->decode(hf->encode(samples()[i], false)), ref[i]["decoded"].get<std::string>());
   }
+}
+
+// The vocabulary of a GGUF file's tokenizer.ggml.* arrays; added tokens of
+// type control or unknown are special (llama.cpp's converter writes the
+// published tokenizer's special added tokens as control, the others as
+// user-defined).
+Vocab gguf_vocab(const std::string& path) {
+  const io::GgufFile f(path, io::GgufRead::MetadataOnly);
+  const auto* tokens = f.get_array("tokenizer.ggml.tokens", io::GgufType::String);
+  const auto* types = f.get_array("tokenizer.ggml.token_type");
+  const auto* merges = f.get_array("tokenizer.ggml.merges", io::GgufType::String);
+  if (!tokens || !types || !merges || types->size() != tokens->size()) {
+    ADD_FAILURE() << path << ": no tokenizer.ggml tokens, token_type and merges of one length";
+    return {};
+  }
+  Vocab v;
+  for (size_t i = 0; i < tokens->size(); ++i) {
+    const auto type = int32_t((*types)[i].i);
+    v.tokens.push_back((*tokens)[i].s);
+    v.types.push_back(type);
+    v.special.push_back(type == 2 || type == 3);
+  }
+  for (const io::GgufValue& m : *merges) {
+    const size_t sp = m.s.find(' ');
+    EXPECT_TRUE(sp != std::string::npos && m.s.find(' ', sp + 1) == std::string::npos) << m.s;
+    v.merges.emplace_back(m.s.substr(0, sp), m.s.substr(sp + 1));
+  }
+  return v;
+}
+
+TEST(RealGemma4HfTokenizer, RealVocabularyInTheHfLayoutMatchesReferenceVectors) {
+  const std::string gguf = real_model_path("ggml-vocab-gemma-4.gguf");
+  const std::string inp = real_model_path("ggml-vocab-gemma-4.gguf.inp");
+  const std::string out = real_model_path("ggml-vocab-gemma-4.gguf.out");
+  if (gguf.empty() || inp.empty() || out.empty()) {
+    GTEST_SKIP() << "llama.cpp's Gemma 4 vocabulary files are not in " << venv_dir("real")
+                 << "/models (bench/real-models.sh --install puts them there)";
+  }
+  const Vocab v = gguf_vocab(gguf);
+  ASSERT_EQ(v.tokens.size(), 262144u);
+  ASSERT_EQ(v.merges.size(), 514906u);
+  const auto hf = io::load_tokenizer(write_hf(v, temp_dir("gemma4-real-tok")));
+  EXPECT_EQ(hf->kind(), "hf-bpe");
+  EXPECT_EQ(hf->vocab_size(), 262144);
+  EXPECT_EQ(hf->bos_id(), 2);
+  EXPECT_TRUE(hf->adds_bos());
+  const Vectors vec = read_vectors(inp, out);
+  ASSERT_GT(vec.inputs.size(), 30u);
+  for (size_t i = 0; i < vec.inputs.size(); ++i) {
+    const std::vector<int32_t> ids = hf->encode(vec.inputs[i], /*add_special=*/false);
+    EXPECT_EQ(ids, vec.ids[i]) << "vector #" << i << " '" << vec.inputs[i] << "'";
+    EXPECT_EQ(hf->decode(ids), vec.inputs[i]) << "vector #" << i;
+  }
+  // The chat markers are single tokens at their ids.
+  const std::vector<int32_t> ids =
+      hf->encode("<|turn>user\nHi<turn|>\n<|tool_call>call:f{a:<|\"|>x<|\"|>}<tool_call|>", true);
+  ASSERT_GE(ids.size(), 4u);
+  EXPECT_EQ(ids[0], 2);    // <bos>
+  EXPECT_EQ(ids[1], 105);  // <|turn>
+  for (auto [id, n] : {std::pair{106, 1}, std::pair{48, 1}, std::pair{49, 1}, std::pair{52, 2}})
+    EXPECT_EQ(std::count(ids.begin(), ids.end(), id), n) << id;
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 // the hold keeps exactly without a copy (a GGUF block table stays packed
 // unless `mapped-blocks`); in place or packed, every logit of decode and
 // verify chunks has the same bits — the property that lets the engine use
-// either. A hold that would change the values is refused for `mapped`.
+// either. A hold that would change the values is refused for `mapped` and
+// packed by the default (`auto`).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -65,10 +66,18 @@ TEST(TiedHead, HfFloatTableIsReadInPlaceWithThePackedCopysBits) {
       EXPECT_EQ(mapped.weights.lm_head.data(), mapped.weights.embed.data) << what << ": a copy";
       expect_same_logits(mapped, packed, what);
     }
-    // A rounding or requantizing hold is refused in place.
+    // The default (auto) reads it in place too.
+    const LoadedModel dflt = load_model(dir, {});
+    EXPECT_TRUE(dflt.weights.lm_head.is_view()) << what << ": the default";
+    EXPECT_EQ(dflt.weights.lm_head.data(), dflt.weights.embed.data) << what << ": the default";
+    // A rounding or requantizing hold is refused in place, and packed by the
+    // default.
     const Hold changes = dt == DType::BF16 ? Hold{WeightType::Q8_0} : Hold{WeightType::BF16};
     test::expect_error<ConfigError>([&] { load(dir, changes, TiedHead::Mapped); },
                                     {"tied head", "held as"});
+    const LoadedModel rounded = load(dir, changes, TiedHead::Auto);
+    EXPECT_FALSE(rounded.weights.lm_head.is_view()) << what << ": auto, held as it changes";
+    EXPECT_EQ(rounded.weights.lm_head.hold(), *changes) << what;
   }
 }
 
@@ -88,6 +97,7 @@ TEST(TiedHead, GgufBlockTableInPlaceWhenMapped) {
     test::convert_hf_to_gguf(dir, gguf, opt);
     const LoadedModel packed = load(gguf, {}, TiedHead::Mapped);
     EXPECT_FALSE(packed.weights.lm_head.is_view()) << name;
+    EXPECT_FALSE(load_model(gguf, {}).weights.lm_head.is_view()) << name << ": the default";
     const LoadedModel mapped = load(gguf, {}, TiedHead::MappedBlocks);
     ASSERT_TRUE(mapped.weights.lm_head.is_view()) << name;
     EXPECT_EQ(kernels::weight_ggml_type(mapped.weights.lm_head.hold()), t) << name;
@@ -108,14 +118,19 @@ TEST(TiedHead, RandomTargetReadsItsTableInPlace) {
   LoadedModel b = random_model(spec, WeightType::F32, 3, TiedHead::Packed);
   EXPECT_FALSE(b.weights.lm_head.is_view());
   expect_same_logits(a, b, "random gemma4");
+  EXPECT_TRUE(random_model(spec, WeightType::F32, 3).weights.lm_head.is_view()) << "the default";
+  EXPECT_FALSE(random_model(spec, WeightType::F16, 3).weights.lm_head.is_view())
+      << "the default, a hold that rounds the bf16 table";
 }
 
 TEST(TiedHead, ModeNames) {
+  EXPECT_EQ(LoadOptions{}.tied_head, TiedHead::Auto);
+  EXPECT_EQ(parse_tied_head("auto"), TiedHead::Auto);
   EXPECT_EQ(parse_tied_head("packed"), TiedHead::Packed);
   EXPECT_EQ(parse_tied_head("mapped"), TiedHead::Mapped);
   EXPECT_EQ(parse_tied_head("mapped-blocks"), TiedHead::MappedBlocks);
-  test::expect_error<InputError>([] { parse_tied_head("auto"); },
-                                 {"'auto'", "packed, mapped or mapped-blocks"});
+  test::expect_error<InputError>([] { parse_tied_head("copy"); },
+                                 {"'copy'", "auto, packed, mapped or mapped-blocks"});
 }
 
 }  // namespace
