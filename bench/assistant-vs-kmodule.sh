@@ -83,7 +83,7 @@ for K in $KS; do
     log "K-module K=$K: $STEPS steps x $BATCH sequences"
     rm -rf "$WORK/kmodule-$K.run"
     timed "train-kmodule-$K" "$BIN" train --online-jobs "$JOBS" "${common[@]}" --k $K \
-      -o "$WORK/kmodule-$K.run" --no-parity --no-progress
+      -o "$WORK/kmodule-$K.run" --no-parity --no-progress > "$WORK/train-kmodule-$K.out"
     "$BIN" export --run "$WORK/kmodule-$K.run" -o "$WORK/kmodule-$K.safetensors" \
       --threads "$THREADS" > "$WORK/export-kmodule-$K.out" 2>&1
   fi
