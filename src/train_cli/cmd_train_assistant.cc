@@ -2,7 +2,8 @@
 // gemma4-assistant --online`): Gemma 4's assistant trained from scratch or
 // fine-tuned from --init-from against the exact target the engine serves
 // (train/assistant_train.h). Runs in bin/mtpspec-train; `mtpspec` execs it
-// (app/train_forward.h).
+// (app/train_forward.h), first tokenizing --corpus/--prompts into online
+// jobs (app/train_online.cc), which arrive here as --online-jobs.
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
