@@ -86,14 +86,17 @@ void add_train_forwarders(CLI::App& root) {
     const std::string name = c.name;
     cmd->callback([cmd, name] {
       std::vector<std::string> args = cmd->remaining();
-      if (name == cli::kTrain.name && assistant_training(args)) {
-        exec_train(cli::kTrainAssistant.name, args);
-      }
-      if (name == cli::kTrain.name && wants_online(args)) {
+      std::string target = name;
+      if (name == cli::kTrain.name && assistant_training(args)) target = cli::kTrainAssistant.name;
+      if (target == cli::kTrain.name && wants_online(args)) {
         args = prepare_online_training(args);
         if (args.empty()) return;  // --jobs-only: nothing to train here
       }
-      exec_train(name, args);
+      if (target == cli::kTrainAssistant.name && wants_corpus(args)) {
+        args = prepare_online_training(args, OnlineTrainer::Assistant);
+        if (args.empty()) return;
+      }
+      exec_train(target, args);
     });
   }
 }

@@ -28,12 +28,17 @@ void require_train_binary(const std::string& what);
 // passive unless set). Fails like require_train_binary, or IoError.
 [[noreturn]] void exec_train(const std::string& name, const std::vector<std::string>& args);
 
-// `train --online` (app/train_online.cc): whether args ask for it, and the
-// arguments for `mtpspec-train train` once the capture jobs are written
-// (tokenized here, where the tokenizer is; --online-jobs PATH replaces the
-// corpus and capture flags). --help is passed on unchanged. --jobs-only:
-// the jobs are written and the training command printed; returns {}.
+// `train --online` and `train-assistant --corpus|--prompts`
+// (app/train_online.cc): whether args ask for it, and the arguments for
+// `mtpspec-train train` (or `train-assistant`) once the capture jobs are
+// written (tokenized here, where the tokenizer is, into OUT/online/; the
+// capture flags are app/args.h add_capture_flags'; --online-jobs PATH
+// replaces the corpus and capture flags). --help is passed on unchanged.
+// --jobs-only: the jobs are written and the training command printed;
+// returns {}.
 bool wants_online(const std::vector<std::string>& args);
+bool wants_corpus(const std::vector<std::string>& args);
+enum class OnlineTrainer { KModule, Assistant };
 
 // `train --drafter-arch gemma4-assistant --online ...`: true, and args made
 // `train-assistant`'s (both flags removed; the assistant's trainer is online
@@ -41,6 +46,7 @@ bool wants_online(const std::vector<std::string>& args);
 // why shards cannot train it. Another (or no) --drafter-arch: false, args
 // unchanged (the K-module trainer's; its own --drafter-arch mtp).
 bool assistant_training(std::vector<std::string>& args);
-std::vector<std::string> prepare_online_training(const std::vector<std::string>& args);
+std::vector<std::string> prepare_online_training(const std::vector<std::string>& args,
+                                                 OnlineTrainer trainer = OnlineTrainer::KModule);
 
 }  // namespace mtp::app

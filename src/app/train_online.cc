@@ -1,4 +1,5 @@
-// `mtpspec train --online`: the main binary's half of online training. It has
+// `mtpspec train --online` and `mtpspec train-assistant --corpus|--prompts`:
+// the main binary's half of online training. It has
 // the tokenizer, so it tokenizes the corpus (or the prompts) and cuts it into
 // capture jobs exactly as precompute does (speculative::plan_capture), writes
 // them to RUN_DIR/online/jobs.safetensors (the pretraining token file format,
@@ -17,8 +18,10 @@
 #include "app/common.h"
 #include "app/train_forward.h"
 #include "cli/checks.h"
+#include "cli/train_commands.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/setting.h"
 #include "drafter/capture.h"
 #include "io/pretrain_data.h"
 #include "measure/precompute.h"
@@ -132,39 +135,62 @@ bool wants_online(const std::vector<std::string>& args) {
   return std::find(args.begin(), args.end(), "--online") != args.end();
 }
 
-std::vector<std::string> prepare_online_training(const std::vector<std::string>& args) {
+bool wants_corpus(const std::vector<std::string>& args) {
+  return std::any_of(args.begin(), args.end(), [](const std::string& s) {
+    for (const char* f : {"--corpus", "--prompts"}) {
+      if (s == f || s.rfind(std::string(f) + "=", 0) == 0) return true;
+    }
+    return false;
+  });
+}
+
+std::vector<std::string> prepare_online_training(const std::vector<std::string>& args,
+                                                 OnlineTrainer trainer) {
+  const bool assistant = trainer == OnlineTrainer::Assistant;
   for (const std::string& s : args) {
     if (s == "--help" || s == "-h") return args;  // mtpspec-train's help documents the flags
   }
   OnlineArgs a;
-  CLI::App p{"mtpspec train --online"};
+  const std::string what = assistant ? "mtpspec train-assistant" : "mtpspec train --online";
+  CLI::App p{what};
   p.allow_extras();
   bool online = false;
   p.add_flag("--online", online);
   p.add_option("-m,--model", a.model.model)->required();
   p.add_option("--tokenizer", a.model.tokenizer);
   CLI::Option* threads = p.add_option("--threads", a.model.threads)->check(cli::NonNegative);
-  p.add_option("-o,--output", a.run_dir)->required()->check(cli::OutputDir);
-  p.add_flag("--force", a.force);
+  // The assistant's -o is its output directory; the jobs go into OUT/online.
+  p.add_option(assistant ? "-o,--out,--output" : "-o,--output", a.run_dir)
+      ->required()->check(cli::OutputDir);
+  if (!assistant) p.add_flag("--force", a.force);
   p.add_flag("!--no-progress", a.progress);
   p.add_flag("--jobs-only", a.jobs_only);
   add_capture_flags(&p, a.capture);
-  std::vector<std::string> argv_s = {"mtpspec train"};
+  std::vector<std::string> argv_s = {what};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<const char*> argv;
   for (const std::string& s : argv_s) argv.push_back(s.c_str());
   p.parse(int(argv.size()), argv.data());
   a.capture.progress = a.progress;
 
-  std::vector<std::string> out = {"--online-jobs", write_jobs(a), "-m", a.model.model, "-o",
-                                  a.run_dir};
+  std::string jobs;
+  try {
+    jobs = write_jobs(a);
+  } catch (const InputError& e) {
+    // This parser, not the forwarding command, has --threads: name it here.
+    const char* setting = setting_of(e);
+    if (setting && std::strcmp(setting, "threads") == 0) throw CLI::ValidationError("--threads", e.what());
+    throw;
+  }
+  std::vector<std::string> out = {"--online-jobs", jobs, "-m", a.model.model, "-o", a.run_dir};
   if (threads->count() > 0) out.insert(out.end(), {"--threads", std::to_string(a.model.threads)});
   if (a.force) out.push_back("--force");
-  if (!a.progress) out.push_back("--no-progress");
+  if (!a.progress && !assistant) out.push_back("--no-progress");
   for (const std::string& s : p.remaining()) out.push_back(s);
   if (a.jobs_only) {
     // For a machine with a CUDA libtorch and no tokenizer side (docs/TRAINING.md "CUDA").
-    std::string cmd = "mtpspec-train train";
+    std::string cmd = std::string("mtpspec-train ") +
+                      (assistant ? cli::kTrainAssistant.name : cli::kTrain.name);
     for (const std::string& s : out) cmd += " " + shell_word(s);
     fmt::print("jobs written; train them with:\n{}\n", cmd);
     return {};

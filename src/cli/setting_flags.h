@@ -47,6 +47,7 @@ inline constexpr std::pair<const char*, const char*> kSettingFlags[] = {
     {"seq_len", "--seq-len"},
     {"heldout", "--heldout"},
     {"batch", "--batch"},
+    {"tokens", "--tokens"},
     {"prompt_tokens", "--prompt-tokens"},
     {"prompt_tokens_min", "--prompt-tokens-min"},
     {"gen_tokens", "--gen-tokens"},

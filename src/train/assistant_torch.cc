@@ -7,31 +7,23 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "io/safetensors.h"
-#include "kernels/ops.h"
-#include "model/kv_cache.h"
+#include "train/post_norm_capture.h"
 
 namespace fs = std::filesystem;
 
 namespace mtp::train {
 
 AssistantCapture engine_capture(const model::Model& target, const drafter::AssistantConfig& a,
-                                const std::vector<int32_t>& tokens, torch::Device dev) {
+                                const std::vector<int32_t>& tokens, torch::Device dev,
+                                ThreadPool* pool) {
   const int R = int(tokens.size());
   const model::ModelConfig& c = target.config();
-  const size_t d = size_t(c.d_model), V = size_t(c.vocab);
-  // A cache keeping every position (q_max = ctx: no ring), as the replay's.
-  model::KVCache kv = target.make_cache(1, R, R, 0);
-  std::vector<model::Row> rows;
-  for (int p = 0; p < R; ++p) rows.push_back({0, p, tokens[size_t(p)]});
-  std::vector<float> hidden(size_t(R) * d), logits(size_t(R) * V), post(size_t(R) * d);
-  target.forward(rows, kv, {logits.data(), nullptr, hidden.data()}, nullptr);
+  PostNormCapture cap = post_norm_capture(target, tokens, pool);
+  const model::KVCache& kv = cap.kv;
   AssistantCapture out;
-  for (int p = 0; p < R; ++p) {
-    target.final_norm(hidden.data() + size_t(p) * d, 1, post.data() + size_t(p) * d);
-    out.target_argmax.push_back(
-        int32_t(kernels::argmax(logits.data() + size_t(p) * V, V)));
-  }
-  out.post_norm = torch::from_blob(post.data(), {1, R, int64_t(d)}, torch::kFloat32).clone().to(dev);
+  out.target_argmax = std::move(cap.argmax);
+  out.post_norm = torch::from_blob(cap.post.data(), {1, R, int64_t(c.d_model)}, torch::kFloat32)
+                      .clone().to(dev);
   for (bool sliding : {true, false}) {
     const int owner = a.kv_layer(sliding);
     if (owner < 0) continue;
@@ -42,8 +34,7 @@ AssistantCapture engine_capture(const model::Model& target, const drafter::Assis
           .clone().permute({1, 0, 2}).unsqueeze(0).contiguous().to(dev);
     };
     MTP_CHECK(width == KV * hd, "target layer {}: K/V width {} is not {} · {}", owner, width, KV, hd);
-    const model::KVCache& ro = kv;
-    out.kv[owner] = {view(ro.k(0, owner)), view(ro.v(0, owner))};
+    out.kv[owner] = {view(kv.k(0, owner)), view(kv.v(0, owner))};
   }
   return out;
 }

@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "drafter/gemma4_assistant.h"
 #include "model/forward.h"
 #include "train/torch_mtp.h"
@@ -43,8 +44,10 @@ struct AssistantCapture {
   std::vector<int32_t> target_argmax;
   std::map<int, std::pair<torch::Tensor, torch::Tensor>> kv;
 };
+// The post-norm capture (train/post_norm_capture.h) of tokens, as tensors on dev.
 AssistantCapture engine_capture(const model::Model& target, const drafter::AssistantConfig& a,
-                                const std::vector<int32_t>& tokens, torch::Device dev);
+                                const std::vector<int32_t>& tokens, torch::Device dev,
+                                ThreadPool* pool = nullptr);
 
 class TorchAssistant {
  public:

@@ -2,13 +2,17 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <random>
 
 #include "core/error.h"
 #include "core/json.h"
 #include "core/mapped_file.h"
 #include "core/setting.h"
+#include "core/thread_pool.h"
 #include "drafter/assistant_gguf.h"
 #include "drafter/gemma4_assistant.h"
 #include "io/pretrain_data.h"
@@ -16,6 +20,8 @@
 #include "model/loader.h"
 #include "train/assistant_parity.h"
 #include "train/assistant_torch.h"
+#include "train/data.h"
+#include "train/online_data.h"
 #include "train/pretrain_target.h"
 #include "train/trainer.h"
 
@@ -30,6 +36,12 @@ void check_options(const AssistantTrainOptions& o) {
     fail<InputError>("train-assistant: steps {} and sequence length {} must be >= 1 and >= 3",
                      o.steps, o.seq_len);
   }
+  if (o.tokens.empty() == o.online_jobs.empty()) {
+    fail_setting<InputError>("tokens", "train-assistant trains on a tokens file, online jobs or a "
+                             "corpus (one of them; given: {})",
+                             o.tokens.empty() ? "none" : "more than one");
+  }
+  if (o.batch < 1) fail_setting<InputError>("batch", "{} sequences per step (must be >= 1)", o.batch);
   if (o.K < 1 || o.K > 16) fail_setting<InputError>("K", "draft steps {} outside 1..16", o.K);
   if (o.seq_len < o.K + 2) {
     fail<InputError>("train-assistant: a window of {} tokens has no row for draft step {} (the "
@@ -57,6 +69,82 @@ io::PretrainData read_stream(const AssistantTrainOptions& o, int vocab) {
   return data;
 }
 
+// The training sequences (assistant_train.h): stream windows or the jobs'.
+class Sequences {
+ public:
+  Sequences(const AssistantTrainOptions& o, const model::Model& m, int threads)
+      : o_(o), rng_(o.seed) {
+    if (!o.tokens.empty()) {
+      stream_ = read_stream(o, m.config().vocab);
+      return;
+    }
+    OnlineDataOptions oo;
+    oo.jobs_path = o.online_jobs;
+    oo.seed = o.seed;
+    jobs_ = std::make_unique<OnlineData>(oo, m.config(), model::target_fingerprint(m.loaded()),
+                                         engine_capture(m, threads));
+    order_.emplace(jobs_->size(Split::Train), o.seed);
+  }
+
+  // Step s's batch sequences (called for s = 0, 1, ... in turn).
+  std::vector<std::vector<int32_t>> step(int s) {
+    std::vector<std::vector<int32_t>> out;
+    if (!jobs_) {
+      const std::vector<int32_t>& st = stream_.train.tokens;
+      const size_t R = size_t(o_.seq_len);
+      for (int b = 0; b < o_.batch; ++b) {
+        const size_t start = size_t(rng_() % uint64_t(st.size() - R + 1));
+        out.emplace_back(st.begin() + long(start), st.begin() + long(start + R));
+      }
+      return out;
+    }
+    std::vector<size_t> idx;
+    for (int b = 0; b < o_.batch; ++b) idx.push_back(order_->at(uint64_t(s) * uint64_t(o_.batch) + uint64_t(b)));
+    return split(jobs_->gather(Split::Train, idx));
+  }
+
+  // The parity gate's committed text: a held-out window of seq_len (else the
+  // stream's first); for jobs, the first held-out (else training) sequence
+  // of at least `min_len` tokens.
+  std::vector<int32_t> gate(size_t min_len) const {
+    if (!jobs_) {
+      const size_t R = size_t(o_.seq_len);
+      const std::vector<int32_t>& held =
+          stream_.heldout.tokens.size() >= R ? stream_.heldout.tokens : stream_.train.tokens;
+      return {held.begin(), held.begin() + long(R)};
+    }
+    for (Split sp : {Split::Heldout, Split::Train}) {
+      for (size_t i = 0; i < jobs_->size(sp); ++i) {
+        std::vector<std::vector<int32_t>> seq = split(jobs_->gather(sp, {i}));
+        if (seq[0].size() >= min_len) return seq[0];
+      }
+    }
+    fail<InputError>("train-assistant: the jobs in '{}' hold no sequence of {} tokens for the "
+                     "parity gate", o_.online_jobs, min_len);
+  }
+
+ private:
+  // A batch's sequences, each ending at its last token with loss mask 1.
+  static std::vector<std::vector<int32_t>> split(const Batch& b) {
+    std::vector<std::vector<int32_t>> out;
+    for (size_t j = 0; j < size_t(b.B); ++j) {
+      const size_t row = j * size_t(b.L);
+      size_t n = 0;
+      for (size_t i = 0; i < size_t(b.L); ++i) {
+        if (b.mask[row + i]) n = i + 1;
+      }
+      out.emplace_back(b.tokens.begin() + long(row), b.tokens.begin() + long(row + n));
+    }
+    return out;
+  }
+
+  const AssistantTrainOptions& o_;
+  std::mt19937_64 rng_;
+  io::PretrainData stream_;
+  std::unique_ptr<OnlineData> jobs_;
+  std::optional<DataOrder> order_;
+};
+
 // Σ_j w_j · mean cross-entropy of step j over rows t = 1 .. R - j, each fed
 // tok[t + j - 1] and labelled with the target's argmax there.
 torch::Tensor chain_loss(const TorchAssistant& ta, const std::vector<torch::Tensor>& leaves,
@@ -74,6 +162,7 @@ torch::Tensor chain_loss(const TorchAssistant& ta, const std::vector<torch::Tens
   torch::Tensor loss = torch::zeros({}, torch::kFloat32);
   for (int j = 1; j <= K; ++j) {
     const int64_t rows = R - j;  // t = 1 .. R - j
+    if (rows < 1) continue;
     const auto labels = torch::tensor(std::vector<int64_t>(cap.target_argmax.begin() + j,
                                                            cap.target_argmax.end()));
     const auto l = logits[size_t(j - 1)].squeeze(0).narrow(0, 1, rows);
@@ -108,24 +197,28 @@ AssistantTrainResult train_assistant(const AssistantTrainOptions& o) {
     ordering = drafter::Gemma4Assistant::load(o.init_from, m.config()).weights().ordering;
     init = ta.read_dir(o.init_from);
   }
-  const io::PretrainData data = read_stream(o, m.config().vocab);
-  const std::vector<int32_t>& stream = data.train.tokens;
+  const int threads = resolve_threads(o.threads);
+  set_threads(threads);
+  ThreadPool pool(threads);
+  Sequences data(o, m, threads);
   torch::Tensor flat = ta.layout().to_flat(init, cpu);
   // The views share flat's storage: the optimizer's in-place steps train it.
   std::vector<torch::Tensor> leaves = ta.layout().views(flat, true);
   torch::optim::Adam opt(leaves, torch::optim::AdamOptions(o.lr));
-  std::mt19937_64 rng(o.seed);
   AssistantTrainResult r;
-  const size_t R = size_t(o.seq_len);
   for (int s = 0; s < o.steps; ++s) {
-    const size_t start = size_t(rng() % uint64_t(stream.size() - R + 1));
-    const std::vector<int32_t> toks(stream.begin() + long(start), stream.begin() + long(start + R));
-    const AssistantCapture cap = engine_capture(m, ac, toks, cpu);
+    const std::vector<std::vector<int32_t>> batch = data.step(s);
     opt.zero_grad();
-    auto loss = chain_loss(ta, leaves, toks, cap, w, o.step_shift);
-    loss.backward();
+    double loss = 0;
+    for (const std::vector<int32_t>& toks : batch) {
+      if (toks.size() < 2) continue;  // no row to train (loss mask: nothing generated)
+      const AssistantCapture cap = engine_capture(m, ac, toks, cpu, &pool);
+      auto l = chain_loss(ta, leaves, toks, cap, w, o.step_shift) / double(batch.size());
+      l.backward();
+      loss += l.item<double>();
+    }
     opt.step();
-    r.losses.push_back(loss.item<double>());
+    r.losses.push_back(loss);
     if (s == 0 || (s + 1) % 10 == 0 || s + 1 == o.steps) {
       fmt::print(stderr, "[train-assistant] step {}/{}: loss {:.4f}\n", s + 1, o.steps,
                  r.losses.back());
@@ -140,11 +233,9 @@ AssistantTrainResult train_assistant(const AssistantTrainOptions& o) {
   const std::vector<float> trained = to_host(flat);
   ta.write_dir(o.out, config, trained, ordering);
   if (o.parity) {
-    // The engine's assistant as every user loads the directory, on a
-    // held-out window (the stream's first when none is held out).
-    const std::vector<int32_t>& held =
-        data.heldout.tokens.size() >= R ? data.heldout.tokens : stream;
-    const std::vector<int32_t> gate(held.begin(), held.begin() + long(R));
+    // The engine's assistant as every user loads the directory, on
+    // held-out text (Sequences::gate).
+    const std::vector<int32_t> gate = data.gate(size_t(std::max(3, o.K + 2)));
     const drafter::Gemma4Assistant eng = drafter::Gemma4Assistant::load(o.out, m.config());
     const auto p = ta.layout().views(ta.layout().to_flat(trained, cpu), false);
     const AssistantParity rep = assistant_parity(m, eng, ta, p, gate, o.K, o.step_shift);
@@ -159,6 +250,15 @@ AssistantTrainResult train_assistant(const AssistantTrainOptions& o) {
   }
   if (!o.gguf.empty()) drafter::write_assistant_gguf(o.out, o.gguf);
   return r;
+}
+
+std::vector<std::vector<std::vector<int32_t>>> assistant_sequences(const AssistantTrainOptions& o,
+                                                                   const model::Model& target) {
+  check_options(o);
+  Sequences data(o, target, resolve_threads(o.threads));
+  std::vector<std::vector<std::vector<int32_t>>> out;
+  for (int s = 0; s < o.steps; ++s) out.push_back(data.step(s));
+  return out;
 }
 
 }  // namespace mtp::train

@@ -11,9 +11,9 @@
 #include "drafter/native_head.h"
 #include "io/pretrain_data.h"
 #include "io/safetensors.h"
-#include "kernels/ops.h"
 #include "model/layer_io.h"
 #include "model/loader.h"
+#include "train/post_norm_capture.h"
 #include "train/qwen35_torch.h"
 
 namespace fs = std::filesystem;
@@ -21,26 +21,6 @@ namespace fs = std::filesystem;
 namespace mtp::train {
 
 namespace {
-
-// The served target's capture of one window from position 0: its hidden
-// after the final norm [R, d] (Capture::PostNormHidden) and its argmax per row.
-struct PostNormCapture {
-  std::vector<float> post;
-  std::vector<int32_t> argmax;
-};
-PostNormCapture post_norm_capture(const model::Model& m, const std::vector<int32_t>& toks) {
-  const size_t R = toks.size(), d = size_t(m.config().d_model), V = size_t(m.config().vocab);
-  model::KVCache kv = m.make_cache(1, int(R), int(R));
-  std::vector<model::Row> rows;
-  for (size_t p = 0; p < R; ++p) rows.push_back({0, int32_t(p), toks[p]});
-  std::vector<float> hidden(R * d), logits(R * V);
-  m.forward(rows, kv, {logits.data(), nullptr, hidden.data()}, nullptr);
-  PostNormCapture c;
-  c.post.resize(R * d);
-  m.final_norm(hidden.data(), R, c.post.data());
-  for (size_t p = 0; p < R; ++p) c.argmax.push_back(int32_t(kernels::argmax(logits.data() + p * V, V)));
-  return c;
-}
 
 // The target's frozen embedding and head as the engine holds them: [V, d] each.
 std::pair<torch::Tensor, torch::Tensor> frozen_tables(const model::Model& m) {

@@ -26,8 +26,8 @@ void add_train(CLI::App& root) {
   cmd->add_option("--drafter-arch", *arch,
                   "mtp: the K-module MTP drafter (the flags below); gemma4-assistant: Gemma 4's "
                   "assistant, online only (`mtpspec train --drafter-arch gemma4-assistant "
-                  "--online -m MODEL --tokens FILE -o DIR [--init-from DIR] [--k K]`: the flags "
-                  "of `mtpspec train-assistant --help`)")
+                  "--online -m MODEL (--corpus TEXT | --tokens FILE) -o DIR [--init-from DIR] "
+                  "[--k K]`: the flags of `mtpspec train-assistant --help`)")
       ->check(CLI::IsMember({"mtp", "gemma4-assistant"}));
   auto* shards = cmd->add_option("--shards", o->shards_dir,
                                  "Shards folder written by `mtpspec precompute`");

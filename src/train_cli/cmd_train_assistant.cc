@@ -2,7 +2,8 @@
 // gemma4-assistant --online`): Gemma 4's assistant trained from scratch or
 // fine-tuned from --init-from against the exact target the engine serves
 // (train/assistant_train.h). Runs in bin/mtpspec-train; `mtpspec` execs it
-// (app/train_forward.h).
+// (app/train_forward.h), first tokenizing --corpus/--prompts into online
+// jobs (app/train_online.cc), which arrive here as --online-jobs.
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
@@ -37,9 +38,16 @@ void add_train_assistant(CLI::App& root) {
       ->check(cli::NonNegative)->excludes(init);
   cmd->add_option("--assistant-ffn", o->shape.ffn, "From scratch: MLP width (0 = 8 x width)")
       ->check(cli::NonNegative)->excludes(init);
-  cmd->add_option("--tokens", o->tokens,
-                  "Token stream: a pretraining tokens file (written by `mtpspec pretrain`)")
-      ->required();
+  auto* tokens = cmd->add_option(
+      "--tokens", o->tokens,
+      "Token stream: a pretraining tokens file (written by `mtpspec pretrain`), cut into "
+      "--seq-len windows");
+  cmd->add_option(
+      "--online-jobs", o->online_jobs,
+      "Or the jobs file `mtpspec train-assistant --corpus` or `mtpspec train --online` wrote: "
+      "its sequences (self-distilled ones continued by the target), in the order the "
+      "K-module's trainer visits them with the same --seed and --batch")
+      ->excludes(tokens);
   cmd->add_option("-o,--out,--output", o->out, "gemma4_assistant directory to write")->required();
   cmd->add_option("--gguf", o->gguf,
                   "Also write it as llama.cpp's gemma4-assistant GGUF here (full head)");
@@ -49,12 +57,25 @@ void add_train_assistant(CLI::App& root) {
                   "Per-step loss weights, comma separated (missing ones continue x0.8)")
       ->delimiter(',');
   cmd->add_option("--steps", o->steps, "Optimizer steps")->check(cli::Positive);
-  cmd->add_option("--seq-len", o->seq_len, "Tokens per step (>= K + 2)")->check(cli::Positive);
+  cmd->add_option("--seq-len", o->seq_len, "Tokens per window of --tokens (>= K + 2)")
+      ->check(cli::Positive);
+  cmd->add_option("--batch", o->batch, "Sequences per optimizer step")->check(cli::Positive);
+  cmd->add_option("--threads", o->threads,
+                  "Threads of libtorch and of the target's forward (default: physical cores)")
+      ->check(cli::NonNegative);
   cmd->add_option("--lr", o->lr, "Adam learning rate");
-  cmd->add_option("--seed", o->seed, "Seed of the windows drawn from the stream and of scratch weights")
+  cmd->add_option("--seed", o->seed,
+                  "Seed of scratch weights, of the windows drawn from --tokens, of the order of "
+                  "--online-jobs and of their self-distillation (as `mtpspec train --seed`)")
       ->check(cli::kSeedRange);
   cmd->add_flag("--no-parity", *no_parity, "Skip the parity gate at the end");
   cmd->footer(
+      "Training text: --tokens FILE, --online-jobs FILE, or (through `mtpspec`, which has the "
+      "tokenizer) --corpus FILE... | --prompts FILE with the capture flags of `mtpspec "
+      "precompute` (--seq-len, --max-tokens, --heldout, --self-distill, --prompt-tokens, "
+      "--prompt-tokens-min, --gen-tokens, --temp): `mtpspec` tokenizes and cuts it as `mtpspec "
+      "train --online` does, writes OUT/online/jobs.safetensors and runs this command with "
+      "--online-jobs on it (--jobs-only: write the jobs and print the command). "
       "The output records the target's fingerprint and the capture point; `mtpspec generate "
       "--drafter DIR` refuses it for another target unless --drafter-target-mismatch warn. "
       "docs/TRAINING.md \"Gemma 4's assistant\".");
