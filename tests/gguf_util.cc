@@ -193,6 +193,12 @@ void add_qwen35_metadata(const nlohmann::json& cfg, const model::ModelConfig& c,
   for (int v : {11, 11, 10, 0}) sections.push_back(GgufValue::i32(v));
   kv.push_back({"qwen35.rope.dimension_sections", GgufValue::array(io::GgufType::I32, sections)});
   if (c.mtp_layers > 0) u32("nextn_predict_layers", c.mtp_layers);
+  if (t.contains("layer_types")) {  // add_recurrent_layers: one flag per block, the MTP's false
+    std::vector<GgufValue> rec;
+    for (const auto& k : t["layer_types"]) rec.push_back(GgufValue::boolean(k == "linear_attention"));
+    for (int i = 0; i < c.mtp_layers; ++i) rec.push_back(GgufValue::boolean(false));
+    kv.push_back({"qwen35.attention.recurrent_layers", GgufValue::array(io::GgufType::Bool, rec)});
+  }
 }
 
 // _LinearAttentionVReorderBase._reorder_v_heads along rows ([heads · hd]

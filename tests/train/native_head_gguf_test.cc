@@ -17,17 +17,16 @@
 #include "checkpoint_util.h"
 #include "cli_util.h"
 #include "core/error.h"
-#include "drafter/native_head.h"
 #include "gguf_util.h"
 #include "io/gguf.h"
 #include "io/pretrain_data.h"
 #include "io/safetensors.h"
-#include "model/forward.h"
 #include "model/hf_config.h"
 #include "model/layer_io.h"
 #include "model/loader.h"
 #include "python_util.h"
 #include "test_util.h"
+#include "train_fixture.h"
 #include "train/native_head_gguf.h"
 #include "train/native_head_train.h"
 
@@ -123,26 +122,9 @@ void expect_trunk_kept(const std::string& src, const std::string& out) {
   EXPECT_TRUE(fc_changed) << "the head was not written";
 }
 
-// The engine's head teacher-forced on m's own capture: row t embeds
-// tokens[t + 1] and reads the hidden at t after the final norm; [T - 1, V].
 std::vector<float> head_logits(const model::Model& m, const std::vector<int32_t>& tokens,
                                const model::Model* capture_from = nullptr) {
-  const model::Model& cm = capture_from ? *capture_from : m;
-  const size_t T = tokens.size(), d = size_t(m.config().d_model);
-  model::KVCache kv = cm.make_cache(1, int(T), int(T));
-  std::vector<model::Row> rows;
-  for (size_t t = 0; t < T; ++t) rows.push_back({0, int32_t(t), tokens[t]});
-  std::vector<float> h(T * d);
-  model::ForwardOut fo;
-  fo.hidden = h.data();
-  cm.forward(rows, kv, fo, nullptr);
-  cm.final_norm(h.data(), T, h.data());
-  drafter::NativeHead head(m, 1, int(T), int(T));
-  std::vector<model::Row> mrows;
-  for (size_t t = 0; t + 1 < T; ++t) mrows.push_back({0, int32_t(t), tokens[t + 1]});
-  std::vector<float> logits((T - 1) * size_t(m.config().vocab));
-  head.forward(mrows, h.data(), nullptr, logits.data(), nullptr, nullptr);
-  return logits;
+  return test::native_head_logits(m, tokens, capture_from ? *capture_from : m);
 }
 
 double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
