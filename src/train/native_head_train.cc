@@ -118,6 +118,10 @@ void write_dir(const std::string& init_from, const io::TensorSet& ts, const Flat
 
 }  // namespace
 
+bool native_head_writes_gguf(const NativeHeadTrainOptions& o) {
+  return io::GgufFile::has_magic(native_head_init(o));
+}
+
 NativeHeadTrainResult train_native_head(const NativeHeadTrainOptions& o) {
   if (o.steps < 1 || o.seq_len < 3 || o.parity_windows < 1) {
     fail<InputError>("train-native-head: steps {}, sequence length {} and parity windows {} must "
@@ -132,7 +136,7 @@ NativeHeadTrainResult train_native_head(const NativeHeadTrainOptions& o) {
                      model::arch_name(c.arch), c.mtp_layers);
   }
   const std::string& init_path = native_head_init(o);
-  const bool gguf = io::GgufFile::has_magic(init_path);
+  const bool gguf = native_head_writes_gguf(o);
   const std::optional<io::TensorSet> init =
       gguf ? std::nullopt : std::optional(io::TensorSet::open_dir(init_path));
   auto [E, H] = frozen_tables(m);

@@ -54,6 +54,8 @@ struct NativeHeadTrainResult {
 inline const std::string& native_head_init(const NativeHeadTrainOptions& o) {
   return o.init_from.empty() ? o.target : o.init_from;
 }
+// Whether the output is a GGUF file (a GGUF init) rather than a directory.
+bool native_head_writes_gguf(const NativeHeadTrainOptions& o);
 
 // InputError for options out of range, a target without a native head, or an
 // init checkpoint whose head does not fit the target; the loaders' errors for

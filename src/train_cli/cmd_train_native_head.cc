@@ -11,7 +11,6 @@
 #include "cli/checks.h"
 #include "cli/train_commands.h"
 #include "core/error.h"
-#include "io/gguf.h"
 #include "train/native_head_train.h"
 #include "train_cli/commands.h"
 
@@ -45,7 +44,7 @@ void add_train_native_head(CLI::App& root) {
   cmd->callback([o] {
     // The output's kind follows the init checkpoint's format.
     const std::string& init = train::native_head_init(*o);
-    const bool gguf = io::GgufFile::has_magic(init);
+    const bool gguf = train::native_head_writes_gguf(*o);
     std::string out = o->out;
     if (std::string why = (gguf ? cli::OutputFile : cli::OutputDir)(out); !why.empty()) {
       fail<InputError>("--out: {} (a {} for a {} --init-from)", why, gguf ? "file" : "directory",
