@@ -193,6 +193,12 @@ void add_qwen35_metadata(const nlohmann::json& cfg, const model::ModelConfig& c,
   for (int v : {11, 11, 10, 0}) sections.push_back(GgufValue::i32(v));
   kv.push_back({"qwen35.rope.dimension_sections", GgufValue::array(io::GgufType::I32, sections)});
   if (c.mtp_layers > 0) u32("nextn_predict_layers", c.mtp_layers);
+  if (t.contains("layer_types")) {  // add_recurrent_layers: one flag per block, the MTP's false
+    std::vector<GgufValue> rec;
+    for (const auto& k : t["layer_types"]) rec.push_back(GgufValue::boolean(k == "linear_attention"));
+    for (int i = 0; i < c.mtp_layers; ++i) rec.push_back(GgufValue::boolean(false));
+    kv.push_back({"qwen35.attention.recurrent_layers", GgufValue::array(io::GgufType::Bool, rec)});
+  }
 }
 
 // _LinearAttentionVReorderBase._reorder_v_heads along rows ([heads · hd]
@@ -255,6 +261,10 @@ void qwen35_tensor(const model::ModelConfig& c, const std::string& name, DType s
 }
 
 }  // namespace
+
+std::string hf_to_gguf_name(const model::ModelConfig& c, const std::string& hf) {
+  return gguf_name(c, hf);
+}
 
 void add_test_vocab(GgufMetadata& kv, int n) {
   std::vector<std::string> toks = {"<unk>", "<s>", "</s>"};
@@ -361,13 +371,16 @@ void convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, const
     std::vector<int64_t> shape = v.shape;
     if (c.arch == Arch::Qwen35) qwen35_tensor(c, name, v.dtype, x, shape);
     const bool one_plus = is_gemma(c.arch) || (c.arch == Arch::Qwen35 && !ends_with(name, "linear_attn.norm.weight"));
-    if (one_plus && ends_with(name, "norm.weight")) {
+    const std::string gname = gguf_name(c, name);
+    // The converter tests the name after _QwenMtpMixin's renaming, so the
+    // head's mtp.pre_fc_norm_{embedding,hidden} (as nextn.{e,h}norm) count.
+    if (one_plus && (ends_with(name, "norm.weight") ||
+                     (name.starts_with("mtp.") && ends_with(gname, "norm.weight")))) {
       // torch adds in the tensor's dtype: fp32 for F32/BF16 sources (the
       // converter widens BF16 first), fp16 for F16 ones (rounded again).
       for (auto& e : x) e = v.dtype == DType::F16 ? f16_to_f32(f32_to_f16(e + 1.0f)) : e + 1.0f;
     }
     const bool vec = shape.size() <= 1 || ends_with(name, "norm.weight") || ends_with(name, "conv1d.weight");
-    const std::string gname = gguf_name(c, name);
     uint32_t type = vec ? 0 : opt.matrix_type;
     if (!vec && opt.type_of && opt.type_of(gname) >= 0) type = uint32_t(opt.type_of(gname));
     std::vector<int64_t> dims(shape.rbegin(), shape.rend());

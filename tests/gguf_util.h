@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "io/gguf.h"
+#include "model/config.h"
 
 namespace mtp::test {
 
@@ -49,6 +50,10 @@ void convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, const
 // nextn.{pre,post}_projection.weight, the centroid head dropped.
 void convert_assistant_to_gguf(const std::string& hf_dir, const std::string& out,
                                const GgufConvert& opt);
+
+// The GGUF name convert_hf_to_gguf gives the Hugging Face tensor `hf` of a
+// checkpoint whose config is c (Qwen3.5's mtp.* included).
+std::string hf_to_gguf_name(const model::ModelConfig& c, const std::string& hf);
 
 // A SentencePiece-style vocabulary of `n` tokens (>= 259): <unk>, <s>, </s>,
 // the 256 byte pieces <0x00>..<0xFF>, then normal pieces "▁a", "b", ...

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -387,8 +389,9 @@ void gguf_check_linear_tensors(const Meta& m, const ModelConfig& c) {
 }
 
 // Qwen3.5 (llama.cpp's qwen35 keys): block_count counts the native MTP
-// layers (nextn_predict_layers) after the trunk's; every
-// full_attention_interval-th layer is full attention, the others Gated
+// layers (nextn_predict_layers) after the trunk's; attention.recurrent_layers
+// (when present) or else every full_attention_interval-th layer is full
+// attention, the others Gated
 // DeltaNet with the ssm.* shape; the value heads stored in llama.cpp's tiled
 // order; partial rotary over rope.dimension_count dims.
 void gguf_linear_layers(const Meta& m, ModelConfig& c) {
@@ -420,6 +423,16 @@ void gguf_linear_layers(const Meta& m, ModelConfig& c) {
   }
   c.set_uniform_layers(std::vector<uint8_t>(size_t(c.n_layers), 0));
   for (int i = 0; i < c.n_layers; ++i) c.layers[size_t(i)].recurrent = (i + 1) % every != 0;
+  // The converter's layer_types, when the checkpoint has them: one flag per
+  // block (the MTP blocks' false), over the interval rule.
+  if (const auto* kinds = f.get_array(m.key("attention.recurrent_layers"), io::GgufType::Bool)) {
+    if (kinds->size() != size_t(c.n_layers + c.mtp_layers)) {
+      fail<ConfigError>("GGUF file '{}': {} has {} entries, {} = {}", f.path(),
+                        m.key("attention.recurrent_layers"), kinds->size(), m.key("block_count"),
+                        c.n_layers + c.mtp_layers);
+    }
+    for (int i = 0; i < c.n_layers; ++i) c.layers[size_t(i)].recurrent = (*kinds)[size_t(i)].u != 0;
+  }
   LinearAttn& a = c.linear;
   a.conv_kernel = m.req_int("ssm.conv_kernel");
   a.k_dim = m.req_int("ssm.state_size");
@@ -587,6 +600,23 @@ std::string gguf_layer_tensor_name(const ModelConfig& c, int layer, const std::s
     }
   }
   MTP_CHECK(false, "no GGUF name for layer tensor '{}' of {}", hf, arch_name(c.arch));
+}
+
+std::string gguf_native_mtp_name(const ModelConfig& c, const std::string& hf) {
+  // llama.cpp's _QwenMtpMixin: mtp.layers.0.* is block n_layers' layer,
+  // the head's own tensors are that block's nextn.*.
+  static constexpr std::pair<std::string_view, std::string_view> kHead[] = {
+      {"mtp.fc.weight", "nextn.eh_proj.weight"},
+      {"mtp.pre_fc_norm_embedding.weight", "nextn.enorm.weight"},
+      {"mtp.pre_fc_norm_hidden.weight", "nextn.hnorm.weight"},
+      {"mtp.norm.weight", "nextn.shared_head_norm.weight"}};
+  const std::string block = "blk." + std::to_string(c.n_layers) + ".";
+  for (const auto& [from, to] : kHead) {
+    if (hf == from) return block + std::string(to);
+  }
+  constexpr std::string_view layer = "mtp.layers.0.";
+  MTP_CHECK(hf.starts_with(layer), "'{}' is no tensor of the native MTP head", hf);
+  return gguf_layer_tensor_name(native_mtp_config(c), c.n_layers, hf.substr(layer.size()));
 }
 
 }  // namespace mtp::model

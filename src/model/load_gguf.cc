@@ -19,6 +19,7 @@
 #include <exception>
 #include <optional>
 #include <set>
+#include <string_view>
 
 #include "core/error.h"
 #include "core/ggml_type.h"
@@ -221,11 +222,12 @@ std::vector<Expected> expected_tensors(const ModelConfig& c) {
   t.push_back({"output_norm.weight", {d}, false});
   if (!c.tie_embeddings) t.push_back({"output.weight", {v, d}, true});
   if (c.mtp_layers > 0) {  // the native MTP head: block n_layers
-    const std::string b = "blk." + std::to_string(c.n_layers) + ".nextn.";
-    t.push_back({b + "eh_proj.weight", {d, 2 * d}, true});
-    t.push_back({b + "enorm.weight", {d}, false});
-    t.push_back({b + "hnorm.weight", {d}, false});
-    t.push_back({b + "shared_head_norm.weight", {d}, false});
+    for (const char* hf : {"mtp.fc.weight", "mtp.pre_fc_norm_embedding.weight",
+                           "mtp.pre_fc_norm_hidden.weight", "mtp.norm.weight"}) {
+      const bool fc = std::string_view(hf) == "mtp.fc.weight";
+      t.push_back({gguf_native_mtp_name(c, hf), fc ? std::vector<int64_t>{d, 2 * d}
+                                                   : std::vector<int64_t>{d}, fc});
+    }
     add_layer_tensors(native_mtp_config(c), 0, c.n_layers, t);
   }
   return t;
@@ -409,11 +411,11 @@ LoadedModel load_gguf(const std::string& path, const LoadOptions& opt) {
                                    fmt::format("tensor {} in '{}' (the tied head)", e->name, path))
                     : gguf_matrix(f, "output.weight", opt.weights);
     if (c.mtp_layers > 0) {
-      const std::string b = "blk." + std::to_string(c.n_layers) + ".nextn.";
-      w.mtp.norm_embed = gguf_vector(f, b + "enorm.weight");
-      w.mtp.norm_hidden = gguf_vector(f, b + "hnorm.weight");
-      w.mtp.norm = gguf_vector(f, b + "shared_head_norm.weight");
-      w.mtp.fc = pack_gguf_matrix({{f.tensor(b + "eh_proj.weight"), {}}}, opt.weights, path);
+      auto head = [&](const char* hf) { return gguf_native_mtp_name(c, hf); };
+      w.mtp.norm_embed = gguf_vector(f, head("mtp.pre_fc_norm_embedding.weight"));
+      w.mtp.norm_hidden = gguf_vector(f, head("mtp.pre_fc_norm_hidden.weight"));
+      w.mtp.norm = gguf_vector(f, head("mtp.norm.weight"));
+      w.mtp.fc = pack_gguf_matrix({{f.tensor(head("mtp.fc.weight")), {}}}, opt.weights, path);
       w.mtp.layer = load_gguf_layer(f, native_mtp_config(c), 0, opt.weights, c.n_layers);
     }
   };

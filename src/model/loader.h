@@ -79,6 +79,13 @@ ModelConfig gguf_model_config(const io::GgufFile& f);
 // "blk.{layer}.attn_q.weight" (gguf-py's tensor map for these families).
 std::string gguf_layer_tensor_name(const ModelConfig& c, int layer, const std::string& hf);
 
+// The GGUF name of the native MTP head's tensor whose Hugging Face name is
+// `hf` (native_mtp_tensors: "mtp.fc.weight", "mtp.layers.0.*", ...): block
+// c.n_layers, llama.cpp's nextn names for the head's own tensors
+// ("mtp.fc.weight" -> "blk.{n}.nextn.eh_proj.weight") and the layer map for
+// its layer. MTP_CHECK for a name that is not the head's.
+std::string gguf_native_mtp_name(const ModelConfig& c, const std::string& hf);
+
 // The pieces of load_gguf another GGUF reader (Gemma 4's assistant) shares;
 // the tensors must exist, with the shapes the caller checked.
 // - A vector (norm weight, bias) as fp32, as stored (Gemma's 1 + w

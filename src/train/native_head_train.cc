@@ -4,15 +4,19 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <random>
 
 #include "core/error.h"
 #include "core/dtype.h"
 #include "drafter/native_head.h"
+#include "io/gguf.h"
 #include "io/pretrain_data.h"
 #include "io/safetensors.h"
 #include "model/layer_io.h"
 #include "model/loader.h"
+#include "train/native_head_gguf.h"
+#include "train/parity.h"
 #include "train/post_norm_capture.h"
 #include "train/qwen35_torch.h"
 
@@ -94,6 +98,10 @@ void write_dir(const std::string& init_from, const io::TensorSet& ts, const Flat
 
 }  // namespace
 
+bool native_head_writes_gguf(const NativeHeadTrainOptions& o) {
+  return io::GgufFile::has_magic(native_head_init(o));
+}
+
 NativeHeadTrainResult train_native_head(const NativeHeadTrainOptions& o) {
   if (o.steps < 1 || o.seq_len < 3 || o.parity_windows < 1) {
     fail<InputError>("train-native-head: steps {}, sequence length {} and parity windows {} must "
@@ -107,11 +115,16 @@ NativeHeadTrainResult train_native_head(const NativeHeadTrainOptions& o) {
                      "is Qwen3.5's one MTP layer (mtp_num_hidden_layers 1)", o.target,
                      model::arch_name(c.arch), c.mtp_layers);
   }
-  const io::TensorSet init = io::TensorSet::open_dir(o.init_from);
+  const std::string& init_path = native_head_init(o);
+  const bool gguf = native_head_writes_gguf(o);
+  const std::optional<io::TensorSet> init =
+      gguf ? std::nullopt : std::optional(io::TensorSet::open_dir(init_path));
   auto [E, H] = frozen_tables(m);
   const TorchHead th{m, model::native_mtp_config(c),
                      FlatLayout::from_shapes(model::native_mtp_tensors(c)), E, H, model::Rope(c)};
-  torch::Tensor flat = th.layout.to_flat(read_head(init, th.layout), torch::kCPU);
+  torch::Tensor flat = th.layout.to_flat(
+      gguf ? th.layout.flatten(read_gguf_native_head(init_path, c)) : read_head(*init, th.layout),
+      torch::kCPU);
   const io::PretrainData data = io::read_pretrain_data(o.tokens);
   const std::vector<int32_t>& stream = data.train.tokens;
   if (stream.size() < size_t(o.seq_len)) {
@@ -149,12 +162,19 @@ NativeHeadTrainResult train_native_head(const NativeHeadTrainOptions& o) {
     }
   }
   const std::vector<float> trained = to_host(flat);
-  write_dir(o.init_from, init, th.layout, trained, o.out);
+  if (gguf) {
+    write_gguf_native_head(init_path, c, th.layout.unflatten(trained.data(), int64_t(trained.size())),
+                           o.out);
+  } else {
+    write_dir(init_path, *init, th.layout, trained, o.out);
+  }
 
   // ---- parity gate: the served target with the written head vs libtorch ----
   model::LoadedModel served = model::load_model(o.target, {});
   served.weights.mtp = std::move(model::load_model(o.out, {}).weights.mtp);
-  const model::Model gated(std::move(served));
+  const model::Model gated_as_loaded(std::move(served));
+  const std::optional<model::Model> float_head = with_float_head(gated_as_loaded);
+  const model::Model& gated = float_head ? *float_head : gated_as_loaded;
   const std::vector<int32_t>& held = data.heldout.tokens.size() >= R ? data.heldout.tokens : stream;
   const int64_t d = c.d_model, V = c.vocab;
   double max_row = 0, max_g = 0;
@@ -202,7 +222,7 @@ NativeHeadTrainResult train_native_head(const NativeHeadTrainOptions& o) {
              "argmax {}/{} decided rows agree: {}\n", r.parity_rows, r.parity_max_dlogit,
              r.parity_tol, r.parity_agreed, r.parity_decided, r.parity_passed ? "passed" : "FAILED");
   if (!r.parity_passed) {
-    fs::remove(fs::path(o.out) / "model.safetensors");
+    fs::remove(gguf ? fs::path(o.out) : fs::path(o.out) / "model.safetensors");
     fail<ConfigError>("train-native-head: the parity gate failed (max|dlogit| {:.3g}, tolerance "
                       "{:.3g}; {}/{} argmax agree); '{}' holds no model", r.parity_max_dlogit,
                       r.parity_tol, r.parity_agreed, r.parity_decided, o.out);

@@ -13,10 +13,14 @@
 // follows token t + 1 in greedy decoding. The target's embedding and head
 // are the engine's values (dequantized), frozen.
 //
-// Starts from the mtp.* of a Hugging Face Qwen3.5 directory (--init-from),
-// and writes that directory again with the new mtp.* (fp32) beside its other
-// tensors as stored and its other files (config.json unchanged): a directory
-// the engine and transformers load like the original. Then the parity gate:
+// Starts from the head of the init checkpoint (--init-from; default the
+// target) and writes that checkpoint again with the new head, in its own
+// format: a Hugging Face Qwen3.5 directory with the new mtp.* (fp32) beside
+// its other tensors as stored and its other files (config.json unchanged),
+// which the engine and transformers load like the original; a GGUF file
+// with the new blk.{n}.nextn.* block (F32) beside every other tensor and key
+// as stored (train/native_head_gguf.h), which the engine and llama.cpp load
+// as the target with its head. Then the parity gate:
 // the engine's head loaded from the written directory against the libtorch
 // head on held-out windows of the served target's capture, argmax equal on
 // every row whose libtorch top-2 margin exceeds 2·tol (tol from the
@@ -30,9 +34,9 @@ namespace mtp::train {
 
 struct NativeHeadTrainOptions {
   std::string target;     // the served target (any format the engine loads)
-  std::string init_from;  // a Hugging Face Qwen3.5 directory holding mtp.*
+  std::string init_from;  // a Qwen3.5 checkpoint holding the head (HF directory or GGUF); "" = target
   std::string tokens;     // a pretraining tokens file (io/pretrain_data.h): train / held-out streams
-  std::string out;        // the directory written
+  std::string out;        // the directory (HF init) or GGUF file (GGUF init) written
   int steps = 100, seq_len = 64;
   double lr = 1e-4;
   uint64_t seed = 0;
@@ -46,8 +50,15 @@ struct NativeHeadTrainResult {
   bool parity_passed = false;
 };
 
+// The path of the checkpoint the head starts from and that is written again.
+inline const std::string& native_head_init(const NativeHeadTrainOptions& o) {
+  return o.init_from.empty() ? o.target : o.init_from;
+}
+// Whether the output is a GGUF file (a GGUF init) rather than a directory.
+bool native_head_writes_gguf(const NativeHeadTrainOptions& o);
+
 // InputError for options out of range, a target without a native head, or an
-// init directory whose head does not fit the target; the loaders' errors for
+// init checkpoint whose head does not fit the target; the loaders' errors for
 // files that do not load; ConfigError when the parity gate fails.
 NativeHeadTrainResult train_native_head(const NativeHeadTrainOptions& o);
 

@@ -74,14 +74,8 @@ struct ModuleAcc {
   std::vector<int32_t> engine_argmax;
 };
 
-// The target as the engine side of the gate reads it: a block-quantized head
-// (a GGUF or requantized target: Q8_0, Q4_K_M's Q6_K ...) held as its exact
-// dequantized values in fp32, which is what libtorch multiplies. The engine
-// runs such a head on activations quantized to int8 per block (quant_dot.h),
-// an error the tolerances above do not model (2e-2 on a small Q8_0 target
-// against a tolerance of 7e-4) and which is the quantized kernels' own
-// contract, tested there; the drafter's own block matrices are compared the
-// same way (Drafter::with_float_matrices). nullopt: the head is float already.
+}  // namespace
+
 std::optional<model::Model> with_float_head(const model::Model& target) {
   const kernels::PackedMatrix& h = target.weights().lm_head;
   if (!h.is_composite() && !kernels::weight_type_quantized(h.hold())) return std::nullopt;
@@ -89,7 +83,6 @@ std::optional<model::Model> with_float_head(const model::Model& target) {
   lm.weights.lm_head = drafter::float_matrix(h);  // [vocab, d]
   return model::Model(std::move(lm));
 }
-}  // namespace
 
 ParityReport run_parity(const model::Model& target_as_loaded, const drafter::Drafter& engine,
                         const std::map<std::string, std::vector<float>>& torch_tensors,

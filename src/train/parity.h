@@ -16,6 +16,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,10 +68,20 @@ double fp32_tolerance(double stages, double n, double scale);
 // runner-up.
 void top2(const float* x, size_t n, int32_t& arg, double& margin);
 
+// The target as the engine side of the gate reads it: a block-quantized head
+// (a GGUF or requantized target: Q8_0, Q4_K_M's Q6_K ...) held as its exact
+// dequantized values in fp32, which is what libtorch multiplies. The engine
+// runs such a head on activations quantized to int8 per block (quant_dot.h),
+// an error the gates' tolerances do not model (2e-2 on a small Q8_0 target
+// against a tolerance of 7e-4) and which is the quantized kernels' own
+// contract, tested there; the drafter's own block matrices are compared the
+// same way (Drafter::with_float_matrices). nullopt: the head is float already.
+std::optional<model::Model> with_float_head(const model::Model& target);
+
 // `torch_tensors`: the drafter's tensors by name for the libtorch side (a
 // training checkpoint's weights); `engine`: the drafter file as the engine
 // loaded it; `target` as loaded (a block-quantized head is compared as its
-// dequantized fp32 values: parity.cc with_float_head). Does not throw on
+// dequantized fp32 values: with_float_head). Does not throw on
 // failure: check report.passed.
 ParityReport run_parity(const model::Model& target, const drafter::Drafter& engine,
                         const std::map<std::string, std::vector<float>>& torch_tensors,

@@ -10,6 +10,7 @@
 
 #include "cli/checks.h"
 #include "cli/train_commands.h"
+#include "core/error.h"
 #include "train/native_head_train.h"
 #include "train_cli/commands.h"
 
@@ -22,15 +23,17 @@ void add_train_native_head(CLI::App& root) {
                   "The served target (any checkpoint the engine loads: HF, GGUF, quantized)")
       ->required();
   cmd->add_option("--init-from", o->init_from,
-                  "Hugging Face Qwen3.5 directory whose mtp.* tensors start the training (often "
-                  "the target itself); written again, with the new head, to --out")
-      ->required();
+                  "Qwen3.5 checkpoint whose native head starts the training (a Hugging Face "
+                  "directory or a GGUF file; default: --model); written again, in its own "
+                  "format, with the new head, to --out");
   cmd->add_option("--tokens", o->tokens,
                   "Token stream: a pretraining tokens file (written by `mtpspec pretrain`)")
       ->required();
-  cmd->add_option("-o,--out", o->out, "Directory to write (--init-from with the new mtp.*)")
-      ->required()
-      ->check(cli::OutputDir);
+  cmd->add_option("-o,--out", o->out,
+                  "Where to write the init checkpoint with the new head: a directory (Hugging "
+                  "Face init: mtp.* replaced) or a GGUF file (GGUF init: blk.N.nextn.* and "
+                  "the block's layer replaced, every other tensor as stored)")
+      ->required();
   cmd->add_option("--steps", o->steps, "Optimizer steps")->check(cli::Positive);
   cmd->add_option("--seq-len", o->seq_len, "Tokens per step (>= 3)")->check(cli::Positive);
   cmd->add_option("--lr", o->lr, "Adam learning rate");
@@ -39,6 +42,17 @@ void add_train_native_head(CLI::App& root) {
                   "Held-out windows the parity gate compares")
       ->check(cli::Positive);
   cmd->callback([o] {
+    // The output's kind follows the init checkpoint's format.
+    const std::string& init = train::native_head_init(*o);
+    const bool gguf = train::native_head_writes_gguf(*o);
+    std::string out = o->out;
+    if (std::string why = (gguf ? cli::OutputFile : cli::OutputDir)(out); !why.empty()) {
+      fail<InputError>("--out: {} (a {} for a {} --init-from)", why, gguf ? "file" : "directory",
+                       gguf ? "GGUF" : "Hugging Face");
+    }
+    cli::refuse_output_over_inputs("--out", o->out, !gguf,
+                                   {{"--model", &o->target}, {"--init-from", &init},
+                                    {"--tokens", &o->tokens}});
     const train::NativeHeadTrainResult r = train::train_native_head(*o);
     const nlohmann::json j = {{"out", o->out},
                               {"losses", r.losses},

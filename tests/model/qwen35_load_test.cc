@@ -107,6 +107,39 @@ TEST(Qwen35Load, GgufWithReorderedValueHeadsMatchesTheReference) {
   EXPECT_GT(wrong.worst_ratio, 1.0);
 }
 
+// A layer pattern off the interval rule (layer_types, as `pretrain --arch
+// qwen35` writes: the last layer full too) reaches the GGUF as
+// attention.recurrent_layers, which the loader follows: the same kinds as
+// the checkpoint, logits within the reference's tolerance; a flag list of
+// another length is refused naming the key.
+TEST(Qwen35Load, GgufRecurrentLayersOverTheInterval) {
+  RandomSpec s = qwen35();
+  s.mtp = true;
+  s.layer_types = {"linear_attention", "full_attention", "linear_attention", "full_attention"};
+  const std::string dir = test::random_hf_checkpoint("q35-gguf-kinds", s);
+  const std::string gguf = test::temp_dir("q35-gguf-kinds") + "/m.gguf";
+  test::convert_hf_to_gguf(dir, gguf, {});
+  const LoadedModel lm = load_model(gguf, {});
+  for (int l = 0; l < 4; ++l) EXPECT_EQ(lm.config.is_recurrent(l), l % 2 == 0) << l;
+  std::mt19937 rng(5);
+  const auto toks = test::random_tokens(rng, 12, lm.config.vocab);
+  const test::Q35Out ref = test::q35_reference(dir, toks);
+  test::RefComparison cmp;
+  test::compare_ref_rows(test::logits_of(lm, toks, {1, 4, 7}), ref.logits, 96, 4, "gguf logits",
+                         cmp);
+  EXPECT_LE(cmp.worst_ratio, 1.0) << cmp.where;
+  test::GgufConvert bad;
+  bad.edit = [](io::GgufMetadata& kv, std::vector<io::GgufWriteTensor>&) {
+    for (auto& [k, v] : kv) {
+      if (k == "qwen35.attention.recurrent_layers") v.arr.pop_back();
+    }
+  };
+  const std::string short_flags = test::temp_dir("q35-gguf-kinds-bad") + "/m.gguf";
+  test::convert_hf_to_gguf(dir, short_flags, bad);
+  test::expect_error<ConfigError>([&] { load_model(short_flags, {}); },
+                                  {"qwen35.attention.recurrent_layers", "4 entries"});
+}
+
 // Quantized GGUF copies (every matrix Q8_0, or Q4_K; as many value heads
 // as key heads so the converter keeps their order) compute what the HF
 // checkpoint requantized at load computes, bit for bit, the head included.

@@ -20,12 +20,12 @@
 #include "cli_util.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
-#include "drafter/native_head.h"
 #include "io/pretrain_data.h"
 #include "io/safetensors.h"
 #include "model/forward.h"
 #include "model/loader.h"
 #include "test_util.h"
+#include "train_fixture.h"
 #include "train/checkpoint.h"
 #include "train/native_head_train.h"
 
@@ -335,22 +335,8 @@ std::string edited_copy(const std::string& dir, const std::string& tag,
 // (post_norm false: the pre-norm capture instead, a planted fault): [T - 1, V].
 std::vector<float> engine_mtp_logits(const std::string& dir, const std::vector<int32_t>& tokens,
                                      bool post_norm = true) {
-  model::Model m(model::load_model(dir, {}));
-  const size_t T = tokens.size(), d = size_t(m.config().d_model);
-  model::KVCache kv = m.make_cache(1, int(T), int(T));
-  std::vector<model::Row> rows;
-  for (size_t t = 0; t < T; ++t) rows.push_back({0, int32_t(t), tokens[t]});
-  std::vector<float> h(T * d);
-  model::ForwardOut fo;
-  fo.hidden = h.data();
-  m.forward(rows, kv, fo, nullptr);
-  if (post_norm) m.final_norm(h.data(), T, h.data());
-  drafter::NativeHead head(m, 1, int(T), int(T));
-  std::vector<model::Row> mrows;
-  for (size_t t = 0; t + 1 < T; ++t) mrows.push_back({0, int32_t(t), tokens[t + 1]});
-  std::vector<float> logits((T - 1) * size_t(m.config().vocab));
-  head.forward(mrows, h.data(), nullptr, logits.data(), nullptr, nullptr);
-  return logits;
+  const model::Model m(model::load_model(dir, {}));
+  return test::native_head_logits(m, tokens, m, post_norm);
 }
 
 // The tiny Qwen3.5 of the micro preset: a Gated DeltaNet layer then a gated

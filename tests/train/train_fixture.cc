@@ -9,6 +9,7 @@
 
 #include "checkpoint_util.h"
 #include "core/mapped_file.h"
+#include "drafter/native_head.h"
 #include "drafter/shards.h"
 #include "model/fingerprint.h"
 #include "model/loader.h"
@@ -148,6 +149,25 @@ drafter::Drafter engine_drafter(const Target& t, const drafter::DrafterConfig& d
                                 const std::string& path) {
   drafter::write_drafter(path, t.model->config(), t.fingerprint, dc, tensors, {{"kind", "test"}});
   return drafter::Drafter::load(path, t.model->config(), t.fingerprint, kernels::WeightType::F32);
+}
+
+std::vector<float> native_head_logits(const model::Model& m, const std::vector<int32_t>& tokens,
+                                      const model::Model& capture, bool post_norm) {
+  const size_t T = tokens.size(), d = size_t(m.config().d_model);
+  model::KVCache kv = capture.make_cache(1, int(T), int(T));
+  std::vector<model::Row> rows;
+  for (size_t t = 0; t < T; ++t) rows.push_back({0, int32_t(t), tokens[t]});
+  std::vector<float> h(T * d);
+  model::ForwardOut fo;
+  fo.hidden = h.data();
+  capture.forward(rows, kv, fo, nullptr);
+  if (post_norm) capture.final_norm(h.data(), T, h.data());
+  drafter::NativeHead head(m, 1, int(T), int(T));
+  std::vector<model::Row> mrows;
+  for (size_t t = 0; t + 1 < T; ++t) mrows.push_back({0, int32_t(t), tokens[t + 1]});
+  std::vector<float> logits((T - 1) * size_t(m.config().vocab));
+  head.forward(mrows, h.data(), nullptr, logits.data(), nullptr, nullptr);
+  return logits;
 }
 
 }  // namespace mtp::test

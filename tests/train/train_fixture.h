@@ -61,4 +61,10 @@ drafter::Drafter engine_drafter(const Target& t, const drafter::DrafterConfig& d
                                 const std::map<std::string, std::vector<float>>& tensors,
                                 const std::string& path);
 
+// The engine's native head of m teacher-forced on `capture`'s forward of
+// `tokens`: row t embeds tokens[t + 1] and reads capture's hidden at t after
+// its final norm (post_norm false: before it, a planted fault); [T - 1, V].
+std::vector<float> native_head_logits(const model::Model& m, const std::vector<int32_t>& tokens,
+                                      const model::Model& capture, bool post_norm = true);
+
 }  // namespace mtp::test
