@@ -31,3 +31,16 @@ int run_python(const std::string& python, const std::string& args, std::string* 
   const std::string var = ::mtp::test::venv_python(name);                               \
   if (var.empty()) GTEST_SKIP() << "the '" << (name) << "' Python venv is not installed ("  \
                                 << ::mtp::test::venv_dir(name) << "); run " << (installer)
+
+// llama.cpp's vocabulary file `name` (its models/ggml-vocab-*.gguf) and the
+// .inp/.out test vectors beside it, which bench/real-models.sh --install puts
+// in <real venv>/models/: declares the three paths, or skips the current test
+// naming that folder when one is absent.
+#define MTP_REQUIRE_VOCAB_FILES(gguf, inp, out, name)                                     \
+  const std::string gguf = ::mtp::test::real_model_path(name);                            \
+  const std::string inp = ::mtp::test::real_model_path(std::string(name) + ".inp");       \
+  const std::string out = ::mtp::test::real_model_path(std::string(name) + ".out");       \
+  if (gguf.empty() || inp.empty() || out.empty())                                         \
+  GTEST_SKIP() << "llama.cpp's " << (name) << " and its .inp/.out vectors are not in "    \
+               << ::mtp::test::venv_dir("real")                                           \
+               << "/models (bench/real-models.sh --install puts them there)"

@@ -262,13 +262,7 @@ Vocab gguf_vocab(const std::string& path) {
 }
 
 TEST(RealGemma4HfTokenizer, RealVocabularyInTheHfLayoutMatchesReferenceVectors) {
-  const std::string gguf = real_model_path("ggml-vocab-gemma-4.gguf");
-  const std::string inp = real_model_path("ggml-vocab-gemma-4.gguf.inp");
-  const std::string out = real_model_path("ggml-vocab-gemma-4.gguf.out");
-  if (gguf.empty() || inp.empty() || out.empty()) {
-    GTEST_SKIP() << "llama.cpp's Gemma 4 vocabulary files are not in " << venv_dir("real")
-                 << "/models (bench/real-models.sh --install puts them there)";
-  }
+  MTP_REQUIRE_VOCAB_FILES(gguf, inp, out, "ggml-vocab-gemma-4.gguf");
   const Vocab v = gguf_vocab(gguf);
   ASSERT_EQ(v.tokens.size(), 262144u);
   ASSERT_EQ(v.merges.size(), 514906u);

@@ -15,13 +15,7 @@ namespace mtp::test {
 namespace {
 
 TEST(Gemma4Tokenizer, GgufVocabularyMatchesReferenceVectors) {
-  const std::string path = real_model_path("ggml-vocab-gemma-4.gguf");
-  const std::string inp = real_model_path("ggml-vocab-gemma-4.gguf.inp");
-  const std::string out = real_model_path("ggml-vocab-gemma-4.gguf.out");
-  if (path.empty() || inp.empty() || out.empty()) {
-    GTEST_SKIP() << "llama.cpp's Gemma 4 vocabulary files are not in " << venv_dir("real")
-                 << "/models (bench/real-models.sh --install puts them there)";
-  }
+  MTP_REQUIRE_VOCAB_FILES(path, inp, out, "ggml-vocab-gemma-4.gguf");
   const auto tok = io::load_tokenizer(path);
   EXPECT_EQ(tok->kind(), "gguf-gemma4");
   EXPECT_EQ(tok->vocab_size(), 262144);

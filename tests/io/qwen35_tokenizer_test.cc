@@ -265,13 +265,7 @@ TEST(Qwen35Tokenizer, TransformersRefTokenizersLibraryEncodesTheFixtureAlike) {
 }
 
 TEST(Qwen35Tokenizer, GgufVocabularyMatchesReferenceVectors) {
-  const std::string path = real_model_path("ggml-vocab-qwen35.gguf");
-  const std::string inp = real_model_path("ggml-vocab-qwen35.gguf.inp");
-  const std::string out = real_model_path("ggml-vocab-qwen35.gguf.out");
-  if (path.empty() || inp.empty() || out.empty()) {
-    GTEST_SKIP() << "llama.cpp's Qwen3.5 vocabulary files are not in " << venv_dir("real")
-                 << "/models (bench/real-models.sh --install puts them there)";
-  }
+  MTP_REQUIRE_VOCAB_FILES(path, inp, out, "ggml-vocab-qwen35.gguf");
   const auto tok = io::load_tokenizer(path);
   EXPECT_EQ(tok->vocab_size(), 151936);
   const Vectors v = read_vectors(inp, out);
