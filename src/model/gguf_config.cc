@@ -9,7 +9,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -591,32 +590,5 @@ float gguf_rope_partial(const io::GgufFile& f, int full_head_dim) {
 }
 
 ModelConfig read_gguf_config(const std::string& path) { return gguf_model_config(io::GgufFile(path)); }
-
-std::string gguf_layer_tensor_name(const ModelConfig& c, int layer, const std::string& hf) {
-  const Family& f = family(c.arch);
-  for (std::span<const TensorName> names : {f.gguf_layer_names, f.gguf_linear_names}) {
-    for (const TensorName& m : names) {
-      if (hf == m.hf) return "blk." + std::to_string(layer) + "." + m.gguf;
-    }
-  }
-  MTP_CHECK(false, "no GGUF name for layer tensor '{}' of {}", hf, arch_name(c.arch));
-}
-
-std::string gguf_native_mtp_name(const ModelConfig& c, const std::string& hf) {
-  // llama.cpp's _QwenMtpMixin: mtp.layers.0.* is block n_layers' layer,
-  // the head's own tensors are that block's nextn.*.
-  static constexpr std::pair<std::string_view, std::string_view> kHead[] = {
-      {"mtp.fc.weight", "nextn.eh_proj.weight"},
-      {"mtp.pre_fc_norm_embedding.weight", "nextn.enorm.weight"},
-      {"mtp.pre_fc_norm_hidden.weight", "nextn.hnorm.weight"},
-      {"mtp.norm.weight", "nextn.shared_head_norm.weight"}};
-  const std::string block = "blk." + std::to_string(c.n_layers) + ".";
-  for (const auto& [from, to] : kHead) {
-    if (hf == from) return block + std::string(to);
-  }
-  constexpr std::string_view layer = "mtp.layers.0.";
-  MTP_CHECK(hf.starts_with(layer), "'{}' is no tensor of the native MTP head", hf);
-  return gguf_layer_tensor_name(native_mtp_config(c), c.n_layers, hf.substr(layer.size()));
-}
 
 }  // namespace mtp::model

@@ -8,6 +8,9 @@
 // through (the tied head included). The embedding table stays in the memory
 // map; the GgufFile is kept alive through ModelWeights::keep_alive.
 //
+// The names: gguf_layer_tensor_name / gguf_native_mtp_name (the end of this
+// file) map a Hugging Face tensor name to the family's GGUF one.
+//
 // llama.cpp's Llama convention: convert_hf_to_gguf.py stores q_proj/k_proj
 // rows permuted (per head, rows (j·hd/2 + i) -> (2i + j)) so that its
 // interleaved RoPE computes rotate-half. We apply the inverse as a ROW
@@ -19,7 +22,10 @@
 #include <exception>
 #include <optional>
 #include <set>
+#include <span>
+#include <string>
 #include <string_view>
+#include <utility>
 
 #include "core/error.h"
 #include "core/ggml_type.h"
@@ -422,6 +428,35 @@ LoadedModel load_gguf(const std::string& path, const LoadOptions& opt) {
   run_load_tasks(n_tasks, task);
   w.keep_alive.push_back(file->keep_alive());
   return m;
+}
+
+// ---- Tensor names ---------------------------------------------------------
+
+std::string gguf_layer_tensor_name(const ModelConfig& c, int layer, const std::string& hf) {
+  const Family& f = family(c.arch);
+  for (std::span<const TensorName> names : {f.gguf_layer_names, f.gguf_linear_names}) {
+    for (const TensorName& m : names) {
+      if (hf == m.hf) return "blk." + std::to_string(layer) + "." + m.gguf;
+    }
+  }
+  MTP_CHECK(false, "no GGUF name for layer tensor '{}' of {}", hf, arch_name(c.arch));
+}
+
+std::string gguf_native_mtp_name(const ModelConfig& c, const std::string& hf) {
+  // llama.cpp's _QwenMtpMixin: mtp.layers.0.* is block n_layers' layer,
+  // the head's own tensors are that block's nextn.*.
+  static constexpr std::pair<std::string_view, std::string_view> kHead[] = {
+      {"mtp.fc.weight", "nextn.eh_proj.weight"},
+      {"mtp.pre_fc_norm_embedding.weight", "nextn.enorm.weight"},
+      {"mtp.pre_fc_norm_hidden.weight", "nextn.hnorm.weight"},
+      {"mtp.norm.weight", "nextn.shared_head_norm.weight"}};
+  const std::string block = "blk." + std::to_string(c.n_layers) + ".";
+  for (const auto& [from, to] : kHead) {
+    if (hf == from) return block + std::string(to);
+  }
+  constexpr std::string_view layer = "mtp.layers.0.";
+  MTP_CHECK(hf.starts_with(layer), "'{}' is no tensor of the native MTP head", hf);
+  return gguf_layer_tensor_name(native_mtp_config(c), c.n_layers, hf.substr(layer.size()));
 }
 
 }  // namespace mtp::model
