@@ -35,7 +35,8 @@ std::shared_ptr<const drafter::Gemma4Assistant> open_assistant(const ModelArgs& 
   if (d.drafter.empty() || !drafter::is_assistant(d.drafter)) return nullptr;
   const drafter::ServedTarget served{model::target_fingerprint(m.loaded()), d.target_mismatch};
   auto g = std::make_shared<const drafter::Gemma4Assistant>(
-      drafter::Gemma4Assistant::load(d.drafter, m.config(), parse_hold(a.weights), &served));
+      drafter::Gemma4Assistant::load(d.drafter, m.config(), parse_hold(a.weights), &served,
+                                     model::parse_tied_head(a.tied_head)));
   if (g->record().empty()) {
     fmt::print(stderr, "note: assistant '{}' records no target (Google's published assistants "
                        "carry none): accepted without a fingerprint check\n", d.drafter);

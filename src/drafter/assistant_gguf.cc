@@ -243,7 +243,8 @@ bool is_assistant(const std::string& path) {
 
 Gemma4Assistant Gemma4Assistant::load_gguf(const std::string& path,
                                            const model::ModelConfig& target,
-                                           const model::Hold& hold, const ServedTarget* served) {
+                                           const model::Hold& hold, const ServedTarget* served,
+                                           model::TiedHead tied) {
   const io::GgufFile f(path);
   Gemma4Assistant a;
   a.path_ = path;
@@ -266,10 +267,9 @@ Gemma4Assistant Gemma4Assistant::load_gguf(const std::string& path,
     w.final_norm = model::gguf_vector(f, "output_norm.weight");
     w.pre_proj = model::gguf_matrix(f, kPre, hold);
     w.post_proj = model::gguf_matrix(f, kPost, hold);
-    // The tied head reads the table as the target's default does
-    // (model::TiedHead::Auto: in place where the hold keeps its values).
+    // The tied head reads the table as the target's does (`tied`).
     w.head = model::gguf_table(f, "token_embd.weight", size_t(c.block.vocab), size_t(c.block.d_model))
-                 .head(hold, model::TiedHead::Auto,
+                 .head(hold, tied,
                        "tensor token_embd.weight in '" + path + "' (the tied head)");
   });
   return a;

@@ -305,10 +305,11 @@ std::vector<kernels::PackedMatrix> cluster_heads(const io::TensorView& head,
 }  // namespace
 
 Gemma4Assistant Gemma4Assistant::load(const std::string& dir, const model::ModelConfig& target,
-                                      const model::Hold& hold, const ServedTarget* served) {
+                                      const model::Hold& hold, const ServedTarget* served,
+                                      model::TiedHead tied) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec) && is_assistant_gguf(dir)) {
-    return load_gguf(dir, target, hold, served);
+    return load_gguf(dir, target, hold, served, tied);
   }
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
   if (!fs::exists(cfg_path)) fail<IoError>("no config.json in '{}'", dir);
@@ -353,11 +354,10 @@ Gemma4Assistant Gemma4Assistant::load(const std::string& dir, const model::Model
     w.ordering = read_ordering(ts, c.block.vocab);
     w.clusters = cluster_heads(hv, c, w.ordering, hold);
   } else if (c.block.tie_embeddings) {
-    // The tied head reads the table as the target's default does
-    // (model::TiedHead::Auto: in place where the hold keeps its values).
+    // The tied head reads the table as the target's does (`tied`).
     const model::EmbeddingTable table{hv.data, hv.dtype, size_t(c.block.vocab),
                                       size_t(c.block.d_model), GgmlType::F32, ts.keep_alive()};
-    w.head = table.head(hold, model::TiedHead::Auto, "tensor '" + head + "' (the tied head)");
+    w.head = table.head(hold, tied, "tensor '" + head + "' (the tied head)");
   } else {
     w.head = model::load_matrix(ts, {head}, hold);
   }

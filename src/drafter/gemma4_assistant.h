@@ -136,9 +136,11 @@ class Gemma4Assistant {
   // served: the target's fingerprint and mismatch policy; the assistant's
   // record is checked against it (check_drafter_target) unless it has none
   // (record().empty(): accepted, the caller says so). Null: not checked
-  // (training starts from any assistant, tests).
+  // (training starts from any assistant, tests). A tied head reads the token
+  // table as `tied` says (model::TiedHead; the target's own rule and default).
   static Gemma4Assistant load(const std::string& dir, const model::ModelConfig& target,
-                              const model::Hold& hold = {}, const ServedTarget* served = nullptr);
+                              const model::Hold& hold = {}, const ServedTarget* served = nullptr,
+                              model::TiedHead tied = model::TiedHead::Auto);
   // llama.cpp's gemma4-assistant GGUF (assistant_gguf.cc; docs/FORMATS.md):
   // its metadata read back into the gemma4_assistant config it came from and
   // refused as parse_assistant_config refuses it (the backbone width and the
@@ -149,7 +151,8 @@ class Gemma4Assistant {
   // masked_embd_centroids / masked_embd_ordering loads; they are not read).
   static Gemma4Assistant load_gguf(const std::string& path, const model::ModelConfig& target,
                                    const model::Hold& hold = {},
-                                   const ServedTarget* served = nullptr);
+                                   const ServedTarget* served = nullptr,
+                                   model::TiedHead tied = model::TiedHead::Auto);
 
   const AssistantConfig& config() const { return cfg_; }
   const AssistantWeights& weights() const { return w_; }

@@ -72,6 +72,8 @@ TEST(Gemma4AssistantGguf, DraftsEqualTheHfFolder) {
       EXPECT_EQ(gg.config().block.rope_partial, hf.config().block.rope_partial);
       EXPECT_EQ(gg.parameters(), hf.parameters());
       EXPECT_TRUE(gg.weights().head.is_view());  // an fp32 token_embd, read in place
+      EXPECT_FALSE(Gemma4Assistant::load(file, m.config(), {}, nullptr, model::TiedHead::Packed)
+                       .weights().head.is_view());  // --tied-head packed reaches the GGUF too
       std::mt19937 rng(7);
       const std::vector<int32_t> toks = test::random_tokens(rng, 14, t.vocab);
       const auto want = assistant_teacher_forced(m, hf, toks, 2, 3, nullptr, true);

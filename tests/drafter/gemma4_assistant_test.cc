@@ -95,6 +95,10 @@ TEST(Gemma4Assistant, LoadsThePublishedLayout) {
                                                         m.config(), kernels::WeightType::BF16);
   EXPECT_FALSE(rounded.weights().head.is_view());
   EXPECT_EQ(rounded.weights().head.hold(), kernels::WeightType::BF16);
+  // --tied-head packed reaches the assistant: a copy even where auto views.
+  EXPECT_FALSE(Gemma4Assistant::load(test::random_assistant("g4a", t, {}), m.config(), {}, nullptr,
+                                     model::TiedHead::Packed)
+                   .weights().head.is_view());
   AssistantSpec untied;
   untied.tie = false;
   EXPECT_FALSE(Gemma4Assistant::load(test::random_assistant("g4a-u", t, untied), m.config())
