@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/ggml_type.h"
 #include "core/mapped_file.h"
+#include "core/output_file.h"
 
 namespace mtp::io {
 
@@ -501,9 +502,13 @@ void put_value(std::string& out, const GgufValue& v) {
 
 }  // namespace
 
-std::string gguf_bytes(const GgufMetadata& metadata, const std::vector<GgufWriteTensor>& tensors,
-                       uint32_t version) {
-  size_t alignment = kDefaultAlignment;
+namespace {
+
+// The header of a GGUF file holding `tensors` (metadata, tensor infos and the
+// padding up to the data section); `alignment` receives the data alignment.
+std::string gguf_header(const GgufMetadata& metadata, const std::vector<GgufWriteTensor>& tensors,
+                        uint32_t version, size_t& alignment) {
+  alignment = kDefaultAlignment;
   std::set<std::string> keys, names;
   for (auto& [k, v] : metadata) {
     if (!keys.insert(k).second) fail<InputError>("GGUF writer: metadata key '{}' given twice", k);
@@ -527,13 +532,14 @@ std::string gguf_bytes(const GgufMetadata& metadata, const std::vector<GgufWrite
   uint64_t offset = 0;
   for (auto& t : tensors) {
     if (!names.insert(t.name).second) fail<InputError>("GGUF writer: tensor '{}' given twice", t.name);
+    const size_t n = t.data().size();
     if (ggml_type_info(t.type).name) {
       size_t rows = 1;
       for (size_t d = 1; d < t.dims.size(); ++d) rows *= size_t(t.dims[d]);
       const size_t row = ggml_row_bytes(t.type, t.dims.empty() ? 1 : size_t(t.dims[0]));
-      if (row * rows != t.bytes.size()) {
+      if (row * rows != n) {
         fail<InputError>("GGUF writer: tensor '{}' of type {} holds {} bytes; its dims imply {}",
-                         t.name, ggml_type_name(t.type), t.bytes.size(), row * rows);
+                         t.name, ggml_type_name(t.type), n, row * rows);
       }
     }
     put_string(out, t.name);
@@ -541,11 +547,20 @@ std::string gguf_bytes(const GgufMetadata& metadata, const std::vector<GgufWrite
     for (int64_t d : t.dims) put<int64_t>(out, d);
     put<uint32_t>(out, t.type);
     put<uint64_t>(out, offset);
-    offset = align_up(offset + t.bytes.size(), alignment);
+    offset = align_up(offset + n, alignment);
   }
   out.resize(align_up(out.size(), alignment), '\0');
+  return out;
+}
+
+}  // namespace
+
+std::string gguf_bytes(const GgufMetadata& metadata, const std::vector<GgufWriteTensor>& tensors,
+                       uint32_t version) {
+  size_t alignment = 0;
+  std::string out = gguf_header(metadata, tensors, version, alignment);
   for (auto& t : tensors) {
-    out += t.bytes;
+    out += t.data();
     out.resize(align_up(out.size(), alignment), '\0');
   }
   return out;
@@ -553,7 +568,22 @@ std::string gguf_bytes(const GgufMetadata& metadata, const std::vector<GgufWrite
 
 void write_gguf(const std::string& path, const GgufMetadata& metadata,
                 const std::vector<GgufWriteTensor>& tensors, uint32_t version) {
-  write_file_atomic(path, gguf_bytes(metadata, tensors, version));
+  size_t alignment = 0;
+  const std::string header = gguf_header(metadata, tensors, version, alignment);
+  uint64_t total = header.size();
+  for (auto& t : tensors) total = align_up(total + t.data().size(), alignment);
+  OutputFile out(path, total);
+  out.write(header);
+  const std::string zeros(alignment, '\0');
+  uint64_t at = header.size();
+  for (auto& t : tensors) {
+    out.write(t.data());
+    at += t.data().size();
+    const uint64_t pad = align_up(at, alignment) - at;
+    out.write(zeros.data(), size_t(pad));
+    at += pad;
+  }
+  out.commit();
 }
 
 }  // namespace mtp::io

@@ -146,12 +146,16 @@ class GgufFile {
   std::map<std::string, size_t, std::less<>> by_name_;  // name -> index in tensors_
 };
 
-// A tensor to write: `bytes` are the stored bytes (row-major, dims[0] fastest).
+// A tensor to write: `bytes` are the stored bytes (row-major, dims[0] fastest),
+// or, when `bytes` is empty, `view`: bytes held elsewhere (e.g. the memory map
+// of the file being rewritten), which must outlive the write.
 struct GgufWriteTensor {
   std::string name;
   std::vector<int64_t> dims;  // ggml order
   uint32_t type = 0;
   std::string bytes;
+  std::string_view view;
+  std::string_view data() const { return bytes.empty() ? view : std::string_view(bytes); }
 };
 
 // The bytes of a GGUF file. Alignment: `general.alignment` when the metadata
@@ -161,7 +165,9 @@ struct GgufWriteTensor {
 // type ids are written as given, for tests of the reader).
 std::string gguf_bytes(const GgufMetadata& metadata, const std::vector<GgufWriteTensor>& tensors,
                        uint32_t version = 3);
-// Writes gguf_bytes atomically to `path` (IoError when it cannot be written).
+// Writes gguf_bytes atomically to `path` (IoError when it cannot be written),
+// streamed: the header, then each tensor's bytes as given (no copy of the
+// whole file in memory).
 void write_gguf(const std::string& path, const GgufMetadata& metadata,
                 const std::vector<GgufWriteTensor>& tensors, uint32_t version = 3);
 

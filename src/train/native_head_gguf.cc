@@ -96,8 +96,10 @@ void write_gguf_native_head(const std::string& src, const model::ModelConfig& c,
     if (r != replaced.end()) {
       tensors.push_back({t.name, t.dims, uint32_t(GgmlType::F32), std::move(r->second)});
     } else {
-      tensors.push_back({t.name, t.dims, t.type,
-                         std::string(reinterpret_cast<const char*>(t.data), t.nbytes)});
+      // The trunk's bytes straight from the source's memory map (f outlives
+      // the write): nothing but the head is held in memory.
+      tensors.push_back({t.name, t.dims, t.type, {},
+                         std::string_view(reinterpret_cast<const char*>(t.data), t.nbytes)});
     }
   }
   io::write_gguf(out, f.metadata(), tensors, f.version());

@@ -33,7 +33,8 @@ HeadTensors read_gguf_native_head(const std::string& path, const model::ModelCon
 // Writes `out` atomically: GGUF `src` (config `c`) with the head's tensors
 // replaced by `head` (every tensor of native_mtp_tensors(c), shapes checked;
 // stored F32, norms as 1 + w), everything else as stored, in the file's
-// order. The whole file is assembled in memory (peak about twice its size).
+// order. Streamed: the trunk's bytes go from the source's memory map to the
+// output; only the head's F32 values are held.
 void write_gguf_native_head(const std::string& src, const model::ModelConfig& c,
                             const HeadTensors& head, const std::string& out);
 

@@ -142,6 +142,32 @@ TEST(Gguf, AlignmentFromMetadata) {
                            {"power of two"});
 }
 
+// write_gguf streams the header and each tensor (owned bytes or a view into
+// memory it does not copy) and writes exactly the bytes gguf_bytes builds,
+// at the default and at a larger alignment.
+TEST(Gguf, StreamedWriteEqualsTheBytesWithViewedTensors) {
+  const std::vector<GgufWriteTensor> owned = some_tensors();
+  std::vector<GgufWriteTensor> viewed;
+  for (size_t i = 0; i < owned.size(); ++i) {
+    GgufWriteTensor t = owned[i];
+    if (i % 2 == 0) {
+      t.view = owned[i].bytes;  // `owned` outlives the writes
+      t.bytes.clear();
+    }
+    viewed.push_back(std::move(t));
+  }
+  for (const GgufMetadata& kv : {all_types(), GgufMetadata{{"general.alignment", GgufValue::u32(256)}}}) {
+    const std::string want = io::gguf_bytes(kv, owned);
+    EXPECT_EQ(io::gguf_bytes(kv, viewed), want);
+    const std::string p = temp_dir("gguf") + "/streamed.gguf";
+    io::write_gguf(p, kv, viewed);
+    std::ifstream in(p, std::ios::binary);
+    const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(got.size(), want.size());
+    EXPECT_TRUE(got == want);
+  }
+}
+
 TEST(Gguf, TypedAccessNamesKeyAndValue) {
   const std::string p = temp_dir("gguf") + "/typed.gguf";
   io::write_gguf(p, all_types(), {});
