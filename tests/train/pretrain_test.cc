@@ -173,6 +173,20 @@ Compared compare_rows(const std::vector<float>& eng, const std::vector<float>& r
   return r;
 }
 
+// `ok` (the engine against the reference logits `ref`) passes: within its
+// tolerance, more than `min_decided` rows with a clear winner and every one
+// agreeing, and the tolerance far below the logits' own scale (the check can
+// tell). Prints the numbers under `what`.
+void expect_matches(const std::string& what, const Compared& ok, const std::vector<float>& ref,
+                    long min_decided) {
+  std::printf("%s: max|dlogit| %.3g, tolerance %.3g, %ld decided\n", what.c_str(), ok.max_diff,
+              ok.tol, ok.decided);
+  EXPECT_LE(ok.max_diff, ok.tol) << what;
+  EXPECT_GT(ok.decided, min_decided) << what;
+  EXPECT_EQ(ok.agreed, ok.decided) << what;
+  EXPECT_LT(ok.tol, 1e-3 * max_abs(ref)) << what;
+}
+
 Compared compare(const std::string& dir, const std::vector<float>& reference,
                  const std::vector<int32_t>& tokens, double tol) {
   model::Model m(model::load_model(dir, {}));
@@ -230,13 +244,8 @@ TEST(Pretrain, EngineLogitsMatchLibtorch) {
   const std::vector<int32_t> tokens = probe_tokens();
   const std::vector<float> ref = torch_logits(dir, tokens);
   const double tol = logit_tolerance(dir);
-  const Compared ok = compare(dir, ref, tokens, tol);
-  EXPECT_LE(ok.max_diff, tol);
-  std::printf("engine vs libtorch: max|dlogit| %.3g, tolerance %.3g\n", ok.max_diff, tol);
-  EXPECT_GT(ok.decided, 24);  // most positions have a clear winner after training
-  EXPECT_EQ(ok.agreed, ok.decided);
-  // The tolerance is far below the logits' own scale: the check can tell.
-  EXPECT_LT(tol, 1e-3 * max_abs(ref));
+  // Most positions have a clear winner after training.
+  expect_matches("engine vs libtorch", compare(dir, ref, tokens, tol), ref, 24);
 
   // A layout error (interleaved RoPE rows) is caught by exactly this check.
   const std::string bad = test::temp_dir("pretrain_parity_bad") + "/model";
@@ -288,13 +297,7 @@ TEST(Pretrain, Gemma4EngineLogitsMatchLibtorch) {
   const std::vector<int32_t> tokens = probe_tokens();
   const std::vector<float> ref = torch_logits(dir, tokens);
   const double tol = logit_tolerance(dir);
-  const Compared ok = compare(dir, ref, tokens, tol);
-  std::printf("gemma4 engine vs libtorch: max|dlogit| %.3g, tolerance %.3g, %ld decided\n",
-              ok.max_diff, tol, ok.decided);
-  EXPECT_LE(ok.max_diff, tol);
-  EXPECT_GT(ok.decided, 24);
-  EXPECT_EQ(ok.agreed, ok.decided);
-  EXPECT_LT(tol, 1e-3 * max_abs(ref));
+  expect_matches("gemma4 engine vs libtorch", compare(dir, ref, tokens, tol), ref, 24);
 
   // The check can tell: a window twice as wide (the prompt is longer than
   // both), or proportional RoPE rotating every pair, is far outside it.
@@ -368,13 +371,7 @@ TEST(Pretrain, Qwen35EngineLogitsAndNativeHeadMatchLibtorch) {
   const std::vector<int32_t> tokens = probe_tokens();
   const std::vector<float> ref = torch_logits(dir, tokens);
   const double tol = logit_tolerance(dir);
-  const Compared ok = compare(dir, ref, tokens, tol);
-  std::printf("qwen35 engine vs libtorch: max|dlogit| %.3g, tolerance %.3g, %ld decided\n",
-              ok.max_diff, tol, ok.decided);
-  EXPECT_LE(ok.max_diff, tol);
-  EXPECT_GT(ok.decided, 24);
-  EXPECT_EQ(ok.agreed, ok.decided);
-  EXPECT_LT(tol, 1e-3 * max_abs(ref));
+  expect_matches("qwen35 engine vs libtorch", compare(dir, ref, tokens, tol), ref, 24);
 
   // The conv without its history (every tap but the current one zeroed), or
   // every dim of the head rotated, is far outside the tolerance.
@@ -399,13 +396,8 @@ TEST(Pretrain, Qwen35EngineLogitsAndNativeHeadMatchLibtorch) {
   const std::vector<float> mref = torch_mtp_logits(dir, tokens);
   const double mtol = logit_tolerance(dir, "mtp.norm.weight", 2);
   const size_t V = size_t(c.vocab);
-  const Compared head = compare_rows(engine_mtp_logits(dir, tokens), mref, V, mtol);
-  std::printf("qwen35 native head engine vs libtorch: max|dlogit| %.3g, tolerance %.3g, "
-              "%ld decided\n", head.max_diff, mtol, head.decided);
-  EXPECT_LE(head.max_diff, mtol);
-  EXPECT_GT(head.decided, 16);
-  EXPECT_EQ(head.agreed, head.decided);
-  EXPECT_LT(mtol, 1e-3 * max_abs(mref));
+  expect_matches("qwen35 native head engine vs libtorch",
+                 compare_rows(engine_mtp_logits(dir, tokens), mref, V, mtol), mref, 16);
   const Compared pre = compare_rows(engine_mtp_logits(dir, tokens, false), mref, V, mtol);
   std::printf("native head on the pre-norm hidden: max|dlogit| %.3g\n", pre.max_diff);
   EXPECT_GT(pre.max_diff, 10 * mtol);
